@@ -1,0 +1,61 @@
+"""The variant registry: one small object per back end.
+
+A back end has a ``name``, says whether it can run here (``availability()``), prepares a system
+once (``prepare``) and runs one solve (``run``). The front end (``dpsolve/_frontend.py``) does
+everything else: validation, tolerances, restarts from the true residual, the report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Backend, Run
+from .host import HostBackend
+
+# Order matters: "auto" prefers earlier available GPU variants once they exist.
+VARIANT_NAMES = ("host", "cublas", "cuda", "merge", "dynamic", "graph", "persistent")
+
+_DESCRIPTIONS = {
+    "host": "pure-NumPy reference solvers on the CPU (the specification)",
+    "cublas": "host loop; cuBLAS vector ops with host-side scalars; dpsolve SpMV (the paper's CUBLASL)",
+    "cuda": "host loop; dpsolve kernels for every op, scalars kept on the device",
+    "merge": "host loop over the fused macro-kernels of the paper's Figure 2",
+    "dynamic": "one host launch; the loop chained on the GPU with CDP2 tail launches",
+    "graph": "one host launch of a CUDA graph with a conditional WHILE node",
+    "persistent": "one cooperative kernel looping with grid-wide synchronisation",
+}
+
+_BACKENDS: dict[str, Backend] = {"host": HostBackend()}
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    available: bool
+    reason: str | None
+    description: str
+
+
+def get_backend(name: str) -> Backend | None:
+    return _BACKENDS.get(name)
+
+
+def register(backend: Backend) -> None:
+    _BACKENDS[backend.name] = backend
+
+
+def variant_info(name: str) -> VariantInfo:
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        return VariantInfo(name, False, "not implemented yet in this version of dpsolve",
+                           _DESCRIPTIONS[name])
+    ok, reason = backend.availability()
+    return VariantInfo(name, ok, reason, _DESCRIPTIONS[name])
+
+
+def variants() -> list[VariantInfo]:
+    """Every variant, whether it can run here, and why not when it cannot."""
+    return [variant_info(n) for n in VARIANT_NAMES]
+
+
+__all__ = ["Backend", "Run", "VARIANT_NAMES", "VariantInfo", "get_backend", "register",
+           "variant_info", "variants"]

@@ -1,0 +1,48 @@
+"""What every back end provides."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Run:
+    """What one ``Backend.run`` returns: the iterate, SciPy's info code, iterations run, and the
+    report fields the back end measured (keys of ``SolveReport``)."""
+    x: object
+    info: int
+    iterations: int
+    stats: dict = field(default_factory=dict)
+
+
+class Backend:
+    name = "?"
+    device_driven = False      # the loop runs on the device: no Python callback mid-solve
+    uses_format = True         # reads format= (the host variant does not)
+
+    def availability(self):
+        """(True, None) if this back end can run here, else (False, reason)."""
+        raise NotImplementedError
+
+    def supports(self, system) -> bool:
+        """Whether this back end can take this system (method, dtype, preconditioner kind)."""
+        return True
+
+    def initial_x(self, system):
+        """The starting iterate, a private copy of x0 (or zeros) where this back end computes."""
+        raise NotImplementedError
+
+    def prepare(self, system, fmt):
+        """Per-system state (device matrix, buffers, kernels), built once per solve call."""
+        raise NotImplementedError
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync) -> Run:
+        """Run at most ``maxiter`` iterations from the iterate ``x`` (updated in place)."""
+        raise NotImplementedError
+
+    def residual_norm(self, state, system, x) -> float:
+        """The true ||b - A x||, computed once at exit."""
+        raise NotImplementedError
+
+    def to_output(self, x, system):
+        """Convert the iterate to the caller's array type (NumPy or CuPy, following b)."""
+        raise NotImplementedError

@@ -1,0 +1,70 @@
+"""variant="host": the pure-NumPy reference solvers, driven with SciPy's operators."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import reference
+from ..measure import Stopwatch
+from .base import Backend, Run
+
+
+def _to_numpy(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+class HostState:
+    def __init__(self, system):
+        if system.operator is not None:
+            op = system.operator
+            self.matvec, self.rmatvec = op.matvec, op.rmatvec
+        else:
+            A = system.csr.to_scipy()
+            AH = A.conj().T.tocsr()
+            self.matvec = A.__matmul__
+            self.rmatvec = AH.__matmul__
+        self.b = _to_numpy(system.b)
+        M = system.M
+        if M.kind == "jacobi":
+            inv = np.asarray(M.inv_diag)
+            self.psolve = inv.__mul__
+            self.rpsolve = np.conj(inv).__mul__
+        elif M.kind == "operator":
+            self.psolve, self.rpsolve = M.op.matvec, M.op.rmatvec
+        else:
+            self.psolve = self.rpsolve = None
+
+
+class HostBackend(Backend):
+    name = "host"
+    uses_format = False
+
+    def availability(self):
+        return True, None
+
+    def prepare(self, system, fmt):
+        return HostState(system)
+
+    def initial_x(self, system):
+        if system.x0 is None:
+            return np.zeros(system.n, dtype=system.dtype)
+        return _to_numpy(system.x0).copy()
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+        solver = reference.SOLVERS[system.method]
+        kw = dict(atol=atol, maxiter=maxiter, psolve=state.psolve, callback=callback)
+        if system.method == "bicg":
+            kw.update(rmatvec=state.rmatvec, rpsolve=state.rpsolve)
+        with Stopwatch() as sw:
+            x, info, its = solver(state.matvec, state.b, x, **kw)
+        return Run(x, info, its, {"wall_time": sw.wall, "host_cpu_time": sw.cpu,
+                                  "host_energy": sw.host_energy, "host_syncs": 0,
+                                  "host_launches": 0, "device": "host CPU"})
+
+    def residual_norm(self, state, system, x):
+        return float(np.linalg.norm(state.b - state.matvec(x)))
+
+    def to_output(self, x, system):
+        if system.out_cupy:
+            import cupy
+            return cupy.asarray(x)
+        return x

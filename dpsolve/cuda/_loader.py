@@ -1,0 +1,108 @@
+"""The one kernel loader: compiles ``dpsolve/cuda/*.cu`` through CuPy's NVRTC back end.
+
+* Each source file is a family of templated kernels. ``SOURCES`` lists, per file, the name
+  expressions to instantiate; ``{T}`` is replaced by the C++ type of the dtype.
+* Sources are prefixed with ``#line 1 "<path>"`` and compiled with ``-I dpsolve/cuda/include``, so
+  compiler errors name the real file and line.
+* Modules are memoised per (device, source, dtype, rdc). ``rdc=True`` adds ``-rdc=true`` for
+  kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt).
+* ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
+  source with it for sm_90, so a syntax error never lands.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._errors import KernelCompileError
+
+CUDA_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = CUDA_DIR / "include"
+OPTIONS = ("-std=c++17", f"-I{INCLUDE_DIR}")
+
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class Source:
+    file: str
+    expressions: tuple       # name expressions with {T} for the value type
+    rdc: bool = False
+
+
+SOURCES = {
+    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
+                   + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
+    "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "axpy<{T}>", "xpay<{T}>")),
+}
+
+
+def ctype(dtype) -> str:
+    try:
+        return CTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"no CUDA kernels for dtype {np.dtype(dtype)}; "
+                        f"supported: {', '.join(str(d) for d in CTYPES)}") from None
+
+
+def options(rdc: bool = False) -> tuple:
+    return OPTIONS + (("-rdc=true",) if rdc else ())
+
+
+def source_text(name: str) -> str:
+    """The exact text handed to NVRTC for source ``name``."""
+    path = CUDA_DIR / SOURCES[name].file
+    return f'#line 1 "{path}"\n' + path.read_text()
+
+
+def expressions(name: str, dtype) -> list:
+    t = ctype(dtype)
+    return [e.format(T=t) for e in SOURCES[name].expressions]
+
+
+def nvcc_command(name: str, out_dir: Path, arch: str = "sm_90") -> tuple[list, Path]:
+    """(argv, translation unit) compiling ``name`` with nvcc as NVRTC compiles it at run time.
+
+    The translation unit is the loader's source text plus one explicit instantiation per name
+    expression and dtype (what NVRTC's name expressions do), so template bodies are checked too.
+    """
+    src = SOURCES[name]
+    lines = [source_text(name), "\n// instantiations, as NVRTC name expressions make them\n"]
+    k = 0
+    for dt in CTYPES:
+        for expr in expressions(name, dt):
+            lines.append(f"static void* const dps_instance_{k} = (void*)&{expr};\n")
+            k += 1
+    tu = Path(out_dir) / f"{name}_check.cu"
+    tu.write_text("".join(lines))
+    argv = ["nvcc", f"-arch={arch}", *options(src.rdc), "-c", str(tu), "-o", str(tu.with_suffix(".o"))]
+    return argv, tu
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_id: int, name: str, dtype_str: str, rdc: bool):
+    import cupy
+    src = SOURCES[name]
+    exprs = expressions(name, dtype_str)
+    with cupy.cuda.Device(device_id):
+        mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc),
+                             name_expressions=exprs, backend="nvrtc")
+        try:
+            mod.compile()
+        except cupy.cuda.compiler.CompileException as e:
+            raise KernelCompileError(f"NVRTC failed to compile {CUDA_DIR / src.file} "
+                                     f"for {dtype_str}:\n{e}") from None
+    return mod
+
+
+def get_kernel(name: str, expression: str, dtype, rdc: bool = False):
+    """The compiled kernel for ``expression`` (with ``{T}``) of source ``name`` at ``dtype``."""
+    import cupy
+    dt = np.dtype(dtype)
+    mod = _module(cupy.cuda.Device().id, name, dt.str, rdc)
+    return mod.get_function(expression.format(T=ctype(dt)))

@@ -1,0 +1,50 @@
+"""Sparse formats: plain containers over NumPy (host) or CuPy (device) arrays.
+
+* :class:`CSR` - sorted, de-duplicated, checked compressed sparse rows (int32 indices).
+* :class:`ELL` - column-major padded ELLPACK, so that a warp's loads coalesce.
+
+The SpMV *kernels* that read them are ``csr-scalar`` and ``csr-vector`` (both over :class:`CSR`)
+and ``ell`` (over :class:`ELL`).
+"""
+from __future__ import annotations
+
+from .._errors import FormatError
+from .csr import CSR, to_csr
+from .ell import DEFAULT_MAX_FILL, ELL
+
+FORMATS = ("csr-scalar", "csr-vector", "ell")
+
+
+def row_stats(csr: CSR) -> dict:
+    """Row-length statistics the format choice is made from (computed where ``csr`` lives)."""
+    xp = csr.xp
+    lens = xp.diff(csr.indptr)
+    n = csr.n
+    mean = csr.nnz / n if n else 0.0
+    mx = int(lens.max()) if n else 0
+    return {"n": n, "nnz": csr.nnz, "mean": mean, "max": mx,
+            "ell_fill": (n * mx / csr.nnz) if csr.nnz else 1.0}
+
+
+def choose_format(csr: CSR, requested: str = "auto") -> str:
+    """Resolve ``format=``. Explicit names are returned as they are; ``auto`` picks from row stats.
+
+    Provisional ``auto`` rule (Bell & Garland's guidance, to be replaced by measured crossovers):
+    ELL when rows are regular (padding at most 1.25x the nonzeros), CSR-vector when rows are long
+    (mean >= 12 entries), CSR-scalar otherwise. ``auto`` never picks ELL when ELL would refuse.
+    """
+    if requested not in FORMATS + ("auto",):
+        raise ValueError(f"unknown format {requested!r}; expected one of "
+                         f"{', '.join(('auto',) + FORMATS)}")
+    if requested != "auto":
+        return requested
+    s = row_stats(csr)
+    if s["nnz"] and s["ell_fill"] <= min(1.25, DEFAULT_MAX_FILL) and s["mean"] <= 32:
+        return "ell"
+    if s["mean"] >= 12:
+        return "csr-vector"
+    return "csr-scalar"
+
+
+__all__ = ["CSR", "ELL", "FORMATS", "FormatError", "DEFAULT_MAX_FILL", "choose_format",
+           "row_stats", "to_csr"]

@@ -1,0 +1,157 @@
+"""Compressed sparse rows over NumPy or CuPy arrays.
+
+``to_csr`` accepts any SciPy sparse matrix or array, a cupyx sparse matrix, or a dense 2-D NumPy or
+CuPy array, and returns a CSR with sorted, de-duplicated int32 column indices. It never modifies its
+input: duplicates are summed in a copy. CuPy inputs are converted on the device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._errors import FormatError
+
+INDEX_MAX = np.iinfo(np.int32).max
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.split(".")[0] in ("cupy", "cupyx")
+
+
+def array_module(a):
+    if _is_cupy(a):
+        import cupy
+        return cupy
+    return np
+
+
+@dataclass
+class CSR:
+    indptr: object     # (n+1,) int32
+    indices: object    # (nnz,) int32, sorted within each row, no duplicates
+    data: object       # (nnz,) values
+    n: int
+
+    @property
+    def xp(self):
+        return array_module(self.data)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def on_device(self) -> bool:
+        return _is_cupy(self.data)
+
+    def to_device(self) -> "CSR":
+        if self.on_device:
+            return self
+        import cupy
+        return CSR(cupy.asarray(self.indptr), cupy.asarray(self.indices), cupy.asarray(self.data), self.n)
+
+    def to_host(self) -> "CSR":
+        if not self.on_device:
+            return self
+        return CSR(self.indptr.get(), self.indices.get(), self.data.get(), self.n)
+
+    def to_scipy(self) -> sp.csr_array:
+        h = self.to_host()
+        return sp.csr_array((h.data, h.indices, h.indptr), shape=(self.n, self.n))
+
+    def row_ids(self):
+        """The row of each stored entry, shape (nnz,), int64."""
+        xp = self.xp
+        k = xp.arange(self.nnz, dtype=np.int64)
+        return xp.searchsorted(self.indptr, k, side="right") - 1
+
+    def diagonal(self):
+        """The main diagonal (zeros where a row stores none), where the matrix lives."""
+        xp = self.xp
+        rows = self.row_ids()
+        d = xp.zeros(self.n, dtype=self.dtype)
+        on = self.indices == rows
+        d[rows[on]] = self.data[on]
+        return d
+
+    def matvec(self, x):
+        """Host-side reference SpMV, y = A x, written from the CSR arrays (not through SciPy)."""
+        xp = self.xp
+        rows = self.row_ids()
+        prod = self.data * x[self.indices]
+        y = xp.zeros(self.n, dtype=np.result_type(self.dtype, x.dtype))
+        if xp is np:
+            np.add.at(y, rows, prod)
+        else:
+            import cupyx
+            cupyx.scatter_add(y, rows, prod)
+        return y
+
+    def validate(self) -> None:
+        """Raise FormatError unless the arrays form a valid sorted, duplicate-free CSR matrix."""
+        xp = self.xp
+        ip, ix = self.indptr, self.indices
+        if ip.shape != (self.n + 1,):
+            raise FormatError(f"CSR indptr has shape {ip.shape}, expected ({self.n + 1},)")
+        if int(ip[0]) != 0 or int(ip[-1]) != self.nnz:
+            raise FormatError(f"CSR indptr must run from 0 to nnz={self.nnz}, got {int(ip[0])}..{int(ip[-1])}")
+        if self.nnz == 0:
+            return
+        if bool((xp.diff(ip) < 0).any()):
+            raise FormatError("CSR indptr is not non-decreasing")
+        if bool((ix < 0).any()) or bool((ix >= self.n).any()):
+            raise FormatError(f"CSR column index out of range [0, {self.n})")
+        # sorted and unique within each row: strictly increasing except across row starts
+        inc = ix[1:] > ix[:-1]
+        starts = xp.zeros(self.nnz, dtype=bool)
+        row_starts = ip[:-1][xp.diff(ip) > 0]
+        starts[row_starts] = True
+        if not bool((inc | starts[1:]).all()):
+            raise FormatError("CSR column indices are not sorted and unique within each row")
+
+
+def _from_scipy(A, dtype) -> CSR:
+    m = sp.csr_array(A, dtype=dtype, copy=True)    # a copy: sum_duplicates works in place
+    m.sum_duplicates()                              # also sorts the indices
+    return _checked(m.indptr, m.indices, m.data, m.shape[0], np)
+
+
+def _from_cupy(A, dtype) -> CSR:
+    import cupy
+    import cupyx.scipy.sparse as csp
+    if csp.issparse(A):
+        m = csp.csr_matrix(A, dtype=dtype, copy=True)
+    else:
+        m = csp.csr_matrix(cupy.asarray(A, dtype=dtype))
+    m.sum_duplicates()
+    if not m.has_sorted_indices:
+        m.sort_indices()
+    return _checked(m.indptr, m.indices, m.data, m.shape[0], cupy)
+
+
+def _checked(indptr, indices, data, n, xp) -> CSR:
+    if data.shape[0] > INDEX_MAX or n > INDEX_MAX:
+        raise FormatError(f"matrix too large for 32-bit indices (n={n}, nnz={data.shape[0]})")
+    csr = CSR(xp.ascontiguousarray(indptr, dtype=np.int32),
+              xp.ascontiguousarray(indices, dtype=np.int32),
+              xp.ascontiguousarray(data), int(n))
+    csr.validate()
+    return csr
+
+
+def to_csr(A, dtype) -> CSR:
+    """CSR of ``A`` in ``dtype``, in the memory space ``A`` lives in (host or device)."""
+    if _is_cupy(A):
+        return _from_cupy(A, dtype)
+    if sp.issparse(A):
+        return _from_scipy(A, dtype)
+    a = np.asarray(A)
+    if a.ndim != 2:
+        raise ValueError(f"A must be 2-D, got an array of shape {a.shape}")
+    return _from_scipy(sp.csr_array(a.astype(dtype, copy=False)), dtype)

@@ -1,0 +1,123 @@
+"""Host-side measurement: process CPU time, RAPL host energy, and NVML GPU energy.
+
+* CPU time is ``time.process_time()`` (user + system of this process).
+* Host energy comes from RAPL under ``/sys/class/powercap`` only where it exists and is readable;
+  counters wrap at ``max_energy_range_uj`` and the wrap is handled. Elsewhere it is ``None``.
+* GPU energy comes from NVML's total-energy counter (mJ since driver load, Volta and newer).
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import time
+
+POWERCAP = "/sys/class/powercap"
+
+
+# --------------------------------------------------------------------------- RAPL
+def _rapl_domains(root=POWERCAP):
+    """Top-level package domains (intel-rapl:0, intel-rapl:1, ...) that can be read."""
+    out = []
+    for d in sorted(glob.glob(os.path.join(root, "intel-rapl:*"))):
+        if os.path.basename(d).count(":") != 1:       # skip sub-domains (core, uncore, dram)
+            continue
+        try:
+            with open(os.path.join(d, "energy_uj")) as f:
+                int(f.read())
+            with open(os.path.join(d, "max_energy_range_uj")) as f:
+                rng = int(f.read())
+        except (OSError, ValueError):
+            continue
+        out.append((d, rng))
+    return out
+
+
+class RaplMeter:
+    """Reads package energy from RAPL; ``available`` is False where it cannot be read."""
+
+    def __init__(self, root=POWERCAP):
+        self.domains = _rapl_domains(root)
+        self.available = bool(self.domains)
+
+    def read(self):
+        vals = []
+        for d, _ in self.domains:
+            with open(os.path.join(d, "energy_uj")) as f:
+                vals.append(int(f.read()))
+        return vals
+
+    def joules_between(self, before, after):
+        total = 0
+        for (_, rng), a, b in zip(self.domains, before, after):
+            delta = b - a
+            if delta < 0:               # the counter wrapped once
+                delta += rng
+            total += delta
+        return total * 1e-6
+
+
+# --------------------------------------------------------------------------- NVML
+@functools.lru_cache(maxsize=None)
+def _nvml():
+    """The pynvml module, initialised, or None where NVML is unusable."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def nvml_handle(device_index=0):
+    nv = _nvml()
+    if nv is None:
+        return None
+    try:
+        return nv.nvmlDeviceGetHandleByIndex(device_index)
+    except Exception:
+        return None
+
+
+def nvml_energy_support(device_index=0):
+    """(supported, detail) for NVML's total-energy counter on this device."""
+    nv = _nvml()
+    if nv is None:
+        return False, "NVML is not available (no NVIDIA driver, or nvidia-ml-py missing)"
+    h = nvml_handle(device_index)
+    if h is None:
+        return False, f"NVML has no device {device_index}"
+    try:
+        nv.nvmlDeviceGetTotalEnergyConsumption(h)
+        return True, "total-energy counter (mJ)"
+    except Exception as e:
+        try:
+            nv.nvmlDeviceGetPowerUsage(h)
+            return False, f"no energy counter ({e}); power sampling available"
+        except Exception as e2:
+            return False, f"no energy counter and no power reading ({e2})"
+
+
+class Stopwatch:
+    """Wall time, process CPU time and (where readable) RAPL energy around a region."""
+
+    def __init__(self, rapl: RaplMeter | None = None):
+        self.rapl = rapl if rapl is not None else _default_rapl()
+
+    def __enter__(self):
+        self._e0 = self.rapl.read() if self.rapl.available else None
+        self._c0 = time.process_time()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self._t0
+        self.cpu = time.process_time() - self._c0
+        self.host_energy = (self.rapl.joules_between(self._e0, self.rapl.read())
+                            if self._e0 is not None else None)
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _default_rapl():
+    return RaplMeter()

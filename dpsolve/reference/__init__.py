@@ -1,0 +1,18 @@
+"""Pure-NumPy reference solvers: the specification every GPU back end is tested against.
+
+Each solver takes callables rather than matrices:
+
+    solver(matvec, b, x, *, atol, maxiter, psolve=None, callback=None) -> (x, info, iterations)
+
+``x`` is updated in place and returned. ``info`` follows SciPy: 0 converged, ``maxiter`` when the
+iteration budget ran out, negative on breakdown. ``iterations`` is the number of iterations run.
+The convergence test is SciPy's: ``||r|| < atol`` on the recurrence residual, checked before each
+iteration. The front end re-checks the true residual afterwards.
+"""
+from .cg import cg
+from .bicg import bicg
+from .bicgstab import bicgstab
+
+SOLVERS = {"cg": cg, "bicg": bicg, "bicgstab": bicgstab}
+
+__all__ = ["cg", "bicg", "bicgstab", "SOLVERS"]

@@ -1,0 +1,48 @@
+"""BiConjugate Gradient (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 7.3),
+with SciPy's preconditioning, breakdown tests and codes:
+
+* info = -10: rho = <r~, z> below eps**2 (rho breakdown)
+* info = -11: <p~, A p> == 0
+"""
+import numpy as np
+
+from ._util import breakdown_tol, dotprod, norm
+
+
+def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None):
+    dot = dotprod(x)
+    rhotol = breakdown_tol(x.dtype)
+    ident = lambda v: v  # noqa: E731
+    psolve = psolve or ident
+    rpsolve = rpsolve or ident
+    r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0, r~_0 = r_0
+    rt = r.copy()
+    rho_prev = p = pt = None
+    for j in range(maxiter):
+        if norm(r) < atol:
+            return x, 0, j
+        z = psolve(r)
+        zt = rpsolve(rt)
+        rho = dot(rt, z)                                 #    rho_j = <r~_j, z_j>
+        if abs(rho) < rhotol:
+            return x, -10, j
+        if j > 0:
+            beta = rho / rho_prev                        # 6. beta_j = rho_{j+1} / rho_j
+            p = z + beta * p                             # 7. p = z + beta p
+            pt = zt + np.conj(beta) * pt                 #    p~ = z~ + conj(beta) p~
+        else:
+            p = z.copy()                                 # 2. p_0 = z_0, p~_0 = z~_0
+            pt = zt.copy()
+        q = matvec(p)                                    #    q = A p
+        qt = rmatvec(pt)                                 #    q~ = A^H p~
+        rv = dot(pt, q)                                  #    <p~, A p>
+        if rv == 0:
+            return x, -11, j
+        alpha = rho / rv                                 # 3. alpha = rho / <p~, A p>
+        x += alpha * p                                   # 4. x = x + alpha p
+        r -= alpha * q                                   # 5. r = r - alpha A p
+        rt -= np.conj(alpha) * qt                        #    r~ = r~ - conj(alpha) A^H p~
+        rho_prev = rho
+        if callback is not None:
+            callback(x)
+    return x, maxiter, maxiter

@@ -1,0 +1,49 @@
+"""BiCGStab (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 7.7), right
+preconditioned as in SciPy, with SciPy's breakdown tests and codes:
+
+* info = -10: rho = <r~, r> below eps**2
+* info = -11: omega below eps**2, or <r~, v> == 0
+"""
+from ._util import breakdown_tol, dotprod, norm
+
+
+def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
+    dot = dotprod(x)
+    tol = breakdown_tol(x.dtype)
+    psolve = psolve or (lambda v: v)
+    r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0; r~ = r_0
+    rt = r.copy()
+    rho_prev = omega = alpha = p = v = None
+    for j in range(maxiter):
+        if norm(r) < atol:
+            return x, 0, j
+        rho = dot(rt, r)                                 #    rho_j = <r~, r_j>
+        if abs(rho) < tol:
+            return x, -10, j
+        if j > 0:
+            if abs(omega) < tol:
+                return x, -11, j
+            beta = (rho / rho_prev) * (alpha / omega)    # 6. beta = (rho_j/rho_{j-1}) (alpha/omega)
+            p = r + beta * (p - omega * v)               # 7. p = r + beta (p - omega v)
+        else:
+            p = r.copy()                                 # 2. p_0 = r_0
+        phat = psolve(p)                                 #    p^ = M p
+        v = matvec(phat)                                 #    v = A p^
+        rv = dot(rt, v)
+        if rv == 0:
+            return x, -11, j
+        alpha = rho / rv                                 # 3. alpha = rho / <r~, v>
+        s = r - alpha * v                                # 4. s = r - alpha v
+        if norm(s) < atol:
+            x += alpha * phat
+            return x, 0, j + 1
+        shat = psolve(s)                                 #    s^ = M s
+        t = matvec(shat)                                 #    t = A s^
+        omega = dot(t, s) / dot(t, t)                    # 5. omega = <t, s> / <t, t>
+        x += alpha * phat                                #    x = x + alpha p^ + omega s^
+        x += omega * shat
+        r = s - omega * t                                #    r = s - omega t
+        rho_prev = rho
+        if callback is not None:
+            callback(x)
+    return x, maxiter, maxiter

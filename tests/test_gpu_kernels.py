@@ -1,0 +1,143 @@
+"""The SpMV and DOT kernels against SciPy and NumPy, in float32 and float64, at awkward sizes.
+
+GPU only: skipped with a reason where there is no usable CUDA device.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpsolve.formats import to_csr
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [np.float32, np.float64]
+RTOL = {np.float32: 2e-5, np.float64: 1e-13}
+SIZES = [1, 2, 31, 97, 1000, 4097]
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _random_matrix(n, density, rng, dtype, empty_rows=True):
+    A = sp.random_array((n, n), density=density, rng=rng, dtype=np.float64, format="csr")
+    A = A + sp.eye_array(n)                      # at least one entry per row...
+    A = sp.csr_array(A)
+    if empty_rows and n > 3:
+        A = sp.lil_array(A)
+        A[1, :] = 0                              # ... except some rows with none at all
+        A[n - 1, :] = 0
+        A = sp.csr_array(A)
+        A.eliminate_zeros()
+    return A.astype(dtype)
+
+
+def _matrices(dtype):
+    rng = np.random.default_rng(7)
+    cases = {f"rand{n}": _random_matrix(n, min(1.0, 8.0 / n), rng, dtype) for n in SIZES}
+    long_row = sp.lil_array((300, 300))
+    long_row.setdiag(1.0)
+    long_row[5, :] = rng.standard_normal(300)    # one long row among short ones
+    cases["longrow"] = sp.csr_array(long_row).astype(dtype)
+    from dpsolve.matrices import laplace_3d
+    cases["lap3d-17"] = laplace_3d(17).astype(dtype)
+    return cases
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("fmt", ["csr-scalar", "csr-vector", "ell"])
+def test_spmv_matches_scipy(fmt, dtype):
+    cp = _cp()
+    from dpsolve.cuda import ops
+    rng = np.random.default_rng(11)
+    for name, A in _matrices(dtype).items():
+        dA = ops.DeviceMatrix.build(to_csr(A, dtype), fmt, max_fill=1e9)
+        x = rng.standard_normal(A.shape[0]).astype(dtype)
+        y = cp.full(A.shape[0], cp.nan, dtype=dtype)             # poisoned output
+        ops.spmv(dA, cp.asarray(x), y)
+        ref = (A.astype(np.float64) @ x.astype(np.float64))
+        got = y.get()
+        assert np.isfinite(got).all(), f"{name}/{fmt}: unwritten output rows"
+        scale = np.abs(A.astype(np.float64)) @ np.abs(x.astype(np.float64)) + 1e-300
+        err = np.max(np.abs(got - ref) / scale)
+        assert err < RTOL[dtype] * 10, f"{name}/{fmt}/{np.dtype(dtype)}: max rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("width_mean", [1, 3, 7, 20, 60])
+def test_csr_vector_every_group_width(width_mean):
+    cp = _cp()
+    from dpsolve.cuda import ops
+    rng = np.random.default_rng(width_mean)
+    n = 513
+    A = sp.random_array((n, n), density=min(1.0, width_mean / n), rng=rng, format="csr")
+    dA = ops.DeviceMatrix.build(to_csr(A, np.float64), "csr-vector")
+    assert dA.width == ops.vector_width(A.nnz / n)
+    x = rng.standard_normal(n)
+    y = cp.full(n, cp.nan)
+    ops.spmv(dA, cp.asarray(x), y)
+    np.testing.assert_allclose(y.get(), A @ x, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("n", SIZES + [1_000_003])
+def test_two_stage_dot_matches_numpy(n, dtype):
+    cp = _cp()
+    from dpsolve.cuda import ops
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    out = cp.full(1, cp.nan, dtype=dtype)
+    partials = cp.full(ops.DOT_MAX_PARTIALS, cp.nan, dtype=dtype)
+    ops.dot(cp.asarray(x), cp.asarray(y), out, partials)
+    ref = np.dot(x.astype(np.float64), y.astype(np.float64))
+    bound = np.dot(np.abs(x).astype(np.float64), np.abs(y).astype(np.float64))
+    eps = np.finfo(dtype).eps
+    assert abs(float(out.get()[0]) - ref) <= 4 * eps * np.sqrt(n) * bound + 1e-30
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 2, 31, 97, 513, 100_001])
+def test_axpy_xpay(n, dtype):
+    cp = _cp()
+    from dpsolve.cuda import ops
+    rng = np.random.default_rng(n + 1)
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    alpha = np.array([0.37], dtype=dtype)
+    dy = cp.asarray(y)
+    ops.axpy(cp.asarray(alpha), cp.asarray(x), dy, sign=-1.0)
+    np.testing.assert_allclose(dy.get(), y - alpha[0] * x, rtol=RTOL[dtype] * 10, atol=1e-6)
+    dy = cp.asarray(y)
+    ops.xpay(cp.asarray(x), cp.asarray(alpha), dy)
+    np.testing.assert_allclose(dy.get(), x + alpha[0] * y, rtol=RTOL[dtype] * 10, atol=1e-6)
+
+
+def test_nvrtc_compile_error_names_file_and_line(tmp_path, monkeypatch):
+    from dpsolve import KernelCompileError
+    from dpsolve.cuda import _loader
+    bad = tmp_path / "broken.cu"
+    bad.write_text("#include <dpsolve/common.cuh>\n"
+                   "template <typename T> __global__ void k(T* x) {\n"
+                   "    x[0] = undefined_symbol;\n"
+                   "}\n")
+    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source(str(bad), ("k<{T}>",)))
+    with pytest.raises(KernelCompileError, match=r"broken\.cu\(3\)"):
+        _loader.get_kernel("broken", "k<{T}>", np.float64)
+
+
+def test_device_csr_conversion_from_cupy_inputs():
+    """CuPy inputs are converted on the device; results match the host conversion."""
+    cp = _cp()
+    import cupyx.scipy.sparse as csp
+    rng = np.random.default_rng(3)
+    A = sp.random_array((50, 50), density=0.1, rng=rng, format="coo")
+    dense = cp.asarray(A.toarray())
+    for src in (csp.csr_matrix(sp.csr_matrix(A)), csp.coo_matrix(sp.coo_matrix(A)), dense):
+        c = to_csr(src, np.float64)
+        assert c.on_device
+        h = c.to_host()
+        ref = to_csr(A, np.float64)
+        np.testing.assert_array_equal(h.indptr, ref.indptr)
+        np.testing.assert_array_equal(h.indices, ref.indices)
+        np.testing.assert_allclose(h.data, ref.data)
