@@ -5,7 +5,6 @@ where SciPy has one), and never modifies what the caller passed in.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np

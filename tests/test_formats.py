@@ -1,0 +1,397 @@
+"""The host-side sparse formats: CSR construction and checking, ELL layout and refusal, the
+reference SpMVs (``CSR.matvec``, ``ELL.matvec``) against SciPy, and the format choice."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dpsolve.formats import (CSR, DEFAULT_MAX_FILL, ELL, FORMATS, FormatError, choose_format,
+                             row_stats, to_csr)
+
+DTYPES = [np.float32, np.float64, np.complex128]
+DTYPE_IDS = ["float32", "float64", "complex128"]
+
+
+def random_sparse(n, density, dtype, seed, empty_rows=0):
+    rng = np.random.default_rng(seed)
+    A = sp.random_array((n, n), density=density, format="csr", dtype=np.float64, rng=rng)
+    if np.dtype(dtype).kind == "c":
+        A = A + 1j * sp.random_array((n, n), density=density, format="csr", rng=rng)
+    A = sp.lil_array(A.astype(dtype))
+    for i in rng.choice(n, size=min(empty_rows, n), replace=False):
+        A[int(i), :] = 0
+    A = sp.csr_array(A)
+    A.eliminate_zeros()
+    return A
+
+
+def rtol_for(dtype):
+    return 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+
+
+def rand_x(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(n)
+    return x.astype(dtype)
+
+
+def assert_spmv_close(y, A, x):
+    """y == A @ x up to the rounding of a k-term sum on both sides (k: longest row), judged row
+    by row against |A| |x| so that float32 is held to float32's standard and no looser."""
+    A = sp.csr_array(A)
+    ref = A @ x
+    assert y.shape == ref.shape
+    assert y.dtype == np.result_type(A.dtype, x.dtype)
+    k = int(np.diff(A.indptr).max(initial=0))
+    scale = abs(A) @ abs(x)
+    err = np.abs(y - ref)
+    bound = (2 * k + 2) * np.finfo(y.dtype).eps * scale
+    assert (err <= bound).all(), f"max error {err.max()} > bound"
+
+
+# --------------------------------------------------------------------------- CSR construction
+def _dup_unsorted_csr():
+    """A CSR with duplicate and unsorted column indices in its rows, as SciPy allows."""
+    data = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    indices = np.array([2, 0, 2, 1, 1, 0, 2])           # row 0: 2,0,2   row 1: 1,1   row 2: 0,2
+    indptr = np.array([0, 3, 5, 7])
+    A = sp.csr_array((data, indices, indptr), shape=(3, 3))
+    assert not A.has_canonical_format
+    return A
+
+
+def _dense_of_dup_unsorted():
+    return np.array([[2.0, 0.0, 4.0], [0.0, 9.0, 0.0], [6.0, 0.0, 7.0]])
+
+
+INPUTS = {
+    **{f"{fmt}_{kind}": (lambda fmt=fmt, kind=kind: getattr(sp, f"{fmt}_{kind}")(
+        _dense_of_dup_unsorted()))
+       for fmt in ("csr", "csc", "coo", "dia", "lil", "bsr", "dok") for kind in ("matrix", "array")},
+    "dense-ndarray": _dense_of_dup_unsorted,
+    "dense-fortran": lambda: np.asfortranarray(_dense_of_dup_unsorted()),
+    "csr-duplicates-unsorted": _dup_unsorted_csr,
+    "csc-duplicates-unsorted": lambda: sp.csc_array(
+        (np.array([1.0, 5.0, 4.0, 2.0, 3.0, 7.0]), np.array([2, 0, 1, 0, 2, 2]),
+         np.array([0, 2, 3, 6])), shape=(3, 3)),
+    "coo-duplicates": lambda: sp.coo_array(
+        (np.array([1.0, 1.0, 4.0, 9.0, 6.0, 7.0, 1.0]),
+         (np.array([0, 0, 0, 1, 2, 2, 0]), np.array([0, 0, 2, 1, 0, 2, 2]))), shape=(3, 3)),
+}
+
+
+def _expected_dense(name):
+    if name == "csc-duplicates-unsorted":
+        return np.array([[5.0, 0.0, 2.0], [0.0, 4.0, 0.0], [1.0, 0.0, 10.0]])
+    if name == "coo-duplicates":
+        return np.array([[2.0, 0.0, 5.0], [0.0, 9.0, 0.0], [6.0, 0.0, 7.0]])
+    return _dense_of_dup_unsorted()
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_to_csr_canonical(name, dtype):
+    A = INPUTS[name]()
+    csr = to_csr(A, np.dtype(dtype))
+    assert isinstance(csr, CSR)
+    csr.validate()
+    assert csr.indptr.dtype == np.int32 and csr.indices.dtype == np.int32
+    assert csr.data.dtype == dtype
+    assert csr.n == 3
+    for i in range(3):
+        row = csr.indices[csr.indptr[i]:csr.indptr[i + 1]]
+        assert (np.diff(row) > 0).all(), f"row {i} not sorted and unique: {row}"
+    expected = _expected_dense(name)
+    np.testing.assert_array_equal(csr.to_scipy().toarray(), expected.astype(dtype))
+    assert csr.nnz == np.count_nonzero(expected)
+
+
+def test_to_csr_keeps_explicit_zeros_and_does_not_touch_input():
+    A = _dup_unsorted_csr()
+    saved = (A.data.copy(), A.indices.copy(), A.indptr.copy())
+    csr = to_csr(A, np.dtype(np.float64))
+    np.testing.assert_array_equal(A.data, saved[0])
+    np.testing.assert_array_equal(A.indices, saved[1])
+    np.testing.assert_array_equal(A.indptr, saved[2])
+    assert not A.has_canonical_format
+    assert csr.nnz == 5
+
+    Z = sp.csr_array((np.array([0.0, 1.0]), np.array([0, 1]), np.array([0, 1, 2])), shape=(2, 2))
+    assert to_csr(Z, np.dtype(np.float64)).nnz == 2     # a stored zero is a stored entry
+
+
+def test_to_csr_empty_rows_and_zero_matrix():
+    A = sp.csr_array((4, 4))
+    csr = to_csr(A, np.dtype(np.float64))
+    csr.validate()
+    assert csr.nnz == 0 and list(csr.indptr) == [0, 0, 0, 0, 0]
+    D = np.zeros((3, 3))
+    D[1, 2] = 5.0
+    csr = to_csr(D, np.dtype(np.float32))
+    assert list(csr.indptr) == [0, 0, 1, 1] and list(csr.indices) == [2]
+
+
+def test_to_csr_rejects_non_2d():
+    with pytest.raises(ValueError, match="2-D"):
+        to_csr(np.ones(3), np.dtype(np.float64))
+
+
+# --------------------------------------------------------------------------- CSR.validate
+def _good():
+    return dict(indptr=np.array([0, 2, 3, 5], np.int32), indices=np.array([0, 2, 1, 0, 2], np.int32),
+                data=np.arange(1.0, 6.0), n=3)
+
+
+CORRUPT = {
+    "indptr-too-short": (dict(indptr=np.array([0, 2, 5], np.int32)), "indptr has shape"),
+    "indptr-too-long": (dict(indptr=np.array([0, 2, 3, 5, 5], np.int32)), "indptr has shape"),
+    "indptr-not-from-0": (dict(indptr=np.array([1, 2, 3, 5], np.int32)), "from 0 to nnz"),
+    "indptr-not-to-nnz": (dict(indptr=np.array([0, 2, 3, 4], np.int32)), "from 0 to nnz"),
+    "indptr-decreasing": (dict(indptr=np.array([0, 3, 2, 5], np.int32)), "non-decreasing"),
+    "index-negative": (dict(indices=np.array([0, 2, -1, 0, 2], np.int32)), "out of range"),
+    "index-too-large": (dict(indices=np.array([0, 2, 1, 0, 3], np.int32)), "out of range"),
+    "unsorted-row": (dict(indices=np.array([2, 0, 1, 0, 2], np.int32)), "not sorted and unique"),
+    "duplicate-in-row": (dict(indices=np.array([0, 2, 1, 2, 2], np.int32)), "not sorted and unique"),
+    "unsorted-last-row": (dict(indices=np.array([0, 2, 1, 2, 0], np.int32)), "not sorted and unique"),
+}
+
+
+def test_validate_accepts_good():
+    CSR(**_good()).validate()
+    # a row boundary may go "down" in column index: that is not unsorted
+    CSR(indptr=np.array([0, 1, 2], np.int32), indices=np.array([1, 0], np.int32),
+        data=np.ones(2), n=2).validate()
+    # empty rows in between
+    CSR(indptr=np.array([0, 1, 1, 1, 2], np.int32), indices=np.array([3, 0], np.int32),
+        data=np.ones(2), n=4).validate()
+
+
+@pytest.mark.parametrize("name", list(CORRUPT))
+def test_validate_rejects(name):
+    change, message = CORRUPT[name]
+    with pytest.raises(FormatError, match=message):
+        CSR(**{**_good(), **change}).validate()
+
+
+# --------------------------------------------------------------------------- SpMV
+AWKWARD = [1, 2, 31, 97, 1000]
+
+
+@pytest.mark.parametrize("n", AWKWARD)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_csr_and_ell_matvec_random(n, dtype):
+    A = random_sparse(n, density=min(1.0, 5.0 / n), dtype=dtype, seed=n, empty_rows=n // 10)
+    if n == 1:                                                          # 1x1: not empty
+        A = sp.csr_array(np.array([[2.5]], dtype=dtype))
+    x = rand_x(n, dtype, seed=n)
+    csr = to_csr(A, np.dtype(dtype))
+    assert_spmv_close(csr.matvec(x), A, x)
+    ell = ELL.from_csr(csr, max_fill=np.inf)
+    assert_spmv_close(ell.matvec(x), A, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_matvec_one_by_one(dtype):
+    A = sp.csr_array(np.array([[3.0]], dtype=dtype))
+    x = np.array([-2.0], dtype=dtype)
+    csr = to_csr(A, np.dtype(dtype))
+    np.testing.assert_array_equal(csr.matvec(x), [-6.0])
+    np.testing.assert_array_equal(ELL.from_csr(csr).matvec(x), [-6.0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_matvec_empty_rows_and_empty_matrix(dtype):
+    dense = np.zeros((5, 5), dtype=dtype)
+    dense[0, 4] = 2
+    dense[3, 1] = -1
+    dense[3, 3] = 5
+    x = rand_x(5, dtype)
+    csr = to_csr(dense, np.dtype(dtype))
+    y = csr.matvec(x)
+    np.testing.assert_allclose(y, dense @ x, rtol=rtol_for(dtype))
+    assert y[1] == y[2] == y[4] == 0
+    ell = ELL.from_csr(csr, max_fill=np.inf)
+    np.testing.assert_allclose(ell.matvec(x), dense @ x, rtol=rtol_for(dtype))
+
+    zero = to_csr(sp.csr_array((4, 4), dtype=dtype), np.dtype(dtype))
+    np.testing.assert_array_equal(zero.matvec(rand_x(4, dtype)), np.zeros(4))
+    ell0 = ELL.from_csr(zero)
+    assert ell0.width == 0
+    np.testing.assert_array_equal(ell0.matvec(rand_x(4, dtype)), np.zeros(4))
+
+
+def test_matvec_float32_matrix_float64_vector_promotes():
+    A = random_sparse(31, 0.2, np.float32, seed=3)
+    x = rand_x(31, np.float64)
+    csr = to_csr(A, np.dtype(np.float32))
+    assert csr.matvec(x).dtype == np.float64
+    assert ELL.from_csr(csr, max_fill=np.inf).matvec(x).dtype == np.float64
+
+
+@st.composite
+def sparse_matrices(draw, max_n=40):
+    n = draw(st.integers(1, max_n))
+    nnz = draw(st.integers(0, min(n * n, 4 * n)))
+    rows = draw(st.lists(st.integers(0, n - 1), min_size=nnz, max_size=nnz))
+    cols = draw(st.lists(st.integers(0, n - 1), min_size=nnz, max_size=nnz))
+    vals = draw(st.lists(st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False),
+                         min_size=nnz, max_size=nnz))
+    # a COO with possible duplicates, as a user might pass
+    return sp.coo_array((np.array(vals, dtype=np.float64), (np.array(rows, dtype=np.int64),
+                                                           np.array(cols, dtype=np.int64))),
+                        shape=(n, n))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(A=sparse_matrices(), dtype=st.sampled_from([np.float32, np.float64, np.complex128]),
+       seed=st.integers(0, 2 ** 16))
+def test_spmv_property(A, dtype, seed):
+    x = rand_x(A.shape[0], dtype, seed)
+    A_t = A.astype(dtype)
+    csr = to_csr(A_t, np.dtype(dtype))
+    csr.validate()
+    ref = sp.csr_array(A_t)
+    ref.sum_duplicates()
+    assert csr.nnz == ref.nnz
+    np.testing.assert_array_equal(csr.indptr, ref.indptr)
+    np.testing.assert_array_equal(csr.indices, ref.indices)
+    assert_spmv_close(csr.matvec(x), ref, x)
+    ell = ELL.from_csr(csr, max_fill=np.inf)
+    assert ell.nnz == csr.nnz
+    assert_spmv_close(ell.matvec(x), ref, x)
+
+
+# --------------------------------------------------------------------------- ELL layout and refusal
+def test_ell_column_major_layout():
+    dense = np.array([[1.0, 0.0, 2.0, 0.0],
+                      [0.0, 0.0, 0.0, 0.0],
+                      [3.0, 4.0, 5.0, 0.0],
+                      [0.0, 0.0, 0.0, 6.0]])
+    csr = to_csr(dense, np.dtype(np.float64))
+    ell = ELL.from_csr(csr, max_fill=np.inf)
+    n, w = 4, 3
+    assert (ell.n, ell.width, ell.nnz) == (n, w, 6)
+    assert ell.data.shape == ell.indices.shape == (n * w,)
+    assert ell.indices.dtype == np.int32
+    for i in range(n):
+        cols = np.flatnonzero(dense[i])
+        for k in range(w):
+            if k < len(cols):
+                assert ell.indices[k * n + i] == cols[k]
+                assert ell.data[k * n + i] == dense[i, cols[k]]
+            else:
+                assert ell.indices[k * n + i] == -1
+                assert ell.data[k * n + i] == 0
+    assert ell.fill() == pytest.approx(n * w / 6)
+
+
+def test_ell_layout_random_matches_csr():
+    A = random_sparse(97, 0.05, np.float64, seed=11, empty_rows=5)
+    csr = to_csr(A, np.dtype(np.float64))
+    ell = ELL.from_csr(csr, max_fill=np.inf)
+    n = csr.n
+    for i in range(n):
+        lo, hi = csr.indptr[i], csr.indptr[i + 1]
+        k = np.arange(hi - lo)
+        np.testing.assert_array_equal(ell.indices[k * n + i], csr.indices[lo:hi])
+        np.testing.assert_array_equal(ell.data[k * n + i], csr.data[lo:hi])
+        pad = np.arange(hi - lo, ell.width)
+        assert (ell.indices[pad * n + i] == -1).all() and (ell.data[pad * n + i] == 0).all()
+
+
+def _long_row(n):
+    """A diagonal plus one full first row: nnz = 2n - 1, ELL stores n * n."""
+    A = sp.lil_array((n, n))
+    A.setdiag(1.0)
+    A[0, :] = 1.0
+    return to_csr(sp.csr_array(A), np.dtype(np.float64))
+
+
+def test_ell_refuses_padding_over_twice_nnz():
+    csr = _long_row(20)
+    assert csr.n * 20 > DEFAULT_MAX_FILL * csr.nnz
+    with pytest.raises(FormatError, match=r"ELL would store 400 entries for 39 nonzeros"):
+        ELL.from_csr(csr)
+    ell = ELL.from_csr(csr, max_fill=400 / 39 + 1e-9)      # the override accepts it
+    assert ell.width == 20
+    x = rand_x(20, np.float64)
+    assert_spmv_close(ell.matvec(x), csr.to_scipy(), x)
+    with pytest.raises(FormatError):
+        ELL.from_csr(csr, max_fill=400 / 39 - 1e-9)
+
+
+def test_ell_boundary_exactly_twice_is_accepted():
+    # 2x2: row 0 full, row 1 empty -> stores 4 for 2 nonzeros: exactly 2x, allowed
+    csr = to_csr(np.array([[1.0, 1.0], [0.0, 0.0]]), np.dtype(np.float64))
+    ell = ELL.from_csr(csr)
+    assert ell.fill() == 2.0
+    # 3x3: row 0 full, others empty -> 9 for 3 nonzeros: refused
+    with pytest.raises(FormatError):
+        ELL.from_csr(to_csr(np.array([[1.0, 1.0, 1.0], [0, 0, 0], [0, 0, 0]]), np.dtype(np.float64)))
+
+
+# --------------------------------------------------------------------------- choose_format
+def _ell_refuses(csr):
+    try:
+        ELL.from_csr(csr)
+    except FormatError:
+        return True
+    return False
+
+
+@st.composite
+def row_length_matrices(draw, max_n=60):
+    """Matrices drawn by their row lengths (regular rows plus outliers), so that the ELL fill
+    n * max_len / nnz lands all over the range around the 1.25x and 2x thresholds."""
+    n = draw(st.integers(1, max_n))
+    base = draw(st.integers(0, min(n, 40)))
+    lens = [min(n, max(0, base + d)) for d in
+            draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n))]
+    for i in draw(st.lists(st.integers(0, n - 1), max_size=3)):       # a few long rows
+        lens[i] = draw(st.integers(lens[i], n))
+    rows = np.repeat(np.arange(n), lens)
+    cols = np.concatenate([(i + np.arange(k)) % n for i, k in enumerate(lens)] + [np.zeros(0, int)])
+    return sp.csr_array((np.ones(len(rows)), (rows, cols.astype(np.int64))), shape=(n, n))
+
+
+@settings(max_examples=200, deadline=None)
+@given(A=st.one_of(sparse_matrices(max_n=60), row_length_matrices()))
+def test_auto_never_picks_refused_ell(A):
+    csr = to_csr(A, np.dtype(np.float64))
+    choice = choose_format(csr, "auto")
+    assert choice in FORMATS
+    if _ell_refuses(csr):
+        assert choice != "ell"
+
+
+@pytest.mark.parametrize("n", [5, 20, 200])
+def test_auto_on_long_row_avoids_ell(n):
+    csr = _long_row(n)
+    assert _ell_refuses(csr)
+    assert choose_format(csr, "auto") != "ell"
+
+
+def test_auto_choices_follow_row_stats():
+    lap = to_csr(sp.diags_array([-np.ones(99), 2 * np.ones(100), -np.ones(99)], offsets=[-1, 0, 1]),
+                 np.dtype(np.float64))
+    assert row_stats(lap)["max"] == 3 and choose_format(lap, "auto") == "ell"
+    dense_rows = to_csr(np.ones((40, 40)), np.dtype(np.float64))      # 40 per row, regular
+    assert choose_format(dense_rows, "auto") == "csr-vector"
+    irregular = _long_row(200)
+    assert choose_format(irregular, "auto") == "csr-scalar"
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_explicit_format_passes_through(name):
+    assert choose_format(_long_row(30), name) == name        # even "ell" where ELL would refuse
+
+
+@pytest.mark.parametrize("name", ["ELL", "csr", "coo", "", "csr_vector"])
+def test_unknown_format_name(name):
+    with pytest.raises(ValueError, match=f"unknown format {name!r}"):
+        choose_format(_long_row(5), name)
