@@ -15,8 +15,8 @@ import numpy as np
 
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import make_system
-from .backends import VARIANT_NAMES, get_backend, variant_info
+from ._system import make_system, vector_norm
+from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
 from .report import SolveReport
 
@@ -42,7 +42,7 @@ def _check_choice(kind, value, allowed):
         raise ValueError(f"unknown {kind} {value!r}; expected one of {', '.join(allowed)}")
 
 
-def _resolve_variant(variant, system):
+def _resolve_variant(variant, system, callback=None):
     """The back end to run. Explicit names must be available; "auto" falls back to the host."""
     global _warned_fallback
     if variant != "auto":
@@ -52,9 +52,11 @@ def _resolve_variant(variant, system):
         return get_backend(variant)
     dev = device_status()
     if dev.ok and system.operator is None and system.M.kind != "operator":
-        for name in VARIANT_NAMES[1:]:
+        for name in AUTO_PREFERENCE:
             backend = get_backend(name)
-            if backend is not None and backend.availability()[0] and backend.supports(system):
+            if backend is None or (callback is not None and backend.device_driven):
+                continue
+            if backend.availability()[0] and backend.supports(system):
                 return backend
     if not dev.ok and not _warned_fallback:
         _warned_fallback = True
@@ -77,10 +79,9 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
 
     system = make_system(method, A, b, x0, M)
-    xp_b = system.b
-    bnrm2 = float(np.linalg.norm(xp_b.get() if system.out_cupy else xp_b))
+    bnrm2 = vector_norm(system.b)
     tol = _get_atol_rtol(method, bnrm2, atol, rtol)
-    backend = _resolve_variant(variant, system)
+    backend = _resolve_variant(variant, system, callback)
     fmt = choose_format(system.csr, format) if (backend.uses_format and system.csr is not None) else None
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)

@@ -42,6 +42,16 @@ def _host(a):
     return a.get() if _is_cupy(a) else np.asarray(a)
 
 
+def vector_norm(v) -> float:
+    """||v||_2 where v lives, without a BLAS call: NumPy's BLAS (OpenBLAS) leaves its worker
+    threads spinning for a while after a large dot, which would bill the solve for CPU time."""
+    if _is_cupy(v):
+        import cupy
+        return float(cupy.linalg.norm(v))
+    sq = v.real * v.real + v.imag * v.imag if np.iscomplexobj(v) else v * v
+    return float(np.sqrt(np.add.reduce(sq, dtype=np.float64)))
+
+
 def _all_finite(a) -> bool:
     if _is_cupy(a):
         import cupy

@@ -121,3 +121,89 @@ class Stopwatch:
 @functools.lru_cache(maxsize=None)
 def _default_rapl():
     return RaplMeter()
+
+
+class GpuEnergyMeter:
+    """GPU energy over a region: NVML's total-energy counter where the GPU has one, else a
+    background thread sampling NVML power every ``interval`` seconds (trapezoid rule).
+
+    ``joules`` is None where neither works. The counter updates about every 100 ms: regions much
+    shorter than that must be repeated inside one window (see :func:`measure_window`).
+    """
+
+    def __init__(self, device_index=0, interval=0.01):
+        self.nv = _nvml()
+        self.h = nvml_handle(device_index)
+        self.interval = interval
+        self.mode = None
+        if self.h is not None:
+            try:
+                self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h)
+                self.mode = "counter"
+            except Exception:
+                try:
+                    self.nv.nvmlDeviceGetPowerUsage(self.h)
+                    self.mode = "sampling"
+                except Exception:
+                    self.mode = None
+
+    def start(self):
+        self.joules = None
+        if self.mode == "counter":
+            self._e0 = self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h)
+        elif self.mode == "sampling":
+            import threading
+            self._samples = []
+            self._stop = threading.Event()
+
+            def sample():
+                while not self._stop.is_set():
+                    self._samples.append((time.perf_counter(),
+                                          self.nv.nvmlDeviceGetPowerUsage(self.h) * 1e-3))
+                    self._stop.wait(self.interval)
+            self._thread = threading.Thread(target=sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self):
+        if self.mode == "counter":
+            self.joules = (self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h) - self._e0) * 1e-3
+        elif self.mode == "sampling":
+            self._stop.set()
+            self._thread.join()
+            s = self._samples
+            self.joules = (sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(s, s[1:]))
+                           if len(s) > 1 else None)
+        return self.joules
+
+
+def measure_window(solve, seconds=2.0, warmup=1, sync=None, max_reps=100000):
+    """Repeat ``solve()`` until at least ``seconds`` of wall time are filled, and report per solve.
+
+    ``sync`` (e.g. ``cupy.cuda.Device().synchronize``) is called before the window opens and after
+    it closes. Returns a dict: reps, wall (s per solve), cpu (s per solve), gpu_energy (J per
+    solve, None if unmeasurable), gpu_power (W mean), host_energy (J per solve or None), result
+    (what the last call returned).
+    """
+    result = None
+    for _ in range(warmup):
+        result = solve()
+    if sync:
+        sync()
+    meter = GpuEnergyMeter()
+    meter.start()
+    reps = 0
+    with Stopwatch() as sw:
+        while True:
+            result = solve()
+            reps += 1
+            if reps >= max_reps or time.perf_counter() - sw._t0 >= seconds:
+                break
+        if sync:
+            sync()
+    joules = meter.stop()
+    return {"reps": reps, "wall": sw.wall / reps, "cpu": sw.cpu / reps,
+            "gpu_energy": None if joules is None else joules / reps,
+            "gpu_power": None if joules is None else joules / sw.wall,
+            "host_energy": None if sw.host_energy is None else sw.host_energy / reps,
+            "result": result}

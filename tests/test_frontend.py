@@ -154,7 +154,9 @@ def test_matches_scipy(name, method, dtype):
     assert infos == 0, "the case itself must be one SciPy solves"
     assert infod == 0
     assert true_residual(A, xd, b) <= rtol * np.linalg.norm(b.astype(xd.dtype))
-    assert abs(its_d - its_s) <= 1, f"dpsolve took {its_d} iterations, SciPy {its_s}"
+    # single precision: the two codes' different summation orders can move the count by 2
+    slack = 1 if np.dtype(dtype).char in "dD" else 2
+    assert abs(its_d - its_s) <= slack, f"dpsolve took {its_d} iterations, SciPy {its_s}"
     assert xd.dtype == xs.dtype
     assert xd.shape == xs.shape == (A.shape[0],)
     if np.dtype(dtype).char in "dD":

@@ -150,7 +150,9 @@ def test_bicgstab_jacobi(load, name):
     assert true_residual(A, x, b) <= RTOL * np.linalg.norm(b)
     assert rep.residual_norm == pytest.approx(true_residual(A, x, b), rel=1e-6)
     assert abs(cd.calls - cs.calls) <= 1, f"dpsolve {cd.calls}, SciPy {cs.calls}"
-    assert abs(cd.calls - BICGSTAB_ITERATIONS[name]) <= README_SLACK
+    # No check against the README's counts here: BiCGStab's count on these nonsymmetric systems
+    # moves with the platform's rounding (seen on the H100 machine's NumPy/SciPy: watt_2 took 54
+    # iterations in SciPy itself, against the README's 225). dpsolve must match SciPy run beside it.
 
 
 # --------------------------------------------------------------------------- the failures

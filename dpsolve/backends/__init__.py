@@ -9,10 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Backend, Run
+from .cublas import CublasBackend
+from .cuda import CudaBackend
+from .dynamic import DynamicBackend
 from .host import HostBackend
+from .merge import MergeBackend
 
-# Order matters: "auto" prefers earlier available GPU variants once they exist.
 VARIANT_NAMES = ("host", "cublas", "cuda", "merge", "dynamic", "graph", "persistent")
+
+# variant="auto" takes the first of these that is available and supports the system (a callback
+# rules out device-driven variants). The order comes from scripts/bench (BENCHMARKS.md, H100):
+# dynamic had the lowest time per iteration on the 2-D problems (27-29 us against 45-70 for
+# merge) and on the 3-D ones with CSR-scalar; merge is the fastest host-driven variant.
+AUTO_PREFERENCE = ("dynamic", "merge", "cuda", "cublas")
 
 _DESCRIPTIONS = {
     "host": "pure-NumPy reference solvers on the CPU (the specification)",
@@ -24,7 +33,9 @@ _DESCRIPTIONS = {
     "persistent": "one cooperative kernel looping with grid-wide synchronisation",
 }
 
-_BACKENDS: dict[str, Backend] = {"host": HostBackend()}
+_BACKENDS: dict[str, Backend] = {b.name: b for b in (HostBackend(), CublasBackend(), CudaBackend())}
+_BACKENDS[MergeBackend.name] = MergeBackend()
+_BACKENDS[DynamicBackend.name] = DynamicBackend()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,12 @@ SOURCES = {
     "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
                    + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "axpy<{T}>", "xpay<{T}>")),
+    "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
+    "cg_merge": Source("cg_merge.cu", ("cg_spmv_dot_csr<{T}>", "cg_spmv_dot_ell<{T}>",
+                                       "cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
+                                       "cg_merge_beta<{T}>")),
+    "cg_dynamic": Source("cg_dynamic.cu", tuple(f"cg_dyn_start<{{T}}, {w}>"
+                                               for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
 }
 
 
@@ -100,9 +106,20 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool):
     return mod
 
 
+_KERNELS: dict = {}
+
+
 def get_kernel(name: str, expression: str, dtype, rdc: bool = False):
-    """The compiled kernel for ``expression`` (with ``{T}``) of source ``name`` at ``dtype``."""
+    """The compiled kernel for ``expression`` (with ``{T}``) of source ``name`` at ``dtype``.
+
+    Memoised per device: after the first call this is one dictionary lookup.
+    """
     import cupy
-    dt = np.dtype(dtype)
-    mod = _module(cupy.cuda.Device().id, name, dt.str, rdc)
-    return mod.get_function(expression.format(T=ctype(dt)))
+    dev = cupy.cuda.runtime.getDevice()
+    key = (dev, name, expression, dtype, rdc)
+    k = _KERNELS.get(key)
+    if k is None:
+        dt = np.dtype(dtype)
+        k = _module(dev, name, dt.str, rdc).get_function(expression.format(T=ctype(dt)))
+        _KERNELS[key] = k
+    return k

@@ -1,0 +1,274 @@
+"""Machinery shared by the GPU back ends: device buffers, the two sync modes, and measurement.
+
+Sync modes (the paper's CUDA polling and blocking modes):
+
+* ``polling``:  the device's scheduling flag is ``cudaDeviceScheduleSpin`` for the solve and the
+  host waits on a plain event: the host thread spins.
+* ``blocking``: the flag is ``cudaDeviceScheduleBlockingSync`` and the host waits on an event made
+  with ``cudaEventBlockingSync``: the host thread sleeps until the GPU signals.
+
+The device flag matters for waits that happen inside libraries (cuBLAS in host pointer mode
+copies its result to the host and waits there); the event covers dpsolve's own waits. The
+previous flags are restored after the solve.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._device import status as device_status
+from ..cuda import ops
+from ..measure import GpuEnergyMeter, Stopwatch
+from .base import Backend, Run
+
+SCHED_SPIN, SCHED_BLOCKING, SCHED_MASK = 1, 4, 7
+# NVML's energy counter ticks about every 100 ms: a solve shorter than this reports no energy
+# (None) rather than a quantised 0 or one tick. dpsolve.measure.measure_window repeats a solve
+# until a window is long enough.
+ENERGY_MIN_SECONDS = 0.25
+_SCHED = {"polling": SCHED_SPIN, "blocking": SCHED_BLOCKING}
+GPU_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Slots of GpuState.scal, the device-side scalars of the CG back ends. TAU and STATUS are adjacent
+# so that one device-to-host copy reads both.
+SIGMA, PV, ALPHA, ZETA, RR, BETA, TAU, STATUS, ONE = range(9)
+
+
+def _cudart():
+    try:
+        from cuda.bindings import runtime
+        return runtime
+    except ImportError:
+        return None
+
+
+class SyncMode:
+    """Sets the device scheduling flag for a solve and provides the host's wait."""
+
+    def __init__(self, mode: str):
+        import cupy
+        self.mode = mode
+        self.event = cupy.cuda.Event(block=(mode == "blocking"), disable_timing=True)
+        self.waits = 0
+        self._old = None
+
+    def __enter__(self):
+        rt = _cudart()
+        if rt is not None:
+            err, flags = rt.cudaGetDeviceFlags()
+            if int(err) == 0:
+                self._old = flags
+                rt.cudaSetDeviceFlags((flags & ~SCHED_MASK) | _SCHED[self.mode])
+        return self
+
+    def __exit__(self, *exc):
+        rt = _cudart()
+        if rt is not None and self._old is not None:
+            rt.cudaSetDeviceFlags(self._old)
+        return False
+
+    def wait(self, stream):
+        """Block the host until everything issued on ``stream`` so far has finished."""
+        self.event.record(stream)
+        self.event.synchronize()
+        self.waits += 1
+
+
+class HostScalars:
+    """Pinned host buffer for device-to-host scalar reads (one copy + one wait per read)."""
+
+    def __init__(self, k: int, dtype):
+        import cupy
+        self.dtype = np.dtype(dtype)
+        self.mem = cupy.cuda.alloc_pinned_memory(k * self.dtype.itemsize)
+        self.arr = np.frombuffer(self.mem, self.dtype, k)
+
+    def copy_async(self, dev, stream):
+        """Queue the copy of ``dev`` into the pinned buffer; valid after the next wait."""
+        import cupy
+        cupy.cuda.runtime.memcpyAsync(self.arr.ctypes.data, dev.data.ptr, dev.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        return self.arr[: dev.size]
+
+    def fetch(self, dev, stream, sync: SyncMode):
+        vals = self.copy_async(dev, stream)
+        sync.wait(stream)
+        return vals
+
+
+class GpuState:
+    """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
+
+    N_SCALARS = 16
+
+    def __init__(self, system, fmt):
+        import cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        dt = system.dtype
+        n = system.n
+        self.n, self.dtype = n, dt
+        with self.stream:
+            self.A = ops.DeviceMatrix.build(system.csr, fmt)
+            self.b = cupy.asarray(system.b, dtype=dt)
+            self.inv_diag = (cupy.asarray(system.M.inv_diag, dtype=dt)
+                             if system.M.kind == "jacobi" else None)
+            # work vectors start poisoned (NaN): a kernel that reads what nothing wrote shows up
+            self.r = cupy.full(n, np.nan, dt)
+            self.p = cupy.full(n, np.nan, dt)
+            self.v = cupy.full(n, np.nan, dt)
+            self.z = cupy.full(n, np.nan, dt) if self.inv_diag is not None else self.r
+            self.scal = cupy.zeros(self.N_SCALARS, dt)
+            self.scal[ONE] = 1
+            self.partials = cupy.zeros(2 * ops.DOT_MAX_PARTIALS, dt)
+        self.host = HostScalars(self.N_SCALARS, dt)
+        self.stream.synchronize()
+
+    def s(self, k: int):
+        """Device scalar slot k, as a 1-element view (its pointer is what kernels take)."""
+        return self.scal[k:k + 1]
+
+    def read_tau(self, sync):
+        """Copy (tau, status) to the host and wait for them: the host-driven loops' one read."""
+        tau, status = self.host.fetch(self.scal[TAU:STATUS + 1], self.stream, sync)
+        return float(tau), int(status)
+
+    def cg_setup(self, x):
+        """Issue the CG set-up with dpsolve's unfused kernels: r = b - A x, z = D^-1 r,
+        sigma = <r, z>, tau = ||r||, status = 0, p = z. Shared by the host-driven variants."""
+        import cupy
+        s, stream, pre = self.s, self.stream, self.inv_diag is not None
+        cupy.copyto(self.r, self.b)
+        ops.LAUNCHES.add()
+        ops.spmv(self.A, x, self.v, stream)
+        ops.axpy(s(ONE), self.v, self.r, sign=-1.0, stream=stream)
+        if pre:
+            ops.jacobi(self.inv_diag, self.r, self.z, stream)
+            ops.dot(self.r, self.r, s(RR), self.partials, stream)
+        ops.dot(self.r, self.z, s(ZETA), self.partials, stream)
+        ops.scalar("cg", "cg_start", self.dtype, s(ZETA), s(RR if pre else ZETA), s(SIGMA),
+                   s(TAU), s(STATUS), stream=stream)
+        cupy.copyto(self.p, self.z)
+        ops.LAUNCHES.add()
+
+
+class GpuBackend(Backend):
+    """A back end that runs on the GPU. Subclasses implement ``solve_loop``."""
+
+    methods = ("cg",)
+    State = GpuState
+
+    def availability(self):
+        st = device_status()
+        if not st.ok:
+            return False, st.reason
+        return self.extra_availability()
+
+    def extra_availability(self):
+        return True, None
+
+    def why_not(self, system):
+        """None if this back end can take ``system``, else the reason (for a clear error)."""
+        if system.method not in self.methods:
+            return (f"variant {self.name!r} implements {', '.join(self.methods)} so far, "
+                    f"not {system.method}; use variant='host'")
+        if system.dtype not in GPU_DTYPES:
+            return (f"variant {self.name!r} supports float32 and float64 so far, not "
+                    f"{system.dtype}; use variant='host'")
+        if system.operator is not None:
+            return f"variant {self.name!r} needs A as a matrix, not a LinearOperator; use variant='host'"
+        if system.M.kind == "operator":
+            return (f"variant {self.name!r} takes M=None, 'jacobi' or a diagonal; a general "
+                    f"preconditioner runs on variant='host'")
+        return None
+
+    def supports(self, system) -> bool:
+        return self.why_not(system) is None
+
+    def prepare(self, system, fmt):
+        reason = self.why_not(system)
+        if reason:
+            raise ValueError(reason)
+        return self.State(system, fmt)
+
+    def initial_x(self, system):
+        import cupy
+        if system.x0 is None:
+            return cupy.zeros(system.n, dtype=system.dtype)
+        return cupy.array(system.x0, dtype=system.dtype, copy=True)
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+        import cupy
+        if callback is not None and self.device_driven:
+            raise ValueError(
+                f"variant {self.name!r} runs the whole loop on the GPU and cannot call a Python "
+                f"callback mid-solve; use a host-driven variant ('cublas', 'cuda', 'merge' or "
+                f"'host') for callbacks")
+        cb = None
+        if callback is not None:
+            cb = (lambda xk: callback(xk)) if system.out_cupy else (lambda xk: callback(xk.get()))
+        meter = GpuEnergyMeter(cupy.cuda.Device().id)
+        t_start, t_end = cupy.cuda.Event(), cupy.cuda.Event()
+        launches0 = ops.LAUNCHES.count
+        stream = state.stream
+        with SyncMode(sync) as sm:
+            stream.synchronize()
+            meter.start()
+            with Stopwatch() as sw:
+                t_start.record(stream)
+                with stream:
+                    result = self.solve_loop(state, x, atol=atol, maxiter=maxiter,
+                                             sync=sm, callback=cb)
+                t_end.record(stream)
+                sm.wait(stream)
+                # device-driven variants return a closure that reads their result after this wait
+                info, its, extra = result() if callable(result) else result
+            joules = meter.stop()
+        gpu_time = cupy.cuda.get_elapsed_time(t_start, t_end) * 1e-3
+        if sw.wall < ENERGY_MIN_SECONDS:
+            joules = None
+        stats = {"wall_time": sw.wall, "gpu_time": gpu_time, "gpu_energy": joules,
+                 "gpu_power": (joules / sw.wall) if joules is not None else None,
+                 "host_cpu_time": sw.cpu, "host_energy": sw.host_energy,
+                 "host_syncs": sm.waits, "host_launches": ops.LAUNCHES.count - launches0,
+                 "device": device_status().name}
+        stats.update(extra)
+        return Run(x, info, its, stats)
+
+    def solve_loop(self, state, x, *, atol, maxiter, sync, callback):
+        """Run up to ``maxiter`` iterations; return (info, iterations, extra report fields), or a
+        callable returning them once the run's final host wait is over (device-driven variants:
+        their one wait is that one)."""
+        raise NotImplementedError
+
+    def residual_norm(self, state, system, x):
+        import cupy
+        with state.stream:
+            ops.spmv(state.A, x, state.v, stream=state.stream)
+            r = state.b - state.v
+            val = float(cupy.linalg.norm(r))
+        return val
+
+    def to_output(self, x, system):
+        return x if system.out_cupy else x.get()
+
+
+def host_cg_loop(step, start, atol, maxiter, callback, x):
+    """The host-driven CG loop, written once (cublas, cuda and merge share it).
+
+    ``start()`` sets up r, z, sigma, p and returns (tau, status); ``step()`` runs one iteration
+    (O1..O9) and returns (tau, status) read back on the host. status != 0 means alpha was not
+    finite: the step left x untouched and the solve stops with info = -10 (as the reference does).
+    """
+    tau, _ = start()
+    for j in range(maxiter):
+        if tau < atol:
+            return 0, j
+        tau, status = step()
+        if status:
+            return -10, j
+        if callback is not None:
+            callback(x)
+        if not math.isfinite(tau):
+            return -10, j + 1
+    return maxiter, maxiter

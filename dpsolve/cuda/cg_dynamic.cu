@@ -1,0 +1,327 @@
+// cg_dynamic.cu - variant "dynamic": the whole CG loop chained on the GPU with CDP2 tail launches.
+//
+// The paper (Sec. 2) runs CG in one parent kernel that waits on its children with device-side
+// cudaDeviceSynchronize. That call does not exist on sm_90 (CDP2). Here the host launches ONE kernel,
+// cg_dyn_start, and every later kernel is tail-launched by its predecessor: a tail-launched grid
+// starts only after the launching grid and all its work have finished, which is the global barrier.
+// A device launch costs ~11 us on Hopper, so the chain aggregates (KLAP): two kernels per iteration.
+//
+//   cg_dyn_start  (host-launched once)    r = b - A x; z = D^-1 r; per-block partials of <r,z>, <r,r>
+//                                         -> tail-launches cg_dyn_spmv(j = 0)
+//   cg_dyn_spmv(j)   O5b + O6 O7 O9 in the prologue (each block finishes the partials itself, in the
+//                    same order, so every block gets the same bits): sigma_j = zeta,
+//                    beta = zeta / sigma_{j-1}, tau_j. Convergence decided here, exactly as
+//                    reference/cg.py: tau non-finite (j > 0) -> -10 at j; j == maxiter -> maxiter;
+//                    tau < atol -> 0 at j; otherwise
+//                    O8 + O1 + O2a: p_j = z + beta p_{j-1} is formed on the fly inside the SpMV
+//                    gather (p double-buffered by parity of j, so no block reads what another block
+//                    of the same grid writes), v = A p_j, per-block partials of <p_j, v>
+//                    -> tail-launches cg_dyn_update(j, sigma_j)
+//   cg_dyn_update(j) O2b in the prologue: alpha = sigma_j / <p_j, v>; non-finite -> -10 at j, x and
+//                    r untouched, chain ends. Otherwise O3 + O4 merged (pairs of elements per
+//                    thread), Jacobi z = D^-1 r, O5a partials of <r,z> (and <r,r> when
+//                    preconditioned) -> tail-launches cg_dyn_spmv(j + 1, sigma_j)
+//
+// Device launches per iteration: 2. Scalars that the next kernel needs (sigma) travel as kernel
+// arguments; every other scalar is recomputed from the partials by each block. Each grid has at
+// most one pending child, so the pending-launch pool never fills.
+//
+// Template scheme: cg_dyn_*<T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), or the CSR-vector lane
+// width (2, 4, 8, 16, 32). Only cg_dyn_start needs a name expression; it instantiates the rest.
+//
+// Result (double status[8]): [0] info, [1] iterations, [2] state (0 running, 1 done, 2 a device
+// launch failed), [3] the cudaError_t of a failed launch, [4] the last tau.
+#include <dpsolve/common.cuh>
+
+#ifndef cudaStreamTailLaunch      // cuda_device_runtime_api.h defines it for CDP2 builds
+#define cudaStreamTailLaunch ((cudaStream_t)0x3)
+#endif
+
+#define DYN_ELL 0
+#define DYN_CSR_SCALAR 1
+
+#define DYN_INFO 0
+#define DYN_ITERS 1
+#define DYN_STATE 2
+#define DYN_ERROR 3
+#define DYN_TAU 4
+
+#define DYN_RUNNING 0.0
+#define DYN_DONE 1.0
+#define DYN_LAUNCH_FAILED 2.0
+
+namespace dyn {
+
+// Everything the chain needs, passed by value from kernel to kernel.
+template <typename T>
+struct Args {
+    int n, width, maxiter;
+    double atol;
+    const int* indptr;        // CSR (nullptr for ELL)
+    const int* indices;
+    const T* data;
+    const T* b;
+    const T* inv_diag;        // nullptr: no preconditioner (then z == r)
+    T* x;
+    T* r;
+    T* z;
+    T* p0;                    // p_j lives in p0 for even j, p1 for odd j
+    T* p1;
+    T* v;
+    T* part_pv;               // gridDim.x partials each
+    T* part_rz;
+    T* part_rr;
+    double* status;
+    T* hist;                  // optional residual history: hist[j] = tau_j (nullptr: none)
+};
+
+// Gathers for the SpMV: a plain vector, or p = z + beta * p_old formed on the fly (fma, so the
+// value gathered for column c is bitwise the value that row c's owner stores as p[c]).
+template <typename T>
+struct LoadVec {
+    const T* __restrict__ x;
+    __device__ __forceinline__ T operator()(int c) const { return __ldg(x + c); }
+};
+
+template <typename T>
+struct LoadXpay {
+    const T* __restrict__ z;
+    const T* __restrict__ p;
+    T beta;
+    __device__ __forceinline__ T operator()(int c) const { return fma(beta, __ldg(p + c), __ldg(z + c)); }
+};
+
+// For every row of A (grid-stride, fixed grid): emit(row, (A y)[row]) with y given by `load`.
+// CSR-vector: a group of W lanes per row; the loop bound is block-uniform, so the shuffles of
+// group_sum run in warp-uniform control flow; only the group's first lane emits.
+template <typename T, int W, typename Load, typename Emit>
+__device__ __forceinline__ void for_rows(int n, int width, const int* __restrict__ indptr,
+                                         const int* __restrict__ indices,
+                                         const T* __restrict__ data, const Load& load, Emit&& emit) {
+    if constexpr (W == DYN_ELL) {
+        for (int row = blockIdx.x * DPS_BLOCK + threadIdx.x; row < n; row += gridDim.x * DPS_BLOCK) {
+            T sum = T(0);
+            for (int k = 0; k < width; ++k) {
+                const size_t at = (size_t)k * n + row;
+                const int c = indices[at];
+                if (c < 0) break;
+                sum += data[at] * load(c);
+            }
+            emit(row, sum);
+        }
+    } else if constexpr (W == DYN_CSR_SCALAR) {
+        for (int row = blockIdx.x * DPS_BLOCK + threadIdx.x; row < n; row += gridDim.x * DPS_BLOCK) {
+            T sum = T(0);
+            const int end = indptr[row + 1];
+#pragma unroll 2       // deeper unrolling of the 4-load body costs occupancy (122 registers)
+            for (int k = indptr[row]; k < end; ++k) sum += data[k] * load(indices[k]);
+            emit(row, sum);
+        }
+    } else {
+        static_assert(W >= 2 && W <= DPS_WARP && (W & (W - 1)) == 0, "CSR-vector width");
+        constexpr int groups = DPS_BLOCK / W;
+        const int lane = threadIdx.x % W;
+        for (int base = blockIdx.x * groups; base < n; base += gridDim.x * groups) {
+            const int row = base + threadIdx.x / W;
+            T sum = T(0);
+            if (row < n) {
+                const int end = indptr[row + 1];
+#pragma unroll 2
+                for (int k = indptr[row] + lane; k < end; k += W) sum += data[k] * load(indices[k]);
+            }
+            sum = dps::group_sum<T, W>(sum);
+            if (lane == 0 && row < n) emit(row, sum);
+        }
+    }
+}
+
+// DOT stage 2, finished redundantly by every block (same order, so the same bits everywhere).
+// Every thread of the block must call it; thread 0 gets the total.
+template <typename T>
+__device__ __forceinline__ T sum_partials(const T* __restrict__ parts, int nparts, T* smem) {
+    T s = T(0);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += parts[i];
+    return dps::block_sum(s, smem);
+}
+
+__device__ __forceinline__ void finish(double* status, int info, int iterations) {
+    status[DYN_INFO] = info;
+    status[DYN_ITERS] = iterations;
+    status[DYN_STATE] = DYN_DONE;
+}
+
+// After a device launch: a failure (pending-launch pool full, ...) ends the chain with a record.
+__device__ __forceinline__ void check_launch(double* status) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        status[DYN_ERROR] = (double)e;
+        status[DYN_STATE] = DYN_LAUNCH_FAILED;
+    }
+}
+
+}  // namespace dyn
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) cg_dyn_update(const dyn::Args<T> a, int j, T sigma);
+
+// O5b O6 O7 O9 (prologue, convergence test) + O8 O1 O2a.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_beta;
+    __shared__ int sh_go;
+    const bool pre = a.inv_diag != nullptr;
+    const T zeta = dyn::sum_partials(a.part_rz, (int)gridDim.x, smem);
+    const T rr = pre ? dyn::sum_partials(a.part_rr, (int)gridDim.x, smem) : zeta;
+    if (threadIdx.x == 0) {
+        const T tau = sqrt(fabs(rr));
+        int info = 0, its = j;
+        bool go = false;
+        if (j > 0 && !isfinite(tau)) info = -10;                  // -10 at j (the step j-1 made it)
+        else if (j >= a.maxiter) info = its = a.maxiter;
+        else if ((double)tau < a.atol) info = 0;                  // SciPy's strict test
+        else go = true;
+        sh_go = go;
+        sh_beta = (j > 0) ? zeta / sigma_prev : T(0);
+        if (blockIdx.x == 0) {
+            a.status[DYN_TAU] = (double)tau;
+            if (a.hist != nullptr) a.hist[j] = tau;
+            if (go) {
+                cg_dyn_update<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, zeta);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, info, its);
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                           // block-uniform
+
+    T* __restrict__ v = a.v;
+    T* __restrict__ p_new = (j & 1) ? a.p1 : a.p0;
+    T acc = T(0);
+    if (j == 0) {                                                 // p_0 = z_0
+        const dyn::LoadVec<T> load{a.z};
+        dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
+            const T pi = load(row);
+            p_new[row] = pi;
+            v[row] = av;
+            acc += pi * av;
+        });
+    } else {                                                      // p_j = z_j + beta p_{j-1}
+        const dyn::LoadXpay<T> load{a.z, (j & 1) ? a.p0 : a.p1, sh_beta};
+        dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
+            const T pi = load(row);
+            p_new[row] = pi;
+            v[row] = av;
+            acc += pi * av;
+        });
+    }
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) a.part_pv[blockIdx.x] = acc;
+}
+
+// O2b (prologue) + O3 O4 merged + Jacobi + O5a.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+cg_dyn_update(const dyn::Args<T> a, int j, T sigma) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_alpha;
+    __shared__ int sh_go;
+    const T pv = dyn::sum_partials(a.part_pv, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const T alpha = sigma / pv;
+        const bool go = isfinite(alpha);
+        sh_alpha = alpha;
+        sh_go = go;
+        if (blockIdx.x == 0) {
+            if (go) {
+                cg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j + 1, sigma);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, -10, j);                    // x untouched for this step
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                           // block-uniform
+
+    const int n = a.n;
+    const T alpha = sh_alpha;
+    const T* __restrict__ p = (j & 1) ? a.p1 : a.p0;
+    const T* __restrict__ v = a.v;
+    const T* __restrict__ inv_diag = a.inv_diag;
+    T* __restrict__ x = a.x;
+    T* __restrict__ r = a.r;
+    T* __restrict__ z = a.z;
+    const bool pre = inv_diag != nullptr;
+    T rz = T(0), rr = T(0);
+    auto step = [&](int i) {
+        x[i] += alpha * p[i];                                     // O3
+        const T ri = r[i] - alpha * v[i];                         // O4
+        r[i] = ri;
+        if (pre) {
+            const T zi = inv_diag[i] * ri;                        // z = D^-1 r
+            z[i] = zi;
+            rz += ri * zi;
+            rr += ri * ri;
+        } else {
+            rz += ri * ri;
+        }
+    };
+    const int chunk = 2 * gridDim.x * DPS_BLOCK;                  // pairs of elements per thread
+    for (int i = blockIdx.x * 2 * DPS_BLOCK + threadIdx.x; i < n; i += chunk) {
+        step(i);
+        if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
+    }
+    rz = dps::block_sum(rz, smem);
+    if (threadIdx.x == 0) a.part_rz[blockIdx.x] = rz;
+    if (pre) {
+        rr = dps::block_sum(rr, smem);
+        if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
+    }
+}
+
+// The one kernel the host launches: status reset, r = b - A x, z = D^-1 r, partials of <r,z> and
+// <r,r>; then the chain starts with cg_dyn_spmv(j = 0). The grid size (<= 1024 blocks of DPS_BLOCK
+// threads) is the number of partials and is kept by every kernel of the chain.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+             const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
+             const T* __restrict__ inv_diag, T* __restrict__ x, T* __restrict__ r, T* __restrict__ z,
+             T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ v, T* __restrict__ part_pv,
+             T* __restrict__ part_rz, T* __restrict__ part_rr, double* __restrict__ status,
+             T* __restrict__ hist) {
+    __shared__ T smem[DPS_WARP];
+    const bool pre = inv_diag != nullptr;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_STATE] = DYN_RUNNING;
+        status[DYN_ERROR] = 0.0;
+        const dyn::Args<T> a{n, width, maxiter, atol, indptr, indices, data, b, inv_diag, x, r,
+                             pre ? z : r, p0, p1, v, part_pv, part_rz, part_rr, status, hist};
+        cg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
+        dyn::check_launch(status);
+    }
+    T rz = T(0), rr = T(0);
+    const dyn::LoadVec<T> load{x};
+    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
+        const T ri = b[row] - ax;
+        r[row] = ri;
+        if (pre) {
+            const T zi = inv_diag[row] * ri;
+            z[row] = zi;
+            rz += ri * zi;
+            rr += ri * ri;
+        } else {
+            rz += ri * ri;
+        }
+    });
+    rz = dps::block_sum(rz, smem);
+    if (threadIdx.x == 0) part_rz[blockIdx.x] = rz;
+    if (pre) {
+        rr = dps::block_sum(rr, smem);
+        if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
+    }
+}
