@@ -57,37 +57,44 @@ def cmd_study(args) -> int:
     from . import cg, variants
     from ._errors import DpsolveError
     from .matrices import laplace_3d, paper_rhs
+    from .measure import measure_window
 
     A = laplace_3d(args.grid)
     dtype = np.dtype(args.dtype)
     A = A.astype(dtype)
     b, _ = paper_rhs(A)
     print(f"3-D Laplace {args.grid}^3: n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}, "
-          f"x* = ones, b = A x*, x0 = 0, rtol = {args.rtol:g}")
+          f"x* = ones, b = A x*, x0 = 0, rtol = {args.rtol:g}; each configuration repeated over "
+          f"a {args.window:g} s window (time, CPU and energy are per solve)", flush=True)
     names = [v.name for v in variants() if v.available]
     skipped = [(v.name, v.reason) for v in variants() if not v.available]
     rows = []
     for name in names:
         for sync in ("polling", "blocking"):
-            try:
+            def solve():
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    _, info, rep = cg(A, b, rtol=args.rtol, variant=name, sync=sync,
-                                      full_output=True)
+                    return cg(A, b, rtol=args.rtol, variant=name, sync=sync, full_output=True)
+            print(f"  {name} / {sync} ...", end="", flush=True)
+            try:
+                m = measure_window(solve, seconds=args.window, warmup=1)
             except DpsolveError as e:
+                print(" error")
                 rows.append([name, "-", sync, "error", "-", "-", "-", "-", str(e)[:60]])
                 continue
+            _, info, rep = m["result"]
+            print(f" {m['reps']} solves")
 
             def f(v, spec):
                 return "n/a" if v is None else format(v, spec)
             rows.append([name, rep.format or "-", sync, str(info), str(rep.iterations),
                          f(rep.residual_norm / np.linalg.norm(b), ".2e"),
-                         f(rep.wall_time * 1e3, ".1f"), f(rep.host_cpu_time, ".3f"),
-                         f(rep.gpu_energy, ".2f")])
+                         f(m["wall"] * 1e3, ".2f"), f(m["cpu"] * 1e3, ".2f"),
+                         f(m["gpu_energy"], ".3f")])
             if not args.both_sync or name == "host":
                 break
     print(_table(rows, ["variant", "format", "sync", "info", "iters", "rel.res", "wall ms",
-                        "cpu s", "GPU J"]))
+                        "CPU ms", "GPU J"]))
     for name, reason in skipped:
         print(f"skipped {name}: {reason}")
     return 0
@@ -102,6 +109,8 @@ def main(argv=None) -> int:
     s.add_argument("--grid", type=int, default=48, help="grid points per side (default 48)")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float64")
     s.add_argument("--rtol", type=float, default=1e-8)
+    s.add_argument("--window", type=float, default=1.0,
+                   help="seconds each configuration is repeated for (default 1)")
     s.add_argument("--no-both-sync", dest="both_sync", action="store_false",
                    help="run GPU variants in polling mode only")
     args = p.parse_args(argv)
