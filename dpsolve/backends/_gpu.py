@@ -100,16 +100,20 @@ class HostScalars:
 class GpuState:
     """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
 
-    N_SCALARS = 16
+    N_SCALARS = 32          # slots 0..8 are the CG layout below; other methods use 9..31
 
     def __init__(self, system, fmt):
         import cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
         dt = system.dtype
         n = system.n
-        self.n, self.dtype = n, dt
+        self.n, self.dtype, self.method, self.format = n, dt, system.method, fmt
+        self._vectors = {}
         with self.stream:
             self.A = ops.DeviceMatrix.build(system.csr, fmt)
+            # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
+            self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
+                       if system.method == "bicg" else None)
             self.b = cupy.asarray(system.b, dtype=dt)
             self.inv_diag = (cupy.asarray(system.M.inv_diag, dtype=dt)
                              if system.M.kind == "jacobi" else None)
@@ -127,6 +131,16 @@ class GpuState:
     def s(self, k: int):
         """Device scalar slot k, as a 1-element view (its pointer is what kernels take)."""
         return self.scal[k:k + 1]
+
+    def vec(self, name: str):
+        """A named work vector (rt, pt, qt, s, t, phat, ...) allocated on first use, poisoned
+        with NaN. The CG vectors r, p, v, z are attributes."""
+        v = self._vectors.get(name)
+        if v is None:
+            import cupy
+            with self.stream:
+                v = self._vectors[name] = cupy.full(self.n, np.nan, self.dtype)
+        return v
 
     def read_tau(self, sync):
         """Copy (tau, status) to the host and wait for them: the host-driven loops' one read."""
@@ -238,8 +252,10 @@ class GpuBackend(Backend):
     def solve_loop(self, state, x, *, atol, maxiter, sync, callback):
         """Run up to ``maxiter`` iterations; return (info, iterations, extra report fields), or a
         callable returning them once the run's final host wait is over (device-driven variants:
-        their one wait is that one)."""
-        raise NotImplementedError
+        their one wait is that one). Dispatches to the method's ``cg`` / ``bicg`` / ``bicgstab``,
+        each taking the same arguments."""
+        return getattr(self, state.method)(state, x, atol=atol, maxiter=maxiter, sync=sync,
+                                           callback=callback)
 
     def residual_norm(self, state, system, x):
         import cupy
@@ -253,22 +269,41 @@ class GpuBackend(Backend):
         return x if system.out_cupy else x.get()
 
 
-def host_cg_loop(step, start, atol, maxiter, callback, x):
-    """The host-driven CG loop, written once (cublas, cuda and merge share it).
+# step() status codes of the host-driven loops
+OK, CONVERGED_MID_STEP = 0, 2      # negative codes are SciPy's breakdown infos (-10, -11)
 
-    ``start()`` sets up r, z, sigma, p and returns (tau, status); ``step()`` runs one iteration
-    (O1..O9) and returns (tau, status) read back on the host. status != 0 means alpha was not
-    finite: the step left x untouched and the solve stops with info = -10 (as the reference does).
+
+def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=False):
+    """The host-driven loop of every method, written once (cublas, cuda and merge share it).
+
+    ``start()`` issues the set-up and returns (tau, status). ``step()`` runs one iteration and
+    returns (tau, status) read back on the host, where tau is the residual norm the reference
+    tests at the top of the next iteration, and status is OK, a SciPy breakdown code (-10, -11:
+    the step stopped where the reference stops, so x is what the reference returns), or
+    CONVERGED_MID_STEP (BiCGStab's ||s|| < atol exit: x already holds the final update).
+    ``nonfinite_stops``: a non-finite tau ends the solve with -10 (CG's dpsolve extension); BiCG
+    and BiCGStab, like SciPy, go on to maxiter.
     """
     tau, _ = start()
     for j in range(maxiter):
         if tau < atol:
             return 0, j
         tau, status = step()
-        if status:
-            return -10, j
+        if status < 0:
+            return status, j
+        if status == CONVERGED_MID_STEP:
+            return 0, j + 1
         if callback is not None:
             callback(x)
-        if not math.isfinite(tau):
+        if nonfinite_stops and not math.isfinite(tau):
             return -10, j + 1
     return maxiter, maxiter
+
+
+def host_cg_loop(step, start, atol, maxiter, callback, x):
+    """host_loop for CG, whose step reports status 1 for a non-finite alpha (-10, as the reference
+    does) and which also stops with -10 when tau turns non-finite."""
+    def cg_step():
+        tau, status = step()
+        return tau, (-10 if status else OK)
+    return host_loop(cg_step, start, atol, maxiter, callback, x, nonfinite_stops=True)

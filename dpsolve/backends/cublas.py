@@ -89,7 +89,7 @@ class CublasBackend(GpuBackend):
             return False, f"CuPy's cuBLAS bindings are unavailable: {e}"
         return True, None
 
-    def solve_loop(self, st, x, *, atol, maxiter, sync, callback):
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
         import cupy
         A, stream = st.A, st.stream
         pre = st.inv_diag is not None

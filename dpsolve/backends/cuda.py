@@ -23,7 +23,7 @@ from ._gpu import ALPHA, BETA, PV, RR, SIGMA, STATUS, TAU, ZETA, GpuBackend
 class CudaBackend(GpuBackend):
     name = "cuda"
 
-    def solve_loop(self, st, x, *, atol, maxiter, sync, callback):
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream, dt = st.A, st.s, st.stream, st.dtype
         pre = st.inv_diag is not None
         parts = st.partials

@@ -67,7 +67,7 @@ class DynamicBackend(GpuBackend):
                            f"cg_dynamic.cu with -rdc=true failed ({type(e).__name__}: {e})")
         return True, None
 
-    def solve_loop(self, st, x, *, atol, maxiter, sync, callback):
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
         stream = st.stream
         ops.cg_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v, st.dyn_partials,
                        st.dyn_status, atol, maxiter, stream=stream)

@@ -28,7 +28,7 @@ from ._gpu import ALPHA, BETA, PV, RR, SIGMA, STATUS, TAU, ZETA, GpuBackend
 class MergeBackend(GpuBackend):
     name = "merge"
 
-    def solve_loop(self, st, x, *, atol, maxiter, sync, callback):
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream = st.A, st.s, st.stream
         pre = st.inv_diag is not None
         parts = st.partials

@@ -71,6 +71,20 @@ class CSR:
         k = xp.arange(self.nnz, dtype=np.int64)
         return xp.searchsorted(self.indptr, k, side="right") - 1
 
+    def conj_transpose(self) -> "CSR":
+        """A^H as a CSR, where this one lives (BiCG's second operator)."""
+        if self.on_device:
+            import cupyx.scipy.sparse as csp
+            m = csp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n, self.n))
+            t = m.conj().T.tocsr()
+            t.sum_duplicates()
+            if not t.has_sorted_indices:
+                t.sort_indices()
+            return _checked(t.indptr, t.indices, t.data, self.n, array_module(self.data))
+        t = self.to_scipy().conj().T.tocsr()
+        t.sum_duplicates()
+        return _checked(t.indptr, t.indices, t.data, self.n, np)
+
     def diagonal(self):
         """The main diagonal (zeros where a row stores none), where the matrix lives."""
         xp = self.xp
