@@ -19,6 +19,7 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 import dpsolve
 from dpsolve import _frontend
+from scipy_cases import nonsym_posdef, poisson1d, poisson2d, rand_hpd, rand_spd, rtol_for, sym_nonpd
 from dpsolve._device import status as device_status
 from dpsolve.backends import VARIANT_NAMES, variant_info
 
@@ -26,55 +27,6 @@ METHODS = ("cg", "bicg", "bicgstab")
 
 
 # --------------------------------------------------------------------------- SciPy's cases
-def poisson1d(n=40):
-    data = np.ones((3, n))
-    data[0, :] = 2
-    data[1, :] = -1
-    data[2, :] = -1
-    return sp.dia_array((data, [0, -1, 1]), shape=(n, n)).tocsr()
-
-
-def poisson2d(n=40):
-    return sp.kronsum(poisson1d(n), poisson1d(n)).tocsr()
-
-
-def rand_spd():
-    data = np.random.RandomState(1234).rand(9, 9)
-    return data @ data.T
-
-
-def rand_hpd():
-    rng = np.random.RandomState(1234)
-    data = rng.rand(9, 9) + 1j * rng.rand(9, 9)
-    return data.conj() @ data.T
-
-
-def nonsym_posdef():
-    data = np.ones((2, 10))
-    data[0, :] = 2
-    data[1, :] = -1
-    return sp.dia_array((data, [0, -1]), shape=(10, 10)).tocsr()
-
-
-def sym_nonpd():
-    """SciPy's "sym-nonpd" case: symmetric indefinite, bicg/bicgstab break down on it."""
-    A = np.array([[0, 0, 0, 0, 0, 1, -1, -0, -0, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -1, -0, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -0, -1, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -0, -0, -1, -0],
-                  [0, 0, 0, 0, 0, 1, -0, -0, -0, -0, -1],
-                  [1, 2, 2, 2, 1, 0, -0, -0, -0, -0, -0],
-                  [-1, 0, 0, 0, 0, 0, -1, -0, -0, -0, -0],
-                  [0, -1, 0, 0, 0, 0, -0, -1, -0, -0, -0],
-                  [0, 0, -1, 0, 0, 0, -0, -0, -1, -0, -0],
-                  [0, 0, 0, -1, 0, 0, -0, -0, -0, -1, -0],
-                  [0, 0, 0, 0, -1, 0, -0, -0, -0, -0, -1]], dtype=float)
-    b = np.zeros(11)
-    b[5] = 1.0
-    assert (A == A.T).all()
-    return A, b
-
-
 def badly_scaled_spd(n=20):
     """D T D with T = 2-D Poisson and D spanning three decades: Jacobi helps a lot."""
     T = poisson2d(n)
@@ -97,11 +49,6 @@ CONVERGING_PARAMS = [
     for method in methods
     for dt in dtypes
 ]
-
-
-def rtol_for(dtype):
-    """SciPy uses 1e-8 in double; in single precision 1e-3 is what SciPy itself meets honestly."""
-    return 1e-8 if np.dtype(dtype).char in "dD" else 1e-3
 
 
 def build(name, dtype):
