@@ -10,15 +10,72 @@
 
 namespace dps {
 
-// The conjugate of a (identity for real types); complex overloads come with complex support.
+// ---------------------------------------------------------------------------------------------
+// complex<R>: the value type of complex64 (R = float) and complex128 (R = double) kernels.
+// Layout {re, im}, aligned to 2*sizeof(R): the same bytes as CuPy's / NumPy's complex scalars and
+// arrays, so kernel arguments and device arrays pass through unchanged. The default constructor
+// is trivial, so __shared__ arrays of it are allowed.
+template <typename R>
+struct alignas(2 * sizeof(R)) complex {
+    R re, im;
+    complex() = default;
+    __host__ __device__ constexpr complex(R r) : re(r), im(R(0)) {}
+    __host__ __device__ constexpr complex(R r, R i) : re(r), im(i) {}
+    __device__ __forceinline__ complex& operator+=(const complex& b) { re += b.re; im += b.im; return *this; }
+    __device__ __forceinline__ complex& operator-=(const complex& b) { re -= b.re; im -= b.im; return *this; }
+    __device__ __forceinline__ complex& operator*=(const complex& b) { *this = *this * b; return *this; }
+    friend __device__ __forceinline__ complex operator+(complex a, complex b) { return {a.re + b.re, a.im + b.im}; }
+    friend __device__ __forceinline__ complex operator-(complex a, complex b) { return {a.re - b.re, a.im - b.im}; }
+    friend __device__ __forceinline__ complex operator-(complex a) { return {-a.re, -a.im}; }
+    friend __device__ __forceinline__ complex operator*(complex a, complex b) {
+        return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+    }
+    friend __device__ __forceinline__ complex operator/(complex a, complex b) {
+        // Smith's algorithm: no overflow for |b| near the range limits
+        if (fabs(b.re) >= fabs(b.im)) {
+            const R t = b.im / b.re, d = b.re + b.im * t;
+            return {(a.re + a.im * t) / d, (a.im - a.re * t) / d};
+        }
+        const R t = b.re / b.im, d = b.re * t + b.im;
+        return {(a.re * t + a.im) / d, (a.im * t - a.re) / d};
+    }
+    friend __device__ __forceinline__ bool operator==(complex a, complex b) { return a.re == b.re && a.im == b.im; }
+    friend __device__ __forceinline__ bool operator!=(complex a, complex b) { return !(a == b); }
+};
+
+// Real-valued helpers over both kinds of T.
+template <typename T> struct real_of { using type = T; };
+template <typename R> struct real_of<complex<R>> { using type = R; };
+template <typename T> using real_t = typename real_of<T>::type;
+
+// The conjugate of a (identity for real types).
 template <typename T> __device__ __forceinline__ T conj(T a) { return a; }
+template <typename R> __device__ __forceinline__ complex<R> conj(complex<R> a) { return {a.re, -a.im}; }
+// The real part; |a|^2; finiteness of every component.
+template <typename T> __device__ __forceinline__ T real(T a) { return a; }
+template <typename R> __device__ __forceinline__ R real(complex<R> a) { return a.re; }
+template <typename T> __device__ __forceinline__ T abs2(T a) { return a * a; }
+template <typename R> __device__ __forceinline__ R abs2(complex<R> a) { return a.re * a.re + a.im * a.im; }
+template <typename T> __device__ __forceinline__ bool is_finite(T a) { return isfinite(a); }
+template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a.re) && isfinite(a.im); }
+
+// Warp shuffles of either kind of value.
+template <typename T>
+__device__ __forceinline__ T shfl_down(T v, int off, int width = DPS_WARP) {
+    return __shfl_down_sync(DPS_FULL_MASK, v, off, width);
+}
+template <typename R>
+__device__ __forceinline__ complex<R> shfl_down(complex<R> v, int off, int width = DPS_WARP) {
+    return {__shfl_down_sync(DPS_FULL_MASK, v.re, off, width),
+            __shfl_down_sync(DPS_FULL_MASK, v.im, off, width)};
+}
 
 // Sum over a warp with shuffles; every lane of the warp must call it. Lane 0 gets the total.
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
     for (int off = DPS_WARP / 2; off > 0; off >>= 1)
-        v += __shfl_down_sync(DPS_FULL_MASK, v, off);
+        v += shfl_down(v, off);
     return v;
 }
 
@@ -27,7 +84,7 @@ template <typename T, int W>
 __device__ __forceinline__ T group_sum(T v) {
 #pragma unroll
     for (int off = W / 2; off > 0; off >>= 1)
-        v += __shfl_down_sync(DPS_FULL_MASK, v, off, W);
+        v += shfl_down(v, off, W);
     return v;
 }
 
