@@ -12,6 +12,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from dpsolve import reference
 from dpsolve.matrices import laplace_1d, laplace_2d
+from scipy_cases import sym_nonpd
 
 METHODS = ("cg", "bicg", "bicgstab")
 
@@ -148,23 +149,6 @@ def test_zero_maxiter_returns_immediately():
 
 
 # --------------------------------------------------------------------------- breakdowns
-def sym_nonpd():
-    A = np.array([[0, 0, 0, 0, 0, 1, -1, -0, -0, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -1, -0, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -0, -1, -0, -0],
-                  [0, 0, 0, 0, 0, 2, -0, -0, -0, -1, -0],
-                  [0, 0, 0, 0, 0, 1, -0, -0, -0, -0, -1],
-                  [1, 2, 2, 2, 1, 0, -0, -0, -0, -0, -0],
-                  [-1, 0, 0, 0, 0, 0, -1, -0, -0, -0, -0],
-                  [0, -1, 0, 0, 0, 0, -0, -1, -0, -0, -0],
-                  [0, 0, -1, 0, 0, 0, -0, -0, -1, -0, -0],
-                  [0, 0, 0, -1, 0, 0, -0, -0, -0, -1, -0],
-                  [0, 0, 0, 0, -1, 0, -0, -0, -0, -0, -1]], dtype=float)
-    b = np.zeros(11)
-    b[5] = 1.0
-    return A, b
-
-
 BREAKDOWNS = {
     # name: (method, A, b, expected info, expected iterations)
     "sym-nonpd-bicg": ("bicg", *sym_nonpd(), -11, 0),
