@@ -1,17 +1,59 @@
 """The ``dpsolve`` command line.
 
-    dpsolve info            device, driver and CUDA versions, NVML energy support, variants
-    dpsolve study           solve the default 3-D Laplace problem with every available variant
+    dpsolve info                  device, driver and CUDA versions, NVML energy support, variants
+    dpsolve solve MATRIX          solve A x = b (x* = ones, b = A x*, x0 = 0) and print the report
+    dpsolve study                 the paper's energy study (Table 2, Figure 7) on the default set
+    dpsolve study --paper         ... on the paper's six SuiteSparse matrices and A252
+    dpsolve fetch GROUP/NAME      download a SuiteSparse matrix into the local cache
+
+`dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
+(2 for a malformed command line).
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import sys
+import warnings
 
 import numpy as np
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a malformed command line is one line on stderr (and exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _oneline(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    text = _oneline(message)
+    text = text[len("dpsolve: "):] if text.startswith("dpsolve: ") else text
+    print(f"dpsolve: warning: {text}", file=sys.stderr)
+
+
+def _csv_list(choices=None):
+    """A comma-separated list (``cg,bicg``), each item checked against ``choices``."""
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if choices is not None:
+            bad = [t for t in items if t not in choices]
+            if bad:
+                raise argparse.ArgumentTypeError(
+                    f"unknown {', '.join(map(repr, bad))}; choose from {', '.join(choices)}")
+        return tuple(items)
+    return parse
+
+
+# --------------------------------------------------------------------------- info
 def cmd_info(args) -> int:
     import scipy
 
@@ -42,79 +84,283 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _table(rows, headers):
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-            for r in rows]
-    return "\n".join(out)
+# --------------------------------------------------------------------------- solve
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    return str(v)
 
 
-def cmd_study(args) -> int:
-    import warnings
+def cmd_solve(args) -> int:
+    from . import _solvers
+    from .matrices import paper_rhs
+    from .study import resolve_problem
 
-    from . import cg, variants
-    from ._errors import DpsolveError
-    from .matrices import laplace_3d, paper_rhs
-    from .measure import measure_window
-
-    A = laplace_3d(args.grid)
-    dtype = np.dtype(args.dtype)
-    A = A.astype(dtype)
-    b, _ = paper_rhs(A)
-    print(f"3-D Laplace {args.grid}^3: n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}, "
-          f"x* = ones, b = A x*, x0 = 0, rtol = {args.rtol:g}; each configuration repeated over "
-          f"a {args.window:g} s window (time, CPU and energy are per solve)", flush=True)
-    names = [v.name for v in variants() if v.available]
-    skipped = [(v.name, v.reason) for v in variants() if not v.available]
-    rows = []
-    for name in names:
-        for sync in ("polling", "blocking"):
-            def solve():
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    return cg(A, b, rtol=args.rtol, variant=name, sync=sync, full_output=True)
-            print(f"  {name} / {sync} ...", end="", flush=True)
-            try:
-                m = measure_window(solve, seconds=args.window, warmup=1)
-            except DpsolveError as e:
-                print(" error")
-                rows.append([name, "-", sync, "error", "-", "-", "-", "-", str(e)[:60]])
-                continue
-            _, info, rep = m["result"]
-            print(f" {m['reps']} solves")
-
-            def f(v, spec):
-                return "n/a" if v is None else format(v, spec)
-            rows.append([name, rep.format or "-", sync, str(info), str(rep.iterations),
-                         f(rep.residual_norm / np.linalg.norm(b), ".2e"),
-                         f(m["wall"] * 1e3, ".2f"), f(m["cpu"] * 1e3, ".2f"),
-                         f(m["gpu_energy"], ".3f")])
-            if not args.both_sync or name == "host":
-                break
-    print(_table(rows, ["variant", "format", "sync", "info", "iters", "rel.res", "wall ms",
-                        "CPU ms", "GPU J"]))
-    for name, reason in skipped:
-        print(f"skipped {name}: {reason}")
+    prob = resolve_problem(args.matrix, progress=not args.json)
+    A = prob.build().astype(args.dtype)
+    b, x_star = paper_rhs(A)
+    solver = getattr(_solvers, args.method)
+    x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
+                          M=args.precond, variant=args.variant, sync=args.sync,
+                          format=args.format, full_output=True)
+    bnorm = float(np.linalg.norm(b))
+    rel_res = rep.residual_norm / bnorm if bnorm and rep.residual_norm is not None else None
+    rel_err = float(np.linalg.norm(np.asarray(x) - x_star) / np.linalg.norm(x_star))
+    if args.json:
+        doc = {"matrix": prob.name, "source": prob.source, "n": int(A.shape[0]),
+               "nnz": int(A.nnz), "setup": "x* = ones, b = A x*, x0 = 0",
+               "precond": args.precond, "relative_residual": rel_res,
+               "relative_error": rel_err, "report": rep.as_dict()}
+        print(json.dumps(doc, indent=2, default=_jsonable))
+        return 0
+    print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, "
+          f"{args.dtype}")
+    print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
+          f"{', Jacobi' if args.precond else ''}")
+    print(f"report   : {rep.summary()}")
+    state = ("converged" if info == 0 else
+             f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
+    print(f"result   : {state}; ||b - A x|| / ||b|| = "
+          f"{'n/a' if rel_res is None else f'{rel_res:.3e}'}; ||x - x*|| / ||x*|| = {rel_err:.3e}")
     return 0
 
 
+# --------------------------------------------------------------------------- study
+def cmd_study(args) -> int:
+    from . import variants
+    from .backends import VARIANT_NAMES
+    from .study import (CPU_GAP, CPU_WINDOW, GPU_GAP, GPU_WINDOW, PAPER_MAXITER, Settings,
+                        default_problems, default_window, make_plan, paper_problems,
+                        prefetch, resolve_problem, run_study)
+
+    info = {v.name: v for v in variants()}
+    gpu_names = [n for n in VARIANT_NAMES if n != "host"]
+    if args.variants is None:
+        chosen = tuple(n for n in gpu_names if info[n].available) or ("host",)
+    elif args.variants == ("all",):
+        chosen = VARIANT_NAMES
+    else:
+        chosen = args.variants
+    gpu = any(n != "host" and info[n].available for n in chosen)
+    unavailable = [n for n in gpu_names if not info[n].available]
+    if unavailable:
+        reasons = {}
+        for n in unavailable:
+            reasons.setdefault(info[n].reason, []).append(n)
+        for reason, names in reasons.items():
+            need = ("need a usable CUDA device, and this machine has none"
+                    if "not implemented" not in (reason or "") else "are not part of this build")
+            print(f"GPU variants {', '.join(names)} {need}: {reason}"
+                  + (" - skipped" if args.variants is None else ""))
+        if not gpu:
+            print("running the host variant (the NumPy reference solvers on the CPU) instead")
+
+    if args.matrices:
+        problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress)
+                    for m in args.matrices]
+    elif args.paper:
+        problems = paper_problems(args.matrix_dir, progress=not args.no_progress)
+    else:
+        problems = default_problems(gpu)
+    if args.paper and not gpu:
+        print("note: the paper's matrices on the host variant take hours; the study is meant for "
+              "a GPU machine")
+    s = Settings(
+        methods=args.methods, variants=chosen, syncs=args.syncs,
+        dtypes=args.dtypes or (("float32",) if args.paper else ("float64",)),
+        formats=args.formats or (("csr-vector",) if args.paper else ("auto",)),
+        rtol=args.rtol, maxiter=args.maxiter if args.maxiter is not None else
+        (PAPER_MAXITER if args.paper else None),
+        precond=args.precond,
+        window=args.window if args.window is not None else (GPU_WINDOW if gpu else CPU_WINDOW),
+        gap=args.gap if args.gap is not None else (GPU_GAP if gpu else CPU_GAP),
+        warmup=args.warmup)
+    if args.window is None and gpu and not (args.matrices or args.paper):
+        s.window = default_window(len(make_plan(problems, s)))
+    print(f"study: {len(problems)} matrices x {', '.join(s.methods)} x {', '.join(s.variants)} x "
+          f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
+          f"{', '.join(s.dtypes)}; rtol = {s.rtol:g}"
+          f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
+          f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
+          f"{s.warmup} warm-up solve(s), then a {s.window:g} s window, then a {s.gap:g} s gap; "
+          f"output in {args.out}/")
+    from . import _device
+    meta = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
+                        "device": _device.status().name or _device.status().reason},
+            "matrices": [{"name": p.name, "source": p.source} for p in problems]}
+    prefetch(problems, args.matrix_dir, progress=not args.no_progress)
+    try:
+        run_study(problems, s, args.out, restart=args.restart, retry_failed=args.retry_failed,
+                  progress=not args.no_progress, extra_meta=meta)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: what finished is in {args.out}/; run the same command again to "
+              f"resume", file=sys.stderr)
+        return 130
+    out = args.out
+    print(f"\n{open(os.path.join(out, 'table2.md')).read().rstrip()}\n")
+    figs = sorted(f for f in os.listdir(out) if f.startswith("figure7_"))
+    print(f"written to {out}/: results.csv (one row per configuration), raw.csv (one row per "
+          f"solve), table2.md, absolute.md (per-matrix absolute figures), study.json"
+          + (", " + ", ".join(figs) if figs else " (no figures: they need cublas + polling)"))
+    return 0
+
+
+# --------------------------------------------------------------------------- fetch
+def cmd_fetch(args) -> int:
+    from . import catalog, fetch
+    from .matrices import read_matrix
+
+    if args.url:
+        os.environ["DPSOLVE_SUITESPARSE_URL"] = args.url
+    spec = args.name
+    entry = catalog.lookup(spec)
+    if entry is not None and not entry.suitesparse:
+        raise ValueError(f"{entry.paper_name} is generated ({entry.source}), not downloaded: "
+                         f"dpsolve solve {entry.source} or dpsolve study --paper")
+    if entry is not None:
+        spec = entry.source
+    group, name = fetch.split_name(spec)
+    cached = fetch.cached_path(spec, args.dir).is_file()
+    path = fetch.fetch(spec, args.dir, progress=not args.quiet)
+    line = f"{group}/{name}: {path}{' (already cached)' if cached else ''}"
+    if not args.no_check:
+        A = read_matrix(path)
+        mismatch = fetch.check(A, group, name)
+        ref = catalog.lookup_source(group, name)
+        verdict = ("; not in the paper's catalog" if ref is None else
+                   "; differs from the paper's Table 1" if mismatch else
+                   "; matches the paper's Table 1")
+        line += f"\n  n = {A.shape[0]:,}, nnz = {A.nnz:,}{verdict}"
+    print(line)
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    from ._frontend import SYNC_MODES
+    from .backends import VARIANT_NAMES
+    from .formats import FORMATS
+    from .study import DEFAULT_OUT, METHODS
+
+    p = _Parser(prog="dpsolve", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    sub.add_parser("info", help="device, driver, NVML energy support and available variants",
+                   description="Print the device, driver and CUDA versions, whether GPU (NVML) "
+                               "and host (RAPL) energy can be measured, and which variants can "
+                               "run here (and why not).")
+
+    s = sub.add_parser("solve", help="solve one system and print the report",
+                       description="Solve A x = b with the paper's set-up (x* = ones, b = A x*, "
+                                   "x0 = 0) and print the solve report: iterations, residual, "
+                                   "time, GPU energy, host CPU. MATRIX is a .mtx / .mtx.gz file, "
+                                   "a generated problem (laplace3d-64, convdiff2d-256-pe100, "
+                                   "A252), a paper matrix name (LDOOR) or a SuiteSparse "
+                                   "GROUP/NAME (downloaded into the cache).")
+    s.add_argument("matrix", metavar="MATRIX", help="FILE.mtx[.gz], generated name, or GROUP/NAME")
+    s.add_argument("--method", choices=METHODS, default="cg", help="default cg")
+    s.add_argument("--variant", choices=("auto",) + VARIANT_NAMES, default="auto",
+                   help="back end (default auto: the fastest GPU variant, or host without a GPU)")
+    s.add_argument("--sync", choices=SYNC_MODES, default="polling", help="default polling")
+    s.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
+                   help="SpMV format on the GPU (default auto)")
+    s.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    s.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, "
+                   "SciPy's)")
+    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    s.add_argument("--maxiter", type=int, default=None, help="default 10 n")
+    s.add_argument("--precond", choices=("jacobi",), default=None,
+                   help="preconditioner (default none)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    st = sub.add_parser(
+        "study", help="the paper's energy study: Table 2 and Figure 7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run matrices x methods x variants x sync modes x dtypes. Each configuration "
+                    "gets a warm-up, then repeated solves over a measurement window, then an idle "
+                    "gap. Writes results.csv, raw.csv, table2.md, absolute.md and "
+                    "figure7_*.png into --out as it goes; a re-run resumes.",
+        epilog="Defaults: generated Laplace problems plus every SPD matrix of ../shared/matrices "
+               "(when present); CG; every available GPU variant (the host variant on a machine "
+               "without a GPU); polling and blocking; float64; a 2 s window (0.5 s when only the "
+               "host variant runs). --paper: the paper's six SuiteSparse matrices (downloaded) "
+               "and A252, float32 and CSR-vector as in the paper, maxiter 20000.")
+    st.add_argument("--paper", action="store_true",
+                    help="the paper's set: BMWCRA1_1, CRANKSEG_2, F1, INLINE_1, LDOOR, AUDIKW_1, "
+                         "A252")
+    st.add_argument("--matrices", type=_csv_list(), default=None, metavar="M1,M2,...",
+                    help="files, generated names, paper names or GROUP/NAME (instead of the "
+                         "default set)")
+    st.add_argument("--methods", type=_csv_list(METHODS), default=("cg",), metavar="cg,...",
+                    help="default cg (CG runs on SPD matrices only)")
+    st.add_argument("--variants", type=_csv_list(VARIANT_NAMES + ("all",)), default=None,
+                    metavar="V1,...", help="default: every available GPU variant, else host; "
+                                           "'all' records unavailable ones as skipped")
+    st.add_argument("--syncs", type=_csv_list(SYNC_MODES), default=SYNC_MODES, metavar="S1,...",
+                    help="default polling,blocking")
+    st.add_argument("--dtypes", type=_csv_list(("float64", "float32")), default=None,
+                    metavar="float64,...", help="default float64 (--paper: float32)")
+    st.add_argument("--formats", type=_csv_list(("auto",) + FORMATS), default=None,
+                    metavar="F1,...", help="default auto (--paper: csr-vector)")
+    st.add_argument("--rtol", type=float, default=1e-6, help="default 1e-6")
+    st.add_argument("--maxiter", type=int, default=None,
+                    help="iteration cap per solve (default 10 n; --paper: 20000)")
+    st.add_argument("--precond", choices=("jacobi",), default=None, help="default none (the "
+                    "paper's plain CG)")
+    st.add_argument("--window", type=float, default=None,
+                    help="seconds of repeated solves per configuration (default 2; 0.5 when only "
+                         "the host variant runs)")
+    st.add_argument("--gap", type=float, default=None,
+                    help="idle seconds after each configuration (default 0.5; 0.1 host only)")
+    st.add_argument("--warmup", type=int, default=1, help="warm-up solves (default 1)")
+    st.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    st.add_argument("--restart", action="store_true",
+                    help="start over: delete the study's files in --out first")
+    st.add_argument("--retry-failed", action="store_true",
+                    help="run failed configurations again when resuming")
+    st.add_argument("--matrix-dir", default=None,
+                    help="download cache (default $DPSOLVE_MATRIX_DIR or ~/.cache/dpsolve/matrices)")
+    st.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    f = sub.add_parser("fetch", help="download a SuiteSparse matrix into the cache",
+                       description="Download GROUP/NAME (e.g. GHS_psdef/ldoor, or a paper name "
+                                   "such as LDOOR) from the SuiteSparse collection as Matrix "
+                                   "Market into the cache ($DPSOLVE_MATRIX_DIR, default "
+                                   "~/.cache/dpsolve/matrices), unless it is there already; then "
+                                   "read it and compare n and nnz with the paper's Table 1. The "
+                                   "collection's base URL is $DPSOLVE_SUITESPARSE_URL (default "
+                                   "https://sparse.tamu.edu/MM, then its herokuapp mirror).")
+    f.add_argument("name", metavar="GROUP/NAME")
+    f.add_argument("--dir", default=None, help="cache folder (default $DPSOLVE_MATRIX_DIR)")
+    f.add_argument("--url", default=None, help="base URL (default $DPSOLVE_SUITESPARSE_URL)")
+    f.add_argument("--no-check", action="store_true", help="do not read the matrix to check it")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="dpsolve", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("info", help="device, driver, NVML energy support and available variants")
-    s = sub.add_parser("study", help="solve the default 3-D Laplace problem with every variant")
-    s.add_argument("--grid", type=int, default=48, help="grid points per side (default 48)")
-    s.add_argument("--dtype", choices=("float32", "float64"), default="float64")
-    s.add_argument("--rtol", type=float, default=1e-8)
-    s.add_argument("--window", type=float, default=1.0,
-                   help="seconds each configuration is repeated for (default 1)")
-    s.add_argument("--no-both-sync", dest="both_sync", action="store_false",
-                   help="run GPU variants in polling mode only")
-    args = p.parse_args(argv)
-    return {"info": cmd_info, "study": cmd_study}[args.cmd](args)
+    args = build_parser().parse_args(argv)
+    cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch}[args.cmd]
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return cmd(args)
+    except KeyboardInterrupt:
+        print("dpsolve: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:             # stdout closed early (| head): not an error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as e:
+        if os.environ.get("DPSOLVE_DEBUG"):
+            raise
+        msg = str(e) if isinstance(e, (OSError, ValueError)) and str(e) else \
+            f"{type(e).__name__}: {e}"
+        if isinstance(e, FileNotFoundError) and e.filename:
+            msg = f"no such file: {e.filename}"
+        print(f"dpsolve {args.cmd}: error: {_oneline(msg)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,16 +1,29 @@
-"""Test problems: Laplace generators, Matrix Market reading, and the paper's right-hand side.
+"""Test problems: generators, Matrix Market reading, the shared test matrices, the paper's set-up.
 
-Generators build CSR directly from index arithmetic (Kronecker sums of 1-D stencils), with no dense
-or Python-loop intermediate, so the paper's A252 (252^3 = 16,003,008 rows) is generated in seconds.
+Generators build CSR directly from Kronecker sums of 1-D stencils, with no dense or Python-loop
+intermediate, so the paper's A252 (252^3 = 16,003,008 rows) is generated in seconds:
+
+    laplace_1d(n), laplace_2d(nx[, ny]), laplace_3d(nx[, ny, nz])    SPD
+    convdiff_2d(nx[, ny], peclet=..., angle=...)                      nonsymmetric (bicg/bicgstab)
+
+``generate("laplace3d-64")`` builds a problem from its name (see :func:`generate`).
 """
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+ROOT = Path(__file__).resolve().parents[1]       # the checkout, for an editable install
 
+
+# --------------------------------------------------------------------------- generators
 def laplace_1d(n: int, dtype=np.float64) -> sp.csr_array:
     """Tridiagonal [-1, 2, -1] of order n (n >= 1)."""
     if n < 1:
@@ -27,7 +40,12 @@ def laplace_2d(nx: int, ny: int | None = None, dtype=np.float64) -> sp.csr_array
     """5-point Laplacian on an nx x ny grid (Dirichlet boundary), n = nx*ny."""
     ny = nx if ny is None else ny
     Tx, Ty = laplace_1d(nx, dtype), laplace_1d(ny, dtype)
-    return (sp.kron(_eye(ny, dtype), Tx) + sp.kron(Ty, _eye(nx, dtype))).tocsr()
+    # format="csr": left to itself, kron picks BSR for small grids, whose dense blocks would
+    # store explicit zeros (nnz 325 instead of 105 at 5 x 5)
+    A = (sp.kron(_eye(ny, dtype), Tx, format="csr") + sp.kron(Ty, _eye(nx, dtype), format="csr"))
+    A = A.tocsr()
+    A.sum_duplicates()
+    return A
 
 
 def laplace_3d(nx: int, ny: int | None = None, nz: int | None = None,
@@ -45,6 +63,69 @@ def laplace_3d(nx: int, ny: int | None = None, nz: int | None = None,
     return A
 
 
+def _upwind_1d(n: int, c: float, dtype) -> sp.csr_array:
+    """|c| times the first-order upwind difference for velocity c (times h): backward for c > 0
+    (u_i - u_{i-1}), forward for c < 0 (u_i - u_{i+1}). Diagonal |c|, one off-diagonal -|c|."""
+    off = -1 if c >= 0 else 1
+    a = abs(c)
+    return sp.diags_array([a * np.ones(n), -a * np.ones(n - 1)], offsets=[0, off], shape=(n, n),
+                          format="csr", dtype=dtype)
+
+
+def convdiff_2d(nx: int, ny: int | None = None, peclet: float = 100.0, angle: float = np.pi / 4,
+                dtype=np.float64) -> sp.csr_array:
+    """Nonsymmetric 2-D convection-diffusion: -Lap(u) + w . grad(u) on the unit square, Dirichlet
+    boundary, 5-point diffusion and first-order upwind convection, scaled by h^2 (h = 1/(nx+1)).
+
+    The wind is w = peclet * (cos(angle), sin(angle)) with unit diffusion, so ``peclet`` is the
+    global Peclet number |w| L / eps (L = 1, eps = 1); the mesh Peclet number is peclet * h / 2.
+    Upwinding keeps the matrix an M-matrix (nonsingular, positive diagonal, nonpositive
+    off-diagonals) at every Peclet number; peclet = 0 gives laplace_2d. n = nx*ny, 5 entries a row.
+    """
+    ny = nx if ny is None else ny
+    if nx < 1 or ny < 1:
+        raise ValueError(f"grid sizes must be >= 1, got {nx} x {ny}")
+    if not np.isfinite(peclet) or peclet < 0:
+        raise ValueError(f"peclet must be a finite number >= 0, got {peclet}")
+    h = 1.0 / (nx + 1)
+    cx, cy = peclet * h * np.cos(angle), peclet * h * np.sin(angle)
+    A = laplace_2d(nx, ny, dtype)
+    A = A + sp.kron(_eye(ny, dtype), _upwind_1d(nx, cx, dtype), format="csr")
+    A = A + sp.kron(_upwind_1d(ny, cy, dtype), _eye(nx, dtype), format="csr")
+    A = A.tocsr()
+    A.sum_duplicates()
+    return A
+
+
+_GEN = re.compile(r"^(laplace1d|laplace2d|laplace3d|convdiff2d)-(\d+)(?:-pe([0-9.]+))?$")
+
+
+def is_generated(name: str) -> bool:
+    return bool(_GEN.match(name))
+
+
+def generate(name: str, dtype=np.float64) -> sp.csr_array:
+    """Build a generated problem from its name: ``laplace1d-N``, ``laplace2d-N`` (N^2 rows),
+    ``laplace3d-N`` (N^3 rows; ``A252`` is ``laplace3d-252``), ``convdiff2d-N[-peP]`` (N^2 rows,
+    Peclet number P, default 100)."""
+    if name.upper() == "A252":
+        name = "laplace3d-252"
+    m = _GEN.match(name)
+    if not m:
+        raise ValueError(f"unknown generated problem {name!r}; expected laplace1d-N, laplace2d-N, "
+                         f"laplace3d-N or convdiff2d-N[-peP]")
+    kind, size, pe = m.group(1), int(m.group(2)), m.group(3)
+    if pe is not None and kind != "convdiff2d":
+        raise ValueError(f"{name!r}: only convdiff2d takes a Peclet number")
+    if kind == "laplace1d":
+        return laplace_1d(size, dtype)
+    if kind == "laplace2d":
+        return laplace_2d(size, dtype=dtype)
+    if kind == "laplace3d":
+        return laplace_3d(size, dtype=dtype)
+    return convdiff_2d(size, peclet=100.0 if pe is None else float(pe), dtype=dtype)
+
+
 def paper_rhs(A, dtype=None):
     """The paper's set-up: x* = ones, b = A x*, x0 = 0. Returns (b, x_star)."""
     dtype = dtype or A.dtype
@@ -52,11 +133,47 @@ def paper_rhs(A, dtype=None):
     return (A @ x_star).astype(dtype), x_star
 
 
+# --------------------------------------------------------------------------- reading
+def extract_mtx(tarball, dest, name: str | None = None) -> Path:
+    """Extract the matrix of a SuiteSparse ``<name>.tar.gz`` to the file ``dest``.
+
+    The collection's tarballs hold ``<name>/<name>.mtx`` and sometimes auxiliary files
+    (``<name>_b.mtx``, coordinates...): the member ``<name>.mtx`` is taken, or the only ``.mtx``.
+    ``dest`` is written through a temporary file beside it and renamed, so it is either complete
+    or absent.
+    """
+    tarball, dest = Path(tarball), Path(dest)
+    if name is None:
+        name = tarball.name.split(".")[0]
+    with tarfile.open(tarball, "r:*") as tf:
+        members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".mtx")]
+        pick = [m for m in members if Path(m.name).name == f"{name}.mtx"]
+        if not pick and len(members) == 1:
+            pick = members
+        if not pick:
+            found = ", ".join(m.name for m in members) or "no .mtx file"
+            raise ValueError(f"{tarball.name} holds no {name}.mtx (found: {found})")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "wb") as out, tf.extractfile(pick[0]) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return dest
+
+
 def read_matrix(path) -> sp.csr_array:
-    """Read a .mtx or .mtx.gz file as CSR: fast_matrix_market when installed, else scipy.io.mmread."""
+    """Read a .mtx or .mtx.gz file (or a SuiteSparse .tar.gz) as CSR: fast_matrix_market when
+    installed, else scipy.io.mmread."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no matrix file at {path}")
+    if path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tempfile.TemporaryDirectory() as d:
+            return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
     try:
         import fast_matrix_market as fmm
         m = fmm.mmread(str(path))
@@ -66,3 +183,90 @@ def read_matrix(path) -> sp.csr_array:
     if not sp.issparse(m):
         m = sp.coo_array(m)
     return sp.csr_array(m)
+
+
+def matrix_name(path) -> str:
+    """``dir/bcsstk16.mtx.gz`` -> ``bcsstk16``."""
+    name = Path(path).name
+    for ext in (".mtx.gz", ".mtx", ".tar.gz", ".tgz"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+# --------------------------------------------------------------------------- shared matrices
+def shared_matrix_dir() -> Path | None:
+    """The real test matrices: a folder named by DPSOLVE_SHARED_MATRICES, else ``.matrices/`` in
+    the checkout (the git-ignored copy carried to a GPU machine), else ``../shared/matrices``
+    beside the checkout; the same two relative to the current directory for a non-editable
+    install. None when none of them holds a ``*.mtx.gz``."""
+    cands = [os.environ.get("DPSOLVE_SHARED_MATRICES")]
+    for base in dict.fromkeys((ROOT, Path.cwd().resolve())):
+        cands += [base / ".matrices", base.parent / "shared" / "matrices"]
+    for cand in cands:
+        if cand and Path(cand).is_dir() and any(Path(cand).glob("*.mtx.gz")):
+            return Path(cand)
+    return None
+
+
+def _readme_kinds(directory: Path) -> dict:
+    """name -> kind, from the ``| name | n | nnz | nnz/row | kind | ...`` table of README.md."""
+    readme = directory / "README.md"
+    if not readme.is_file():
+        return {}
+    kinds, col = {}, None
+    for line in readme.read_text(errors="replace").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not line.lstrip().startswith("|"):
+            col = None if not line.strip() else col
+            continue
+        if "kind" in cells and cells[0] == "name":
+            col = cells.index("kind")
+        elif col is not None and col < len(cells) and not set(cells[0]) <= set("-: "):
+            kinds[cells[0]] = cells[col]
+    return kinds
+
+
+def _header_says_spd(path: Path) -> bool:
+    """Without a README: a real symmetric matrix whose diagonal is all positive (a cheap
+    necessary condition; CG reports non-convergence or breakdown where it is not enough)."""
+    import gzip
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            head = f.readline().lower().split()
+    except OSError:
+        return False
+    if len(head) < 5 or head[3] not in ("real", "integer") or head[4] != "symmetric":
+        return False
+    A = read_matrix(path)
+    return bool((A.diagonal() > 0).all())
+
+
+def shared_spd_matrices(directory=None) -> list[Path]:
+    """The SPD matrices of the shared folder, smallest nnz first: those whose kind in the folder's
+    README.md starts with "SPD" (without a README: real symmetric with a positive diagonal)."""
+    directory = shared_matrix_dir() if directory is None else Path(directory)
+    if directory is None:
+        return []
+    files = sorted(directory.glob("*.mtx.gz"))
+    kinds = _readme_kinds(directory)
+    if kinds:
+        spd = [f for f in files if kinds.get(matrix_name(f), "").upper().startswith("SPD")]
+    else:
+        spd = [f for f in files if _header_says_spd(f)]
+    return sorted(spd, key=_nnz_hint)
+
+
+def _nnz_hint(path: Path):
+    """The entry count of a Matrix Market header (orders files by size without reading them)."""
+    import gzip
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            for line in f:
+                if not line.startswith("%"):
+                    return (int(line.split()[2]), path.name)
+    except (OSError, ValueError, IndexError):
+        pass
+    return (0, path.name)

@@ -177,13 +177,17 @@ class GpuEnergyMeter:
         return self.joules
 
 
-def measure_window(solve, seconds=2.0, warmup=1, sync=None, max_reps=100000):
+def measure_window(solve, seconds=2.0, warmup=1, sync=None, max_reps=100000, on_solve=None):
     """Repeat ``solve()`` until at least ``seconds`` of wall time are filled, and report per solve.
 
     ``sync`` (e.g. ``cupy.cuda.Device().synchronize``) is called before the window opens and after
     it closes. Returns a dict: reps, wall (s per solve), cpu (s per solve), gpu_energy (J per
     solve, None if unmeasurable), gpu_power (W mean), host_energy (J per solve or None), result
     (what the last call returned).
+
+    ``on_solve(rep, wall, cpu, result)``, when given, is called after each solve inside the window
+    with that solve's own wall and process CPU seconds (energy exists only for the whole window:
+    NVML's counter is too coarse for one short solve).
     """
     result = None
     for _ in range(warmup):
@@ -195,7 +199,12 @@ def measure_window(solve, seconds=2.0, warmup=1, sync=None, max_reps=100000):
     reps = 0
     with Stopwatch() as sw:
         while True:
-            result = solve()
+            if on_solve is None:
+                result = solve()
+            else:
+                c0, t0 = time.process_time(), time.perf_counter()
+                result = solve()
+                on_solve(reps, time.perf_counter() - t0, time.process_time() - c0, result)
             reps += 1
             if reps >= max_reps or time.perf_counter() - sw._t0 >= seconds:
                 break

@@ -1,0 +1,235 @@
+"""The ``dpsolve`` command line: help for every command, solve (text and JSON), one-line errors,
+fetch against a local HTTP server, a tiny study, and the scripts/study wrapper."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from dpsolve import fetch
+from dpsolve._device import status as device_status
+from dpsolve.cli import main
+from dpsolve.matrices import laplace_2d
+from test_fetch import LocalSuiteSparse, make_tarball
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = ("info", "solve", "study", "fetch")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def small_mtx(tmp_path):
+    p = tmp_path / "poisson.mtx"
+    scipy.io.mmwrite(str(p), sp.coo_matrix(laplace_2d(7)))
+    return p
+
+
+# --------------------------------------------------------------------------- help
+def test_top_level_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for c in COMMANDS:
+        assert c in out
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_every_command_has_help(capsys, cmd):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: dpsolve {cmd}") and len(out.splitlines()) > 3
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["study", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("--paper", "--matrices", "--methods", "--variants", "--syncs", "--dtypes",
+                "--window", "--out", "--restart"):
+        assert opt in out
+    with pytest.raises(SystemExit):
+        main(["solve", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("--method", "--variant", "--sync", "--format", "--rtol", "--precond", "--json"):
+        assert opt in out
+
+
+# --------------------------------------------------------------------------- solve
+def test_solve_prints_the_report(capsys, small_mtx):
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--rtol", "1e-8")
+    assert code == 0, err
+    assert "poisson" in out and "n = 49, nnz = 217" in out
+    assert "cg/host/-/polling float64 n=49 nnz=217: info=0" in out
+    assert "converged" in out
+
+
+def test_solve_json(capsys, small_mtx):
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--json",
+                         "--method", "bicgstab", "--precond", "jacobi", "--rtol", "1e-10")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["n"], doc["nnz"], doc["precond"]) == (49, 217, "jacobi")
+    rep = doc["report"]
+    assert (rep["method"], rep["variant"], rep["info"], rep["converged"]) == \
+        ("bicgstab", "host", 0, True)
+    assert rep["iterations"] > 0 and doc["relative_residual"] <= 1e-10
+    assert doc["relative_error"] < 1e-6
+
+
+def test_solve_a_generated_problem_with_auto(capsys):
+    code, out, err = run(capsys, "solve", "laplace2d-10", "--dtype", "float32")
+    assert code == 0
+    if not device_status().ok:           # auto falls back to the host, with a one-line warning
+        assert err.count("\n") <= 1 and "warning" in err and "host" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("solve", "/nonexistent/matrix.mtx"), "no matrix file at /nonexistent/matrix.mtx"),
+    (("solve", "not-a-matrix"), "unknown matrix 'not-a-matrix'"),
+    (("fetch", "not a name"), "GROUP/NAME"),
+    (("fetch", "A252"), "generated"),
+])
+def test_errors_are_one_line_with_exit_status_1(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith(f"dpsolve {argv[0]}: error:")
+    assert needle in err
+
+
+def test_corrupt_matrix_file_is_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("this is not matrix market\n")
+    code, out, err = run(capsys, "solve", str(bad))
+    assert code == 1 and err.count("\n") == 1 and str(bad.name) not in out
+
+
+def test_bad_option_is_one_line_with_exit_status_2(capsys, small_mtx):
+    with pytest.raises(SystemExit) as e:
+        main(["solve", str(small_mtx), "--method", "gmres"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'gmres'" in err
+    with pytest.raises(SystemExit) as e:
+        main(["study", "--variants", "cublas,warp"])
+    assert e.value.code == 2 and "unknown 'warp'" in capsys.readouterr().err
+
+
+def test_the_process_exit_status(small_mtx):
+    r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", "/nonexistent.mtx"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stdout == ""
+
+
+# --------------------------------------------------------------------------- fetch
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    s = LocalSuiteSparse()
+    monkeypatch.setenv("DPSOLVE_SUITESPARSE_URL", s.url)
+    monkeypatch.setenv("DPSOLVE_MATRIX_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "RETRY_PAUSE", 0.0)
+    yield s
+    s.close()
+
+
+def test_fetch_against_the_local_server(capsys, server, tmp_path):
+    p = server.add("Grp/small", make_tarball("small", laplace_2d(5)))
+    code, out, err = run(capsys, "fetch", "Grp/small", "--quiet")
+    assert code == 0, err
+    path = tmp_path / "cache" / "Grp" / "small.mtx"
+    assert f"Grp/small: {path}" in out and "n = 25, nnz = 105; not in the paper's catalog" in out
+    code, out, err = run(capsys, "fetch", "Grp/small")
+    assert code == 0 and "(already cached)" in out and server.requests[p] == 1
+    # the solve command reads it from the cache by name
+    code, out, err = run(capsys, "solve", "Grp/small", "--variant", "host")
+    assert code == 0 and "n = 25" in out and server.requests[p] == 1
+
+
+def test_fetch_paper_name_checks_table_1(capsys, server):
+    server.add("GHS_psdef/crankseg_2", make_tarball("crankseg_2", laplace_2d(3)))
+    code, out, err = run(capsys, "fetch", "CRANKSEG_2", "--quiet")
+    assert code == 0
+    assert "differs from the paper's Table 1" in out
+    assert "warning" in err and "63,838" in err and err.count("\n") == 1
+
+
+def test_fetch_failure_is_one_line(capsys, server, tmp_path):
+    code, out, err = run(capsys, "fetch", "Grp/missing", "--quiet")
+    assert code == 1 and "HTTP 404" in err and err.count("\n") == 1
+    assert not (tmp_path / "cache" / "Grp" / "missing.mtx").exists()
+
+
+def test_fetch_url_option(capsys, server, monkeypatch):
+    server.add("Grp/x", make_tarball("x", laplace_2d(3)))
+    monkeypatch.setenv("DPSOLVE_SUITESPARSE_URL", "http://127.0.0.1:9/MM")
+    code, out, err = run(capsys, "fetch", "Grp/x", "--url", server.url, "--quiet", "--no-check")
+    assert code == 0 and "Grp/x:" in out and "nnz" not in out
+
+
+# --------------------------------------------------------------------------- study
+def test_study_command(capsys, tmp_path):
+    out_dir = tmp_path / "s"
+    code, out, err = run(capsys, "study", "--matrices", "laplace2d-6,laplace1d-9", "--variants",
+                         "host", "--window", "0.05", "--out", str(out_dir), "--no-progress")
+    assert code == 0, err
+    assert "study: 2 matrices x cg x host" in out
+    assert "# Table 2" in out and f"written to {out_dir}/" in out
+    for f in ("results.csv", "raw.csv", "table2.md", "absolute.md", "study.json"):
+        assert (out_dir / f).is_file()
+    if not device_status().ok:
+        assert "need a usable CUDA device" in out and device_status().reason in out
+    code, out, err = run(capsys, "study", "--matrices", "laplace2d-6", "--variants", "host",
+                         "--window", "0.05", "--out", str(out_dir), "--no-progress", "--rtol",
+                         "1e-3")
+    assert code == 1 and "--restart" in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(device_status().ok, reason="the CPU-only default study")
+def test_default_study_on_a_cpu_only_machine_runs_the_host_variant(capsys, tmp_path,
+                                                                    monkeypatch):
+    from dpsolve import study
+    monkeypatch.setattr(study, "DEFAULT_GENERATED", ("laplace2d-8",))
+    monkeypatch.setattr(study._m, "shared_matrix_dir", lambda: None)
+    code, out, err = run(capsys, "study", "--out", str(tmp_path / "d"), "--no-progress",
+                         "--window", "0.02")
+    assert code == 0
+    assert "running the host variant" in out and "need a usable CUDA device" in out
+    assert "Table 2 cannot be formed" in out
+    assert "1 matrices x cg x host" in out
+
+
+def test_scripts_study_wrapper(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "study"), "--help"],
+                       capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": ""})
+    assert r.returncode == 0 and r.stdout.startswith("usage: dpsolve study")
+
+
+def test_study_downloads_first_and_a_missing_matrix_fails_alone(capsys, server, tmp_path):
+    import csv
+    p = server.add("Grp/small", make_tarball("small", laplace_2d(5)))
+    out_dir = tmp_path / "s"
+    code, out, err = run(capsys, "study", "--matrices", "Grp/small,Grp/missing,laplace1d-8",
+                         "--variants", "host", "--window", "0.02", "--out", str(out_dir),
+                         "--no-progress")
+    assert code == 0, err
+    assert "could not download missing" in out and "HTTP 404" in out
+    with open(out_dir / "results.csv", newline="") as f:
+        res = {r["matrix"]: r for r in csv.DictReader(f)}
+    assert res["small"]["status"] == "ok" and res["small"]["n"] == "25"
+    assert res["laplace1d-8"]["status"] == "ok"
+    assert res["missing"]["status"] == "failed" and "HTTP 404" in res["missing"]["error"]
+    assert server.requests[p] == 1
