@@ -87,7 +87,11 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
 
     if bnrm2 == 0:      # SciPy: a zero right-hand side returns zeros at once
-        x = backend.to_output(np.zeros(system.n, dtype=system.dtype), system)
+        if system.out_cupy:
+            import cupy
+            x = cupy.zeros(system.n, dtype=system.dtype)
+        else:
+            x = np.zeros(system.n, dtype=system.dtype)
         report.iterations, report.info, report.converged, report.residual_norm = 0, 0, True, 0.0
         return (x, 0, report) if full_output else (x, 0)
 
