@@ -23,11 +23,11 @@ def run_ref(method, A, b, *, atol, maxiter, x0=None, inv_diag=None, callback=Non
     x = np.zeros(A.shape[0], dtype=b.dtype) if x0 is None else x0.astype(b.dtype).copy()
     kw = dict(atol=atol, maxiter=maxiter, callback=callback)
     if inv_diag is not None:
-        kw["psolve"] = inv_diag.__mul__
+        kw["psolve"] = lambda r, d=inv_diag: d * r
     if method == "bicg":
         kw["rmatvec"] = AH.__matmul__
         if inv_diag is not None:
-            kw["rpsolve"] = np.conj(inv_diag).__mul__
+            kw["rpsolve"] = lambda r, d=np.conj(inv_diag): d * r
     return reference.SOLVERS[method](A.__matmul__, b, x, **kw)
 
 

@@ -14,6 +14,7 @@ from .cuda import CudaBackend
 from .dynamic import DynamicBackend
 from .host import HostBackend
 from .merge import MergeBackend
+from .persistent import PersistentBackend
 
 VARIANT_NAMES = ("host", "cublas", "cuda", "merge", "dynamic", "graph", "persistent")
 
@@ -36,6 +37,7 @@ _DESCRIPTIONS = {
 _BACKENDS: dict[str, Backend] = {b.name: b for b in (HostBackend(), CublasBackend(), CudaBackend())}
 _BACKENDS[MergeBackend.name] = MergeBackend()
 _BACKENDS[DynamicBackend.name] = DynamicBackend()
+_BACKENDS[PersistentBackend.name] = PersistentBackend()
 
 
 @dataclass(frozen=True)

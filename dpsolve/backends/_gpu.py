@@ -34,6 +34,14 @@ GPU_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # so that one device-to-host copy reads both.
 SIGMA, PV, ALPHA, ZETA, RR, BETA, TAU, STATUS, ONE = range(9)
 
+# Slots of BiCG and BiCGStab on the host-driven variants (cuda, merge; dpsolve/cuda/krylov.cu,
+# bicg_merge.cu, bicgstab_merge.cu). They keep TAU and STATUS above for the host's one read per
+# iteration (read_tau); STATUS then holds OK, SciPy's breakdown code (-10, -11) or
+# CONVERGED_MID_STEP. RHO_PREV: rho of the previous iteration (cuda). RV: <p~, q> (BiCG) or
+# <r~, v> (BiCGStab). TS, TT, SS: <t, s>, <t, t>, <s, s> (BiCGStab, cuda). PENDING: a breakdown
+# the merge kernels found for the next iteration, raised by that iteration's first kernel.
+RHO, RHO_PREV, RV, BI_ALPHA, BI_BETA, OMEGA, TS, TT, SS, PENDING = range(9, 19)
+
 
 def _cudart():
     try:
@@ -164,6 +172,53 @@ class GpuState:
                    s(TAU), s(STATUS), stream=stream)
         cupy.copyto(self.p, self.z)
         ops.LAUNCHES.add()
+
+    # --- BiCG / BiCGStab on the host-driven variants ------------------------------------------
+
+    def krylov_vectors(self):
+        """Allocate (poisoned) the named work vectors of this state's BiCG / BiCGStab, so that no
+        allocation happens inside a measured run. q is ``v``; z is ``r`` unpreconditioned."""
+        pre = self.inv_diag is not None
+        names = {"bicg": ("rt", "pt", "qt") + (("zt",) if pre else ()),
+                 "bicgstab": ("rt", "t") + (("phat", "shat") if pre else ())}.get(self.method, ())
+        for name in names:
+            self.vec(name)
+        self.partial_sets(6)
+        self.stream.synchronize()
+
+    def partial_sets(self, k: int):
+        """k separate DOT partial arrays of ops.DOT_MAX_PARTIALS values each (allocated once)."""
+        m = ops.DOT_MAX_PARTIALS
+        buf = getattr(self, "_krylov_partials", None)
+        if buf is None or buf.size < k * m:
+            import cupy
+            with self.stream:
+                buf = self._krylov_partials = cupy.zeros(max(k, 6) * m, self.dtype)
+        return [buf[i * m:(i + 1) * m] for i in range(k)]
+
+    @property
+    def breakdown_tol(self):
+        """SciPy's rhotol / omegatol, eps**2 of the working dtype (dpsolve.reference._util)."""
+        return np.finfo(self.dtype).eps ** 2
+
+    def krylov_setup(self, x, zero=()):
+        """Issue the BiCG / BiCGStab set-up with unfused kernels: r = b - A x, r~ = r, the
+        vectors in ``zero`` set to 0 (p, p~, v: the first iteration's beta = 0 then gives p = z
+        or p = r exactly), status = beta = omega = 0, tau = ||r||. Shared by cuda and merge."""
+        import cupy
+        s, stream = self.s, self.stream
+        cupy.copyto(self.r, self.b)
+        ops.LAUNCHES.add()
+        ops.spmv(self.A, x, self.v, stream)
+        ops.axpy(s(ONE), self.v, self.r, sign=-1.0, stream=stream)
+        cupy.copyto(self.vec("rt"), self.r)
+        ops.LAUNCHES.add()
+        for v in zero:
+            v.fill(0)
+            ops.LAUNCHES.add()
+        ops.scalar("krylov", "krylov_start", self.dtype, s(STATUS), s(BI_BETA), s(OMEGA),
+                   stream=stream)
+        ops.nrm2(self.r, s(TAU), self.partials, stream)
 
 
 class GpuBackend(Backend):

@@ -14,6 +14,21 @@ Per iteration:
     O6, O7  beta = zeta / sigma; sigma = zeta on the host
     O8  cublas scal(beta, p); axpy(1, z, p)   p = z + beta p (cuBLAS has no XPAY)
     O9  tau = sqrt(zeta), or cublas nrm2(r) when preconditioned (-> host, a wait)
+
+BiCG and BiCGStab follow dpsolve/reference/bicg.py and bicgstab.py line by line with host-side
+scalars in the working dtype (NumPy scalars, as the reference computes them), so every breakdown
+test (-10, -11) and BiCGStab's ||s|| < atol exit is decided on the host, where the reference
+decides it, before anything touches x. Per iteration:
+
+    BiCG       [jacobi z, conj-jacobi z~]; rho = dot(r~, z) (wait); p = z + beta p and
+               p~ = z~ + conj(beta) p~ (scal + axpy each; copies in the first iteration);
+               spmv q = A p, q~ = A^H p~; dot(p~, q) (wait); axpy x, r, r~; nrm2(r) (wait)
+               3 host waits, 12 launches (14 preconditioned)
+    BiCGStab   rho = dot(r~, r) (wait); p = r + beta (p - omega v) (axpy, scal, axpy);
+               [jacobi p^]; spmv v = A p^; dot(r~, v) (wait); s = r - alpha v (axpy, over r);
+               nrm2(s) (wait); [jacobi s^]; spmv t = A s^; dot(t, s), dot(t, t) (2 waits);
+               axpy x twice; r = s - omega t (axpy); nrm2(r) (wait)
+               6 host waits, 15 launches (17 preconditioned)
 """
 from __future__ import annotations
 
@@ -23,7 +38,7 @@ import numpy as np
 
 from ..cuda import ops
 from . import _gpu
-from ._gpu import GpuBackend
+from ._gpu import CONVERGED_MID_STEP, OK, GpuBackend
 
 
 class _Cublas:
@@ -37,6 +52,7 @@ class _Cublas:
         p = "s" if dtype == np.float32 else "d"
         self._dot, self._axpy = getattr(cublas, p + "dot"), getattr(cublas, p + "axpy")
         self._scal, self._nrm2 = getattr(cublas, p + "scal"), getattr(cublas, p + "nrm2")
+        self._copy = getattr(cublas, p + "copy", None)   # not in every CuPy's bindings (14.2)
         self.host = np.zeros(2, dtype=dtype)            # [result, alpha]: host-side scalars
         self.stream, self.sync = stream, sync
 
@@ -78,9 +94,26 @@ class _Cublas:
         self.host[1] = alpha
         self._scal(self.h, x.size, self.host.ctypes.data + self.host.itemsize, x.data.ptr, 1)
 
+    def copy(self, x, y):
+        """y = x: cublas<t>copy where CuPy binds it, else a device-to-device copy on the same
+        stream (CuPy 14.2's cuBLAS bindings have no copy)."""
+        ops.LAUNCHES.add()
+        if self._copy is not None:
+            self._copy(self.h, x.size, x.data.ptr, 1, y.data.ptr, 1)
+        else:
+            import cupy
+            cupy.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, x.nbytes,
+                                          cupy.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
+
 
 class CublasBackend(GpuBackend):
     name = "cublas"
+    methods = ("cg", "bicg", "bicgstab")
+
+    def prepare(self, system, fmt):
+        st = super().prepare(system, fmt)
+        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
+        return st
 
     def extra_availability(self):
         try:
@@ -127,4 +160,108 @@ class CublasBackend(GpuBackend):
                 return tau, 0
 
             info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    @staticmethod
+    def _residual_start(st, x, cb):
+        """r = b - A x; r~ = r; returns (||r||, OK). Shared by BiCG and BiCGStab."""
+        import cupy
+        cupy.copyto(st.r, st.b)
+        ops.LAUNCHES.add()
+        ops.spmv(st.A, x, st.v, st.stream)
+        cb.axpy(-1.0, st.v, st.r)
+        cb.copy(st.r, st.vec("rt"))
+        return float(cb.nrm2(st.r)), OK
+
+    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+        A, AH, stream = st.A, st.AH, st.stream
+        pre = st.inv_diag is not None
+        r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
+        z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
+        tol = st.breakdown_tol
+        state = {"rho_prev": None}
+        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
+            def start():
+                state["rho_prev"] = None
+                return self._residual_start(st, x, cb)
+
+            def step():
+                if pre:
+                    ops.jacobi(st.inv_diag, r, z, stream)            # z = D^-1 r
+                    ops.jacobi_conj(st.inv_diag, rt, zt, stream)     # z~ = conj(D^-1) r~
+                rho = cb.dot(rt, z)                                  # rho = <r~, z> (wait)
+                if abs(rho) < tol:
+                    return math.nan, -10
+                if state["rho_prev"] is None:
+                    cb.copy(z, p)                                    # p = z, p~ = z~
+                    cb.copy(zt, pt)
+                else:
+                    beta = rho / state["rho_prev"]
+                    cb.scal(beta, p)                                 # p = z + beta p
+                    cb.axpy(1.0, z, p)
+                    cb.scal(np.conj(beta), pt)                       # p~ = z~ + conj(beta) p~
+                    cb.axpy(1.0, zt, pt)
+                ops.spmv(A, p, q, stream)                            # q = A p
+                ops.spmv(AH, pt, qt, stream)                         # q~ = A^H p~
+                rv = cb.dot(pt, q)                                   # <p~, q> (wait)
+                if rv == 0:
+                    return math.nan, -11
+                alpha = rho / rv
+                cb.axpy(alpha, p, x)                                 # x += alpha p
+                cb.axpy(-alpha, q, r)                                # r -= alpha q
+                cb.axpy(-np.conj(alpha), qt, rt)                     # r~ -= conj(alpha) q~
+                state["rho_prev"] = rho
+                return float(cb.nrm2(r)), OK                         # ||r|| (wait)
+
+            info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+        A, stream = st.A, st.stream
+        pre = st.inv_diag is not None
+        r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
+        phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
+        tol = st.breakdown_tol
+        state = {}
+        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
+            def start():
+                state.clear()
+                return self._residual_start(st, x, cb)
+
+            def step():
+                rho = cb.dot(rt, r)                                  # rho = <r~, r> (wait)
+                if abs(rho) < tol:
+                    return math.nan, -10
+                if not state:
+                    cb.copy(r, p)                                    # p = r
+                else:
+                    omega = state["omega"]
+                    if abs(omega) < tol:
+                        return math.nan, -11
+                    beta = (rho / state["rho_prev"]) * (state["alpha"] / omega)
+                    cb.axpy(-omega, v, p)                            # p = r + beta (p - omega v)
+                    cb.scal(beta, p)
+                    cb.axpy(1.0, r, p)
+                if pre:
+                    ops.jacobi(st.inv_diag, p, phat, stream)         # p^ = D^-1 p
+                ops.spmv(A, phat, v, stream)                         # v = A p^
+                rv = cb.dot(rt, v)                                   # <r~, v> (wait)
+                if rv == 0:
+                    return math.nan, -11
+                alpha = rho / rv
+                cb.axpy(-alpha, v, r)                                # s = r - alpha v (over r)
+                if cb.nrm2(r) < atol:                                # ||s|| (wait)
+                    cb.axpy(alpha, phat, x)
+                    return math.nan, CONVERGED_MID_STEP
+                if pre:
+                    ops.jacobi(st.inv_diag, r, shat, stream)         # s^ = D^-1 s
+                ops.spmv(A, shat, t, stream)                         # t = A s^
+                omega = cb.dot(t, r) / cb.dot(t, t)                  # <t, s> / <t, t> (2 waits)
+                cb.axpy(alpha, phat, x)                              # x += alpha p^ + omega s^
+                cb.axpy(omega, shat, x)
+                cb.axpy(-omega, t, r)                                # r = s - omega t
+                state.update(rho_prev=rho, alpha=alpha, omega=omega)
+                return float(cb.nrm2(r)), OK                         # ||r|| (wait)
+
+            info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}

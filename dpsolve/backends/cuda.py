@@ -12,16 +12,60 @@ kernel, and the scalars kept on the device):
     O6, O7, O9  cg_beta                  1  (beta = zeta/sigma; sigma = zeta; tau = sqrt(<r,r>))
     O8  xpay: p = z + beta p             1
         read tau and status to the host 1 copy + 1 host wait
+
+BiCG and BiCGStab follow dpsolve/reference/bicg.py and bicgstab.py step by step, one kernel per
+operation (dpsolve/cuda/krylov.cu for what blas1.cu and cg.cu lack). Breakdown tests run on the
+device: a scalar kernel sets the status slot (-10, -11, or 2 for BiCGStab's mid-iteration
+||s|| < atol exit) and every scalar kernel and guarded update after it in the recorded iteration is
+a no-op, so x is left where the reference leaves it and the host still reads (tau, status) once per
+iteration. The first iteration is a second recording whose scalar kernel sets beta = 0 (p and p~, or
+p and v, are zeroed at set-up, so p = z + 0 p = z exactly).
+
+BiCG, per iteration:
+        jacobi: z = D^-1 r; z~ = conj(D^-1) r~   (2, preconditioned only)
+        dot(r~, z) -> rho                        2
+        bicg_beta: |rho| < eps^2 -> -10; beta    1
+        xpay: p = z + beta p; p~ = z~ + conj(beta) p~    2
+        spmv: q = A p; q~ = A^H p~               2
+        dot(p~, q); bicg_alpha: == 0 -> -11      2 + 1
+        guarded axpy: x, r, r~                   3
+        nrm2(r) -> tau                           2 (dot_partial + nrm2_final)
+    15 launches (17 preconditioned) + 1 copy + 1 host wait.
+
+BiCGStab, per iteration (s is written over r):
+        dot(r~, r) -> rho                        2
+        bicgstab_beta: -10 (rho), -11 (omega); beta      1
+        bicgstab_p: p = r + beta (p - omega v)   1
+        jacobi: p^ = D^-1 p                      (1, preconditioned only)
+        spmv: v = A p^; dot(r~, v)               1 + 2
+        bicgstab_alpha: <r~, v> == 0 -> -11      1
+        guarded axpy: x += alpha p^; s = r - alpha v     2
+        dot(s, s); bicgstab_snorm: ||s|| < atol -> status 2     2 + 1
+        jacobi: s^ = D^-1 s                      (1, preconditioned only)
+        spmv: t = A s^; dot(t, s); dot(t, t)     1 + 2 + 2
+        bicgstab_omega                           1
+        guarded axpy: x += omega s^; r = s - omega t     2
+        nrm2(r) -> tau                           2
+    23 launches (25 preconditioned) + 1 copy + 1 host wait.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..cuda import ops
 from . import _gpu
-from ._gpu import ALPHA, BETA, PV, RR, SIGMA, STATUS, TAU, ZETA, GpuBackend
+from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PV, RHO, RHO_PREV, RR, RV, SIGMA, SS,
+                   STATUS, TAU, TS, TT, ZETA, GpuBackend)
 
 
 class CudaBackend(GpuBackend):
     name = "cuda"
+    methods = ("cg", "bicg", "bicgstab")
+
+    def prepare(self, system, fmt):
+        st = super().prepare(system, fmt)
+        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
+        return st
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream, dt = st.A, st.s, st.stream, st.dtype
@@ -52,4 +96,100 @@ class CudaBackend(GpuBackend):
             return st.read_tau(sync)
 
         info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+        A, AH, s, stream, dt = st.A, st.AH, st.s, st.stream, st.dtype
+        pre = st.inv_diag is not None
+        parts = st.partials
+        r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
+        z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
+        tol = dt.type(st.breakdown_tol)
+        status = s(STATUS)
+
+        def start():
+            st.krylov_setup(x, zero=(p, pt))                   # r = b - A x, r~ = r, tau = ||r||
+            return st.read_tau(sync)
+
+        def record(first):
+            with ops.record() as plan:
+                if pre:
+                    ops.jacobi(st.inv_diag, r, z, stream)                  # z = D^-1 r
+                    ops.jacobi_conj(st.inv_diag, rt, zt, stream)           # z~ = conj(D^-1) r~
+                ops.dot(rt, z, s(RHO), parts, stream)                      # rho = <r~, z>
+                ops.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, s(RHO), s(RHO_PREV),
+                           s(BI_BETA), status, stream=stream)              # -10; beta
+                ops.xpay_conj(z, s(BI_BETA), p, conj=False, stream=stream)  # p = z + beta p
+                ops.xpay_conj(zt, s(BI_BETA), pt, stream=stream)           # p~ = z~ + conj(beta) p~
+                ops.spmv(A, p, q, stream)                                  # q = A p
+                ops.spmv(AH, pt, qt, stream)                               # q~ = A^H p~
+                ops.dot(pt, q, s(RV), parts, stream)                       # <p~, q>
+                ops.scalar("krylov", "bicg_alpha", dt, s(RHO), s(RV), s(BI_ALPHA), s(RHO_PREV),
+                           status, stream=stream)                          # -11; alpha
+                ops.axpy_guarded(status, s(BI_ALPHA), p, x, stream=stream)             # x += alpha p
+                ops.axpy_guarded(status, s(BI_ALPHA), q, r, sign=-1.0, stream=stream)  # r -= alpha q
+                ops.axpy_guarded(status, s(BI_ALPHA), qt, rt, sign=-1.0, conj=True,
+                                 stream=stream)                            # r~ -= conj(alpha) q~
+                ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
+            return plan
+
+        return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)
+
+    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+        A, s, stream, dt = st.A, st.s, st.stream, st.dtype
+        pre = st.inv_diag is not None
+        parts = st.partials
+        r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
+        phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
+        tol = dt.type(st.breakdown_tol)
+        status = s(STATUS)
+
+        def start():
+            st.krylov_setup(x, zero=(p, v))                    # r = b - A x, r~ = r, tau = ||r||
+            return st.read_tau(sync)
+
+        def record(first):
+            with ops.record() as plan:
+                ops.dot(rt, r, s(RHO), parts, stream)                      # rho = <r~, r>
+                ops.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, s(RHO),
+                           s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
+                           stream=stream)                                  # -10, -11; beta
+                ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)      # p = r + beta (p - omega v)
+                if pre:
+                    ops.jacobi(st.inv_diag, p, phat, stream)               # p^ = D^-1 p
+                ops.spmv(A, phat, v, stream)                               # v = A p^
+                ops.dot(rt, v, s(RV), parts, stream)                       # <r~, v>
+                ops.scalar("krylov", "bicgstab_alpha", dt, s(RHO), s(RV), s(BI_ALPHA), status,
+                           stream=stream)                                  # -11; alpha
+                ops.axpy_guarded(status, s(BI_ALPHA), phat, x, stream=stream)          # x += alpha p^
+                ops.axpy_guarded(status, s(BI_ALPHA), v, r, sign=-1.0, stream=stream)  # s = r - alpha v
+                ops.dot(r, r, s(SS), parts, stream)                        # <s, s>
+                ops.scalar("krylov", "bicgstab_snorm", dt, s(SS), np.float64(atol), status,
+                           stream=stream)                                  # ||s|| < atol: status 2
+                if pre:
+                    ops.jacobi(st.inv_diag, r, shat, stream)               # s^ = D^-1 s
+                ops.spmv(A, shat, t, stream)                               # t = A s^
+                ops.dot(t, r, s(TS), parts, stream)                        # <t, s>
+                ops.dot(t, t, s(TT), parts, stream)                        # <t, t>
+                ops.scalar("krylov", "bicgstab_omega", dt, s(TS), s(TT), s(RHO), s(OMEGA),
+                           s(RHO_PREV), status, stream=stream)             # omega; rho_prev = rho
+                ops.axpy_guarded(status, s(OMEGA), shat, x, stream=stream)             # x += omega s^
+                ops.axpy_guarded(status, s(OMEGA), t, r, sign=-1.0, stream=stream)     # r = s - omega t
+                ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
+            return plan
+
+        return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)
+
+    @staticmethod
+    def _krylov_loop(st, x, record, start, atol, maxiter, sync, callback):
+        """Record the first iteration and the others once each, replay them under host_loop."""
+        first, rest = record(True), record(False)
+        done = [0]
+
+        def step():
+            (rest if done[0] else first).run(st.stream)
+            done[0] += 1
+            return st.read_tau(sync)
+
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}

@@ -2,8 +2,12 @@
 
 The paper's DYNAMIC CG (one parent kernel waiting on child kernels with device-side
 cudaDeviceSynchronize) cannot be written for Hopper: CDP2 has no device-side wait. Here the loop is
-a chain of CDP2 tail launches (dpsolve/cuda/cg_dynamic.cu), each kernel launching the next one once
-it has decided, on the device, whether the solve goes on:
+a chain of CDP2 tail launches, each kernel launching the next one once it has decided, on the
+device, whether the solve goes on. Device launches cost ~11 us on Hopper, so every chain is
+aggregated to the fewest kernels per iteration (KLAP): each DOT is finished redundantly by every
+block of the kernel that consumes it, and every update is folded into the next SpMV's gather.
+
+CG (dpsolve/cuda/cg_dynamic.cu), 2 device launches per iteration:
 
     host:    cg_dyn_start       r = b - A x; z = D^-1 r; partials of <r,z> (and <r,r>)
     device:  cg_dyn_spmv(j)     O5b O6 O7 O9 + test (tau < atol, maxiter, non-finite) in the
@@ -11,9 +15,41 @@ it has decided, on the device, whether the solve goes on:
              cg_dyn_update(j)   O2b in the prologue (non-finite alpha: info -10), then O3 + O4,
                                 Jacobi, O5a                       -> cg_dyn_spmv(j + 1)
 
-2 device launches per iteration, 1 host launch per solve. After that launch the host enqueues one
-copy of the small result area (info, iterations, state, tau) and waits once (GpuBackend.run's
-final wait), then reads it.
+BiCG (bicg_dynamic.cu), 2 device launches per iteration: the two SpMVs A p and A^H p~ are
+independent and share one kernel.
+
+    host:    bicg_dyn_start     r = b - A x; r~ = r; z, z~; partials of <r~,z>, <r,r>
+    device:  bicg_dyn_spmv(j)   prologue: rho, ||r||; tests (maxiter, ||r|| < atol, rho -10);
+                                p, p~ formed in the gathers; q = A p, q~ = A^H p~; <p~,q> partials
+             bicg_dyn_update(j) prologue: <p~,A p> == 0 -> -11; x, r, r~, z, z~; partials
+                                                                  -> bicg_dyn_spmv(j + 1)
+
+BiCGStab (bicgstab_dynamic.cu), 3 device launches per iteration: its two SpMVs depend on each
+other through global reductions (alpha before t = A s^, rho and ||r|| before v = A p^).
+
+    host:    bicgstab_dyn_start     r = b - A x; r~ = r; partials of <r~,r>, <r,r>
+    device:  bicgstab_dyn_v(j)      prologue: rho, ||r||; tests (maxiter, ||r|| < atol, rho -10,
+                                    omega -11); p, p^ formed in the gather; v = A p^; <r~,v>
+             bicgstab_dyn_t(j)      prologue: <r~,v> == 0 -> -11; alpha; s formed in the gather;
+                                    t = A s^; partials of <s,s>, <t,s>, <t,t>
+             bicgstab_dyn_update(j) prologue: ||s|| < atol -> x += alpha p^, info 0 at j + 1;
+                                    else omega; x, r; partials        -> bicgstab_dyn_v(j + 1)
+
+Convergence, maxiter and breakdowns are decided on the device exactly where the reference
+(dpsolve/reference) decides them. For BiCG and BiCGStab non-finite scalars are not a breakdown:
+like SciPy, the chain iterates on NaN to maxiter.
+
+1 host launch per solve. After that launch the host enqueues the copies of the small result area
+(info, iterations, state, tau) and of the residual history, and waits once (GpuBackend.run's final
+wait), then reads them.
+
+Residual history (report field ``residuals``): one entry per iterate, residuals[k] = the
+recurrence residual norm the device tested for x_k (the reference's norm(r) at the head of
+iteration k; for CG without a preconditioner the equal sqrt(<r, r>); after BiCGStab's mid-iteration
+exit, the final entry is that iteration's ||s||, the residual of the returned x). A run of k
+iterations gives k + 1 entries, in the working dtype. Runs of one solve are concatenated (a
+restart from the true residual adds its run's k + 1 entries). Recorded only when maxiter <=
+HISTORY_MAX_ITER (else None): the history buffer has maxiter + 1 entries and is copied whole.
 """
 from __future__ import annotations
 
@@ -24,19 +60,54 @@ from ..cuda import ops
 from ._gpu import GpuBackend, GpuState, HostScalars
 
 
+HISTORY_MAX_ITER = 10**6     # residual history recorded when maxiter <= this (8 MB in float64)
+
+
 class DynamicState(GpuState):
-    """GpuState plus a second p buffer (p is double-buffered by iteration parity), the partials
-    of the chain's three DOTs and the device result area with its pinned host copy."""
+    """GpuState plus second p (and, for BiCG / BiCGStab, p~ / v) buffers (double-buffered by
+    iteration parity), the partials of the chains' DOTs, the device result area with its pinned
+    host copy, and the residual history buffers (sized by ``ensure_history`` before a run)."""
 
     def __init__(self, system, fmt):
         import cupy
         super().__init__(system, fmt)
         with self.stream:
             self.p2 = cupy.full(self.n, np.nan, self.dtype)
-            self.dyn_partials = cupy.zeros(3 * ops.DOT_MAX_PARTIALS, self.dtype)
+            self.dyn_partials = cupy.zeros(ops.DYNAMIC_PARTIAL_SETS * ops.DOT_MAX_PARTIALS,
+                                           self.dtype)
             self.dyn_status = cupy.zeros(ops.DYNAMIC_STATUS, np.float64)
         self.dyn_host = HostScalars(ops.DYNAMIC_STATUS, np.float64)
+        self.hist = None             # device: residual norms, one per iterate of a run
+        self.hist_host = None        # pinned host copy
+        self.history_runs = []       # the histories of this state's runs so far (None: not kept)
         self.stream.synchronize()
+
+    def ensure_history(self, maxiter):
+        """Make the history buffers hold maxiter + 1 entries (allocated once, grown if needed);
+        outside the timed region of a run. No history when maxiter > HISTORY_MAX_ITER."""
+        if maxiter > HISTORY_MAX_ITER:
+            return
+        if self.hist is None or self.hist.size < maxiter + 1:
+            import cupy
+            with self.stream:
+                self.hist = cupy.full(maxiter + 1, np.nan, self.dtype)
+            self.hist_host = HostScalars(maxiter + 1, self.dtype)
+            self.stream.synchronize()
+
+    def ensure_vectors(self):
+        """Allocate the method's named work vectors (poisoned) before a run, not inside it."""
+        names = {"bicg": ("rt", "pt", "pt2", "qt") + (("zt",) if self.inv_diag is not None else ()),
+                 "bicgstab": ("rt", "v2", "s", "t")}.get(self.method, ())
+        if any(name not in self._vectors for name in names):
+            for name in names:
+                self.vec(name)
+            self.stream.synchronize()
+
+    def history(self, maxiter):
+        """The device history array of a run of at most maxiter iterations, or None."""
+        if maxiter > HISTORY_MAX_ITER or self.hist is None or self.hist.size < maxiter + 1:
+            return None
+        return self.hist[:maxiter + 1]
 
 
 class DynamicBackend(GpuBackend):
@@ -44,6 +115,7 @@ class DynamicBackend(GpuBackend):
     device_driven = True
     uses_cdp = True          # CUDA dynamic parallelism: compute-sanitizer racecheck cannot run it
     State = DynamicState
+    methods = ("cg", "bicg", "bicgstab")
 
     def __init__(self):
         self._available = None
@@ -67,12 +139,19 @@ class DynamicBackend(GpuBackend):
                            f"cg_dynamic.cu with -rdc=true failed ({type(e).__name__}: {e})")
         return True, None
 
-    def cg(self, st, x, *, atol, maxiter, sync, callback):
+    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+        state.ensure_vectors()                   # allocations stay out of the measured run
+        state.ensure_history(maxiter)
+        return super().run(state, system, x, atol=atol, maxiter=maxiter, callback=callback,
+                           sync=sync)
+
+    @staticmethod
+    def _finisher(st, hist, launches_per_iter):
+        """Queue the copies of the result area (and history) after the one host launch; return
+        the closure that reads them after the run's one host wait."""
         stream = st.stream
-        ops.cg_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v, st.dyn_partials,
-                       st.dyn_status, atol, maxiter, stream=stream)
-        # one device-to-host copy of the result, read after the run's one host wait
         res = st.dyn_host.copy_async(st.dyn_status, stream)
+        hres = st.hist_host.copy_async(hist, stream) if hist is not None else None
 
         def finish():
             info, its, state, err = int(res[0]), int(res[1]), float(res[2]), int(res[3])
@@ -80,6 +159,36 @@ class DynamicBackend(GpuBackend):
                 what = (f"a device-side launch failed with cudaError {err}"
                         if state == ops.DYNAMIC_LAUNCH_FAILED else "the chain stopped without a result")
                 raise RuntimeError(f"variant 'dynamic': {what}")
-            return info, its, {"device_launches_per_iter": ops.DYNAMIC_LAUNCHES_PER_ITER,
-                               "residuals": None}
+            runs = st.history_runs
+            if runs is not None:
+                if hres is None:
+                    st.history_runs = runs = None
+                else:
+                    runs.append(np.array(hres[:its + 1]))
+            residuals = np.concatenate(runs) if runs else None
+            return info, its, {"device_launches_per_iter": launches_per_iter,
+                               "residuals": residuals}
         return finish
+
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
+        hist = st.history(maxiter)
+        ops.cg_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v, st.dyn_partials,
+                       st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
+        return self._finisher(st, hist, ops.DYNAMIC_LAUNCHES_PER_ITER)
+
+    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+        pre = st.inv_diag is not None
+        rt = st.vec("rt")
+        hist = st.history(maxiter)
+        ops.bicg_dynamic(st.A, st.AH, st.b, st.inv_diag, x, st.r, rt, st.z,
+                         st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"), st.vec("pt2"),
+                         st.v, st.vec("qt"), st.dyn_partials, st.dyn_status, atol, maxiter,
+                         hist=hist, stream=st.stream)
+        return self._finisher(st, hist, ops.BICG_DYNAMIC_LAUNCHES_PER_ITER)
+
+    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+        hist = st.history(maxiter)
+        ops.bicgstab_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p, st.p2, st.v,
+                             st.vec("v2"), st.vec("s"), st.vec("t"), st.dyn_partials,
+                             st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
+        return self._finisher(st, hist, ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER)

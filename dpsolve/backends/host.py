@@ -25,9 +25,12 @@ class HostState:
         self.b = _to_numpy(system.b)
         M = system.M
         if M.kind == "jacobi":
-            inv = np.asarray(M.inv_diag)
-            self.psolve = inv.__mul__
-            self.rpsolve = np.conj(inv).__mul__
+            # closures over named arrays: a bound ``tmp.__mul__`` of an unnamed array lets NumPy's
+            # temporary elision reuse (overwrite) that array's buffer for the product
+            self.inv_diag = np.asarray(M.inv_diag)
+            self.inv_diag_conj = np.conj(self.inv_diag)
+            self.psolve = lambda r: self.inv_diag * r
+            self.rpsolve = lambda r: self.inv_diag_conj * r
         elif M.kind == "operator":
             self.psolve, self.rpsolve = M.op.matvec, M.op.rmatvec
         else:

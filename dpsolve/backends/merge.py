@@ -17,16 +17,37 @@ Per iteration (kernels in dpsolve/cuda/cg_merge.cu; scalars stay on the device):
 
 5 launches per iteration (6 with CSR-vector), against 10 (14 preconditioned) for variant="cuda".
 The set-up (r = b - A x, z, sigma, tau, p = z, status = 0) is the cuda variant's.
+
+BiCG and BiCGStab (dpsolve/cuda/bicg_merge.cu, bicgstab_merge.cu; each file's header lists which
+steps merge into which kernel, why the rest cannot, and the bytes each kernel moves):
+
+    BiCG       {rho check, p, p~} {SpMV x2, DOT_ini} {DOT_fin, alpha} {x, r, r~, psolve, DOT_ini x2}
+               {DOT_fin x2, tau, beta, rho check}
+               5 launches per iteration (6 with CSR-vector), against 15 (17 preconditioned) for cuda
+    BiCGStab   {checks, p, psolve} {SpMV, DOT_ini} {DOT_fin, alpha} {x, s, psolve, DOT_ini}
+               {SpMV, DOT_ini x2} {DOT_fin x3, ||s|| test, omega} {x, r, DOT_ini x2}
+               {DOT_fin x2, tau, beta, checks}
+               8 launches per iteration (10 with CSR-vector), against 23 (25) for cuda
+
+plus one copy of (tau, status) and one host wait. The set-up is the cuda variant's (r = b - A x,
+r~ = r) and the first partials, finished by the same fused one-block kernel as every iteration.
 """
 from __future__ import annotations
 
 from ..cuda import ops
 from . import _gpu
-from ._gpu import ALPHA, BETA, PV, RR, SIGMA, STATUS, TAU, ZETA, GpuBackend
+from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PENDING, PV, RHO, RR, RV, SIGMA, STATUS,
+                   TAU, ZETA, GpuBackend)
 
 
 class MergeBackend(GpuBackend):
     name = "merge"
+    methods = ("cg", "bicg", "bicgstab")
+
+    def prepare(self, system, fmt):
+        st = super().prepare(system, fmt)
+        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
+        return st
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream = st.A, st.s, st.stream
@@ -57,4 +78,86 @@ class MergeBackend(GpuBackend):
             return st.read_tau(sync)
 
         info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+        A, AH, s, stream = st.A, st.AH, st.s, st.stream
+        inv_diag = st.inv_diag
+        pre = inv_diag is not None
+        r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
+        z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
+        part_rv, part_rho, part_rr = st.partial_sets(3)
+        tol = st.breakdown_tol
+        rho, beta, alpha, rv = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV)
+        tau, status, pending = s(TAU), s(STATUS), s(PENDING)
+
+        def start():
+            st.krylov_setup(x, zero=(p, pt))                   # r = b - A x, r~ = r
+            if pre:
+                ops.jacobi(inv_diag, r, z, stream)             # z = D^-1 r
+                ops.jacobi_conj(inv_diag, rt, zt, stream)      # z~ = conj(D^-1) r~
+            nparts = ops.dot_partial(rt, z, part_rho, stream)  # partials of <r~, z>, <r, r>
+            ops.dot_partial(r, r, part_rr, stream)
+            ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rho, beta, tau, pending,
+                               status, stream)                 # rho, tau, pending; beta = 0
+            return st.read_tau(sync)
+
+        with ops.record() as iteration:                                           # captured once
+            ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)         # {rho check, p, p~}
+            nparts = ops.bicg_merge_spmv2_dot(A, AH, p, pt, q, qt, part_rv,       # {SpMV x2, DOT_ini}
+                                              stream)
+            ops.bicg_merge_alpha(nparts, part_rv, rho, rv, alpha, status, stream)  # {DOT_fin, alpha}
+            nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,      # {x, r, r~, psolve,
+                                           inv_diag, z, zt, part_rho, part_rr,    #  DOT_ini x2}
+                                           stream)
+            ops.bicg_merge_rho(nparts, part_rho, part_rr, False, tol, rho, beta,  # {DOT_fin x2, tau,
+                               tau, pending, status, stream)                      #  beta, rho check}
+
+        def step():
+            iteration.run(stream)
+            return st.read_tau(sync)
+
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+        A, s, stream = st.A, st.s, st.stream
+        inv_diag = st.inv_diag
+        pre = inv_diag is not None
+        r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
+        phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, None)   # s lives in r
+        part_rv, part_ss, part_ts, part_tt, part_rho, part_rr = st.partial_sets(6)
+        tol = st.breakdown_tol
+        rho, beta, alpha, rv, omega = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV), s(OMEGA)
+        tau, status, pending = s(TAU), s(STATUS), s(PENDING)
+
+        def start():
+            st.krylov_setup(x, zero=(p, v))                    # r = b - A x, r~ = r
+            nparts = ops.dot_partial(rt, r, part_rho, stream)  # partials of <r~, r>, <r, r>
+            ops.dot_partial(r, r, part_rr, stream)
+            ops.bicgstab_merge_rho(nparts, part_rho, part_rr, True, tol, rho, alpha, omega, beta,
+                                   tau, pending, status, stream)   # rho, tau, pending; beta = 0
+            return st.read_tau(sync)
+
+        with ops.record() as iteration:                                             # captured once
+            ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
+                                 phat, stream)                                      #  psolve}
+            n_v = ops.bicgstab_merge_spmv_dot(A, phat, v, rt, part_rv, stream)      # {SpMV, DOT_ini}
+            ops.bicg_merge_alpha(n_v, part_rv, rho, rv, alpha, status, stream)      # {DOT_fin, alpha}
+            n_s = ops.bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat,   # {x, s, psolve,
+                                       shat, part_ss, stream)                       #  DOT_ini}
+            n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre else r, t, r,         # {SpMV, DOT_ini x2}
+                                               part_ts, part_tt, stream)
+            ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, atol,     # {DOT_fin x3,
+                                     omega, status, stream)                         #  ||s||, omega}
+            n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,  # {x, r, DOT_ini x2}
+                                       part_rr, stream)
+            ops.bicgstab_merge_rho(n_r, part_rho, part_rr, False, tol, rho, alpha,  # {DOT_fin x2, tau,
+                                   omega, beta, tau, pending, status, stream)       #  beta, checks}
+
+        def step():
+            iteration.run(stream)
+            return st.read_tau(sync)
+
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}

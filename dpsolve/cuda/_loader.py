@@ -33,6 +33,7 @@ class Source:
     file: str
     expressions: tuple       # name expressions with {T} for the value type
     rdc: bool = False
+    cooperative: bool = False    # launched with cuLaunchCooperativeKernel (grid.sync())
 
 
 SOURCES = {
@@ -45,6 +46,31 @@ SOURCES = {
                                        "cg_merge_beta<{T}>")),
     "cg_dynamic": Source("cg_dynamic.cu", tuple(f"cg_dyn_start<{{T}}, {w}>"
                                                for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+    "bicg_dynamic": Source("bicg_dynamic.cu", tuple(f"bicg_dyn_start<{{T}}, {w}>"
+                                                   for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+    "bicgstab_dynamic": Source("bicgstab_dynamic.cu",
+                               tuple(f"bicgstab_dyn_start<{{T}}, {w}>"
+                                     for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+    # BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` (*_merge.cu)
+    "krylov": Source("krylov.cu", ("jacobi_conj<{T}>", "bi_axpy<{T}>", "bi_xpay<{T}>",
+                                   "bicgstab_p<{T}>", "nrm2_final<{T}>", "krylov_start<{T}>",
+                                   "bicg_beta<{T}>", "bicg_alpha<{T}>", "bicgstab_beta<{T}>",
+                                   "bicgstab_alpha<{T}>", "bicgstab_snorm<{T}>",
+                                   "bicgstab_omega<{T}>")),
+    "bicg_merge": Source("bicg_merge.cu", ("bicg_merge_p<{T}>", "bicg_spmv2_dot_csr<{T}>",
+                                           "bicg_spmv2_dot_ell<{T}>", "bicg_merge_alpha<{T}>",
+                                           "bicg_merge_update<{T}>", "bicg_merge_rho<{T}>")
+                         + tuple(f"bicg_spmv2_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
+    "bicgstab_merge": Source("bicgstab_merge.cu",
+                             ("bicgstab_merge_p<{T}>", "bicgstab_spmv_dot_csr<{T}>",
+                              "bicgstab_spmv_dot_ell<{T}>", "bicgstab_merge_s<{T}>",
+                              "bicgstab_spmv_dot2_csr<{T}>", "bicgstab_spmv_dot2_ell<{T}>",
+                              "bicgstab_dot2_partial<{T}>", "bicgstab_merge_omega<{T}>",
+                              "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")),
+    # variant "persistent": one cooperative kernel per solve (rdc: it shares dynamic.cuh)
+    "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
+                                                     for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                            rdc=True, cooperative=True),
 }
 
 
@@ -97,7 +123,8 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool):
     exprs = expressions(name, dtype_str)
     with cupy.cuda.Device(device_id):
         mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc),
-                             name_expressions=exprs, backend="nvrtc")
+                             name_expressions=exprs, backend="nvrtc",
+                             enable_cooperative_groups=src.cooperative)
         try:
             mod.compile()
         except cupy.cuda.compiler.CompileException as e:

@@ -295,3 +295,338 @@ def cg_dynamic(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, statu
             v, partials[:m], partials[m:2 * m], partials[2 * m:], status,
             hist if hist is not None else _DYN_NULL), stream)
     return grid
+
+
+# --- variant "dynamic", BiCG and BiCGStab (bicg_dynamic.cu, bicgstab_dynamic.cu) ----------------
+
+BICG_DYNAMIC_LAUNCHES_PER_ITER = 2       # bicg_dyn_spmv (A p and A^H p~ together) + bicg_dyn_update
+BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER = 3   # bicgstab_dyn_v + bicgstab_dyn_t + bicgstab_dyn_update
+DYNAMIC_PARTIAL_SETS = 6                 # DOT partial arrays the dynamic chains need at most
+
+
+def _dyn_matrix(A: DeviceMatrix):
+    """(ELL width or 0, indptr or null, indices, data) of a matrix, as the dynamic chains take them."""
+    if A.format == "ell":
+        return A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data
+    return 0, A.csr.indptr, A.csr.indices, A.csr.data
+
+
+def _dyn_parts(partials, k: int):
+    """k consecutive partial arrays of DOT_MAX_PARTIALS values each, carved out of ``partials``."""
+    m = DOT_MAX_PARTIALS
+    if partials.size < k * m:
+        raise ValueError(f"the dynamic chain needs {k} x {m} partials, got {partials.size}")
+    return [partials[i * m:(i + 1) * m] for i in range(k)]
+
+
+def bicg_dynamic(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0, pt1,
+                 q, qt, partials, status, atol: float, maxiter: int, hist=None, stream=None) -> int:
+    """Launch bicg_dyn_start: the host's only launch of a dynamic BiCG solve (A^H in ``AH``, same
+    format as A). The device chains the rest and writes the result to ``status`` (DYNAMIC_STATUS
+    doubles) and, when ``hist`` is given (maxiter + 1 entries), the residual norms. ``z``, ``zt``
+    are ignored without a preconditioner. ``partials`` holds 3 * DOT_MAX_PARTIALS values.
+    Returns the grid size."""
+    n = A.n
+    grid = dynamic_grid(A)
+    if AH.format != A.format or AH.n != n or dynamic_code(AH) != dynamic_code(A):
+        raise ValueError("bicg_dynamic needs A^H in the format (and CSR-vector width) of A")
+    k = get_kernel("bicg_dynamic", f"bicg_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
+    width, indptr, indices, data = _dyn_matrix(A)
+    h_width, h_indptr, h_indices, h_data = _dyn_matrix(AH)
+    pre = inv_diag is not None
+    part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
+    launch(k, (grid,), (BLOCK,),
+           (np.int32(n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 1)),
+            np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
+            inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
+            p0, p1, pt0, pt1, q, qt, part_rho, part_rr, part_rv, status,
+            hist if hist is not None else _DYN_NULL), stream)
+    return grid
+
+
+def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
+                     atol: float, maxiter: int, hist=None, stream=None) -> int:
+    """Launch bicgstab_dyn_start: the host's only launch of a dynamic BiCGStab solve. The device
+    chains the rest and writes the result to ``status`` (DYNAMIC_STATUS doubles) and, when
+    ``hist`` is given (maxiter + 1 entries), the residual norms. ``partials`` holds
+    6 * DOT_MAX_PARTIALS values. Returns the grid size."""
+    n = A.n
+    grid = dynamic_grid(A)
+    k = get_kernel("bicgstab_dynamic", f"bicgstab_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
+    width, indptr, indices, data = _dyn_matrix(A)
+    pre = inv_diag is not None
+    launch(k, (grid,), (BLOCK,),
+           (np.int32(n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
+            indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
+            *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)
+    return grid
+
+
+# --- BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` ----------------
+# (bicg_merge.cu, bicgstab_merge.cu). Status-guarded kernels take the status slot and do nothing
+# once it is non-zero (a breakdown, or BiCGStab's mid-iteration convergence).
+
+def jacobi_conj(inv_diag, r, z, stream=None) -> None:
+    """z = conj(D^-1) r (BiCG's psolve of r~; D^-1 r for real dtypes)."""
+    n = r.shape[0]
+    launch(get_kernel("krylov", "jacobi_conj<{T}>", r.dtype), (grid_for(n),), (BLOCK,),
+           (np.int32(n), inv_diag, r, z), stream)
+
+
+def axpy_guarded(status, alpha, x, y, sign=1.0, conj=False, stream=None) -> None:
+    """y += sign * a x with a = alpha[0] (conj(alpha[0]) when ``conj``); nothing once
+    status[0] != 0 (``status`` None: never skipped)."""
+    n = x.shape[0]
+    k = get_kernel("krylov", "bi_axpy<{T}>", x.dtype)
+    launch(k, (grid_for(n, 2 * BLOCK),), (BLOCK,),
+           (np.int32(n), status if status is not None else _NULL, alpha, x.dtype.type(sign),
+            np.int32(bool(conj)), x, y), stream)
+
+
+def xpay_conj(x, alpha, y, conj=True, stream=None) -> None:
+    """y = x + a y with a = conj(alpha[0]) (alpha[0] when not ``conj``): BiCG's p~ update."""
+    n = x.shape[0]
+    k = get_kernel("krylov", "bi_xpay<{T}>", x.dtype)
+    launch(k, (grid_for(n, 2 * BLOCK),), (BLOCK,),
+           (np.int32(n), x, alpha, np.int32(bool(conj)), y), stream)
+
+
+def bicgstab_p(r, beta, omega, v, p, stream=None) -> None:
+    """p = r + beta[0] (p - omega[0] v)."""
+    n = r.shape[0]
+    launch(get_kernel("krylov", "bicgstab_p<{T}>", r.dtype), (grid_for(n),), (BLOCK,),
+           (np.int32(n), r, beta, omega, v, p), stream)
+
+
+def nrm2(x, out, partials, stream=None) -> None:
+    """out[0] = ||x||, in two kernels: blas1's dot_partial(x, x), then krylov's nrm2_final."""
+    n = x.shape[0]
+    nparts = dot_partials(n)
+    launch(get_kernel("blas1", "dot_partial<{T}>", x.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), x, x, partials), stream)
+    launch(get_kernel("krylov", "nrm2_final<{T}>", x.dtype), (1,), (BLOCK,),
+           (np.int32(nparts), partials, out), stream)
+
+
+def dot_partial(x, y, partials, stream=None) -> int:
+    """Stage 1 of <x, y> alone: per-block partials in partials[:nparts]; returns nparts (the set-up
+    of the merge variant's BiCG / BiCGStab finishes them in a fused one-block kernel)."""
+    n = x.shape[0]
+    nparts = dot_partials(n)
+    launch(get_kernel("blas1", "dot_partial<{T}>", x.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), x, y, partials), stream)
+    return nparts
+
+
+def _csr_args(A: DeviceMatrix):
+    return (A.csr.indptr, A.csr.indices, A.csr.data)
+
+
+def _ell_args(A: DeviceMatrix):
+    return (np.int32(A.ell.width), A.ell.indices, A.ell.data)
+
+
+def bicg_merge_p(pending, status, beta, z, zt, p, pt, stream=None) -> None:
+    """{rho check, p, p~}: status = pending[0] if that is non-zero (and nothing else); else
+    p = z + beta p, p~ = z~ + conj(beta) p~."""
+    n = p.shape[0]
+    launch(get_kernel("bicg_merge", "bicg_merge_p<{T}>", p.dtype), (merge_parts(n),), (BLOCK,),
+           (np.int32(n), pending, status, beta, z, zt, p, pt), stream)
+
+
+def bicg_merge_spmv2_dot(A: DeviceMatrix, AH: DeviceMatrix, p, pt, q, qt, partials,
+                         stream=None) -> int:
+    """{SpMV x2, DOT_ini}: q = A p, q~ = A^H p~ and per-block partials of <p~, q> in
+    partials[:nparts]; returns nparts. CSR-vector: the two SpMVs in one kernel, then blas1's
+    dot_partial (two launches)."""
+    n = A.n
+    if A.format == "csr-vector":
+        if AH.width != A.width:
+            raise ValueError("A and A^H need the same CSR-vector width")
+        launch(get_kernel("bicg_merge", f"bicg_spmv2_vector<{{T}}, {A.width}>", A.dtype),
+               (grid_for(n * A.width),), (BLOCK,),
+               (np.int32(n), *_csr_args(A), *_csr_args(AH), p, pt, q, qt), stream)
+        nparts = dot_partials(n)
+        launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), pt, q, partials), stream)
+        return nparts
+    nparts = merge_parts(n)
+    if A.format == "csr-scalar":
+        launch(get_kernel("bicg_merge", "bicg_spmv2_dot_csr<{T}>", A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), *_csr_args(A), *_csr_args(AH), p, pt, q, qt, partials), stream)
+    else:
+        launch(get_kernel("bicg_merge", "bicg_spmv2_dot_ell<{T}>", A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), *_ell_args(A), *_ell_args(AH), p, pt, q, qt, partials), stream)
+    return nparts
+
+
+def bicg_merge_alpha(nparts: int, partials, rho, rv, alpha, status, stream=None) -> None:
+    """{DOT_fin, alpha}: rv = sum(partials[:nparts]); rv == 0 -> status = -11; else
+    alpha = rho / rv. Nothing once status != 0. (BiCG's <p~, q> and BiCGStab's <r~, v>.)"""
+    launch(get_kernel("bicg_merge", "bicg_merge_alpha<{T}>", partials.dtype), (1,), (BLOCK,),
+           (np.int32(nparts), partials, rho, rv, alpha, status), stream)
+
+
+def bicg_merge_update(status, alpha, p, q, qt, x, r, rt, inv_diag, z, zt, part_rho, part_rr,
+                      stream=None) -> int:
+    """{x, r, r~, psolve, DOT_ini x2}: x += alpha p; r -= alpha q; r~ -= conj(alpha) q~;
+    z = D^-1 r, z~ = conj(D^-1) r~ when inv_diag is not None; partials of <r~, z> and <r, r>.
+    Nothing once status != 0. Returns nparts."""
+    n = r.shape[0]
+    nparts = merge_parts(n)
+    pre = inv_diag is not None
+    launch(get_kernel("bicg_merge", "bicg_merge_update<{T}>", r.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), status, alpha, p, q, qt, x, r, rt,
+            inv_diag if pre else _NULL, z if pre else _NULL, zt if pre else _NULL,
+            part_rho, part_rr), stream)
+    return nparts
+
+
+def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, beta, tau, pending,
+                   status, stream=None) -> None:
+    """{DOT_fin x2, tau, beta, rho check}: rho' and rr from the partials; tau = sqrt|rr|;
+    pending = -10 if |rho'| < tol; beta = rho' / rho (0 when ``first``); rho = rho'.
+    ``first`` (set-up) also sets status = 0."""
+    dt = part_rho.dtype
+    launch(get_kernel("bicg_merge", "bicg_merge_rho<{T}>", dt), (1,), (BLOCK,),
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), dt.type(tol), rho, beta,
+            tau, pending, status), stream)
+
+
+def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stream=None) -> None:
+    """{checks, p, psolve}: status = pending[0] if non-zero (and nothing else); else
+    p = r + beta (p - omega v) and, when inv_diag is not None, p^ = D^-1 p."""
+    n = p.shape[0]
+    pre = inv_diag is not None
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_p<{T}>", p.dtype), (merge_parts(n),),
+           (BLOCK,), (np.int32(n), pending, status, beta, omega, r, v, p,
+                      inv_diag if pre else _NULL, phat if pre else _NULL), stream)
+
+
+def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> int:
+    """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. CSR-vector:
+    spmv() then blas1's dot_partial (two launches)."""
+    n = A.n
+    if A.format == "csr-vector":
+        spmv(A, x, y, stream)
+        nparts = dot_partials(n)
+        launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), w, y, partials), stream)
+        return nparts
+    nparts = merge_parts(n)
+    if A.format == "csr-scalar":
+        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot_csr<{T}>", A.dtype), (nparts,),
+               (BLOCK,), (np.int32(n), *_csr_args(A), x, y, w, partials), stream)
+    else:
+        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot_ell<{T}>", A.dtype), (nparts,),
+               (BLOCK,), (np.int32(n), *_ell_args(A), x, y, w, partials), stream)
+    return nparts
+
+
+def bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat, shat, part_ss, stream=None) -> int:
+    """{x, s, psolve, DOT_ini}: x += alpha p^ (p^ = p without inv_diag); s = r - alpha v, written
+    over r; s^ = D^-1 s; partials of <s, s>. Nothing once status != 0. Returns nparts."""
+    n = r.shape[0]
+    nparts = merge_parts(n)
+    pre = inv_diag is not None
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_s<{T}>", r.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), status, alpha, p, phat if pre else _NULL, v, x, r,
+            inv_diag if pre else _NULL, shat if pre else _NULL, part_ss), stream)
+    return nparts
+
+
+def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=None) -> int:
+    """{SpMV, DOT_ini x2}: t = A x and partials of <t, s> and <t, t>; returns nparts.
+    CSR-vector: spmv() then bicgstab_dot2_partial (two launches)."""
+    n = A.n
+    nparts = merge_parts(n)
+    if A.format == "csr-vector":
+        spmv(A, x, t, stream)
+        launch(get_kernel("bicgstab_merge", "bicgstab_dot2_partial<{T}>", A.dtype), (nparts,),
+               (BLOCK,), (np.int32(n), t, s, part_ts, part_tt), stream)
+    elif A.format == "csr-scalar":
+        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_csr<{T}>", A.dtype), (nparts,),
+               (BLOCK,), (np.int32(n), *_csr_args(A), x, t, s, part_ts, part_tt), stream)
+    else:
+        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_ell<{T}>", A.dtype), (nparts,),
+               (BLOCK,), (np.int32(n), *_ell_args(A), x, t, s, part_ts, part_tt), stream)
+    return nparts
+
+
+def bicgstab_merge_omega(nparts_s: int, part_ss, nparts_t: int, part_ts, part_tt, atol: float,
+                         omega, status, stream=None) -> None:
+    """{DOT_fin x3, ||s|| test, omega}: ||s|| < atol -> status = 2; else omega = <t,s> / <t,t>.
+    Nothing once status != 0."""
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_omega<{T}>", part_ss.dtype), (1,), (BLOCK,),
+           (np.int32(nparts_s), part_ss, np.int32(nparts_t), part_ts, part_tt, np.float64(atol),
+            omega, status), stream)
+
+
+def bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho, part_rr, stream=None) -> int:
+    """{x, r, DOT_ini x2}: x += omega s^ (s^ = s, held in r, when shat is None); r = s - omega t;
+    partials of <r~, r> and <r, r>. Nothing once status != 0. Returns nparts."""
+    n = r.shape[0]
+    nparts = merge_parts(n)
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_r<{T}>", r.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), status, omega, shat if shat is not None else _NULL, t, x, r, rt,
+            part_rho, part_rr), stream)
+    return nparts
+
+
+def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, alpha, omega, beta,
+                       tau, pending, status, stream=None) -> None:
+    """{DOT_fin x2, tau, beta, checks}: rho', rr from the partials; tau = sqrt|rr|; pending = -10
+    (|rho'| < tol) or -11 (|omega| < tol, not ``first``); beta = (rho'/rho) (alpha/omega);
+    rho = rho'. ``first`` (set-up): status = 0, beta = 0, omega = 0, only the rho test."""
+    dt = part_rho.dtype
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_rho<{T}>", dt), (1,), (BLOCK,),
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), dt.type(tol), rho, alpha,
+            omega, beta, tau, pending, status), stream)
+
+
+# ------------------------------------------------------------------------------ persistent (CG)
+def _max_active_blocks(kernel) -> int:
+    """Blocks of `kernel` (DPS_BLOCK threads, no dynamic shared memory) resident per SM."""
+    try:
+        from cuda.bindings import driver
+        err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, BLOCK, 0)
+        if int(err) == 0 and blocks > 0:
+            return int(blocks)
+    except Exception:
+        pass
+    regs = max(1, int(kernel.num_regs))                  # the register-file bound, conservatively
+    return max(1, min(2048 // BLOCK, 65536 // (((regs + 7) // 8) * 8 * BLOCK)))
+
+
+def persistent_grid(kernel, A: DeviceMatrix) -> int:
+    """Blocks of a cooperative solve: all resident (occupancy), at most 4 per SM (every block
+    finishes each DOT from all blocks' partials, so the grid stays small), no more than the work."""
+    work = A.n * (A.width if A.format == "csr-vector" else 1)
+    return max(1, min(_max_active_blocks(kernel) * _sm_count(), 4 * _sm_count(),
+                      -(-work // BLOCK), DOT_MAX_PARTIALS))
+
+
+def persistent_grid_probe(dtype) -> int:
+    """Build the cooperative CG kernel for one format and size its grid (the availability probe)."""
+    k = get_kernel("cg_persistent", "cg_persistent<{T}, 1>", dtype)
+    return _max_active_blocks(k)
+
+
+def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
+                  maxiter: int, hist=None, stream=None) -> int:
+    """The one (cooperative) launch of a persistent CG solve; the result lands in ``status``
+    (DYNAMIC_STATUS doubles, cg_dynamic's layout). ``partials`` holds 3 * DOT_MAX_PARTIALS."""
+    k = get_kernel("cg_persistent", f"cg_persistent<{{T}}, {dynamic_code(A)}>", A.dtype)
+    grid = persistent_grid(k, A)
+    if A.format == "ell":
+        width, indptr, indices, data = A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data
+    else:
+        width, indptr, indices, data = 0, A.csr.indptr, A.csr.indices, A.csr.data
+    pre = inv_diag is not None
+    m = DOT_MAX_PARTIALS
+    launch(k, (grid,), (BLOCK,),
+           (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
+            indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0,
+            p1, v, partials[:m], partials[m:2 * m], partials[2 * m:], status,
+            hist if hist is not None else _DYN_NULL), stream)
+    return grid

@@ -1,0 +1,261 @@
+// bicg_dynamic.cu - variant "dynamic": the whole BiCG loop chained on the GPU with CDP2 tail
+// launches (the scheme of cg_dynamic.cu; specification: dpsolve/reference/bicg.py).
+//
+// The host launches ONE kernel, bicg_dyn_start, and waits once; every later kernel is
+// tail-launched by its predecessor (a tail-launched grid starts only after the launching grid and
+// all its work have finished: the global barrier). A device launch costs ~11 us on Hopper, so the
+// chain aggregates (KLAP): the two SpMVs of an iteration, A p and A^H p~, are independent and run
+// in the SAME kernel.
+//
+//   bicg_dyn_start (host-launched once)  r = b - A x; r~ = r; z = D^-1 r, z~ = conj(D^-1) r~;
+//                                        per-block partials of <r~, z> and <r, r>
+//                                        -> tail-launches bicg_dyn_spmv(j = 0)
+//   bicg_dyn_spmv(j)   prologue (every block finishes the partials itself, same order, same bits):
+//                      rho_j = <r~, z>, tau_j = ||r_j||. Decided here, exactly as the reference's
+//                      loop head: j == maxiter -> info maxiter; tau < atol -> 0 at j;
+//                      |rho| < eps^2 -> -10 at j; otherwise beta = rho_j / rho_{j-1} and
+//                      p_j = z + beta p_{j-1}, p~_j = z~ + conj(beta) p~_{j-1} are formed on the fly
+//                      inside the two SpMV gathers (p, p~ double-buffered by the parity of j):
+//                      q = A p_j, q~ = A^H p~_j, per-block partials of <p~_j, q>
+//                      -> tail-launches bicg_dyn_update(j, rho_j)
+//   bicg_dyn_update(j) prologue: rv = <p~, A p>; rv == 0 -> -11 at j (x untouched), chain ends.
+//                      Otherwise alpha = rho_j / rv; x += alpha p; r -= alpha q;
+//                      r~ -= conj(alpha) q~; Jacobi z, z~; partials of <r~, z> and <r, r>
+//                      -> tail-launches bicg_dyn_spmv(j + 1, rho_j)
+//
+// Device launches per iteration: 2 (bicg_dyn_spmv + bicg_dyn_update); a solve of k iterations is
+// 1 host launch + 2k + 1 device launches (the last bicg_dyn_spmv only decides), or 2k + 2 when it
+// ends with -11 in bicg_dyn_update. Non-finite scalars are not a breakdown (SciPy iterates on
+// NaN to maxiter, and so does the chain: NaN < atol, |NaN| < eps^2 and NaN == 0 are all false).
+//
+// Residual history (optional, hist != nullptr): hist[j] = tau_j = ||r_j||, written for every j the
+// chain tests, j = 0 .. iterations (maxiter + 1 entries at most).
+//
+// Template scheme: bicg_dyn_*<T, W> (see dpsolve/dynamic.cuh). A and A^H share W (the CSR-vector
+// width follows nnz / n, the same for both); ELL widths are separate. Only bicg_dyn_start needs a
+// name expression; it instantiates the rest.
+#include <dpsolve/dynamic.cuh>
+
+namespace dyn {
+
+// Everything the chain needs, passed by value from kernel to kernel.
+template <typename T>
+struct BicgArgs {
+    int n, width, width_h, maxiter;      // width, width_h: ELL widths of A and A^H
+    double atol;
+    const int* indptr;                   // A (CSR; indptr nullptr for ELL)
+    const int* indices;
+    const T* data;
+    const int* h_indptr;                 // A^H, same format
+    const int* h_indices;
+    const T* h_data;
+    const T* inv_diag;                   // nullptr: no preconditioner (then z == r, z~ == r~)
+    T* x;
+    T* r;
+    T* rt;
+    T* z;
+    T* zt;
+    T* p0;                               // p_j, p~_j live in p0, pt0 for even j, p1, pt1 for odd j
+    T* p1;
+    T* pt0;
+    T* pt1;
+    T* q;                                // A p
+    T* qt;                               // A^H p~
+    T* part_rho;                         // gridDim.x partials each
+    T* part_rr;
+    T* part_rv;
+    double* status;
+    T* hist;                             // optional: hist[j] = ||r_j|| (nullptr: none)
+};
+
+// The two SpMVs of iteration j with the gathers `load` (p_j) and `loadt` (p~_j): p_j, q = A p_j,
+// p~_j, q~ = A^H p~_j stored; returns this thread's share of <p~_j, q>.
+template <typename T, int W, typename Load>
+__device__ __forceinline__ T bicg_two_spmvs(const BicgArgs<T>& a, const Load& load, const Load& loadt,
+                                            T* __restrict__ p_new, T* __restrict__ pt_new) {
+    T* __restrict__ q = a.q;
+    T* __restrict__ qt = a.qt;
+    T acc = T(0);
+    for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
+        p_new[row] = load(row);
+        q[row] = av;
+        acc += dps::conj(loadt(row)) * av;                        // <p~, q>: conj(p~) . q
+    });
+    for_rows<T, W>(a.n, a.width_h, a.h_indptr, a.h_indices, a.h_data, loadt, [&](int row, T av) {
+        pt_new[row] = loadt(row);
+        qt[row] = av;
+    });
+    return acc;
+}
+
+}  // namespace dyn
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho);
+
+// Loop head (prologue: rho_j, tau_j, convergence, maxiter, rho breakdown) + p, p~ + A p, A^H p~ +
+// partials of <p~, A p>.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_beta;
+    __shared__ int sh_go;
+    const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
+    const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const T tau = sqrt(fabs(rr));
+        int info = 0, its = j;
+        bool go = false;
+        if (j >= a.maxiter) info = its = a.maxiter;
+        else if ((double)tau < a.atol) info = 0;                  // SciPy's strict test
+        else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;      // rho breakdown at j
+        else go = true;
+        sh_go = go;
+        sh_beta = (j > 0) ? rho / rho_prev : T(0);
+        if (blockIdx.x == 0) {
+            a.status[DYN_TAU] = (double)tau;
+            if (a.hist != nullptr) a.hist[j] = tau;
+            if (go) {
+                bicg_dyn_update<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, rho);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, info, its);
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                           // block-uniform
+
+    T* __restrict__ p_new = (j & 1) ? a.p1 : a.p0;
+    T* __restrict__ pt_new = (j & 1) ? a.pt1 : a.pt0;
+    T acc;
+    if (j == 0) {                                                 // p_0 = z_0, p~_0 = z~_0
+        acc = dyn::bicg_two_spmvs<T, W>(a, dyn::LoadVec<T>{a.z}, dyn::LoadVec<T>{a.zt}, p_new, pt_new);
+    } else {                                                      // p = z + beta p, p~ = z~ + conj(beta) p~
+        const T beta = sh_beta;
+        acc = dyn::bicg_two_spmvs<T, W>(a, dyn::LoadXpay<T>{a.z, (j & 1) ? a.p0 : a.p1, beta},
+                                        dyn::LoadXpay<T>{a.zt, (j & 1) ? a.pt0 : a.pt1, dps::conj(beta)},
+                                        p_new, pt_new);
+    }
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) a.part_rv[blockIdx.x] = acc;
+}
+
+// Prologue: rv = <p~, A p> (-11 when 0), alpha; then x, r, r~ updates, Jacobi z, z~, partials of
+// <r~, z> and <r, r>.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_alpha;
+    __shared__ int sh_go;
+    const T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const bool go = !(rv == T(0));                            // NaN goes on, as in SciPy
+        sh_alpha = rho / rv;
+        sh_go = go;
+        if (blockIdx.x == 0) {
+            if (go) {
+                bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j + 1, rho);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, -11, j);                    // x untouched for this step
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                           // block-uniform
+
+    const int n = a.n;
+    const T alpha = sh_alpha;
+    const T alpha_c = dps::conj(alpha);
+    const T* __restrict__ p = (j & 1) ? a.p1 : a.p0;
+    const T* __restrict__ q = a.q;
+    const T* __restrict__ qt = a.qt;
+    const T* __restrict__ inv_diag = a.inv_diag;
+    T* __restrict__ x = a.x;
+    T* __restrict__ r = a.r;
+    T* __restrict__ rt = a.rt;
+    T* __restrict__ z = a.z;
+    T* __restrict__ zt = a.zt;
+    const bool pre = inv_diag != nullptr;
+    T rho_next = T(0), rr = T(0);
+    auto step = [&](int i) {
+        x[i] += alpha * p[i];                                     // x = x + alpha p
+        const T ri = r[i] - alpha * q[i];                         // r = r - alpha A p
+        const T rti = rt[i] - alpha_c * qt[i];                    // r~ = r~ - conj(alpha) A^H p~
+        r[i] = ri;
+        rt[i] = rti;
+        if (pre) {
+            const T d = inv_diag[i];
+            const T zi = d * ri;                                  // z = D^-1 r
+            z[i] = zi;
+            zt[i] = dps::conj(d) * rti;                           // z~ = conj(D^-1) r~
+            rho_next += dps::conj(rti) * zi;
+        } else {
+            rho_next += dps::conj(rti) * ri;
+        }
+        rr += dps::conj(ri) * ri;
+    };
+    const int chunk = 2 * gridDim.x * DPS_BLOCK;                  // pairs of elements per thread
+    for (int i = blockIdx.x * 2 * DPS_BLOCK + threadIdx.x; i < n; i += chunk) {
+        step(i);
+        if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
+    }
+    rho_next = dps::block_sum(rho_next, smem);
+    if (threadIdx.x == 0) a.part_rho[blockIdx.x] = rho_next;
+    rr = dps::block_sum(rr, smem);
+    if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
+}
+
+// The one kernel the host launches: status reset, r = b - A x, r~ = r, z = D^-1 r,
+// z~ = conj(D^-1) r~, partials of <r~, z> and <r, r>; then the chain starts with
+// bicg_dyn_spmv(j = 0). The grid size (<= 1024 blocks of DPS_BLOCK threads) is the number of
+// partials and is kept by every kernel of the chain.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
+               const int* __restrict__ indptr, const int* __restrict__ indices,
+               const T* __restrict__ data, const int* __restrict__ h_indptr,
+               const int* __restrict__ h_indices, const T* __restrict__ h_data,
+               const T* __restrict__ b, const T* __restrict__ inv_diag, T* __restrict__ x,
+               T* __restrict__ r, T* __restrict__ rt, T* __restrict__ z, T* __restrict__ zt,
+               T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ pt0, T* __restrict__ pt1,
+               T* __restrict__ q, T* __restrict__ qt, T* __restrict__ part_rho,
+               T* __restrict__ part_rr, T* __restrict__ part_rv, double* __restrict__ status,
+               T* __restrict__ hist) {
+    __shared__ T smem[DPS_WARP];
+    const bool pre = inv_diag != nullptr;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_STATE] = DYN_RUNNING;
+        status[DYN_ERROR] = 0.0;
+        const dyn::BicgArgs<T> a{n, width, width_h, maxiter, atol, indptr, indices, data,
+                                 h_indptr, h_indices, h_data, inv_diag, x, r, rt,
+                                 pre ? z : r, pre ? zt : rt, p0, p1, pt0, pt1, q, qt,
+                                 part_rho, part_rr, part_rv, status, hist};
+        bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
+        dyn::check_launch(status);
+    }
+    T rho = T(0), rr = T(0);
+    const dyn::LoadVec<T> load{x};
+    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
+        const T ri = b[row] - ax;
+        r[row] = ri;
+        rt[row] = ri;
+        if (pre) {
+            const T d = inv_diag[row];
+            const T zi = d * ri;
+            z[row] = zi;
+            zt[row] = dps::conj(d) * ri;
+            rho += dps::conj(ri) * zi;
+        } else {
+            rho += dps::conj(ri) * ri;
+        }
+        rr += dps::conj(ri) * ri;
+    });
+    rho = dps::block_sum(rho, smem);
+    if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
+    rr = dps::block_sum(rr, smem);
+    if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
+}

@@ -1,0 +1,235 @@
+// bicg_merge.cu - BiCG's fused macro-kernels (the `merge` variant; dpsolve/backends/merge.py), built
+// as the paper's Figure 2 builds CG's: kernels that share the mapping of threads to vector elements
+// are merged, the first stage of each DOT is fused into the kernel that produces its operands, and
+// the second stage of each DOT is fused with the scalar operations into a one-block kernel.
+//
+// One iteration j of dpsolve/reference/bicg.py is five launches (six with CSR-vector):
+//
+//   {rho check, p, p~}   bicg_merge_p<T>        status = pending (-10 found by bicg_merge_rho);
+//                                               p = z + beta p; p~ = z~ + conj(beta) p~
+//   {SpMV x2, DOT_ini}   bicg_spmv2_dot_csr<T> / bicg_spmv2_dot_ell<T>
+//                                               q = A p; q~ = A^H p~; per-block partials of <p~, q>
+//                        (CSR-vector: bicg_spmv2_vector<T, W> computes q and q~ -- a group of W
+//                        lanes owns a row of each -- then blas1's dot_partial: as in CG, the DOT
+//                        cannot take the SpMV's thread mapping there)
+//   {DOT_fin, alpha}     bicg_merge_alpha<T>    <p~, q> == 0 -> status = -11; alpha = rho / <p~, q>
+//   {x, r, r~, psolve, DOT_ini x2}
+//                        bicg_merge_update<T>   x += alpha p; r -= alpha q; r~ -= conj(alpha) q~;
+//                                               z = D^-1 r; z~ = conj(D^-1) r~ (Jacobi);
+//                                               partials of <r~, z> and of <r, r>
+//   {DOT_fin x2, tau, beta, rho check}
+//                        bicg_merge_rho<T>      rho' = <r~, z>; tau = sqrt(|<r, r>|) (the host's
+//                                               test of iteration j+1); beta = rho' / rho;
+//                                               pending = -10 if |rho'| < eps^2 else 0; rho = rho'
+//   host: read (tau, status), 1 copy + 1 wait
+//
+// Why the others cannot merge (each boundary is a global barrier):
+//   * p -> SpMV: q_i gathers p_k of other rows, so every p_k must be written first.
+//   * SpMV/DOT_ini -> alpha, update -> rho: a DOT's second stage needs every block's partial.
+//   * alpha -> update, rho -> next p: every element needs the scalar alpha (beta), which exists
+//     only once the reduction is complete.
+// The rho test belongs to the next iteration, after the host's ||r|| test: bicg_merge_rho only
+// records it (pending), and the next iteration's first kernel raises it, so an iteration whose
+// tau is below atol reports convergence, not breakdown, exactly as the reference does. Set-up
+// runs bicg_merge_rho with first = 1 (status = 0, beta = 0) over dot_partial's partials.
+//
+// Status: a breakdown sets the status slot to SciPy's code; the kernels after it are no-ops, so x
+// stays where the reference leaves it. Non-finite scalars are not a breakdown (SciPy iterates on).
+// Unpreconditioned, z is r and z~ is r~ (inv_diag, z and z~ null in bicg_merge_update).
+//
+// Bytes per call (s = sizeof(T), n rows, nnz stored entries per matrix, nparts <= 1024 blocks, w
+// the ELL widths; gathers of p / p~ counted as nnz*s each, an upper bound):
+//   bicg_merge_p        reads 4n*s (z, z~, p, p~) + 3s, writes 2n*s
+//   bicg_spmv2_dot_*    reads 2 matrices (CSR: 2*(nnz*(4+s) + (n+1)*4); ELL: (wA + wAH)*n*(4+s))
+//                       + 2nnz*s (gathers) + n*s (p~_i), writes 2n*s (q, q~) + nparts*s
+//   bicg_spmv2_vector   the same without the p~_i read and the partials (dot_partial: 2n*s more)
+//   bicg_merge_alpha    reads nparts*s + 2s, writes 2s
+//   bicg_merge_update   reads 6n*s (alpha-updates of x, r, r~ with p, q, q~) [+ n*s inv_diag],
+//                       writes 3n*s [+ 2n*s (z, z~)] + 2nparts*s
+//   bicg_merge_rho      reads 2nparts*s + 2s, writes 5s
+#include <dpsolve/common.cuh>
+#include <dpsolve/spmv.cuh>
+
+// Vector updates round each product on its own, as NumPy does in the reference (alpha * p is
+// rounded before it is added): __fmul_rn / __dmul_rn are never contracted into an FMA. (The dots
+// keep their FMAs: how they round is part of the reduction order anyway.)
+template <typename T> __device__ __forceinline__ T dps_mul(T a, T b);
+template <> __device__ __forceinline__ float dps_mul<float>(float a, float b) {
+    return __fmul_rn(a, b);
+}
+template <> __device__ __forceinline__ double dps_mul<double>(double a, double b) {
+    return __dmul_rn(a, b);
+}
+
+// {rho check, p, p~}: a pending rho breakdown (set by bicg_merge_rho) becomes the status and the
+// iteration does nothing; otherwise p = z + beta p, p~ = z~ + conj(beta) p~. pending is uniform,
+// and only thread 0 of block 0 writes status (nothing in this kernel reads it).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status, const T* __restrict__ beta,
+             const T* __restrict__ z, const T* __restrict__ zt, T* __restrict__ p,
+             T* __restrict__ pt) {
+    const T flag = pending[0];
+    if (flag != T(0)) {
+        if (blockIdx.x == 0 && threadIdx.x == 0) status[0] = flag;
+        return;
+    }
+    const T b = beta[0], bc = dps::conj(beta[0]);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+        p[i] = z[i] + dps_mul(b, p[i]);
+        pt[i] = zt[i] + dps_mul(bc, pt[i]);
+    }
+}
+
+// {SpMV x2, DOT_ini}, CSR-scalar: thread i owns row i of A and of A^H: q_i = (A p)_i,
+// q~_i = (A^H p~)_i, and adds conj(p~_i) q_i to its block's partial of <p~, q>.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_spmv2_dot_csr(int n, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+                   const T* __restrict__ a_val, const int* __restrict__ h_ptr,
+                   const int* __restrict__ h_idx, const T* __restrict__ h_val,
+                   const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
+                   T* __restrict__ qt, T* __restrict__ partials) {
+    __shared__ T smem[DPS_WARP];
+    T sum = T(0);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+        const int row = (int)i;
+        const T qi = dps::csr_row_scalar(row, a_ptr, a_idx, a_val, p);
+        q[row] = qi;
+        qt[row] = dps::csr_row_scalar(row, h_ptr, h_idx, h_val, pt);
+        sum += dps::conj(pt[row]) * qi;
+    }
+    sum = dps::block_sum(sum, smem);
+    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// {SpMV x2, DOT_ini}, ELL (column-major, padding column -1), one thread per row of both matrices.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_spmv2_dot_ell(int n, int a_width, const int* __restrict__ a_idx, const T* __restrict__ a_val,
+                   int h_width, const int* __restrict__ h_idx, const T* __restrict__ h_val,
+                   const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
+                   T* __restrict__ qt, T* __restrict__ partials) {
+    __shared__ T smem[DPS_WARP];
+    T sum = T(0);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+        const int row = (int)i;
+        const T qi = dps::ell_row(row, n, a_width, a_idx, a_val, p);
+        q[row] = qi;
+        qt[row] = dps::ell_row(row, n, h_width, h_idx, h_val, pt);
+        sum += dps::conj(pt[row]) * qi;
+    }
+    sum = dps::block_sum(sum, smem);
+    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// {SpMV x2}, CSR-vector: a group of W lanes owns row `row` of A and of A^H (both matrices have the
+// same n and nnz, so the same W). The loop bound is uniform across each warp, as the shuffles need.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_spmv2_vector(int n, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+                  const T* __restrict__ a_val, const int* __restrict__ h_ptr,
+                  const int* __restrict__ h_idx, const T* __restrict__ h_val,
+                  const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
+                  T* __restrict__ qt) {
+    const int groups_per_block = DPS_BLOCK / W;
+    const int lane = threadIdx.x % W;
+    const int stride = gridDim.x * groups_per_block;
+    for (int base = blockIdx.x * groups_per_block; base < n; base += stride) {
+        const int row = base + threadIdx.x / W;
+        const T qi = dps::csr_row_vector<T, W>(row, n, lane, a_ptr, a_idx, a_val, p);
+        const T qti = dps::csr_row_vector<T, W>(row, n, lane, h_ptr, h_idx, h_val, pt);
+        if (lane == 0 && row < n) {
+            q[row] = qi;
+            qt[row] = qti;
+        }
+    }
+}
+
+// {DOT_fin, alpha}: one block. rv = sum of the partials; rv == 0 -> status = -11 (SciPy's test,
+// exact); else alpha = rho / rv. A no-op once status != 0 (uniform: every thread returns).
+// Also used by BiCGStab ({DOT_fin, alpha} of bicgstab_merge.cu, rv = <r~, v>).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_merge_alpha(int nparts, const T* __restrict__ partials, const T* __restrict__ rho,
+                 T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ status) {
+    __shared__ T smem[DPS_WARP];
+    if (status[0] != T(0)) return;
+    T sum = T(0);
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
+    sum = dps::block_sum(sum, smem);
+    if (threadIdx.x == 0) {
+        rv[0] = sum;
+        if (sum == T(0)) status[0] = T(-11);
+        else alpha[0] = rho[0] / sum;
+    }
+}
+
+// {x, r, r~, psolve, DOT_ini x2}: one thread per element. x += alpha p; r -= alpha q;
+// r~ -= conj(alpha) q~; with inv_diag: z = D^-1 r, z~ = conj(D^-1) r~. Partials of <r~, z>
+// (z = r unpreconditioned) into part_rho and of <r, r> into part_rr. A no-op once status != 0.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alpha,
+                  const T* __restrict__ p, const T* __restrict__ q, const T* __restrict__ qt,
+                  T* __restrict__ x, T* __restrict__ r, T* __restrict__ rt,
+                  const T* __restrict__ inv_diag, T* __restrict__ z, T* __restrict__ zt,
+                  T* __restrict__ part_rho, T* __restrict__ part_rr) {
+    __shared__ T smem[DPS_WARP];
+    if (status[0] != T(0)) return;                       // uniform over the grid
+    const T a = alpha[0], ac = dps::conj(alpha[0]);
+    const bool pre = (inv_diag != nullptr);
+    T rho = T(0), rr = T(0);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+        x[i] = x[i] + dps_mul(a, p[i]);
+        const T ri = r[i] - dps_mul(a, q[i]);
+        const T rti = rt[i] - dps_mul(ac, qt[i]);
+        r[i] = ri;
+        rt[i] = rti;
+        T zi = ri;
+        if (pre) {
+            const T d = inv_diag[i];
+            zi = d * ri;
+            z[i] = zi;
+            zt[i] = dps::conj(d) * rti;
+        }
+        rho += dps::conj(rti) * zi;
+        rr += dps::conj(ri) * ri;
+    }
+    rho = dps::block_sum(rho, smem);
+    rr = dps::block_sum(rr, smem);
+    if (threadIdx.x == 0) {
+        part_rho[blockIdx.x] = rho;
+        part_rr[blockIdx.x] = rr;
+    }
+}
+
+// {DOT_fin x2, tau, beta, rho check}: one block. rho' = sum of part_rho, rr = sum of part_rr;
+// tau = sqrt(|rr|); pending = -10 if |rho'| < tol; beta = rho' / rho (0 when first); rho = rho'.
+// first = 1 at set-up (also status = 0); otherwise a no-op once status != 0.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__ part_rr, int first,
+               T tol, T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
+               T* __restrict__ pending, T* __restrict__ status) {
+    __shared__ T smem[DPS_WARP];
+    if (!first && status[0] != T(0)) return;
+    T s_rho = T(0), s_rr = T(0);
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) {
+        s_rho += part_rho[i];
+        s_rr += part_rr[i];
+    }
+    s_rho = dps::block_sum(s_rho, smem);
+    s_rr = dps::block_sum(s_rr, smem);
+    if (threadIdx.x == 0) {
+        tau[0] = sqrt(fabs(s_rr));
+        pending[0] = (fabs(s_rho) < tol) ? T(-10) : T(0);
+        beta[0] = first ? T(0) : s_rho / rho[0];
+        rho[0] = s_rho;
+        if (first) status[0] = T(0);
+    }
+}

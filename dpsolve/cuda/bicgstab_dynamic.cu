@@ -1,0 +1,324 @@
+// bicgstab_dynamic.cu - variant "dynamic": the whole BiCGStab loop chained on the GPU with CDP2
+// tail launches (the scheme of cg_dynamic.cu; specification: dpsolve/reference/bicgstab.py).
+//
+// The host launches ONE kernel, bicgstab_dyn_start, and waits once; every later kernel is
+// tail-launched by its predecessor (the tail launch is the global barrier). A device launch costs
+// ~11 us on Hopper, so the chain aggregates (KLAP). An iteration has two SpMVs, v = A p^ and
+// t = A s^, each preceded by a decision on a global reduction (rho and ||r|| before the first;
+// <r~, v> before the second) and the update needs two more (||s||, <t, s>, <t, t>), so it takes
+// three kernels, each finishing the previous one's DOTs in its prologue:
+//
+//   bicgstab_dyn_start (host-launched once)  r = b - A x; r~ = r; partials of <r~, r> and <r, r>
+//                                            -> tail-launches bicgstab_dyn_v(j = 0)
+//   bicgstab_dyn_v(j)  prologue (every block finishes the partials itself, same order, same bits):
+//                      rho_j = <r~, r>, tau_j = ||r_j||. Decided here, as the reference's loop
+//                      head: j == maxiter -> info maxiter; tau < atol -> 0 at j; |rho| < eps^2 ->
+//                      -10 at j; j > 0 and |omega| < eps^2 -> -11 at j. Otherwise
+//                      beta = (rho_j / rho_{j-1}) (alpha / omega), and p_j = r + beta (p - omega v)
+//                      and p^ = D^-1 p_j are formed on the fly in the SpMV gather (p and v are
+//                      double-buffered by the parity of j): v_j = A p^, partials of <r~, v_j>
+//                      -> tail-launches bicgstab_dyn_t(j, rho_j)
+//   bicgstab_dyn_t(j)  prologue: rv = <r~, v>; rv == 0 -> -11 at j (x untouched), chain ends.
+//                      Otherwise alpha = rho_j / rv; s = r - alpha v and s^ = D^-1 s formed in the
+//                      gather: t = A s^ (computed before ||s|| is known: it is wasted only in the
+//                      last iteration, and saves a kernel in every other one), s stored,
+//                      partials of <s, s>, <t, s>, <t, t>
+//                      -> tail-launches bicgstab_dyn_update(j, rho_j, alpha)
+//   bicgstab_dyn_update(j)  prologue: ||s||. ||s|| < atol -> x += alpha p^, info 0 at j + 1, the
+//                      chain ends after this kernel. Otherwise omega = <t, s> / <t, t>;
+//                      x += alpha p^; x += omega s^; r = s - omega t; partials of <r~, r>, <r, r>
+//                      -> tail-launches bicgstab_dyn_v(j + 1, rho_j, alpha, omega)
+//
+// Device launches per iteration: 3 (bicgstab_dyn_v + bicgstab_dyn_t + bicgstab_dyn_update); a solve
+// of k iterations ending at a loop head is 1 host launch + 3k + 1 device launches; one ending at
+// the ||s|| < atol exit is 3k (its last iteration counted in k). Non-finite scalars are not a
+// breakdown (SciPy iterates on NaN to maxiter, and so does the chain: every test is false on NaN).
+//
+// Residual history (optional, hist != nullptr): hist[k] = the recurrence residual norm of the
+// iterate x_k: hist[j] = ||r_j|| for every loop head j the chain tests, and, after the ||s|| < atol
+// exit of iteration j, hist[j + 1] = ||s||. iterations + 1 entries, maxiter + 1 at most.
+//
+// Template scheme: bicgstab_dyn_*<T, W> (see dpsolve/dynamic.cuh). Only bicgstab_dyn_start needs a
+// name expression; it instantiates the rest.
+#include <dpsolve/dynamic.cuh>
+
+namespace dyn {
+
+// Everything the chain needs, passed by value from kernel to kernel.
+template <typename T>
+struct StabArgs {
+    int n, width, maxiter;
+    double atol;
+    const int* indptr;                   // CSR (nullptr for ELL)
+    const int* indices;
+    const T* data;
+    const T* inv_diag;                   // nullptr: no preconditioner (p^ = p, s^ = s)
+    T* x;
+    T* r;
+    T* rt;
+    T* p0;                               // p_j, v_j live in p0, v0 for even j, p1, v1 for odd j
+    T* p1;
+    T* v0;
+    T* v1;
+    T* s;
+    T* t;
+    T* part_rho;                         // gridDim.x partials each
+    T* part_rr;
+    T* part_rv;
+    T* part_ss;
+    T* part_ts;
+    T* part_tt;
+    double* status;
+    T* hist;                             // optional residual history (nullptr: none)
+};
+
+// p_j = r + beta (p_{j-1} - omega v_{j-1}) (j > 0; p_0 = r), and the gather p^ = D^-1 p_j.
+// Explicit fma, so the value gathered for column c is bitwise what row c's owner stores.
+template <typename T>
+struct LoadStabP {
+    const T* __restrict__ r;
+    const T* __restrict__ p;             // p_{j-1} (unused when first)
+    const T* __restrict__ v;             // v_{j-1}
+    const T* __restrict__ d;             // D^-1 or nullptr
+    T beta, omega;
+    bool first;
+    __device__ __forceinline__ T p_at(int c) const {
+        const T rc = __ldg(r + c);
+        return first ? rc : fma(beta, fma(-omega, __ldg(v + c), __ldg(p + c)), rc);
+    }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T pc = p_at(c);
+        return d != nullptr ? __ldg(d + c) * pc : pc;
+    }
+};
+
+// s = r - alpha v, and the gather s^ = D^-1 s.
+template <typename T>
+struct LoadStabS {
+    const T* __restrict__ r;
+    const T* __restrict__ v;             // v_j
+    const T* __restrict__ d;
+    T alpha;
+    __device__ __forceinline__ T s_at(int c) const { return fma(-alpha, __ldg(v + c), __ldg(r + c)); }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T sc = s_at(c);
+        return d != nullptr ? __ldg(d + c) * sc : sc;
+    }
+};
+
+}  // namespace dyn
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho);
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha);
+
+// Loop head (prologue: rho_j, tau_j, convergence, maxiter, rho and omega breakdowns) + p, p^ +
+// v = A p^ + partials of <r~, v>.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_beta;
+    __shared__ int sh_go;
+    const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
+    const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const T tau = sqrt(fabs(rr));
+        int info = 0, its = j;
+        bool go = false;
+        if (j >= a.maxiter) info = its = a.maxiter;
+        else if ((double)tau < a.atol) info = 0;                   // SciPy's strict test
+        else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;       // rho breakdown at j
+        else if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) info = -11;   // omega breakdown at j
+        else go = true;
+        sh_go = go;
+        sh_beta = (j > 0) ? (rho / rho_prev) * (alpha / omega) : T(0);
+        if (blockIdx.x == 0) {
+            a.status[DYN_TAU] = (double)tau;
+            if (a.hist != nullptr) a.hist[j] = tau;
+            if (go) {
+                bicgstab_dyn_t<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, rho);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, info, its);
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                            // block-uniform
+
+    const bool odd = j & 1;
+    T* __restrict__ p_new = odd ? a.p1 : a.p0;
+    T* __restrict__ v_new = odd ? a.v1 : a.v0;
+    const T* __restrict__ rt = a.rt;
+    const dyn::LoadStabP<T> load{a.r, odd ? a.p0 : a.p1, odd ? a.v0 : a.v1, a.inv_diag, sh_beta,
+                                 omega, j == 0};
+    T acc = T(0);
+    dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
+        p_new[row] = load.p_at(row);
+        v_new[row] = av;
+        acc += dps::conj(rt[row]) * av;                            // <r~, v>
+    });
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) a.part_rv[blockIdx.x] = acc;
+}
+
+// Prologue: rv = <r~, v> (-11 when 0), alpha; then s = r - alpha v, t = A s^, partials of
+// <s, s>, <t, s>, <t, t>.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_alpha;
+    __shared__ int sh_go;
+    const T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const bool go = !(rv == T(0));                             // NaN goes on, as in SciPy
+        const T alpha = rho / rv;
+        sh_alpha = alpha;
+        sh_go = go;
+        if (blockIdx.x == 0) {
+            if (go) {
+                bicgstab_dyn_update<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(
+                    a, j, rho, alpha);
+                dyn::check_launch(a.status);
+            } else {
+                dyn::finish(a.status, -11, j);                     // x untouched for this step
+            }
+        }
+    }
+    __syncthreads();
+    if (!sh_go) return;                                            // block-uniform
+
+    T* __restrict__ s = a.s;
+    T* __restrict__ t = a.t;
+    const dyn::LoadStabS<T> load{a.r, (j & 1) ? a.v1 : a.v0, a.inv_diag, sh_alpha};
+    T ss = T(0), ts = T(0), tt = T(0);
+    dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
+        const T si = load.s_at(row);
+        s[row] = si;
+        t[row] = av;
+        ss += dps::conj(si) * si;
+        ts += dps::conj(av) * si;                                  // <t, s>
+        tt += dps::conj(av) * av;                                  // <t, t>
+    });
+    ss = dps::block_sum(ss, smem);
+    if (threadIdx.x == 0) a.part_ss[blockIdx.x] = ss;
+    ts = dps::block_sum(ts, smem);
+    if (threadIdx.x == 0) a.part_ts[blockIdx.x] = ts;
+    tt = dps::block_sum(tt, smem);
+    if (threadIdx.x == 0) a.part_tt[blockIdx.x] = tt;
+}
+
+// Prologue: ||s|| (< atol: last x update, info 0 at j + 1), omega; then x, r updates and the
+// partials of <r~, r>, <r, r> for the next loop head.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
+    __shared__ T smem[DPS_WARP];
+    __shared__ T sh_omega;
+    __shared__ int sh_done;
+    const T ss = dyn::sum_partials(a.part_ss, (int)gridDim.x, smem);
+    const T ts = dyn::sum_partials(a.part_ts, (int)gridDim.x, smem);
+    const T tt = dyn::sum_partials(a.part_tt, (int)gridDim.x, smem);
+    if (threadIdx.x == 0) {
+        const T snorm = sqrt(fabs(ss));
+        const bool done = (double)snorm < a.atol;                  // SciPy's strict test on ||s||
+        const T omega = ts / tt;
+        sh_done = done;
+        sh_omega = omega;
+        if (blockIdx.x == 0) {
+            if (done) {
+                a.status[DYN_TAU] = (double)snorm;
+                if (a.hist != nullptr) a.hist[j + 1] = snorm;      // residual of x_{j+1} = x + alpha p^
+                dyn::finish(a.status, 0, j + 1);
+            } else {
+                bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(
+                    a, j + 1, rho, alpha, omega);
+                dyn::check_launch(a.status);
+            }
+        }
+    }
+    __syncthreads();
+
+    const int n = a.n;
+    const bool done = sh_done;                                     // block-uniform
+    const T omega = sh_omega;
+    const T* __restrict__ p = (j & 1) ? a.p1 : a.p0;
+    const T* __restrict__ s = a.s;
+    const T* __restrict__ t = a.t;
+    const T* __restrict__ rt = a.rt;
+    const T* __restrict__ inv_diag = a.inv_diag;
+    const bool pre = inv_diag != nullptr;
+    T* __restrict__ x = a.x;
+    T* __restrict__ r = a.r;
+    T rho_next = T(0), rr = T(0);
+    auto step = [&](int i) {
+        const T d = pre ? inv_diag[i] : T(1);
+        const T phat = pre ? d * p[i] : p[i];
+        T xi = x[i] + alpha * phat;                                // x += alpha p^
+        if (done) {
+            x[i] = xi;
+            return;
+        }
+        const T si = s[i];
+        const T ti = t[i];
+        const T shat = pre ? d * si : si;
+        xi += omega * shat;                                        // x += omega s^
+        x[i] = xi;
+        const T ri = si - omega * ti;                              // r = s - omega t
+        r[i] = ri;
+        rho_next += dps::conj(rt[i]) * ri;
+        rr += dps::conj(ri) * ri;
+    };
+    const int chunk = 2 * gridDim.x * DPS_BLOCK;                   // pairs of elements per thread
+    for (int i = blockIdx.x * 2 * DPS_BLOCK + threadIdx.x; i < n; i += chunk) {
+        step(i);
+        if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
+    }
+    if (done) return;                                              // block-uniform
+    rho_next = dps::block_sum(rho_next, smem);
+    if (threadIdx.x == 0) a.part_rho[blockIdx.x] = rho_next;
+    rr = dps::block_sum(rr, smem);
+    if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
+}
+
+// The one kernel the host launches: status reset, r = b - A x, r~ = r, partials of <r~, r> and
+// <r, r>; then the chain starts with bicgstab_dyn_v(j = 0). The grid size (<= 1024 blocks of
+// DPS_BLOCK threads) is the number of partials and is kept by every kernel of the chain.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+                   const int* __restrict__ indices, const T* __restrict__ data,
+                   const T* __restrict__ b, const T* __restrict__ inv_diag, T* __restrict__ x,
+                   T* __restrict__ r, T* __restrict__ rt, T* __restrict__ p0, T* __restrict__ p1,
+                   T* __restrict__ v0, T* __restrict__ v1, T* __restrict__ s, T* __restrict__ t,
+                   T* __restrict__ part_rho, T* __restrict__ part_rr, T* __restrict__ part_rv,
+                   T* __restrict__ part_ss, T* __restrict__ part_ts, T* __restrict__ part_tt,
+                   double* __restrict__ status, T* __restrict__ hist) {
+    __shared__ T smem[DPS_WARP];
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_STATE] = DYN_RUNNING;
+        status[DYN_ERROR] = 0.0;
+        const dyn::StabArgs<T> a{n, width, maxiter, atol, indptr, indices, data, inv_diag, x, r, rt,
+                                 p0, p1, v0, v1, s, t, part_rho, part_rr, part_rv, part_ss,
+                                 part_ts, part_tt, status, hist};
+        bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0), T(0), T(0));
+        dyn::check_launch(status);
+    }
+    T rho = T(0), rr = T(0);
+    const dyn::LoadVec<T> load{x};
+    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
+        const T ri = b[row] - ax;
+        r[row] = ri;
+        rt[row] = ri;
+        rho += dps::conj(ri) * ri;                                 // <r~, r> with r~ = r
+        rr += dps::conj(ri) * ri;
+    });
+    rho = dps::block_sum(rho, smem);
+    if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
+    rr = dps::block_sum(rr, smem);
+    if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
+}

@@ -1,0 +1,154 @@
+// cg_persistent.cu - variant "persistent": the whole CG solve in ONE cooperative kernel.
+//
+// The host launches cg_persistent<T, W> once (a cooperative launch, grid sized from the occupancy
+// calculator so that every block is resident) and waits once. Global barriers are
+// cooperative_groups grid.sync() (~1 us on Hopper, against ~11 us for a CDP2 launch). Each
+// iteration needs two of them:
+//
+//   prologue   every block finishes the <r,z> / <r,r> partials itself (same order, same bits in
+//              every block): zeta, tau; beta = zeta / sigma_prev; sigma = zeta. Every block makes
+//              the same decision, as reference/cg.py does at the top of an iteration: tau
+//              non-finite (j > 0) -> -10 at j; tau < atol -> 0 at j; j == maxiter -> maxiter.
+//   phase A    O8 + O1 + O2a: p_j = z + beta p_{j-1} formed in the SpMV gather (p double-buffered
+//              by the parity of j), v = A p_j, per-block partials of <p_j, v>      -> grid.sync
+//   phase B    O2b in the prologue (alpha = sigma / <p,v>; non-finite -> -10 at j, x untouched);
+//              O3 + O4, Jacobi z = D^-1 r, O5a partials of <r,z> (and <r,r>)     -> grid.sync
+//
+// Coherence: vectors written inside this kernel (p, z, r, v, partials) are read back by other
+// blocks after a grid.sync, so those reads use ld.global.cg (__ldcg: L2, not the non-coherent L1 or
+// read-only path); the matrix and b are read-only and use the normal paths.
+//
+// Bytes per iteration (s = sizeof(T)): the matrix once, the gathers of z and p (2 nnz*s at most,
+// mostly L2 hits), v, p written (2n*s), x, r read+written and p, v read (6n*s), z written when
+// preconditioned, and gridDim.x^2 * s * (2 or 3) of partials read from L2 by the redundant
+// finishes (kept small by capping the grid at 4 blocks per SM).
+#include <cooperative_groups.h>
+#include <dpsolve/dynamic.cuh>
+
+namespace cgrp = cooperative_groups;
+
+namespace pers {
+
+// p = z + beta * p_prev formed at gather time from coherent (L2) loads.
+template <typename T>
+struct LoadXpayCoherent {
+    const T* z;
+    const T* p;
+    T beta;
+    __device__ __forceinline__ T operator()(int c) const { return fma(beta, __ldcg(p + c), __ldcg(z + c)); }
+};
+
+// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
+// the block gets the total (same order in every block, so the same bits everywhere).
+template <typename T>
+__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
+    T s = T(0);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += __ldcg(parts + i);
+    s = dps::block_sum(s, smem);
+    if (threadIdx.x == 0) *bcast = s;
+    __syncthreads();
+    const T total = *bcast;
+    __syncthreads();
+    return total;
+}
+
+}  // namespace pers
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+              const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
+              const T* __restrict__ inv_diag, T* x, T* r, T* z, T* p0, T* p1, T* v,
+              T* part_pv, T* part_rz, T* part_rr, double* status, T* hist) {
+    cgrp::grid_group grid = cgrp::this_grid();
+    __shared__ T smem[DPS_WARP];
+    __shared__ T bcast;
+    const bool pre = inv_diag != nullptr;
+    const int stride = gridDim.x * DPS_BLOCK;
+    const int first = blockIdx.x * DPS_BLOCK + threadIdx.x;
+
+    // ---- set-up: r = b - A x, z = D^-1 r, p_{-1} = 0, partials of <r,z> and <r,r>
+    {
+        T rz = T(0), rr = T(0);
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x},
+                            [&](int row, T ax) { r[row] = b[row] - ax; });
+        grid.sync();                              // CSR-vector rows and elements map differently
+        for (int i = first; i < n; i += stride) {
+            const T ri = __ldcg(r + i);
+            const T zi = pre ? inv_diag[i] * ri : ri;
+            if (pre) z[i] = zi;
+            p1[i] = T(0);
+            rz += dps::conj(ri) * zi;
+            rr += dps::conj(ri) * ri;
+        }
+        rz = dps::block_sum(rz, smem);
+        rr = dps::block_sum(rr, smem);
+        if (threadIdx.x == 0) {
+            part_rz[blockIdx.x] = rz;
+            part_rr[blockIdx.x] = rr;
+        }
+        grid.sync();
+    }
+
+    T sigma = T(1);
+    int info = maxiter, its = maxiter;
+    double tau = 0.0;
+    for (int j = 0;; ++j) {
+        // ---- prologue: O5b, O6, O7, O9 and the decision
+        const T zeta = pers::all_sum(part_rz, gridDim.x, smem, &bcast);
+        const T rrs = pre ? pers::all_sum(part_rr, gridDim.x, smem, &bcast) : zeta;
+        tau = sqrt(fabs((double)dps::real(rrs)));
+        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = T(tau);
+        if (j > 0 && !isfinite(tau)) { info = -10; its = j; break; }
+        if (tau < atol) { info = 0; its = j; break; }
+        if (j == maxiter) { info = maxiter; its = maxiter; break; }
+        const T beta = (j > 0) ? zeta / sigma : T(0);
+        sigma = zeta;
+        T* p_cur = (j & 1) ? p1 : p0;
+        const T* p_prev = (j & 1) ? p0 : p1;
+
+        // ---- phase A: O8 + O1 + O2a
+        {
+            T pv = T(0);
+            dyn::for_rows<T, W>(n, width, indptr, indices, data,
+                                pers::LoadXpayCoherent<T>{z, p_prev, beta},
+                                [&](int row, T vi) {
+                                    const T pi = fma(beta, __ldcg(p_prev + row), __ldcg(z + row));
+                                    p_cur[row] = pi;
+                                    v[row] = vi;
+                                    pv += dps::conj(pi) * vi;
+                                });
+            pv = dps::block_sum(pv, smem);
+            if (threadIdx.x == 0) part_pv[blockIdx.x] = pv;
+        }
+        grid.sync();
+
+        // ---- phase B: O2b, O3 + O4, Jacobi, O5a
+        {
+            const T pv = pers::all_sum(part_pv, gridDim.x, smem, &bcast);
+            const T alpha = sigma / pv;
+            if (!dps::is_finite(alpha)) { info = -10; its = j; break; }
+            T rz = T(0), rr = T(0);
+            for (int i = first; i < n; i += stride) {
+                x[i] += alpha * __ldcg(p_cur + i);
+                const T ri = __ldcg(r + i) - alpha * __ldcg(v + i);
+                r[i] = ri;
+                const T zi = pre ? inv_diag[i] * ri : ri;
+                if (pre) z[i] = zi;
+                rz += dps::conj(ri) * zi;
+                rr += dps::conj(ri) * ri;
+            }
+            rz = dps::block_sum(rz, smem);
+            if (pre) rr = dps::block_sum(rr, smem);
+            if (threadIdx.x == 0) {
+                part_rz[blockIdx.x] = rz;
+                if (pre) part_rr[blockIdx.x] = rr;
+            }
+        }
+        grid.sync();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_TAU] = tau;
+        dyn::finish(status, info, its);
+    }
+}
