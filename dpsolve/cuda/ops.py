@@ -588,11 +588,12 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, al
 def _max_active_blocks(kernel) -> int:
     """Blocks of `kernel` (DPS_BLOCK threads, no dynamic shared memory) resident per SM."""
     try:
-        from cuda.bindings import driver
-        err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, BLOCK, 0)
-        if int(err) == 0 and blocks > 0:
+        import cupy
+        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            kernel.kernel.ptr, BLOCK, 0)
+        if blocks > 0:
             return int(blocks)
-    except Exception:
+    except Exception:          # fall back to the register-file bound below
         pass
     regs = max(1, int(kernel.num_regs))                  # the register-file bound, conservatively
     return max(1, min(2048 // BLOCK, 65536 // (((regs + 7) // 8) * 8 * BLOCK)))
