@@ -51,7 +51,8 @@ def _resolve_variant(variant, system, callback=None):
             raise BackendUnavailableError(variant, info.reason)
         return get_backend(variant)
     dev = device_status()
-    if dev.ok and system.operator is None and system.M.kind != "operator":
+    if dev.ok:
+        # the first preferred variant that takes the system (operators: a host-driven one)
         for name in AUTO_PREFERENCE:
             backend = get_backend(name)
             if backend is None or (callback is not None and backend.device_driven):

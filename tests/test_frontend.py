@@ -21,7 +21,7 @@ import dpsolve
 from dpsolve import _frontend
 from scipy_cases import nonsym_posdef, poisson1d, poisson2d, rand_hpd, rand_spd, rtol_for, sym_nonpd
 from dpsolve._device import status as device_status
-from dpsolve.backends import VARIANT_NAMES, variant_info
+from dpsolve.backends import VARIANT_NAMES, get_backend, variant_info
 
 METHODS = ("cg", "bicg", "bicgstab")
 
@@ -636,3 +636,22 @@ def test_restarts_respect_maxiter(monkeypatch):
     A, b = build("poisson2d", np.float64)
     x, info, rep = solve("cg", A, b, rtol=1e-8, maxiter=3, full_output=True)
     assert info == 3 and rep.iterations == 3 and not rep.converged
+
+
+def test_gpu_variants_name_who_takes_operators():
+    """The reasons GPU variants give for refusing an operator A or a general M (decided without a
+    GPU) name the variants that take them."""
+    from dpsolve._system import make_system
+    A = sp.csr_array(np.diag([2.0, 3.0, 4.0]))
+    b = np.ones(3)
+    op_sys = make_system("cg", aslinearoperator(A), b, None, None)
+    m_sys = make_system("cg", A, b, None, np.ones((3, 3)))
+    assert m_sys.M.kind == "operator"
+    for name in ("dynamic", "persistent"):
+        why = get_backend(name).why_not(op_sys)
+        assert "'host', 'cublas', 'cuda', 'merge'" in why and "LinearOperator" in why
+    for name in ("merge", "dynamic", "persistent"):
+        assert "general preconditioner runs on 'host', 'cublas', 'cuda'" in get_backend(name).why_not(m_sys)
+    for name in ("cublas", "cuda"):
+        assert get_backend(name).why_not(op_sys) is None and get_backend(name).why_not(m_sys) is None
+    assert get_backend("merge").why_not(op_sys) is None

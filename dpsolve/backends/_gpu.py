@@ -28,7 +28,7 @@ SCHED_SPIN, SCHED_BLOCKING, SCHED_MASK = 1, 4, 7
 # until a window is long enough.
 ENERGY_MIN_SECONDS = 0.25
 _SCHED = {"polling": SCHED_SPIN, "blocking": SCHED_BLOCKING}
-GPU_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+GPU_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 # Slots of GpuState.scal, the device-side scalars of the CG back ends. TAU and STATUS are adjacent
 # so that one device-to-host copy reads both.
@@ -105,6 +105,21 @@ class HostScalars:
         return vals
 
 
+def operator_on_device(op, system) -> bool:
+    """Whether a user's operator is called on CuPy arrays: when the caller passed b as a CuPy
+    array (CuPy in, CuPy out, operators included). Otherwise it is called on NumPy copies."""
+    return system.out_cupy
+
+
+def _entry(op, name, on_device):
+    """The function to call for ``op.matvec`` / ``op.rmatvec``. On the device, SciPy's public
+    ``matvec`` would convert its argument with NumPy, so the operator's own implementation
+    (``_matvec``: the user's function for every SciPy LinearOperator) is called instead."""
+    if on_device and hasattr(op, "_" + name):
+        return getattr(op, "_" + name)
+    return getattr(op, name)
+
+
 class GpuState:
     """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
 
@@ -116,25 +131,54 @@ class GpuState:
         dt = system.dtype
         n = system.n
         self.n, self.dtype, self.method, self.format = n, dt, system.method, fmt
+        self.real_dtype = np.finfo(dt).dtype        # of norms, residual histories, tolerances
         self._vectors = {}
+        bicg = system.method == "bicg"
         with self.stream:
-            self.A = ops.DeviceMatrix.build(system.csr, fmt)
-            # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
-            self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
-                       if system.method == "bicg" else None)
+            if system.operator is not None:          # the user's operator, called per SpMV
+                op, dev = system.operator, operator_on_device(system.operator, system)
+                self.A = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "A.matvec")
+                self.AH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "A.rmatvec")
+                           if bicg else None)
+            else:
+                self.A = ops.DeviceMatrix.build(system.csr, fmt)
+                # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
+                self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
+                           if bicg else None)
             self.b = cupy.asarray(system.b, dtype=dt)
             self.inv_diag = (cupy.asarray(system.M.inv_diag, dtype=dt)
                              if system.M.kind == "jacobi" else None)
+            self.M = self.MH = None                  # a general preconditioner: z = M r
+            if system.M.kind == "operator":
+                op, dev = system.M.op, operator_on_device(system.M.op, system)
+                self.M = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "M.matvec")
+                self.MH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "M.rmatvec")
+                           if bicg else None)
+            self.preconditioned = self.inv_diag is not None or self.M is not None
             # work vectors start poisoned (NaN): a kernel that reads what nothing wrote shows up
             self.r = cupy.full(n, np.nan, dt)
             self.p = cupy.full(n, np.nan, dt)
             self.v = cupy.full(n, np.nan, dt)
-            self.z = cupy.full(n, np.nan, dt) if self.inv_diag is not None else self.r
+            self.z = cupy.full(n, np.nan, dt) if self.preconditioned else self.r
             self.scal = cupy.zeros(self.N_SCALARS, dt)
             self.scal[ONE] = 1
             self.partials = cupy.zeros(2 * ops.DOT_MAX_PARTIALS, dt)
         self.host = HostScalars(self.N_SCALARS, dt)
         self.stream.synchronize()
+
+    def psolve(self, r, z):
+        """z = M r: the Jacobi kernel, or the user's preconditioner."""
+        if self.M is not None:
+            ops.spmv(self.M, r, z, self.stream)
+        else:
+            ops.jacobi(self.inv_diag, r, z, self.stream)
+
+    def rpsolve(self, r, z):
+        """z = M^H r (BiCG's psolve of r~): conj(D^-1) r, or the user's M.rmatvec."""
+        if self.MH is not None:
+            ops.spmv(self.MH, r, z, self.stream)
+        else:
+            ops.jacobi_conj(self.inv_diag, r, z, self.stream)
 
     def s(self, k: int):
         """Device scalar slot k, as a 1-element view (its pointer is what kernels take)."""
@@ -153,19 +197,19 @@ class GpuState:
     def read_tau(self, sync):
         """Copy (tau, status) to the host and wait for them: the host-driven loops' one read."""
         tau, status = self.host.fetch(self.scal[TAU:STATUS + 1], self.stream, sync)
-        return float(tau), int(status)
+        return float(tau.real), int(status.real)
 
     def cg_setup(self, x):
         """Issue the CG set-up with dpsolve's unfused kernels: r = b - A x, z = D^-1 r,
         sigma = <r, z>, tau = ||r||, status = 0, p = z. Shared by the host-driven variants."""
         import cupy
-        s, stream, pre = self.s, self.stream, self.inv_diag is not None
+        s, stream, pre = self.s, self.stream, self.preconditioned
         cupy.copyto(self.r, self.b)
         ops.LAUNCHES.add()
         ops.spmv(self.A, x, self.v, stream)
         ops.axpy(s(ONE), self.v, self.r, sign=-1.0, stream=stream)
         if pre:
-            ops.jacobi(self.inv_diag, self.r, self.z, stream)
+            self.psolve(self.r, self.z)
             ops.dot(self.r, self.r, s(RR), self.partials, stream)
         ops.dot(self.r, self.z, s(ZETA), self.partials, stream)
         ops.scalar("cg", "cg_start", self.dtype, s(ZETA), s(RR if pre else ZETA), s(SIGMA),
@@ -178,7 +222,7 @@ class GpuState:
     def krylov_vectors(self):
         """Allocate (poisoned) the named work vectors of this state's BiCG / BiCGStab, so that no
         allocation happens inside a measured run. q is ``v``; z is ``r`` unpreconditioned."""
-        pre = self.inv_diag is not None
+        pre = self.preconditioned
         names = {"bicg": ("rt", "pt", "qt") + (("zt",) if pre else ()),
                  "bicgstab": ("rt", "t") + (("phat", "shat") if pre else ())}.get(self.method, ())
         for name in names:
@@ -198,8 +242,9 @@ class GpuState:
 
     @property
     def breakdown_tol(self):
-        """SciPy's rhotol / omegatol, eps**2 of the working dtype (dpsolve.reference._util)."""
-        return np.finfo(self.dtype).eps ** 2
+        """SciPy's rhotol / omegatol, eps**2 of the working dtype (dpsolve.reference._util), as a
+        scalar of its real type (what the kernels take)."""
+        return ops.real_scalar(self.dtype, np.finfo(self.dtype).eps ** 2)
 
     def krylov_setup(self, x, zero=()):
         """Issue the BiCG / BiCGStab set-up with unfused kernels: r = b - A x, r~ = r, the
@@ -226,6 +271,8 @@ class GpuBackend(Backend):
 
     methods = ("cg",)
     State = GpuState
+    takes_operator_A = False     # A as an operator, called every iteration (host-driven variants)
+    takes_operator_M = False     # a general M, called every iteration (variants that do not fuse M)
 
     def availability(self):
         st = device_status()
@@ -244,11 +291,14 @@ class GpuBackend(Backend):
         if system.dtype not in GPU_DTYPES:
             return (f"variant {self.name!r} supports float32 and float64 so far, not "
                     f"{system.dtype}; use variant='host'")
-        if system.operator is not None:
-            return f"variant {self.name!r} needs A as a matrix, not a LinearOperator; use variant='host'"
-        if system.M.kind == "operator":
-            return (f"variant {self.name!r} takes M=None, 'jacobi' or a diagonal; a general "
-                    f"preconditioner runs on variant='host'")
+        if system.operator is not None and not self.takes_operator_A:
+            return (f"variant {self.name!r} runs the solve on the GPU without the host and needs "
+                    f"A as a matrix, not a LinearOperator; variants that call an operator every "
+                    f"iteration: {_takers('takes_operator_A')}")
+        if system.M.kind == "operator" and not self.takes_operator_M:
+            return (f"variant {self.name!r} takes M=None, 'jacobi' or a diagonal (it fuses the "
+                    f"Jacobi application into its kernels); a general preconditioner runs on "
+                    f"{_takers('takes_operator_M')}")
         return None
 
     def supports(self, system) -> bool:
@@ -322,6 +372,12 @@ class GpuBackend(Backend):
 
     def to_output(self, x, system):
         return x if system.out_cupy else x.get()
+
+
+def _takers(flag: str) -> str:
+    from . import VARIANT_NAMES, get_backend
+    names = [n for n in VARIANT_NAMES if n == "host" or getattr(get_backend(n), flag, False)]
+    return ", ".join(repr(n) for n in names)
 
 
 # step() status codes of the host-driven loops

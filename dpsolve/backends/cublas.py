@@ -9,7 +9,7 @@ Per iteration:
         alpha = sigma / pv                    on the host; non-finite -> info = -10, x untouched
     O3  cublas axpy(alpha, p, x)
     O4  cublas axpy(-alpha, v, r)
-        jacobi: z = D^-1 r                    dpsolve kernel (preconditioned only)
+        psolve: z = M r                       Jacobi kernel or the user's M (preconditioned)
     O5  zeta = cublas dot(r, z)               -> host (a wait)
     O6, O7  beta = zeta / sigma; sigma = zeta on the host
     O8  cublas scal(beta, p); axpy(1, z, p)   p = z + beta p (cuBLAS has no XPAY)
@@ -41,6 +41,12 @@ from . import _gpu
 from ._gpu import CONVERGED_MID_STEP, OK, GpuBackend
 
 
+# cuBLAS routine names per dtype: (prefix, the conjugating DOT, NRM2). <x, y> = x^H y, as SciPy's
+# dotprod: cublas<c|z>dotc conjugates its first argument.
+_BLAS_NAMES = {"f": ("s", "sdot", "snrm2"), "d": ("d", "ddot", "dnrm2"),
+               "F": ("c", "cdotc", "scnrm2"), "D": ("z", "zdotc", "dznrm2")}
+
+
 class _Cublas:
     """Thin host-pointer-mode wrappers over CuPy's cuBLAS bindings for one dtype."""
 
@@ -49,11 +55,13 @@ class _Cublas:
         from cupy_backends.cuda.libs import cublas
         self.lib = cublas
         self.h = cupy.cuda.device.get_cublas_handle()
-        p = "s" if dtype == np.float32 else "d"
-        self._dot, self._axpy = getattr(cublas, p + "dot"), getattr(cublas, p + "axpy")
-        self._scal, self._nrm2 = getattr(cublas, p + "scal"), getattr(cublas, p + "nrm2")
+        dtype = np.dtype(dtype)
+        p, dot, nrm2 = _BLAS_NAMES[dtype.char]
+        self._dot, self._axpy = getattr(cublas, dot), getattr(cublas, p + "axpy")
+        self._scal, self._nrm2 = getattr(cublas, p + "scal"), getattr(cublas, nrm2)
         self._copy = getattr(cublas, p + "copy", None)   # not in every CuPy's bindings (14.2)
         self.host = np.zeros(2, dtype=dtype)            # [result, alpha]: host-side scalars
+        self.host_norm = np.zeros(1, dtype=np.finfo(dtype).dtype)   # NRM2's result is real
         self.stream, self.sync = stream, sync
 
     def __enter__(self):
@@ -79,9 +87,9 @@ class _Cublas:
 
     def nrm2(self, x):
         ops.LAUNCHES.add()
-        self._nrm2(self.h, x.size, x.data.ptr, 1, self._result())
+        self._nrm2(self.h, x.size, x.data.ptr, 1, self.host_norm.ctypes.data)
         self.sync.waits += 1
-        return self.host[0]
+        return self.host_norm[0]
 
     def axpy(self, alpha, x, y):
         ops.LAUNCHES.add()
@@ -109,6 +117,7 @@ class _Cublas:
 class CublasBackend(GpuBackend):
     name = "cublas"
     methods = ("cg", "bicg", "bicgstab")
+    takes_operator_A = takes_operator_M = True
 
     def prepare(self, system, fmt):
         st = super().prepare(system, fmt)
@@ -125,17 +134,17 @@ class CublasBackend(GpuBackend):
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         import cupy
         A, stream = st.A, st.stream
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         state = {}
-        with _Cublas(st.dtype, stream, sync) as cb:
+        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
             def start():
                 cupy.copyto(st.r, st.b)                          # r = b - A x
                 ops.LAUNCHES.add()
                 ops.spmv(A, x, st.v, stream)
                 cb.axpy(-1.0, st.v, st.r)
                 if pre:
-                    ops.jacobi(st.inv_diag, st.r, st.z, stream)
-                state["sigma"] = float(cb.dot(st.r, st.z))
+                    st.psolve(st.r, st.z)
+                state["sigma"] = cb.dot(st.r, st.z)
                 tau = float(cb.nrm2(st.r)) if pre else math.sqrt(abs(state["sigma"]))
                 cupy.copyto(st.p, st.z)
                 ops.LAUNCHES.add()
@@ -143,15 +152,15 @@ class CublasBackend(GpuBackend):
 
             def step():
                 ops.spmv(A, st.p, st.v, stream)                  # O1
-                pv = float(cb.dot(st.p, st.v))                   # O2 (host wait)
+                pv = cb.dot(st.p, st.v)                          # O2 (host wait)
                 alpha = state["sigma"] / pv if pv != 0 else math.inf
-                if not math.isfinite(alpha):
+                if not np.isfinite(alpha):
                     return math.nan, 1
                 cb.axpy(alpha, st.p, x)                          # O3
                 cb.axpy(-alpha, st.v, st.r)                      # O4
                 if pre:
-                    ops.jacobi(st.inv_diag, st.r, st.z, stream)
-                zeta = float(cb.dot(st.r, st.z))                 # O5 (host wait)
+                    st.psolve(st.r, st.z)
+                zeta = cb.dot(st.r, st.z)                        # O5 (host wait)
                 beta = zeta / state["sigma"]                     # O6
                 state["sigma"] = zeta                            # O7
                 cb.scal(beta, st.p)                              # O8: p = beta p + z
@@ -175,7 +184,7 @@ class CublasBackend(GpuBackend):
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         A, AH, stream = st.A, st.AH, st.stream
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
         tol = st.breakdown_tol
@@ -187,8 +196,8 @@ class CublasBackend(GpuBackend):
 
             def step():
                 if pre:
-                    ops.jacobi(st.inv_diag, r, z, stream)            # z = D^-1 r
-                    ops.jacobi_conj(st.inv_diag, rt, zt, stream)     # z~ = conj(D^-1) r~
+                    st.psolve(r, z)                                  # z = M r
+                    st.rpsolve(rt, zt)                               # z~ = M^H r~
                 rho = cb.dot(rt, z)                                  # rho = <r~, z> (wait)
                 if abs(rho) < tol:
                     return math.nan, -10
@@ -218,7 +227,7 @@ class CublasBackend(GpuBackend):
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
         A, stream = st.A, st.stream
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
         tol = st.breakdown_tol
@@ -243,7 +252,7 @@ class CublasBackend(GpuBackend):
                     cb.scal(beta, p)
                     cb.axpy(1.0, r, p)
                 if pre:
-                    ops.jacobi(st.inv_diag, p, phat, stream)         # p^ = D^-1 p
+                    st.psolve(p, phat)                               # p^ = M p
                 ops.spmv(A, phat, v, stream)                         # v = A p^
                 rv = cb.dot(rt, v)                                   # <r~, v> (wait)
                 if rv == 0:
@@ -254,7 +263,7 @@ class CublasBackend(GpuBackend):
                     cb.axpy(alpha, phat, x)
                     return math.nan, CONVERGED_MID_STEP
                 if pre:
-                    ops.jacobi(st.inv_diag, r, shat, stream)         # s^ = D^-1 s
+                    st.psolve(r, shat)                               # s^ = M s
                 ops.spmv(A, shat, t, stream)                         # t = A s^
                 omega = cb.dot(t, r) / cb.dot(t, t)                  # <t, s> / <t, t> (2 waits)
                 cb.axpy(alpha, phat, x)                              # x += alpha p^ + omega s^

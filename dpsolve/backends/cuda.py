@@ -7,7 +7,7 @@ kernel, and the scalars kept on the device):
     O2  dot(p, v) -> pv; cg_alpha        2 + 1 launches (two-stage DOT, then alpha = sigma/pv)
     O3  axpy: x += alpha p               1
     O4  axpy: r -= alpha v               1
-        jacobi: z = D^-1 r               (1, preconditioned only)
+        psolve: z = M r                  (1 Jacobi kernel, or the user's M; preconditioned only)
     O5  dot(r, z) -> zeta                2  (+2 for <r, r> when preconditioned)
     O6, O7, O9  cg_beta                  1  (beta = zeta/sigma; sigma = zeta; tau = sqrt(<r,r>))
     O8  xpay: p = z + beta p             1
@@ -61,6 +61,7 @@ from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PV, RHO, RHO_PREV, RR,
 class CudaBackend(GpuBackend):
     name = "cuda"
     methods = ("cg", "bicg", "bicgstab")
+    takes_operator_A = takes_operator_M = True
 
     def prepare(self, system, fmt):
         st = super().prepare(system, fmt)
@@ -69,7 +70,7 @@ class CudaBackend(GpuBackend):
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream, dt = st.A, st.s, st.stream, st.dtype
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         parts = st.partials
         rr = RR if pre else ZETA
 
@@ -84,7 +85,7 @@ class CudaBackend(GpuBackend):
             ops.axpy(s(ALPHA), st.p, x, stream=stream)                 # O3  x += alpha p
             ops.axpy(s(ALPHA), st.v, st.r, sign=-1.0, stream=stream)   # O4  r -= alpha v
             if pre:
-                ops.jacobi(st.inv_diag, st.r, st.z, stream)             #     z = D^-1 r
+                st.psolve(st.r, st.z)                                  #     z = M r
                 ops.dot(st.r, st.r, s(RR), parts, stream)
             ops.dot(st.r, st.z, s(ZETA), parts, stream)                # O5  zeta = <r, z>
             ops.scalar("cg", "cg_beta", dt, s(ZETA), s(rr), s(SIGMA), s(BETA), s(TAU),
@@ -100,11 +101,11 @@ class CudaBackend(GpuBackend):
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         A, AH, s, stream, dt = st.A, st.AH, st.s, st.stream, st.dtype
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         parts = st.partials
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
-        tol = dt.type(st.breakdown_tol)
+        tol = st.breakdown_tol
         status = s(STATUS)
 
         def start():
@@ -114,8 +115,8 @@ class CudaBackend(GpuBackend):
         def record(first):
             with ops.record() as plan:
                 if pre:
-                    ops.jacobi(st.inv_diag, r, z, stream)                  # z = D^-1 r
-                    ops.jacobi_conj(st.inv_diag, rt, zt, stream)           # z~ = conj(D^-1) r~
+                    st.psolve(r, z)                                        # z = M r
+                    st.rpsolve(rt, zt)                                     # z~ = M^H r~
                 ops.dot(rt, z, s(RHO), parts, stream)                      # rho = <r~, z>
                 ops.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, s(RHO), s(RHO_PREV),
                            s(BI_BETA), status, stream=stream)              # -10; beta
@@ -137,11 +138,11 @@ class CudaBackend(GpuBackend):
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream, dt = st.A, st.s, st.stream, st.dtype
-        pre = st.inv_diag is not None
+        pre = st.preconditioned
         parts = st.partials
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
-        tol = dt.type(st.breakdown_tol)
+        tol = st.breakdown_tol
         status = s(STATUS)
 
         def start():
@@ -156,7 +157,7 @@ class CudaBackend(GpuBackend):
                            stream=stream)                                  # -10, -11; beta
                 ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)      # p = r + beta (p - omega v)
                 if pre:
-                    ops.jacobi(st.inv_diag, p, phat, stream)               # p^ = D^-1 p
+                    st.psolve(p, phat)                                     # p^ = M p
                 ops.spmv(A, phat, v, stream)                               # v = A p^
                 ops.dot(rt, v, s(RV), parts, stream)                       # <r~, v>
                 ops.scalar("krylov", "bicgstab_alpha", dt, s(RHO), s(RV), s(BI_ALPHA), status,
@@ -167,7 +168,7 @@ class CudaBackend(GpuBackend):
                 ops.scalar("krylov", "bicgstab_snorm", dt, s(SS), np.float64(atol), status,
                            stream=stream)                                  # ||s|| < atol: status 2
                 if pre:
-                    ops.jacobi(st.inv_diag, r, shat, stream)               # s^ = D^-1 s
+                    st.psolve(r, shat)                                     # s^ = M s
                 ops.spmv(A, shat, t, stream)                               # t = A s^
                 ops.dot(t, r, s(TS), parts, stream)                        # <t, s>
                 ops.dot(t, t, s(TT), parts, stream)                        # <t, t>

@@ -90,8 +90,8 @@ class DynamicState(GpuState):
         if self.hist is None or self.hist.size < maxiter + 1:
             import cupy
             with self.stream:
-                self.hist = cupy.full(maxiter + 1, np.nan, self.dtype)
-            self.hist_host = HostScalars(maxiter + 1, self.dtype)
+                self.hist = cupy.full(maxiter + 1, np.nan, self.real_dtype)
+            self.hist_host = HostScalars(maxiter + 1, self.real_dtype)
             self.stream.synchronize()
 
     def ensure_vectors(self):

@@ -43,6 +43,7 @@ from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PENDING, PV, RHO, RR, 
 class MergeBackend(GpuBackend):
     name = "merge"
     methods = ("cg", "bicg", "bicgstab")
+    takes_operator_A = True          # its SpMV + DOT kernels split as for CSR-vector
 
     def prepare(self, system, fmt):
         st = super().prepare(system, fmt)

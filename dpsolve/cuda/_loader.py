@@ -23,7 +23,9 @@ CUDA_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = CUDA_DIR / "include"
 OPTIONS = ("-std=c++17", f"-I{INCLUDE_DIR}")
 
-CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+          np.dtype(np.complex64): "dps::complex<float>",
+          np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 

@@ -65,7 +65,7 @@ struct BicgArgs {
     T* part_rr;
     T* part_rv;
     double* status;
-    T* hist;                             // optional: hist[j] = ||r_j|| (nullptr: none)
+    dps::real_t<T>* hist;                  // optional: hist[j] = ||r_j|| (nullptr: none)
 };
 
 // The two SpMVs of iteration j with the gathers `load` (p_j) and `loadt` (p~_j): p_j, q = A p_j,
@@ -104,7 +104,7 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
     const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
     const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
     if (threadIdx.x == 0) {
-        const T tau = sqrt(fabs(rr));
+        const dps::real_t<T> tau = sqrt(fabs(rr));
         int info = 0, its = j;
         bool go = false;
         if (j >= a.maxiter) info = its = a.maxiter;
@@ -224,7 +224,7 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
                T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ pt0, T* __restrict__ pt1,
                T* __restrict__ q, T* __restrict__ qt, T* __restrict__ part_rho,
                T* __restrict__ part_rr, T* __restrict__ part_rv, double* __restrict__ status,
-               T* __restrict__ hist) {
+               dps::real_t<T>* __restrict__ hist) {
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {

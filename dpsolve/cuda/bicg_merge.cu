@@ -50,16 +50,8 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// Vector updates round each product on its own, as NumPy does in the reference (alpha * p is
-// rounded before it is added): __fmul_rn / __dmul_rn are never contracted into an FMA. (The dots
-// keep their FMAs: how they round is part of the reduction order anyway.)
-template <typename T> __device__ __forceinline__ T dps_mul(T a, T b);
-template <> __device__ __forceinline__ float dps_mul<float>(float a, float b) {
-    return __fmul_rn(a, b);
-}
-template <> __device__ __forceinline__ double dps_mul<double>(double a, double b) {
-    return __dmul_rn(a, b);
-}
+// Vector updates round each product on its own (dps::mul_rn), as NumPy does in the reference.
+// (The dots keep their FMAs: how they round is part of the reduction order anyway.)
 
 // {rho check, p, p~}: a pending rho breakdown (set by bicg_merge_rho) becomes the status and the
 // iteration does nothing; otherwise p = z + beta p, p~ = z~ + conj(beta) p~. pending is uniform,
@@ -77,8 +69,8 @@ bicg_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status, const
     const T b = beta[0], bc = dps::conj(beta[0]);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        p[i] = z[i] + dps_mul(b, p[i]);
-        pt[i] = zt[i] + dps_mul(bc, pt[i]);
+        p[i] = z[i] + dps::mul_rn(b, p[i]);
+        pt[i] = zt[i] + dps::mul_rn(bc, pt[i]);
     }
 }
 
@@ -185,9 +177,9 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
     T rho = T(0), rr = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        x[i] = x[i] + dps_mul(a, p[i]);
-        const T ri = r[i] - dps_mul(a, q[i]);
-        const T rti = rt[i] - dps_mul(ac, qt[i]);
+        x[i] = x[i] + dps::mul_rn(a, p[i]);
+        const T ri = r[i] - dps::mul_rn(a, q[i]);
+        const T rti = rt[i] - dps::mul_rn(ac, qt[i]);
         r[i] = ri;
         rt[i] = rti;
         T zi = ri;
@@ -214,7 +206,7 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__ part_rr, int first,
-               T tol, T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
+               dps::real_t<T> tol, T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
                T* __restrict__ pending, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     if (!first && status[0] != T(0)) return;

@@ -69,7 +69,7 @@ struct StabArgs {
     T* part_ts;
     T* part_tt;
     double* status;
-    T* hist;                             // optional residual history (nullptr: none)
+    dps::real_t<T>* hist;                  // optional residual history (nullptr: none)
 };
 
 // p_j = r + beta (p_{j-1} - omega v_{j-1}) (j > 0; p_0 = r), and the gather p^ = D^-1 p_j.
@@ -83,12 +83,12 @@ struct LoadStabP {
     T beta, omega;
     bool first;
     __device__ __forceinline__ T p_at(int c) const {
-        const T rc = __ldg(r + c);
-        return first ? rc : fma(beta, fma(-omega, __ldg(v + c), __ldg(p + c)), rc);
+        const T rc = dps::ldg(r + c);
+        return first ? rc : fma(beta, fma(-omega, dps::ldg(v + c), dps::ldg(p + c)), rc);
     }
     __device__ __forceinline__ T operator()(int c) const {
         const T pc = p_at(c);
-        return d != nullptr ? __ldg(d + c) * pc : pc;
+        return d != nullptr ? dps::ldg(d + c) * pc : pc;
     }
 };
 
@@ -99,10 +99,10 @@ struct LoadStabS {
     const T* __restrict__ v;             // v_j
     const T* __restrict__ d;
     T alpha;
-    __device__ __forceinline__ T s_at(int c) const { return fma(-alpha, __ldg(v + c), __ldg(r + c)); }
+    __device__ __forceinline__ T s_at(int c) const { return fma(-alpha, dps::ldg(v + c), dps::ldg(r + c)); }
     __device__ __forceinline__ T operator()(int c) const {
         const T sc = s_at(c);
-        return d != nullptr ? __ldg(d + c) * sc : sc;
+        return d != nullptr ? dps::ldg(d + c) * sc : sc;
     }
 };
 
@@ -125,7 +125,7 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
     const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
     if (threadIdx.x == 0) {
-        const T tau = sqrt(fabs(rr));
+        const dps::real_t<T> tau = sqrt(fabs(rr));
         int info = 0, its = j;
         bool go = false;
         if (j >= a.maxiter) info = its = a.maxiter;
@@ -224,7 +224,7 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
     const T ts = dyn::sum_partials(a.part_ts, (int)gridDim.x, smem);
     const T tt = dyn::sum_partials(a.part_tt, (int)gridDim.x, smem);
     if (threadIdx.x == 0) {
-        const T snorm = sqrt(fabs(ss));
+        const dps::real_t<T> snorm = sqrt(fabs(ss));
         const bool done = (double)snorm < a.atol;                  // SciPy's strict test on ||s||
         const T omega = ts / tt;
         sh_done = done;
@@ -297,7 +297,7 @@ bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __rest
                    T* __restrict__ v0, T* __restrict__ v1, T* __restrict__ s, T* __restrict__ t,
                    T* __restrict__ part_rho, T* __restrict__ part_rr, T* __restrict__ part_rv,
                    T* __restrict__ part_ss, T* __restrict__ part_ts, T* __restrict__ part_tt,
-                   double* __restrict__ status, T* __restrict__ hist) {
+                   double* __restrict__ status, dps::real_t<T>* __restrict__ hist) {
     __shared__ T smem[DPS_WARP];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         status[DYN_STATE] = DYN_RUNNING;

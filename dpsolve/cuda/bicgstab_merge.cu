@@ -68,16 +68,8 @@
 
 #define DPS_MID_STEP 2      // CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
 
-// Vector updates round each product on its own, as NumPy does in the reference (alpha * p is
-// rounded before it is added): __fmul_rn / __dmul_rn are never contracted into an FMA. (The dots
-// keep their FMAs: how they round is part of the reduction order anyway.)
-template <typename T> __device__ __forceinline__ T dps_mul(T a, T b);
-template <> __device__ __forceinline__ float dps_mul<float>(float a, float b) {
-    return __fmul_rn(a, b);
-}
-template <> __device__ __forceinline__ double dps_mul<double>(double a, double b) {
-    return __dmul_rn(a, b);
-}
+// Vector updates round each product on its own (dps::mul_rn), as NumPy does in the reference.
+// (The dots keep their FMAs: how they round is part of the reduction order anyway.)
 
 // {checks, p, psolve}: a pending breakdown becomes the status and the iteration does nothing;
 // otherwise p = r + beta (p - omega v) and, with inv_diag, p^ = D^-1 p. pending is uniform; only
@@ -97,7 +89,7 @@ bicgstab_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status,
     const bool pre = (inv_diag != nullptr);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        const T pi = r[i] + dps_mul(b, p[i] - dps_mul(w, v[i]));
+        const T pi = r[i] + dps::mul_rn(b, p[i] - dps::mul_rn(w, v[i]));
         p[i] = pi;
         if (pre) phat[i] = inv_diag[i] * pi;
     }
@@ -158,8 +150,8 @@ bicgstab_merge_s(int n, const T* __restrict__ status, const T* __restrict__ alph
     T ss = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        x[i] = x[i] + dps_mul(a, ph[i]);
-        const T si = r[i] - dps_mul(a, v[i]);
+        x[i] = x[i] + dps::mul_rn(a, ph[i]);
+        const T si = r[i] - dps::mul_rn(a, v[i]);
         r[i] = si;
         if (pre) shat[i] = inv_diag[i] * si;
         ss += dps::conj(si) * si;
@@ -258,7 +250,7 @@ bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
     ts = dps::block_sum(ts, smem);
     tt = dps::block_sum(tt, smem);
     if (threadIdx.x == 0) {
-        const T snorm = sqrt(fabs(ss));
+        const dps::real_t<T> snorm = sqrt(fabs(ss));
         if ((double)snorm < atol) status[0] = T(DPS_MID_STEP);
         else omega[0] = ts / tt;
     }
@@ -281,8 +273,8 @@ bicgstab_merge_r(int n, const T* __restrict__ status, const T* __restrict__ omeg
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const T si = r[i];
-        x[i] = x[i] + dps_mul(w, pre ? shat[i] : si);
-        const T ri = si - dps_mul(w, t[i]);
+        x[i] = x[i] + dps::mul_rn(w, pre ? shat[i] : si);
+        const T ri = si - dps::mul_rn(w, t[i]);
         r[i] = ri;
         rho += dps::conj(rt[i]) * ri;
         rr += dps::conj(ri) * ri;
@@ -303,7 +295,7 @@ bicgstab_merge_r(int n, const T* __restrict__ status, const T* __restrict__ omeg
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__ part_rr,
-                   int first, T tol, T* __restrict__ rho, const T* __restrict__ alpha,
+                   int first, dps::real_t<T> tol, T* __restrict__ rho, const T* __restrict__ alpha,
                    T* __restrict__ omega, T* __restrict__ beta, T* __restrict__ tau,
                    T* __restrict__ pending, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];

@@ -55,7 +55,7 @@ struct Args {
     T* part_rz;
     T* part_rr;
     double* status;
-    T* hist;                  // optional residual history: hist[j] = tau_j (nullptr: none)
+    dps::real_t<T>* hist;       // optional residual history: hist[j] = tau_j (nullptr: none)
 };
 
 }  // namespace dyn
@@ -74,7 +74,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
     const T zeta = dyn::sum_partials(a.part_rz, (int)gridDim.x, smem);
     const T rr = pre ? dyn::sum_partials(a.part_rr, (int)gridDim.x, smem) : zeta;
     if (threadIdx.x == 0) {
-        const T tau = sqrt(fabs(rr));
+        const dps::real_t<T> tau = sqrt(fabs(rr));
         int info = 0, its = j;
         bool go = false;
         if (j > 0 && !isfinite(tau)) info = -10;                  // -10 at j (the step j-1 made it)
@@ -106,7 +106,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
             const T pi = load(row);
             p_new[row] = pi;
             v[row] = av;
-            acc += pi * av;
+            acc += dps::conj(pi) * av;
         });
     } else {                                                      // p_j = z_j + beta p_{j-1}
         const dyn::LoadXpay<T> load{a.z, (j & 1) ? a.p0 : a.p1, sh_beta};
@@ -114,7 +114,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
             const T pi = load(row);
             p_new[row] = pi;
             v[row] = av;
-            acc += pi * av;
+            acc += dps::conj(pi) * av;
         });
     }
     acc = dps::block_sum(acc, smem);
@@ -163,10 +163,10 @@ cg_dyn_update(const dyn::Args<T> a, int j, T sigma) {
         if (pre) {
             const T zi = inv_diag[i] * ri;                        // z = D^-1 r
             z[i] = zi;
-            rz += ri * zi;
-            rr += ri * ri;
+            rz += dps::conj(ri) * zi;
+            rr += dps::conj(ri) * ri;
         } else {
-            rz += ri * ri;
+            rz += dps::conj(ri) * ri;
         }
     };
     const int chunk = 2 * gridDim.x * DPS_BLOCK;                  // pairs of elements per thread
@@ -192,7 +192,7 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
              const T* __restrict__ inv_diag, T* __restrict__ x, T* __restrict__ r, T* __restrict__ z,
              T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ v, T* __restrict__ part_pv,
              T* __restrict__ part_rz, T* __restrict__ part_rr, double* __restrict__ status,
-             T* __restrict__ hist) {
+             dps::real_t<T>* __restrict__ hist) {
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -211,10 +211,10 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
         if (pre) {
             const T zi = inv_diag[row] * ri;
             z[row] = zi;
-            rz += ri * zi;
-            rr += ri * ri;
+            rz += dps::conj(ri) * zi;
+            rr += dps::conj(ri) * ri;
         } else {
-            rz += ri * ri;
+            rz += dps::conj(ri) * ri;
         }
     });
     rz = dps::block_sum(rz, smem);

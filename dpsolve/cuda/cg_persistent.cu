@@ -35,7 +35,7 @@ struct LoadXpayCoherent {
     const T* z;
     const T* p;
     T beta;
-    __device__ __forceinline__ T operator()(int c) const { return fma(beta, __ldcg(p + c), __ldcg(z + c)); }
+    __device__ __forceinline__ T operator()(int c) const { return fma(beta, dps::ldcg(p + c), dps::ldcg(z + c)); }
 };
 
 // Sum of nparts partials written by other blocks before the last grid.sync; every thread of
@@ -43,7 +43,7 @@ struct LoadXpayCoherent {
 template <typename T>
 __device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
     T s = T(0);
-    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += __ldcg(parts + i);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
     s = dps::block_sum(s, smem);
     if (threadIdx.x == 0) *bcast = s;
     __syncthreads();
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
               const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
               const T* __restrict__ inv_diag, T* x, T* r, T* z, T* p0, T* p1, T* v,
-              T* part_pv, T* part_rz, T* part_rr, double* status, T* hist) {
+              T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
@@ -74,7 +74,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
                             [&](int row, T ax) { r[row] = b[row] - ax; });
         grid.sync();                              // CSR-vector rows and elements map differently
         for (int i = first; i < n; i += stride) {
-            const T ri = __ldcg(r + i);
+            const T ri = dps::ldcg(r + i);
             const T zi = pre ? inv_diag[i] * ri : ri;
             if (pre) z[i] = zi;
             p1[i] = T(0);
@@ -98,7 +98,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
         const T zeta = pers::all_sum(part_rz, gridDim.x, smem, &bcast);
         const T rrs = pre ? pers::all_sum(part_rr, gridDim.x, smem, &bcast) : zeta;
         tau = sqrt(fabs((double)dps::real(rrs)));
-        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = T(tau);
+        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
         if (j > 0 && !isfinite(tau)) { info = -10; its = j; break; }
         if (tau < atol) { info = 0; its = j; break; }
         if (j == maxiter) { info = maxiter; its = maxiter; break; }
@@ -113,7 +113,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
             dyn::for_rows<T, W>(n, width, indptr, indices, data,
                                 pers::LoadXpayCoherent<T>{z, p_prev, beta},
                                 [&](int row, T vi) {
-                                    const T pi = fma(beta, __ldcg(p_prev + row), __ldcg(z + row));
+                                    const T pi = fma(beta, dps::ldcg(p_prev + row), dps::ldcg(z + row));
                                     p_cur[row] = pi;
                                     v[row] = vi;
                                     pv += dps::conj(pi) * vi;
@@ -130,8 +130,8 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
             if (!dps::is_finite(alpha)) { info = -10; its = j; break; }
             T rz = T(0), rr = T(0);
             for (int i = first; i < n; i += stride) {
-                x[i] += alpha * __ldcg(p_cur + i);
-                const T ri = __ldcg(r + i) - alpha * __ldcg(v + i);
+                x[i] += alpha * dps::ldcg(p_cur + i);
+                const T ri = dps::ldcg(r + i) - alpha * dps::ldcg(v + i);
                 r[i] = ri;
                 const T zi = pre ? inv_diag[i] * ri : ri;
                 if (pre) z[i] = zi;

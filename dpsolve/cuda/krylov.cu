@@ -31,16 +31,8 @@
 
 #define DPS_MID_STEP 2      // CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
 
-// Vector updates round each product on its own, as NumPy does in the reference (alpha * p is
-// rounded before it is added): __fmul_rn / __dmul_rn are never contracted into an FMA. (The dots
-// keep their FMAs: how they round is part of the reduction order anyway.)
-template <typename T> __device__ __forceinline__ T dps_mul(T a, T b);
-template <> __device__ __forceinline__ float dps_mul<float>(float a, float b) {
-    return __fmul_rn(a, b);
-}
-template <> __device__ __forceinline__ double dps_mul<double>(double a, double b) {
-    return __dmul_rn(a, b);
-}
+// Vector updates round each product on its own (dps::mul_rn), as NumPy does in the reference.
+// (The dots keep their FMAs: how they round is part of the reduction order anyway.)
 
 template <typename T>
 __device__ __forceinline__ bool dps_stopped(const T* __restrict__ status) {
@@ -64,9 +56,9 @@ bi_axpy(int n, const T* __restrict__ status, const T* __restrict__ alpha, T sign
     const T a = sign * (conj_alpha ? dps::conj(alpha[0]) : alpha[0]);
     const int chunk = 2 * gridDim.x * blockDim.x;
     for (int i = blockIdx.x * 2 * blockDim.x + threadIdx.x; i < n; i += chunk) {
-        y[i] = y[i] + dps_mul(a, x[i]);
+        y[i] = y[i] + dps::mul_rn(a, x[i]);
         if (i + (int)blockDim.x < n)
-            y[i + blockDim.x] = y[i + blockDim.x] + dps_mul(a, x[i + blockDim.x]);
+            y[i + blockDim.x] = y[i + blockDim.x] + dps::mul_rn(a, x[i + blockDim.x]);
     }
 }
 
@@ -77,9 +69,9 @@ bi_xpay(int n, const T* __restrict__ x, const T* __restrict__ alpha, int conj_al
     const T a = conj_alpha ? dps::conj(alpha[0]) : alpha[0];
     const int chunk = 2 * gridDim.x * blockDim.x;
     for (int i = blockIdx.x * 2 * blockDim.x + threadIdx.x; i < n; i += chunk) {
-        y[i] = x[i] + dps_mul(a, y[i]);
+        y[i] = x[i] + dps::mul_rn(a, y[i]);
         if (i + (int)blockDim.x < n)
-            y[i + blockDim.x] = x[i + blockDim.x] + dps_mul(a, y[i + blockDim.x]);
+            y[i + blockDim.x] = x[i + blockDim.x] + dps::mul_rn(a, y[i + blockDim.x]);
     }
 }
 
@@ -89,7 +81,7 @@ bicgstab_p(int n, const T* __restrict__ r, const T* __restrict__ beta, const T* 
            const T* __restrict__ v, T* __restrict__ p) {
     const T b = beta[0], w = omega[0];
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        p[i] = r[i] + dps_mul(b, p[i] - dps_mul(w, v[i]));
+        p[i] = r[i] + dps::mul_rn(b, p[i] - dps::mul_rn(w, v[i]));
 }
 
 template <typename T>
@@ -112,7 +104,7 @@ __global__ void krylov_start(T* __restrict__ status, T* __restrict__ beta, T* __
 }
 
 template <typename T>
-__global__ void bicg_beta(int first, T tol, const T* __restrict__ rho, const T* __restrict__ rho_prev,
+__global__ void bicg_beta(int first, dps::real_t<T> tol, const T* __restrict__ rho, const T* __restrict__ rho_prev,
                           T* __restrict__ beta, T* __restrict__ status) {
     if (status[0] != T(0)) return;
     const T r = rho[0];
@@ -136,7 +128,7 @@ __global__ void bicg_alpha(const T* __restrict__ rho, const T* __restrict__ rv, 
 }
 
 template <typename T>
-__global__ void bicgstab_beta(int first, T tol, const T* __restrict__ rho,
+__global__ void bicgstab_beta(int first, dps::real_t<T> tol, const T* __restrict__ rho,
                               const T* __restrict__ rho_prev, const T* __restrict__ alpha,
                               const T* __restrict__ omega, T* __restrict__ beta,
                               T* __restrict__ status) {
@@ -171,7 +163,7 @@ __global__ void bicgstab_alpha(const T* __restrict__ rho, const T* __restrict__ 
 template <typename T>
 __global__ void bicgstab_snorm(const T* __restrict__ ss, double atol, T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    const T snorm = sqrt(fabs(ss[0]));
+    const dps::real_t<T> snorm = sqrt(fabs(ss[0]));
     if ((double)snorm < atol) status[0] = T(DPS_MID_STEP);
 }
 

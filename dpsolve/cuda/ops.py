@@ -32,6 +32,15 @@ LAUNCHES = LaunchCounter()
 _RECORDING = None
 
 
+def host_call(fn) -> None:
+    """Run ``fn()`` (Python code between kernels: a user's operator) now or, inside ``record()``,
+    at its place in the recorded plan."""
+    if _RECORDING is not None:
+        _RECORDING.append((fn, None, None, None, None))
+        return
+    fn()
+
+
 def launch(kernel, grid, block, args, stream=None, shared_mem=0):
     """Every host-side kernel launch of dpsolve goes through here, so launches can be counted
     (and, inside ``record()``, captured into a plan instead of issued)."""
@@ -51,7 +60,10 @@ class Plan:
 
     def run(self, stream) -> None:
         for kernel, grid, block, args, shared_mem in self.launches:
-            kernel(grid, block, args, stream=stream, shared_mem=shared_mem)
+            if grid is None:
+                kernel()                   # a host_call
+            else:
+                kernel(grid, block, args, stream=stream, shared_mem=shared_mem)
         LAUNCHES.count += len(self.launches)
 
     def __len__(self):
@@ -73,6 +85,12 @@ class record:
         global _RECORDING
         _RECORDING = None
         return False
+
+
+def real_scalar(dtype, value):
+    """``value`` as a NumPy scalar of the real type of ``dtype`` (float64 for complex128): the
+    kernels' real-valued arguments, such as breakdown tolerances, take this type."""
+    return np.finfo(dtype).dtype.type(value)
 
 
 def _sm_count() -> int:
@@ -123,12 +141,48 @@ class DeviceMatrix:
         return self.nnz * (s + 4) + (self.n + 1) * 4
 
 
+class OperatorMatrix:
+    """A, A^H or M given as an operator (anything with ``matvec``): ``spmv`` calls the user's
+    Python function between dpsolve's kernels (a host-driven variant calls it every iteration).
+
+    ``on_device``: the function takes and returns CuPy arrays (the caller passed CuPy arrays, or
+    a CuPy operator). Otherwise x is copied to the host, the function applied to a NumPy array,
+    and the result copied back, on the solve's stream.
+    """
+    format = "operator"
+
+    def __init__(self, fn, n: int, dtype, on_device: bool, what: str):
+        self.fn, self.n, self.dtype, self.on_device, self.what = fn, n, np.dtype(dtype), on_device, what
+        self.nnz, self.width = 0, 0
+
+    def matrix_bytes(self) -> int:
+        return 0
+
+    def apply(self, x, y, stream) -> None:
+        import cupy
+        out = self.fn(x if self.on_device else x.get(stream=stream))
+        shape = getattr(out, "shape", None)
+        if shape not in ((self.n,), (self.n, 1)):
+            raise ValueError(f"{self.what} returned an array of shape {shape}, expected "
+                             f"({self.n},) or ({self.n}, 1)")
+        if isinstance(out, cupy.ndarray):
+            cupy.copyto(y, out.reshape(self.n), casting="same_kind")
+        else:
+            out = np.asarray(out).reshape(self.n)
+            if not np.can_cast(out.dtype, y.dtype, "same_kind"):
+                raise TypeError(f"{self.what} returned dtype {out.dtype}, which does not cast "
+                                f"to the system's {y.dtype}")
+            y.set(np.ascontiguousarray(out, dtype=y.dtype), stream=stream)
+
+
 def spmv(A: DeviceMatrix, x, y, stream=None) -> None:
-    """y = A x."""
+    """y = A x (A a DeviceMatrix, or an OperatorMatrix: the user's function)."""
     n = A.n
     if n == 0:
         return
-    if A.format == "csr-scalar":
+    if A.format == "operator":
+        host_call(lambda: A.apply(x, y, stream))
+    elif A.format == "csr-scalar":
         k = get_kernel("spmv", "spmv_csr_scalar<{T}>", A.dtype)
         c = A.csr
         launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y), stream)
@@ -189,6 +243,9 @@ def jacobi(inv_diag, r, z, stream=None) -> None:
 # --- variant "merge": the fused macro-kernels of cg_merge.cu (the paper's Figure 2) -------------
 
 _NULL = np.uint64(0)     # a null device pointer, passed by value (8 zero bytes)
+# formats whose SpMV cannot be fused with a DOT in one kernel (a group of lanes owns a row; a
+# Python operator): the merge variant runs the SpMV, then the DOT's stage 1
+UNFUSED_SPMV = ("csr-vector", "operator")
 
 
 def merge_parts(n: int) -> int:
@@ -201,14 +258,11 @@ def merge_spmv_dot(A: DeviceMatrix, p, v, partials, stream=None) -> int:
     """{O1-O2a}: v = A p and per-block partials of <p, v> in partials[:nparts]; returns nparts.
 
     CSR-scalar and ELL: one fused kernel. CSR-vector: O1 and O2a cannot be merged (a group of
-    lanes owns a row), so spmv() then blas1's dot_partial, two launches."""
+    lanes owns a row), nor can an operator's SpMV: spmv() then blas1's dot_partial."""
     n = A.n
-    if A.format == "csr-vector":
+    if A.format in UNFUSED_SPMV:
         spmv(A, p, v, stream)
-        nparts = dot_partials(n)
-        launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), p, v, partials), stream)
-        return nparts
+        return dot_partial(p, v, partials, stream)
     nparts = merge_parts(n)
     if A.format == "csr-scalar":
         c = A.csr
@@ -440,6 +494,10 @@ def bicg_merge_spmv2_dot(A: DeviceMatrix, AH: DeviceMatrix, p, pt, q, qt, partia
     partials[:nparts]; returns nparts. CSR-vector: the two SpMVs in one kernel, then blas1's
     dot_partial (two launches)."""
     n = A.n
+    if A.format == "operator":                     # the user's A and A^H, then the DOT's stage 1
+        spmv(A, p, q, stream)
+        spmv(AH, pt, qt, stream)
+        return dot_partial(pt, q, partials, stream)
     if A.format == "csr-vector":
         if AH.width != A.width:
             raise ValueError("A and A^H need the same CSR-vector width")
@@ -489,7 +547,7 @@ def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, beta, 
     ``first`` (set-up) also sets status = 0."""
     dt = part_rho.dtype
     launch(get_kernel("bicg_merge", "bicg_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), dt.type(tol), rho, beta,
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho, beta,
             tau, pending, status), stream)
 
 
@@ -504,15 +562,12 @@ def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stre
 
 
 def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> int:
-    """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. CSR-vector:
-    spmv() then blas1's dot_partial (two launches)."""
+    """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. CSR-vector and
+    operators: spmv() then blas1's dot_partial (two launches)."""
     n = A.n
-    if A.format == "csr-vector":
+    if A.format in UNFUSED_SPMV:
         spmv(A, x, y, stream)
-        nparts = dot_partials(n)
-        launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), w, y, partials), stream)
-        return nparts
+        return dot_partial(w, y, partials, stream)
     nparts = merge_parts(n)
     if A.format == "csr-scalar":
         launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot_csr<{T}>", A.dtype), (nparts,),
@@ -537,10 +592,10 @@ def bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat, shat, part_ss, s
 
 def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=None) -> int:
     """{SpMV, DOT_ini x2}: t = A x and partials of <t, s> and <t, t>; returns nparts.
-    CSR-vector: spmv() then bicgstab_dot2_partial (two launches)."""
+    CSR-vector and operators: spmv() then bicgstab_dot2_partial (two launches)."""
     n = A.n
     nparts = merge_parts(n)
-    if A.format == "csr-vector":
+    if A.format in UNFUSED_SPMV:
         spmv(A, x, t, stream)
         launch(get_kernel("bicgstab_merge", "bicgstab_dot2_partial<{T}>", A.dtype), (nparts,),
                (BLOCK,), (np.int32(n), t, s, part_ts, part_tt), stream)
@@ -580,7 +635,7 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, al
     rho = rho'. ``first`` (set-up): status = 0, beta = 0, omega = 0, only the rho test."""
     dt = part_rho.dtype
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), dt.type(tol), rho, alpha,
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho, alpha,
             omega, beta, tau, pending, status), stream)
 
 

@@ -1,7 +1,8 @@
 // dpsolve/common.cuh - types, block sizes and reductions shared by every dpsolve kernel.
 //
-// Every kernel is templated on the value type T (float, double) and instantiated from Python with
-// NVRTC name expressions (see dpsolve/cuda/_loader.py). No CUDA runtime headers are needed.
+// Every kernel is templated on the value type T (float, double, complex<float>, complex<double>)
+// and instantiated from Python with NVRTC name expressions (see dpsolve/cuda/_loader.py). No CUDA
+// runtime headers are needed.
 #pragma once
 
 #define DPS_BLOCK 256          // threads per block of every element-wise and SpMV kernel
@@ -32,7 +33,7 @@ struct alignas(2 * sizeof(R)) complex {
     }
     friend __device__ __forceinline__ complex operator/(complex a, complex b) {
         // Smith's algorithm: no overflow for |b| near the range limits
-        if (fabs(b.re) >= fabs(b.im)) {
+        if (::fabs(b.re) >= ::fabs(b.im)) {
             const R t = b.im / b.re, d = b.re + b.im * t;
             return {(a.re + a.im * t) / d, (a.im - a.re * t) / d};
         }
@@ -42,6 +43,44 @@ struct alignas(2 * sizeof(R)) complex {
     friend __device__ __forceinline__ bool operator==(complex a, complex b) { return a.re == b.re && a.im == b.im; }
     friend __device__ __forceinline__ bool operator!=(complex a, complex b) { return !(a == b); }
 };
+
+// Math on complex values under the names the kernels use for real ones. The kernels call fabs,
+// isfinite and fma unqualified, so these overloads are found by argument-dependent lookup for
+// complex arguments while real arguments keep CUDA's own functions.
+template <typename R> __device__ __forceinline__ R fabs(complex<R> a) { return ::hypot(a.re, a.im); }
+template <typename R> __device__ __forceinline__ bool isfinite(complex<R> a) {
+    return ::isfinite(a.re) && ::isfinite(a.im);
+}
+// a * b + c with fused real operations: deterministic, so a value recomputed from the same inputs
+// in another kernel (the SpMV gathers of the device-driven variants) is bitwise the stored one.
+template <typename R> __device__ __forceinline__ complex<R> fma(complex<R> a, complex<R> b, complex<R> c) {
+    return {::fma(a.re, b.re, ::fma(-a.im, b.im, c.re)), ::fma(a.re, b.im, ::fma(a.im, b.re, c.im))};
+}
+
+// Loads through the read-only cache (ldg) and cached in L2 only (ldcg: data other blocks of the
+// same kernel write, e.g. the persistent solver's vectors), for real and complex values.
+template <typename T> __device__ __forceinline__ T ldg(const T* p) { return __ldg(p); }
+template <typename T> __device__ __forceinline__ T ldcg(const T* p) { return __ldcg(p); }
+__device__ __forceinline__ complex<float> ldg(const complex<float>* p) {
+    const float2 v = __ldg(reinterpret_cast<const float2*>(p)); return {v.x, v.y};
+}
+__device__ __forceinline__ complex<double> ldg(const complex<double>* p) {
+    const double2 v = __ldg(reinterpret_cast<const double2*>(p)); return {v.x, v.y};
+}
+__device__ __forceinline__ complex<float> ldcg(const complex<float>* p) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(p)); return {v.x, v.y};
+}
+__device__ __forceinline__ complex<double> ldcg(const complex<double>* p) {
+    const double2 v = __ldcg(reinterpret_cast<const double2*>(p)); return {v.x, v.y};
+}
+
+// a * b rounded on its own, never contracted into an FMA with a following add: the vector updates
+// round alpha * p before adding it, as NumPy does in the reference.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+template <typename R> __device__ __forceinline__ complex<R> mul_rn(complex<R> a, complex<R> b) {
+    return {mul_rn(a.re, b.re) - mul_rn(a.im, b.im), mul_rn(a.re, b.im) + mul_rn(a.im, b.re)};
+}
 
 // Real-valued helpers over both kinds of T.
 template <typename T> struct real_of { using type = T; };
@@ -56,8 +95,8 @@ template <typename T> __device__ __forceinline__ T real(T a) { return a; }
 template <typename R> __device__ __forceinline__ R real(complex<R> a) { return a.re; }
 template <typename T> __device__ __forceinline__ T abs2(T a) { return a * a; }
 template <typename R> __device__ __forceinline__ R abs2(complex<R> a) { return a.re * a.re + a.im * a.im; }
-template <typename T> __device__ __forceinline__ bool is_finite(T a) { return isfinite(a); }
-template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a.re) && isfinite(a.im); }
+template <typename T> __device__ __forceinline__ bool is_finite(T a) { return ::isfinite(a); }
+template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a); }
 
 // Warp shuffles of either kind of value.
 template <typename T>

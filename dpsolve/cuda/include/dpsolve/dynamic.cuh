@@ -35,7 +35,7 @@ namespace dyn {
 template <typename T>
 struct LoadVec {
     const T* __restrict__ x;
-    __device__ __forceinline__ T operator()(int c) const { return __ldg(x + c); }
+    __device__ __forceinline__ T operator()(int c) const { return dps::ldg(x + c); }
 };
 
 template <typename T>
@@ -43,7 +43,7 @@ struct LoadXpay {
     const T* __restrict__ z;
     const T* __restrict__ p;
     T beta;
-    __device__ __forceinline__ T operator()(int c) const { return fma(beta, __ldg(p + c), __ldg(z + c)); }
+    __device__ __forceinline__ T operator()(int c) const { return fma(beta, dps::ldg(p + c), dps::ldg(z + c)); }
 };
 
 // For every row of A (grid-stride, fixed grid): emit(row, (A y)[row]) with y given by `load`.
@@ -118,7 +118,7 @@ __device__ __forceinline__ void check_launch(double* status) {
 // for float, 2^-104 for double), so comparing in double gives the comparison SciPy makes in T.
 template <typename T>
 __device__ __forceinline__ double eps2() {
-    return sizeof(T) == 4 ? 1.4210854715202004e-14 : 4.930380657631324e-32;
+    return sizeof(dps::real_t<T>) == 4 ? 1.4210854715202004e-14 : 4.930380657631324e-32;
 }
 
 // |a| of a real scalar, as a double (complex types get an overload with complex support).
