@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from . import autotune
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
 from ._system import make_system, vector_norm
@@ -82,8 +83,16 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     system = make_system(method, A, b, x0, M)
     bnrm2 = vector_norm(system.b)
     tol = _get_atol_rtol(method, bnrm2, atol, rtol)
-    backend = _resolve_variant(variant, system, callback)
-    fmt = choose_format(system.csr, format) if (backend.uses_format and system.csr is not None) else None
+    # "auto": the measured rule (dpsolve/autotune.py) picks variant and format together; where it
+    # has nothing to say, the fixed preference order and the row-statistics format rule do
+    picked = (autotune.choose(system, variant, format, callback)
+              if "auto" in (variant, format) and variant != "host" else None)
+    if picked is not None:
+        backend, fmt = picked
+    else:
+        backend = _resolve_variant(variant, system, callback)
+        fmt = (choose_format(system.csr, format)
+               if (backend.uses_format and system.csr is not None) else None)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
 
@@ -131,7 +140,7 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
 
 
 _SUMMED = ("wall_time", "gpu_time", "gpu_energy", "host_cpu_time", "host_energy", "host_syncs",
-           "host_launches")
+           "host_launches", "build_time")
 
 
 def _accumulate(acc, stats):

@@ -32,6 +32,8 @@ class SolveReport:
     host_syncs: int | None = None        # host waits on the device
     host_launches: int | None = None     # kernel launches issued by the host
     device_launches_per_iter: float | None = None
+    build_time: float | None = None      # s building the variant's device program (graph: state,
+                                         # capture, instantiate); 0.0 when it came from a cache
     device: str | None = None            # device name ("host CPU" for the host variant)
     residuals: object | None = None      # residual-norm history where a variant records one
 

@@ -12,6 +12,7 @@ from .base import Backend, Run
 from .cublas import CublasBackend
 from .cuda import CudaBackend
 from .dynamic import DynamicBackend
+from .graph import GraphBackend
 from .host import HostBackend
 from .merge import MergeBackend
 from .persistent import PersistentBackend
@@ -37,6 +38,7 @@ _DESCRIPTIONS = {
 _BACKENDS: dict[str, Backend] = {b.name: b for b in (HostBackend(), CublasBackend(), CudaBackend())}
 _BACKENDS[MergeBackend.name] = MergeBackend()
 _BACKENDS[DynamicBackend.name] = DynamicBackend()
+_BACKENDS[GraphBackend.name] = GraphBackend()
 _BACKENDS[PersistentBackend.name] = PersistentBackend()
 
 

@@ -163,6 +163,8 @@ class GpuState:
             self.scal = cupy.zeros(self.N_SCALARS, dt)
             self.scal[ONE] = 1
             self.partials = cupy.zeros(2 * ops.DOT_MAX_PARTIALS, dt)
+            # (atol, maxiter) as kernels read them from device memory (merge's BiCGStab, graph)
+            self.params = cupy.zeros(2, np.float64)
         self.host = HostScalars(self.N_SCALARS, dt)
         self.stream.synchronize()
 

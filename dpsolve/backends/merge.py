@@ -50,14 +50,16 @@ class MergeBackend(GpuBackend):
         st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
         return st
 
-    def cg(self, st, x, *, atol, maxiter, sync, callback):
+    # Each method is a program: ``setup()`` issues the set-up and ``iteration`` is one recorded
+    # iteration; both leave (tau, status) in their slots. The host loop here reads them after
+    # each; variant "graph" captures the same program into a conditional-WHILE graph.
+    def cg_program(self, st, x):
         A, s, stream = st.A, st.s, st.stream
         pre = st.inv_diag is not None
         parts = st.partials
 
-        def start():
+        def setup():
             st.cg_setup(x)                                             # r, z, sigma, tau, p
-            return st.read_tau(sync)
 
         # the slots the fused kernels write; zeta and rr are distinct slots (rr = zeta unpreconditioned)
         sigma, pv, alpha, zeta, rrs, beta, tau, status = (s(SIGMA), s(PV), s(ALPHA), s(ZETA), s(RR),
@@ -73,15 +75,28 @@ class MergeBackend(GpuBackend):
             ops.merge_beta(nparts, parts, pre, sigma, zeta, rrs, beta, tau,       # {O5b-O6-O7-O9}
                            stream)
             ops.xpay(st.z, beta, st.p, stream)                                    # {O8}
+        return setup, iteration
 
-        def step():
-            iteration.run(stream)
-            return st.read_tau(sync)
-
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
+        setup, iteration = self.cg_program(st, x)
+        start, step = self._host_steps(st, setup, iteration, atol, sync)
         info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
-    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+    @staticmethod
+    def _host_steps(st, setup, iteration, atol, sync):
+        """host_loop's start() and step(): issue, then read (tau, status) back (one wait)."""
+        def start():
+            st.params[0:1].fill(atol)          # the kernels' device-side tolerance (BiCGStab)
+            setup()
+            return st.read_tau(sync)
+
+        def step():
+            iteration.run(st.stream)
+            return st.read_tau(sync)
+        return start, step
+
+    def bicg_program(self, st, x):
         A, AH, s, stream = st.A, st.AH, st.s, st.stream
         inv_diag = st.inv_diag
         pre = inv_diag is not None
@@ -92,7 +107,7 @@ class MergeBackend(GpuBackend):
         rho, beta, alpha, rv = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV)
         tau, status, pending = s(TAU), s(STATUS), s(PENDING)
 
-        def start():
+        def setup():
             st.krylov_setup(x, zero=(p, pt))                   # r = b - A x, r~ = r
             if pre:
                 ops.jacobi(inv_diag, r, z, stream)             # z = D^-1 r
@@ -101,7 +116,6 @@ class MergeBackend(GpuBackend):
             ops.dot_partial(r, r, part_rr, stream)
             ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rho, beta, tau, pending,
                                status, stream)                 # rho, tau, pending; beta = 0
-            return st.read_tau(sync)
 
         with ops.record() as iteration:                                           # captured once
             ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)         # {rho check, p, p~}
@@ -113,15 +127,17 @@ class MergeBackend(GpuBackend):
                                            stream)
             ops.bicg_merge_rho(nparts, part_rho, part_rr, False, tol, rho, beta,  # {DOT_fin x2, tau,
                                tau, pending, status, stream)                      #  beta, rho check}
+        return setup, iteration
 
-        def step():
-            iteration.run(stream)
-            return st.read_tau(sync)
+    def bicg(self, st, x, *, atol, maxiter, sync, callback):
+        return self._krylov(self.bicg_program, st, x, atol, maxiter, sync, callback)
 
+    def _krylov(self, program, st, x, atol, maxiter, sync, callback):
+        start, step = self._host_steps(st, *program(st, x), atol, sync)
         info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
-    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+    def bicgstab_program(self, st, x):
         A, s, stream = st.A, st.s, st.stream
         inv_diag = st.inv_diag
         pre = inv_diag is not None
@@ -132,13 +148,12 @@ class MergeBackend(GpuBackend):
         rho, beta, alpha, rv, omega = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV), s(OMEGA)
         tau, status, pending = s(TAU), s(STATUS), s(PENDING)
 
-        def start():
+        def setup():
             st.krylov_setup(x, zero=(p, v))                    # r = b - A x, r~ = r
             nparts = ops.dot_partial(rt, r, part_rho, stream)  # partials of <r~, r>, <r, r>
             ops.dot_partial(r, r, part_rr, stream)
             ops.bicgstab_merge_rho(nparts, part_rho, part_rr, True, tol, rho, alpha, omega, beta,
                                    tau, pending, status, stream)   # rho, tau, pending; beta = 0
-            return st.read_tau(sync)
 
         with ops.record() as iteration:                                             # captured once
             ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
@@ -149,16 +164,13 @@ class MergeBackend(GpuBackend):
                                        shat, part_ss, stream)                       #  DOT_ini}
             n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre else r, t, r,         # {SpMV, DOT_ini x2}
                                                part_ts, part_tt, stream)
-            ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, atol,     # {DOT_fin x3,
+            ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, st.params,  # {DOT_fin x3,
                                      omega, status, stream)                         #  ||s||, omega}
             n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,  # {x, r, DOT_ini x2}
                                        part_rr, stream)
             ops.bicgstab_merge_rho(n_r, part_rho, part_rr, False, tol, rho, alpha,  # {DOT_fin x2, tau,
                                    omega, beta, tau, pending, status, stream)       #  beta, checks}
+        return setup, iteration
 
-        def step():
-            iteration.run(stream)
-            return st.read_tau(sync)
-
-        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
-        return info, its, {}
+    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
+        return self._krylov(self.bicgstab_program, st, x, atol, maxiter, sync, callback)

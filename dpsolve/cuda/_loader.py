@@ -69,10 +69,19 @@ SOURCES = {
                               "bicgstab_spmv_dot2_csr<{T}>", "bicgstab_spmv_dot2_ell<{T}>",
                               "bicgstab_dot2_partial<{T}>", "bicgstab_merge_omega<{T}>",
                               "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")),
+    # variant "graph": the loop control of the conditional-WHILE graph (rdc: cudaGraphSetConditional)
+    "graph": Source("graph.cu", ("graph_head<{T}>", "graph_step<{T}>"), rdc=True),
     # variant "persistent": one cooperative kernel per solve (rdc: it shares dynamic.cuh)
     "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
                                                      for w in (0, 1) + CSR_VECTOR_WIDTHS),
                             rdc=True, cooperative=True),
+    "bicg_persistent": Source("bicg_persistent.cu", tuple(f"bicg_persistent<{{T}}, {w}>"
+                                                         for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                              rdc=True, cooperative=True),
+    "bicgstab_persistent": Source("bicgstab_persistent.cu",
+                                  tuple(f"bicgstab_persistent<{{T}}, {w}>"
+                                        for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                                  rdc=True, cooperative=True),
 }
 
 

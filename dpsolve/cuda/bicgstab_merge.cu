@@ -236,8 +236,8 @@ bicgstab_dot2_partial(int n, const T* __restrict__ t, const T* __restrict__ s,
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
-                     const T* __restrict__ part_ts, const T* __restrict__ part_tt, double atol,
-                     T* __restrict__ omega, T* __restrict__ status) {
+                     const T* __restrict__ part_ts, const T* __restrict__ part_tt,
+                     const double* __restrict__ atol, T* __restrict__ omega, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;
     T ss = T(0), ts = T(0), tt = T(0);
@@ -251,7 +251,7 @@ bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
     tt = dps::block_sum(tt, smem);
     if (threadIdx.x == 0) {
         const dps::real_t<T> snorm = sqrt(fabs(ss));
-        if ((double)snorm < atol) status[0] = T(DPS_MID_STEP);
+        if ((double)snorm < atol[0]) status[0] = T(DPS_MID_STEP);
         else omega[0] = ts / tt;
     }
 }

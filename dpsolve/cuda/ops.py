@@ -608,13 +608,14 @@ def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=
     return nparts
 
 
-def bicgstab_merge_omega(nparts_s: int, part_ss, nparts_t: int, part_ts, part_tt, atol: float,
-                         omega, status, stream=None) -> None:
-    """{DOT_fin x3, ||s|| test, omega}: ||s|| < atol -> status = 2; else omega = <t,s> / <t,t>.
-    Nothing once status != 0."""
+def bicgstab_merge_omega(nparts_s: int, part_ss, nparts_t: int, part_ts, part_tt, atol, omega,
+                         status, stream=None) -> None:
+    """{DOT_fin x3, ||s|| test, omega}: ||s|| < atol[0] -> status = 2; else omega = <t,s> / <t,t>.
+    Nothing once status != 0. ``atol`` is a float64 device array (read when the kernel runs, so a
+    captured graph serves any tolerance)."""
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_omega<{T}>", part_ss.dtype), (1,), (BLOCK,),
-           (np.int32(nparts_s), part_ss, np.int32(nparts_t), part_ts, part_tt, np.float64(atol),
-            omega, status), stream)
+           (np.int32(nparts_s), part_ss, np.int32(nparts_t), part_ts, part_tt, atol, omega, status),
+           stream)
 
 
 def bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho, part_rr, stream=None) -> int:
@@ -686,3 +687,54 @@ def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, st
             p1, v, partials[:m], partials[m:2 * m], partials[2 * m:], status,
             hist if hist is not None else _DYN_NULL), stream)
     return grid
+
+
+# ------------------------------------------------------------------- persistent (BiCG, BiCGStab)
+PERSISTENT_PARTIAL_SETS = {"cg": 3, "bicg": 3, "bicgstab": 6}   # DOT partial arrays per method
+
+
+def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
+    """Build ``kernel``<T, W> of ``source`` for A's format, size its cooperative grid and launch
+    it once (args: the kernel's arguments). Returns the grid size."""
+    k = get_kernel(source, f"{kernel}<{{T}}, {dynamic_code(A)}>", A.dtype)
+    grid = persistent_grid(k, A)
+    launch(k, (grid,), (BLOCK,), args, stream)
+    return grid
+
+
+def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0,
+                    pt1, q, qt, partials, status, atol: float, maxiter: int, hist=None,
+                    stream=None) -> int:
+    """The one (cooperative) launch of a persistent BiCG solve (A^H in ``AH``, same format and
+    CSR-vector width as A). The result lands in ``status`` (DYNAMIC_STATUS doubles, the dynamic
+    chains' layout) and, when ``hist`` is given (maxiter + 1 entries of the real dtype), the
+    residual norms. ``z``, ``zt`` are ignored without a preconditioner. ``partials`` holds
+    3 * DOT_MAX_PARTIALS values. Returns the grid size."""
+    if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
+        raise ValueError("bicg_persistent needs A^H in the format (and CSR-vector width) of A")
+    width, indptr, indices, data = _dyn_matrix(A)
+    h_width, h_indptr, h_indices, h_data = _dyn_matrix(AH)
+    pre = inv_diag is not None
+    part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
+    return _persistent_launch(
+        "bicg_persistent", "bicg_persistent", A,
+        (np.int32(A.n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 2)),
+         np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
+         inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
+         p0, p1, pt0, pt1, q, qt, part_rho, part_rr, part_rv, status,
+         hist if hist is not None else _DYN_NULL), stream)
+
+
+def bicgstab_persistent(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials,
+                        status, atol: float, maxiter: int, hist=None, stream=None) -> int:
+    """The one (cooperative) launch of a persistent BiCGStab solve. The result lands in ``status``
+    (DYNAMIC_STATUS doubles, the dynamic chains' layout) and, when ``hist`` is given (maxiter + 1
+    entries of the real dtype), the residual norms. ``partials`` holds 6 * DOT_MAX_PARTIALS
+    values. Returns the grid size."""
+    width, indptr, indices, data = _dyn_matrix(A)
+    pre = inv_diag is not None
+    return _persistent_launch(
+        "bicgstab_persistent", "bicgstab_persistent", A,
+        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
+         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
+         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)

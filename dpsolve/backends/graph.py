@@ -1,0 +1,226 @@
+"""variant="graph": the whole solve is one CUDA graph with a conditional WHILE node (beyond the
+paper). The host launches the graph once and waits once.
+
+The graph is built by stream capture from the merge variant's own program (the same set-up and
+the same fused kernels per iteration, dpsolve/backends/merge.py), so the two variants compute the
+same thing; only the control moves to the device:
+
+    params H2D -> set-up (merge) -> graph_head -> WHILE { merge's iteration -> graph_step } -> result D2H
+
+graph_head / graph_step (dpsolve/cuda/graph.cu) make the host loop's decisions on the device and
+set the WHILE condition with cudaGraphSetConditional. On Hopper a kernel node costs ~1 us where a
+CDP2 device launch costs ~11 us (variant "dynamic") and a host round trip ~10-35 us (merge).
+
+CuPy has no API for conditional nodes: they are added with cuda-bindings (the documented
+capture pattern: cudaStreamGetCaptureInfo, cudaGraphAddNode, cudaStreamBeginCaptureToGraph for
+the body on a second stream, cudaStreamUpdateCaptureDependencies).
+
+Caching: the instantiated graph is kept with its prepared state (matrix in its format, work
+vectors) per (method, dtype, format, preconditioner, matrix and D^-1 contents), so a repeated
+solve with the same A and a new b (or x0, tolerance, maxiter: those reach the graph through its
+own buffers) skips the build. The build (state + capture + instantiate) is timed and reported
+as ``report.build_time`` (0.0 for a cached graph). Matrices over CACHE_MAX_BYTES are not cached:
+hashing them would cost more than building.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import time
+
+import numpy as np
+
+from ..cuda import ops
+from ..cuda._loader import get_kernel
+from ._gpu import STATUS, TAU, GpuState, HostScalars
+from .merge import MergeBackend
+
+CACHE_MAX_BYTES = 64 << 20       # matrix + D^-1 bytes hashed for the cache key, at most
+CACHE_ENTRIES = 4                # prepared systems kept (each holds its device buffers)
+MODE = {"cg": 0, "bicg": 1, "bicgstab": 1}     # DPS_GRAPH_CG / DPS_GRAPH_KRYLOV in graph.cu
+
+
+def _rt():
+    from cuda.bindings import runtime
+    return runtime
+
+
+def _ok(res, what):
+    """Unwrap a cuda-bindings call's (err, *values); raise with the call's name on an error."""
+    err, *vals = res if isinstance(res, tuple) else (res,)
+    if int(err) != 0:
+        raise RuntimeError(f"variant 'graph': {what} failed: {err!r}")
+    return vals[0] if len(vals) == 1 else vals
+
+
+class GraphState(GpuState):
+    """GpuState plus the graph's own iterate, control and result buffers, a second stream for
+    capturing the loop body, and the instantiated graph."""
+
+    def __init__(self, system, fmt):
+        import cupy
+        super().__init__(system, fmt)
+        with self.stream:
+            self.x = cupy.full(self.n, np.nan, self.dtype)     # the captured kernels' x
+            self.ctl = cupy.zeros(1, np.int32)
+            self.result = cupy.zeros(ops.DYNAMIC_STATUS, np.float64)
+        self.params_host = HostScalars(2, np.float64)
+        self.result_host = HostScalars(ops.DYNAMIC_STATUS, np.float64)
+        self.body_stream = cupy.cuda.Stream(non_blocking=True)
+        self.exec = None
+        self.build_time = None        # seconds of the last build, reported by the next run
+        self.stream.synchronize()
+
+
+class GraphBackend(MergeBackend):
+    name = "graph"
+    device_driven = True
+    takes_operator_A = False          # a Python operator cannot run inside a graph
+    State = GraphState
+
+    def __init__(self):
+        self._available = None
+        self._cache = collections.OrderedDict()
+
+    def extra_availability(self):
+        if self._available is None:
+            self._available = self._probe()
+        return self._available
+
+    @staticmethod
+    def _probe():
+        try:
+            rt = _rt()
+        except ImportError as e:
+            return False, f"cuda-bindings is not installed ({e}); pip install cuda-bindings"
+        if not hasattr(rt, "cudaGraphConditionalHandleCreate"):
+            return False, "this cuda-bindings has no conditional graph nodes (CUDA >= 12.4 needed)"
+        version = _ok(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
+        if int(version) < 12040:
+            return False, f"the driver supports CUDA {version}; conditional graph nodes need 12.4"
+        return True, None
+
+    # --- the prepared-system cache ---------------------------------------------------------
+    @staticmethod
+    def cache_key(system, fmt):
+        """Key of a prepared system, or None when it is too large to hash cheaply."""
+        arrays = [system.csr.indptr, system.csr.indices, system.csr.data]
+        if system.M.kind == "jacobi":
+            arrays.append(system.M.inv_diag)
+        if sum(a.nbytes for a in arrays) > CACHE_MAX_BYTES:
+            return None
+        h = hashlib.blake2b(digest_size=16)
+        for a in arrays:
+            a = a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+            h.update(np.ascontiguousarray(a).view(np.uint8))
+        return (system.method, str(system.dtype), fmt, system.n, system.csr.nnz, system.M.kind,
+                h.hexdigest())
+
+    def prepare(self, system, fmt):
+        import cupy
+        key = self.cache_key(system, fmt) if self.why_not(system) is None else None
+        st = self._cache.get(key) if key is not None else None
+        if st is not None:
+            self._cache.move_to_end(key)
+            with st.stream:
+                st.b.set(system.b) if isinstance(system.b, np.ndarray) else cupy.copyto(st.b, system.b)
+            st.build_time = 0.0
+            return st
+        t0 = time.perf_counter()
+        st = super().prepare(system, fmt)
+        self._build(st)
+        st.build_time = time.perf_counter() - t0
+        if key is not None:
+            self._cache[key] = st
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return st
+
+    # --- building the graph ----------------------------------------------------------------
+    def _build(self, st):
+        import cupy
+        rt = _rt()
+        setup, iteration = getattr(self, f"{st.method}_program")(st, st.x)
+        head = get_kernel("graph", "graph_head<{T}>", st.dtype)
+        step = get_kernel("graph", "graph_step<{T}>", st.dtype)
+        stream, body = st.stream, st.body_stream
+        tau_status = st.scal[TAU:STATUS + 1]                  # adjacent slots
+        mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
+        _ok(rt.cudaStreamBeginCapture(stream.ptr, mode), "cudaStreamBeginCapture")
+        graph = None
+        try:
+            with stream:
+                cupy.cuda.runtime.memcpyAsync(st.params.data.ptr, st.params_host.arr.ctypes.data,
+                                              16, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                setup()
+                graph, deps, edges = _capture_info(rt, stream)
+                handle = _ok(rt.cudaGraphConditionalHandleCreate(graph, 0, 0),
+                             "cudaGraphConditionalHandleCreate")
+                h = np.uint64(int(handle))
+                head((1,), (1,), (h, tau_status, st.params, st.ctl, st.result), stream=stream)
+                graph, deps, edges = _capture_info(rt, stream)
+                params = rt.cudaGraphNodeParams()
+                params.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
+                params.conditional.handle = handle
+                params.conditional.type = rt.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile
+                params.conditional.size = 1
+                node = _ok(rt.cudaGraphAddNode(graph, deps, edges, len(deps), params),
+                           "cudaGraphAddNode(WHILE)")
+                body_graph = params.conditional.phGraph_out[0]
+                _ok(rt.cudaStreamBeginCaptureToGraph(body.ptr, body_graph, None, None, 0, mode),
+                    "cudaStreamBeginCaptureToGraph(body)")
+                try:
+                    iteration.run(body)
+                    step((1,), (1,), (h, np.int32(MODE[st.method]), tau_status, st.params, st.ctl,
+                                      st.result), stream=body)
+                finally:
+                    _ok(rt.cudaStreamEndCapture(body.ptr), "cudaStreamEndCapture(body)")
+                _update_dependencies(rt, stream, node)
+                st.result_host.copy_async(st.result, stream)
+        finally:
+            graph = _ok(rt.cudaStreamEndCapture(stream.ptr), "cudaStreamEndCapture")
+        st.graph = graph
+        st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+        st.stream.synchronize()
+
+    # --- running it ------------------------------------------------------------------------
+    def _launch(self, st, x, atol, maxiter):
+        import cupy
+        rt = _rt()
+        st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1))
+        st.result_host.arr[:] = 0.0
+        cupy.copyto(st.x, x)                                   # the solve's x0 into the graph's x
+        _ok(rt.cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
+        cupy.copyto(x, st.x)                                   # and the result back
+        ops.LAUNCHES.add(3)
+        res = st.result_host.arr
+        build, st.build_time = st.build_time, 0.0
+
+        def finish():
+            info, its, state = int(res[0]), int(res[1]), float(res[2])
+            if state != ops.DYNAMIC_DONE:
+                raise RuntimeError("variant 'graph': the graph ended without a result")
+            return info, its, {"device_launches_per_iter": 0.0, "residuals": None,
+                               "build_time": build}
+        return finish
+
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
+        return self._launch(st, x, atol, maxiter)
+
+    bicg = bicgstab = cg
+
+
+def _capture_info(rt, stream):
+    """(graph, dependencies, edge data) of the capture in progress on ``stream``."""
+    # cuda-bindings 13: (err, status, id, graph, dependencies, edge data, count)
+    status, _id, graph, deps, edges, _n = _ok(rt.cudaStreamGetCaptureInfo(stream.ptr),
+                                             "cudaStreamGetCaptureInfo")
+    if int(status) != int(rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive):
+        raise RuntimeError(f"variant 'graph': the capture is not active ({status!r})")
+    return graph, list(deps), edges
+
+
+def _update_dependencies(rt, stream, node):
+    flag = rt.cudaStreamUpdateCaptureDependenciesFlags.cudaStreamSetCaptureDependencies
+    _ok(rt.cudaStreamUpdateCaptureDependencies(stream.ptr, [node], None, 1, flag),
+        "cudaStreamUpdateCaptureDependencies")

@@ -1,0 +1,214 @@
+// bicg_persistent.cu - variant "persistent": the whole BiCG solve in ONE cooperative kernel
+// (the scheme of cg_persistent.cu; semantics of bicg_dynamic.cu; specification:
+// dpsolve/reference/bicg.py).
+//
+// The host launches bicg_persistent<T, W> once (a cooperative launch, grid sized from the
+// occupancy calculator so that every block is resident) and waits once. Global barriers are
+// cooperative_groups grid.sync(). Each iteration needs two of them:
+//
+//   set-up     r = b - A x; r~ = r; z = D^-1 r, z~ = conj(D^-1) r~; partials of <r~,z>, <r,r>
+//                                                                              -> grid.sync
+//   prologue   every block finishes the <r~,z> / <r,r> partials itself (same order, same bits in
+//              every block): rho_j, tau_j = ||r_j||. Every block makes the same decision, in the
+//              order of the reference's loop head: j == maxiter -> maxiter; tau < atol -> 0 at j;
+//              |rho| < eps^2 -> -10 at j. Otherwise beta = rho_j / rho_{j-1} (0 for j = 0).
+//   phase A    p_j = z + beta p_{j-1} and p~_j = z~ + conj(beta) p~_{j-1} formed in the two SpMV
+//              gathers (p, p~ double-buffered by the parity of j; p_0 = z, p~_0 = z~),
+//              q = A p_j, q~ = A^H p~_j (both SpMVs in this phase), per-block partials of
+//              <p~_j, q>                                                       -> grid.sync
+//   phase B    prologue: rv = <p~, q>; rv == 0 -> -11 at j (x untouched). Otherwise
+//              alpha = rho_j / rv; x += alpha p; r -= alpha q; r~ -= conj(alpha) q~; Jacobi
+//              z = D^-1 r, z~ = conj(D^-1) r~; partials of <r~,z> and <r,r>     -> grid.sync
+//
+// grid.sync per iteration: 2 (plus 1 after the set-up). Non-finite scalars are not a breakdown
+// (SciPy iterates on NaN to maxiter, and so does this kernel: NaN < atol, |NaN| < eps^2 and
+// NaN == 0 are all false). Every block takes the same branch: each decision is made from sums
+// every block finished itself, bit for bit, and every block leaves the loop at the same point.
+//
+// Coherence: vectors written inside this kernel (x, r, r~, z, z~, p, p~, q, q~, partials) are read
+// with ld.global.cg (dps::ldcg: L2, not the non-coherent L1 or read-only path); the matrices, b
+// and D^-1 are read-only and use the normal paths.
+//
+// Bytes per iteration (s = sizeof(T)): A and A^H once each; the gathers of z, p, z~, p~ (4 nnz*s
+// at most, mostly L2 hits) and p~ again at each row of A for <p~, q> (2n*s); p, p~, q, q~ written
+// (4n*s); phase B reads p, q, q~ (3n*s), reads and writes x, r, r~ (6n*s), writes z, z~ and
+// reads D^-1 when preconditioned (3n*s); and gridDim.x^2 * s * 3 of partials read from L2 by the
+// redundant finishes.
+//
+// Result (double status[8], dynamic.cuh's layout): [0] info, [1] iterations, [2] state (1 done),
+// [4] the last tau. Residual history (optional, hist != nullptr): hist[j] = tau_j = ||r_j|| for
+// every j tested, j = 0 .. iterations (maxiter + 1 entries at most), as in bicg_dynamic.cu.
+#include <cooperative_groups.h>
+#include <dpsolve/dynamic.cuh>
+
+namespace cgrp = cooperative_groups;
+
+namespace pers {
+
+// A vector written inside this kernel, gathered through L2 (the set-up's x: the kernel updates it).
+template <typename T>
+struct LoadCoherent {
+    const T* x;
+    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
+};
+
+// p_j = z + beta p_{j-1} (p_0 = z) formed at gather time from coherent loads. Explicit fma, so
+// the value gathered for column c is bitwise what row c's owner stores as p_j[c].
+template <typename T>
+struct LoadBicgP {
+    const T* z;
+    const T* p;                          // p_{j-1} (not read when first)
+    T beta;
+    bool first;
+    __device__ __forceinline__ T operator()(int c) const {
+        const T zc = dps::ldcg(z + c);
+        return first ? zc : fma(beta, dps::ldcg(p + c), zc);
+    }
+};
+
+// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
+// the block gets the total (same order in every block, so the same bits everywhere).
+template <typename T>
+__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
+    T s = T(0);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
+    s = dps::block_sum(s, smem);
+    if (threadIdx.x == 0) *bcast = s;
+    __syncthreads();
+    const T total = *bcast;
+    __syncthreads();
+    return total;
+}
+
+}  // namespace pers
+
+// A and A^H share W (the CSR-vector width follows nnz / n, the same for both); ELL widths are
+// separate (width, width_h). Without a preconditioner the host passes z = r and z~ = r~.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
+                const int* __restrict__ indptr, const int* __restrict__ indices,
+                const T* __restrict__ data, const int* __restrict__ h_indptr,
+                const int* __restrict__ h_indices, const T* __restrict__ h_data,
+                const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt, T* z,
+                T* zt, T* p0, T* p1, T* pt0, T* pt1, T* q, T* qt, T* part_rho, T* part_rr,
+                T* part_rv, double* status, dps::real_t<T>* hist) {
+    cgrp::grid_group grid = cgrp::this_grid();
+    __shared__ T smem[DPS_WARP];
+    __shared__ T bcast;
+    const bool pre = inv_diag != nullptr;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_STATE] = DYN_RUNNING;
+        status[DYN_ERROR] = 0.0;
+    }
+
+    // ---- set-up: r = b - A x, r~ = r, z = D^-1 r, z~ = conj(D^-1) r~, partials of <r~,z>, <r,r>
+    {
+        T rho = T(0), rr = T(0);
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x},
+                            [&](int row, T ax) {
+                                const T ri = b[row] - ax;
+                                r[row] = ri;
+                                rt[row] = ri;
+                                if (pre) {
+                                    const T d = inv_diag[row];
+                                    const T zi = d * ri;
+                                    z[row] = zi;
+                                    zt[row] = dps::conj(d) * ri;
+                                    rho += dps::conj(ri) * zi;
+                                } else {
+                                    rho += dps::conj(ri) * ri;
+                                }
+                                rr += dps::conj(ri) * ri;
+                            });
+        rho = dps::block_sum(rho, smem);
+        rr = dps::block_sum(rr, smem);
+        if (threadIdx.x == 0) {
+            part_rho[blockIdx.x] = rho;
+            part_rr[blockIdx.x] = rr;
+        }
+    }
+    grid.sync();
+
+    T rho_prev = T(0);
+    int info = maxiter, its = maxiter;
+    double tau_out = 0.0;
+    for (int j = 0;; ++j) {
+        // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
+        const T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
+        const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
+        const dps::real_t<T> tau = sqrt(fabs(rr));
+        tau_out = (double)tau;
+        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
+        if (j >= maxiter) { info = maxiter; its = maxiter; break; }
+        if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
+        if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
+        const bool first = j == 0;
+        const T beta = first ? T(0) : rho / rho_prev;
+        const bool odd = j & 1;
+        T* p_cur = odd ? p1 : p0;
+        T* pt_cur = odd ? pt1 : pt0;
+
+        // ---- phase A: p, p~ in the gathers; q = A p, q~ = A^H p~; partials of <p~, q>
+        {
+            const pers::LoadBicgP<T> load{z, odd ? p0 : p1, beta, first};
+            const pers::LoadBicgP<T> loadt{zt, odd ? pt0 : pt1, dps::conj(beta), first};
+            T rv = T(0);
+            dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
+                p_cur[row] = load(row);
+                q[row] = av;
+                rv += dps::conj(loadt(row)) * av;                             // <p~, q>
+            });
+            dyn::for_rows<T, W>(n, width_h, h_indptr, h_indices, h_data, loadt, [&](int row, T av) {
+                pt_cur[row] = loadt(row);
+                qt[row] = av;
+            });
+            rv = dps::block_sum(rv, smem);
+            if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
+        }
+        grid.sync();
+
+        // ---- phase B: rv, alpha; x, r, r~; Jacobi z, z~; partials of <r~, z> and <r, r>
+        {
+            const T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
+            const T alpha = rho / rv;                                         // NaN goes on
+            const T alpha_c = dps::conj(alpha);
+            T rho_next = T(0), rr_next = T(0);
+            auto step = [&](int i) {
+                x[i] = dps::ldcg(x + i) + dps::mul_rn(alpha, dps::ldcg(p_cur + i));
+                const T ri = dps::ldcg(r + i) - dps::mul_rn(alpha, dps::ldcg(q + i));
+                const T rti = dps::ldcg(rt + i) - dps::mul_rn(alpha_c, dps::ldcg(qt + i));
+                r[i] = ri;
+                rt[i] = rti;
+                if (pre) {
+                    const T d = inv_diag[i];
+                    const T zi = d * ri;                                      // z = D^-1 r
+                    z[i] = zi;
+                    zt[i] = dps::conj(d) * rti;                               // z~ = conj(D^-1) r~
+                    rho_next += dps::conj(rti) * zi;
+                } else {
+                    rho_next += dps::conj(rti) * ri;
+                }
+                rr_next += dps::conj(ri) * ri;
+            };
+            const int chunk = 2 * gridDim.x * DPS_BLOCK;                      // pairs per thread
+            for (int i = blockIdx.x * 2 * DPS_BLOCK + threadIdx.x; i < n; i += chunk) {
+                step(i);
+                if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
+            }
+            rho_next = dps::block_sum(rho_next, smem);
+            rr_next = dps::block_sum(rr_next, smem);
+            if (threadIdx.x == 0) {
+                part_rho[blockIdx.x] = rho_next;
+                part_rr[blockIdx.x] = rr_next;
+            }
+        }
+        grid.sync();
+        rho_prev = rho;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_TAU] = tau_out;
+        dyn::finish(status, info, its);
+    }
+}

@@ -1,0 +1,266 @@
+// bicgstab_persistent.cu - variant "persistent": the whole BiCGStab solve in ONE cooperative
+// kernel (the scheme of cg_persistent.cu; semantics of bicgstab_dynamic.cu; specification:
+// dpsolve/reference/bicgstab.py).
+//
+// The host launches bicgstab_persistent<T, W> once (a cooperative launch, grid sized from the
+// occupancy calculator so that every block is resident) and waits once. Global barriers are
+// cooperative_groups grid.sync(). An iteration has two SpMVs, v = A p^ and t = A s^, each after a
+// decision on a global reduction (rho and ||r|| before the first, <r~, v> before the second), and
+// the update needs three more sums (||s||, <t, s>, <t, t>): three grid.sync per iteration.
+//
+//   set-up     r = b - A x; r~ = r; partials of <r~,r> and <r,r>                -> grid.sync
+//   prologue   every block finishes the <r~,r> / <r,r> partials itself (same order, same bits in
+//              every block): rho_j, tau_j = ||r_j||. Every block makes the same decision, in the
+//              order of the reference's loop head: j == maxiter -> maxiter; tau < atol -> 0 at j;
+//              |rho| < eps^2 -> -10 at j; j > 0 and |omega| < eps^2 -> -11 at j. Otherwise
+//              beta = (rho_j / rho_{j-1}) (alpha / omega) (0 for j = 0).
+//   phase V    p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r) and p^ = D^-1 p_j formed in the
+//              SpMV gather (p and v double-buffered by the parity of j): v_j = A p^, p_j stored,
+//              partials of <r~, v_j>                                             -> grid.sync
+//   phase T    prologue: rv = <r~, v>; rv == 0 -> -11 at j (x untouched). Otherwise
+//              alpha = rho_j / rv; s = r - alpha v and s^ = D^-1 s formed in the gather: t = A s^
+//              (computed before ||s|| is known: wasted only in the last iteration), s stored,
+//              partials of <s,s>, <t,s>, <t,t>                                   -> grid.sync
+//   phase U    prologue: ||s||, omega = <t,s> / <t,t>. ||s|| < atol -> x += alpha p^, info 0 at
+//              j + 1 (the kernel ends). Otherwise x += alpha p^; x += omega s^; r = s - omega t;
+//              partials of <r~,r> and <r,r>                                      -> grid.sync
+//
+// grid.sync per iteration: 3 (plus 1 after the set-up). Non-finite scalars are not a breakdown
+// (SciPy iterates on NaN to maxiter, and so does this kernel: every test is false on NaN). Every
+// block takes the same branch: each decision is made from sums every block finished itself, bit
+// for bit, and every block leaves the loop at the same point.
+//
+// Coherence: vectors written inside this kernel (x, r, r~, p, v, s, t, partials) are read with
+// ld.global.cg (dps::ldcg: L2, not the non-coherent L1 or read-only path); the matrix, b and D^-1
+// are read-only and use the normal paths.
+//
+// Bytes per iteration (s = sizeof(T)): the matrix twice; the gathers of r, p, v (and D^-1) for
+// p^ and of r, v (and D^-1) for s^ (7 nnz*s at most, mostly L2 hits); phase V writes p, v and
+// reads r~ (3n*s); phase T writes s, t (2n*s); phase U reads and writes x (2n*s), reads p, s, t,
+// r~ (and D^-1) (5n*s) and writes r (n*s); and gridDim.x^2 * s * 6 of partials read from L2 by
+// the redundant finishes.
+//
+// Result (double status[8], dynamic.cuh's layout): [0] info, [1] iterations, [2] state (1 done),
+// [4] the last residual norm tested. Residual history (optional, hist != nullptr), as in
+// bicgstab_dynamic.cu: hist[j] = ||r_j|| for every loop head j tested and, after the ||s|| < atol
+// exit of iteration j, hist[j + 1] = ||s||; iterations + 1 entries, maxiter + 1 at most.
+#include <cooperative_groups.h>
+#include <dpsolve/dynamic.cuh>
+
+namespace cgrp = cooperative_groups;
+
+namespace pers {
+
+// A vector written inside this kernel, gathered through L2 (the set-up's x: the kernel updates it).
+template <typename T>
+struct LoadCoherent {
+    const T* x;
+    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
+};
+
+// p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r), and the gather p^ = D^-1 p_j, from
+// coherent loads. Explicit fma, so the value gathered for column c is bitwise what row c's owner
+// stores as p_j[c].
+template <typename T>
+struct LoadStabP {
+    const T* r;
+    const T* p;                          // p_{j-1} (not read when first)
+    const T* v;                          // v_{j-1} (not read when first)
+    const T* __restrict__ d;             // D^-1 or nullptr
+    T beta, omega;
+    bool first;
+    __device__ __forceinline__ T p_at(int c) const {
+        const T rc = dps::ldcg(r + c);
+        return first ? rc : fma(beta, fma(-omega, dps::ldcg(v + c), dps::ldcg(p + c)), rc);
+    }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T pc = p_at(c);
+        return d != nullptr ? dps::ldg(d + c) * pc : pc;
+    }
+};
+
+// s = r - alpha v, and the gather s^ = D^-1 s, from coherent loads.
+template <typename T>
+struct LoadStabS {
+    const T* r;
+    const T* v;                          // v_j
+    const T* __restrict__ d;
+    T alpha;
+    __device__ __forceinline__ T s_at(int c) const {
+        return fma(-alpha, dps::ldcg(v + c), dps::ldcg(r + c));
+    }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T sc = s_at(c);
+        return d != nullptr ? dps::ldg(d + c) * sc : sc;
+    }
+};
+
+// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
+// the block gets the total (same order in every block, so the same bits everywhere).
+template <typename T>
+__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
+    T s = T(0);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
+    s = dps::block_sum(s, smem);
+    if (threadIdx.x == 0) *bcast = s;
+    __syncthreads();
+    const T total = *bcast;
+    __syncthreads();
+    return total;
+}
+
+}  // namespace pers
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+                    const int* __restrict__ indices, const T* __restrict__ data,
+                    const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt,
+                    T* p0, T* p1, T* v0, T* v1, T* s, T* t, T* part_rho, T* part_rr, T* part_rv,
+                    T* part_ss, T* part_ts, T* part_tt, double* status,
+                    dps::real_t<T>* hist) {
+    cgrp::grid_group grid = cgrp::this_grid();
+    __shared__ T smem[DPS_WARP];
+    __shared__ T bcast;
+    const bool pre = inv_diag != nullptr;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_STATE] = DYN_RUNNING;
+        status[DYN_ERROR] = 0.0;
+    }
+
+    // ---- set-up: r = b - A x, r~ = r, partials of <r~,r> and <r,r>
+    {
+        T rho = T(0), rr = T(0);
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x},
+                            [&](int row, T ax) {
+                                const T ri = b[row] - ax;
+                                r[row] = ri;
+                                rt[row] = ri;
+                                rho += dps::conj(ri) * ri;                    // <r~, r>, r~ = r
+                                rr += dps::conj(ri) * ri;
+                            });
+        rho = dps::block_sum(rho, smem);
+        rr = dps::block_sum(rr, smem);
+        if (threadIdx.x == 0) {
+            part_rho[blockIdx.x] = rho;
+            part_rr[blockIdx.x] = rr;
+        }
+    }
+    grid.sync();
+
+    T rho_prev = T(0), alpha = T(0), omega = T(0);
+    int info = maxiter, its = maxiter;
+    double tau_out = 0.0;
+    for (int j = 0;; ++j) {
+        // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
+        const T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
+        const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
+        const dps::real_t<T> tau = sqrt(fabs(rr));
+        tau_out = (double)tau;
+        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
+        if (j >= maxiter) { info = maxiter; its = maxiter; break; }
+        if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
+        if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
+        if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) { info = -11; its = j; break; }  // omega
+        const bool first = j == 0;
+        const T beta = first ? T(0) : (rho / rho_prev) * (alpha / omega);
+        const bool odd = j & 1;
+        T* p_cur = odd ? p1 : p0;
+        T* v_cur = odd ? v1 : v0;
+
+        // ---- phase V: p, p^ in the gather; v = A p^; partials of <r~, v>
+        {
+            const pers::LoadStabP<T> load{r, odd ? p0 : p1, odd ? v0 : v1, inv_diag, beta, omega,
+                                          first};
+            T rv = T(0);
+            dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
+                p_cur[row] = load.p_at(row);
+                v_cur[row] = av;
+                rv += dps::conj(dps::ldcg(rt + row)) * av;                    // <r~, v>
+            });
+            rv = dps::block_sum(rv, smem);
+            if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
+        }
+        grid.sync();
+
+        // ---- phase T: rv, alpha; s, s^ in the gather; t = A s^; partials of <s,s>, <t,s>, <t,t>
+        {
+            const T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
+            alpha = rho / rv;                                                 // NaN goes on
+            const pers::LoadStabS<T> load{r, v_cur, inv_diag, alpha};
+            T ss = T(0), ts = T(0), tt = T(0);
+            dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
+                const T si = load.s_at(row);
+                s[row] = si;
+                t[row] = av;
+                ss += dps::conj(si) * si;
+                ts += dps::conj(av) * si;                                     // <t, s>
+                tt += dps::conj(av) * av;                                     // <t, t>
+            });
+            ss = dps::block_sum(ss, smem);
+            ts = dps::block_sum(ts, smem);
+            tt = dps::block_sum(tt, smem);
+            if (threadIdx.x == 0) {
+                part_ss[blockIdx.x] = ss;
+                part_ts[blockIdx.x] = ts;
+                part_tt[blockIdx.x] = tt;
+            }
+        }
+        grid.sync();
+
+        // ---- phase U: ||s|| (< atol: last x update, info 0 at j + 1), omega; x, r; partials
+        {
+            const T ss = pers::all_sum(part_ss, gridDim.x, smem, &bcast);
+            const T ts = pers::all_sum(part_ts, gridDim.x, smem, &bcast);
+            const T tt = pers::all_sum(part_tt, gridDim.x, smem, &bcast);
+            const dps::real_t<T> snorm = sqrt(fabs(ss));
+            const bool done = (double)snorm < atol;                           // SciPy's strict test
+            omega = ts / tt;
+            T rho_next = T(0), rr_next = T(0);
+            auto step = [&](int i) {
+                const T d = pre ? inv_diag[i] : T(1);
+                const T pi = dps::ldcg(p_cur + i);
+                const T phat = pre ? d * pi : pi;
+                T xi = dps::ldcg(x + i) + dps::mul_rn(alpha, phat);           // x += alpha p^
+                if (done) {
+                    x[i] = xi;
+                    return;
+                }
+                const T si = dps::ldcg(s + i);
+                const T ti = dps::ldcg(t + i);
+                const T shat = pre ? d * si : si;
+                xi = xi + dps::mul_rn(omega, shat);                           // x += omega s^
+                x[i] = xi;
+                const T ri = si - dps::mul_rn(omega, ti);                     // r = s - omega t
+                r[i] = ri;
+                rho_next += dps::conj(dps::ldcg(rt + i)) * ri;
+                rr_next += dps::conj(ri) * ri;
+            };
+            const int chunk = 2 * gridDim.x * DPS_BLOCK;                      // pairs per thread
+            for (int i = blockIdx.x * 2 * DPS_BLOCK + threadIdx.x; i < n; i += chunk) {
+                step(i);
+                if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
+            }
+            if (done) {                                                       // in every block
+                tau_out = (double)snorm;
+                if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j + 1] = snorm;
+                info = 0;
+                its = j + 1;
+                break;
+            }
+            rho_next = dps::block_sum(rho_next, smem);
+            rr_next = dps::block_sum(rr_next, smem);
+            if (threadIdx.x == 0) {
+                part_rho[blockIdx.x] = rho_next;
+                part_rr[blockIdx.x] = rr_next;
+            }
+        }
+        grid.sync();
+        rho_prev = rho;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        status[DYN_TAU] = tau_out;
+        dyn::finish(status, info, its);
+    }
+}

@@ -1,0 +1,88 @@
+"""variant="graph": one launch of a conditional-WHILE CUDA graph per solve, its cache of prepared
+systems, and its agreement with the merge variant whose kernels it captures (GPU machines only).
+The reference / SciPy agreement of every method x format x dtype runs in the shared GPU suites
+(test_gpu_cg, test_gpu_krylov, test_gpu_complex, test_parity), which pick the variant up from the
+registry."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpsolve
+from dpsolve.backends import get_backend, variant_info
+from dpsolve.matrices import laplace_2d
+
+pytestmark = pytest.mark.gpu
+
+METHODS = ("cg", "bicg", "bicgstab")
+
+
+@pytest.fixture(autouse=True)
+def _need_graph():
+    info = variant_info("graph")
+    if not info.available:
+        pytest.skip(info.reason)
+
+
+def _system(method, side=24, seed=0):
+    A = laplace_2d(side)
+    if method != "cg":
+        A = (A + sp.diags_array([-0.4 * np.ones(side * side - 1)], offsets=[-1])
+             + 0.5 * sp.eye_array(side * side)).tocsr()
+    b = np.random.default_rng(seed).standard_normal(A.shape[0])
+    return A, b
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("fmt", ["csr-scalar", "csr-vector", "ell"])
+@pytest.mark.parametrize("method", METHODS)
+def test_same_iterates_as_merge(method, fmt, M):
+    """The graph captures merge's kernels: the same iterations and (bitwise: same kernels, same
+    order) the same x."""
+    A, b = _system(method)
+    x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, M=M, variant="graph", format=fmt,
+                                            full_output=True)
+    xm, info_m, rep_m = getattr(dpsolve, method)(A, b, rtol=1e-8, M=M, variant="merge",
+                                                 format=fmt, full_output=True)
+    assert info == info_m == 0 and rep.iterations == rep_m.iterations
+    np.testing.assert_array_equal(x, xm)
+    assert rep.host_syncs == 1 and rep.host_launches <= 3        # copy in, graph, copy out
+    assert rep.device_launches_per_iter == 0.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_cache_skips_the_build_for_a_new_b(method):
+    backend = get_backend("graph")
+    backend._cache.clear()
+    A, b1 = _system(method, side=23)
+    _, b2 = _system(method, side=23, seed=1)
+    x1, info1, r1 = getattr(dpsolve, method)(A, b1, rtol=1e-10, variant="graph", full_output=True)
+    x2, info2, r2 = getattr(dpsolve, method)(A, b2, rtol=1e-10, variant="graph", full_output=True)
+    assert info1 == info2 == 0
+    assert r1.build_time > 0 and r2.build_time == 0.0
+    for x, b in ((x1, b1), (x2, b2)):
+        assert np.linalg.norm(b - A @ x) <= 1e-10 * np.linalg.norm(b)
+    # a new tolerance and maxiter reach the cached graph through its buffers
+    _, info3, r3 = getattr(dpsolve, method)(A, b2, rtol=1e-4, variant="graph", full_output=True)
+    assert info3 == 0 and r3.build_time == 0.0 and r3.iterations < r2.iterations
+    _, info4, r4 = getattr(dpsolve, method)(A, b2, rtol=1e-12, maxiter=3, variant="graph",
+                                            full_output=True)
+    assert info4 == 3 and r4.iterations == 3 and r4.build_time == 0.0
+    # a matrix with other values is another system: rebuilt, and solved right
+    A2 = A.copy()
+    A2.data = A2.data * 2.0
+    x5, info5, r5 = getattr(dpsolve, method)(A2, b2, rtol=1e-10, variant="graph", full_output=True)
+    assert info5 == 0 and r5.build_time > 0
+    assert np.linalg.norm(b2 - A2 @ x5) <= 1e-10 * np.linalg.norm(b2)
+
+
+def test_x0_that_solves_takes_no_iteration():
+    A, b = _system("cg")
+    x_exact = np.linalg.solve(A.toarray(), b)
+    x, info, rep = dpsolve.cg(A, b, x0=x_exact, rtol=1e-6, variant="graph", full_output=True)
+    assert info == 0 and rep.iterations == 0
+
+
+def test_callback_refused():
+    A, b = _system("cg")
+    with pytest.raises(ValueError, match="cannot call a Python callback"):
+        dpsolve.cg(A, b, variant="graph", callback=lambda xk: None)
