@@ -178,8 +178,11 @@ def read_matrix(path) -> sp.csr_array:
         import fast_matrix_market as fmm
         m = fmm.mmread(str(path))
     except ImportError:
+        import inspect
         import scipy.io
-        m = scipy.io.mmread(str(path))
+        # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where it can
+        kw = {"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters else {}
+        m = scipy.io.mmread(str(path), **kw)
     if not sp.issparse(m):
         m = sp.coo_array(m)
     return sp.csr_array(m)
