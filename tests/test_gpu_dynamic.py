@@ -1,6 +1,7 @@
-"""Variant "dynamic" (CDP2 tail-launch chains, one host launch and one host wait per solve) for
-cg, bicg and bicgstab: the device-recorded residual history against the reference's norm
-sequence, launch and sync counts, maxiter, NaN systems and SciPy's breakdown codes (GPU only).
+"""Variants "dynamic" (CDP2 tail-launch chains) and "persistent" (one cooperative kernel), one host
+launch and one host wait per solve, for cg, bicg and bicgstab: the device-recorded residual
+history against the reference's norm sequence, launch and sync counts, maxiter, NaN systems and
+SciPy's breakdown codes (GPU only).
 """
 import sys
 
@@ -19,13 +20,17 @@ pytestmark = pytest.mark.gpu
 METHODS = ("cg", "bicg", "bicgstab")
 FORMATS = ("csr-scalar", "csr-vector", "ell")
 LAUNCHES_PER_ITER = {"cg": 2, "bicg": 2, "bicgstab": 3}
+# persistent shares dynamic's device state, result area and residual history (one kernel instead
+# of the chain): the whole module runs on both
+DEVICE_DRIVEN = ("dynamic", "persistent")
 
 
-@pytest.fixture(autouse=True)
-def _dynamic_available():
-    ok, reason = get_backend("dynamic").availability()
+@pytest.fixture(autouse=True, params=DEVICE_DRIVEN)
+def variant(request):
+    ok, reason = get_backend(request.param).availability()
     if not ok:
         pytest.skip(reason)
+    return request.param
 
 
 # --------------------------------------------------------------------------- problems
@@ -94,7 +99,7 @@ def reference_run(method, A, b, atol, maxiter, inv_diag=None, monkeypatch=None):
 # --------------------------------------------------------------------------- residual history
 @pytest.mark.parametrize("jacobi", [False, True], ids=["plain", "jacobi"])
 @pytest.mark.parametrize("method", METHODS)
-def test_residual_history_matches_reference(method, jacobi, monkeypatch):
+def test_residual_history_matches_reference(method, jacobi, monkeypatch, variant):
     if method == "cg" and not jacobi:
         pytest.skip("covered below: unpreconditioned CG tests sqrt(<r, r>), not norm(r)")
     A, b = problem(method)
@@ -104,7 +109,7 @@ def test_residual_history_matches_reference(method, jacobi, monkeypatch):
                                                inv_diag, monkeypatch)
     assert info_r == 0
     x, info, rep = getattr(dpsolve, method)(A, b, rtol=rtol, M="jacobi" if jacobi else None,
-                                            variant="dynamic", full_output=True)
+                                            variant=variant, full_output=True)
     assert info == 0 and rep.restarts == 0
     assert abs(rep.iterations - its_r) <= 1
     res = rep.residuals
@@ -116,13 +121,13 @@ def test_residual_history_matches_reference(method, jacobi, monkeypatch):
     assert res[-1] < rep.tolerance <= res[-2]                  # the last test passed, not earlier
 
 
-def test_cg_history_unpreconditioned_against_true_residuals():
+def test_cg_history_unpreconditioned_against_true_residuals(variant):
     A, b = problem("cg")
     xs = []
     reference.cg(A.__matmul__, b, np.zeros_like(b), atol=1e-8 * np.linalg.norm(b), maxiter=4000,
                  callback=lambda xk: xs.append(xk.copy()))
     true = [np.linalg.norm(b)] + [np.linalg.norm(b - A @ xk) for xk in xs]
-    _, info, rep = dpsolve.cg(A, b, rtol=1e-8, variant="dynamic", full_output=True)
+    _, info, rep = dpsolve.cg(A, b, rtol=1e-8, variant=variant, full_output=True)
     assert info == 0 and len(rep.residuals) == rep.iterations + 1
     assert abs(len(true) - len(rep.residuals)) <= 1
     k = min(len(true), len(rep.residuals))
@@ -130,18 +135,18 @@ def test_cg_history_unpreconditioned_against_true_residuals():
     np.testing.assert_allclose(rep.residuals[:k], true[:k], rtol=1e-5, atol=1e-12 * true[0])
 
 
-def test_history_is_kept_in_float32_too():
+def test_history_is_kept_in_float32_too(variant):
     A, b = problem("bicgstab")
     _, info, rep = dpsolve.bicgstab(A.astype(np.float32), b.astype(np.float32), rtol=1e-4,
-                                    variant="dynamic", full_output=True)
+                                    variant=variant, full_output=True)
     assert info == 0 and rep.residuals.dtype == np.float32
     assert len(rep.residuals) == rep.iterations + 1 + rep.restarts
 
 
-def test_history_absent_for_huge_maxiter():
+def test_history_absent_for_huge_maxiter(variant):
     from dpsolve.backends.dynamic import HISTORY_MAX_ITER
     A, b = problem("bicg")
-    _, info, rep = dpsolve.bicg(A, b, rtol=1e-8, maxiter=HISTORY_MAX_ITER + 1, variant="dynamic",
+    _, info, rep = dpsolve.bicg(A, b, rtol=1e-8, maxiter=HISTORY_MAX_ITER + 1, variant=variant,
                                 full_output=True)
     assert info == 0 and rep.residuals is None
 
@@ -149,17 +154,17 @@ def test_history_absent_for_huge_maxiter():
 # --------------------------------------------------------------------------- launches and syncs
 @pytest.mark.parametrize("sync", ["polling", "blocking"])
 @pytest.mark.parametrize("method", METHODS)
-def test_one_host_launch_one_host_wait(method, sync):
+def test_one_host_launch_one_host_wait(method, sync, variant):
     A, b = problem(method)
-    _, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, variant="dynamic", sync=sync,
+    _, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, variant=variant, sync=sync,
                                             full_output=True)
     assert info == 0 and rep.restarts == 0 and rep.iterations > 5
     assert rep.host_launches == 1
     assert rep.host_syncs == 1
-    assert rep.device_launches_per_iter == LAUNCHES_PER_ITER[method]
+    assert rep.device_launches_per_iter == (LAUNCHES_PER_ITER[method] if variant == "dynamic" else 0)
 
 
-def test_launches_per_iter_match_the_module_docs():
+def test_launches_per_iter_match_the_module_docs(variant):
     from dpsolve.cuda import ops
     assert ops.DYNAMIC_LAUNCHES_PER_ITER == LAUNCHES_PER_ITER["cg"]
     assert ops.BICG_DYNAMIC_LAUNCHES_PER_ITER == LAUNCHES_PER_ITER["bicg"]
@@ -175,7 +180,7 @@ PROBLEMS = {"convdiff": lambda: convdiff(23, 0.5), "randdd": rand_diag_dominant}
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", list(PROBLEMS))
 @pytest.mark.parametrize("method", ["bicg", "bicgstab"])
-def test_formats_dtypes_jacobi(method, name, fmt, dtype, jacobi, monkeypatch):
+def test_formats_dtypes_jacobi(method, name, fmt, dtype, jacobi, monkeypatch, variant):
     A = PROBLEMS[name]().astype(dtype)
     b = np.random.default_rng(11).standard_normal(A.shape[0]).astype(dtype)
     rtol = 1e-8 if dtype == np.float64 else 1e-4
@@ -183,7 +188,7 @@ def test_formats_dtypes_jacobi(method, name, fmt, dtype, jacobi, monkeypatch):
     _, info_r, its_r, _ = reference_run(method, A, b, rtol * float(np.linalg.norm(b)), 10 * len(b),
                                         inv_diag, monkeypatch)
     x, info, rep = getattr(dpsolve, method)(A, b, rtol=rtol, M="jacobi" if jacobi else None,
-                                            variant="dynamic", format=fmt, full_output=True)
+                                            variant=variant, format=fmt, full_output=True)
     assert rep.format == fmt and x.dtype == dtype
     assert info == 0 and info_r == 0
     assert rep.residual_norm <= rep.tolerance
@@ -199,9 +204,9 @@ def test_formats_dtypes_jacobi(method, name, fmt, dtype, jacobi, monkeypatch):
 # --------------------------------------------------------------------------- maxiter, NaN
 @pytest.mark.parametrize("maxiter", [1, 2, 7])
 @pytest.mark.parametrize("method", ["bicg", "bicgstab"])
-def test_maxiter_is_honoured_exactly(method, maxiter):
+def test_maxiter_is_honoured_exactly(method, maxiter, variant):
     A, b = problem(method)
-    x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-14, maxiter=maxiter, variant="dynamic",
+    x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-14, maxiter=maxiter, variant=variant,
                                             full_output=True)
     assert info == maxiter and rep.iterations == maxiter
     assert len(rep.residuals) == maxiter + 1
@@ -226,12 +231,12 @@ def nan_case(method, dtype):
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("method", ["bicg", "bicgstab"])
-def test_nan_scalars_run_to_maxiter(method, dtype, fmt):
+def test_nan_scalars_run_to_maxiter(method, dtype, fmt, variant):
     A, b = nan_case(method, dtype)
     maxiter = 9
     with np.errstate(all="ignore"):
         xs, infos = getattr(sla, method)(A, b, maxiter=maxiter)
-        x, info, rep = getattr(dpsolve, method)(A, b, maxiter=maxiter, variant="dynamic",
+        x, info, rep = getattr(dpsolve, method)(A, b, maxiter=maxiter, variant=variant,
                                                 format=fmt, full_output=True)
     assert infos == maxiter and np.isnan(xs).all(), "SciPy must iterate on NaN to maxiter here"
     assert info == maxiter and rep.iterations == maxiter       # the chain ended, at maxiter
@@ -267,14 +272,14 @@ BREAKDOWNS = {
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("name", list(BREAKDOWNS))
-def test_breakdown_codes_like_scipy(name, dtype, fmt):
+def test_breakdown_codes_like_scipy(name, dtype, fmt, variant):
     method, A, b, expected, its = BREAKDOWNS[name]
     if fmt == "ell" and name.startswith("sym-nonpd"):
         pytest.skip("ELL refuses sym-nonpd (2.2x padding)")
     A, b = sp.csr_array(A.astype(dtype)), b.astype(dtype)
     with np.errstate(all="ignore"):
         xs, infos = getattr(sla, method)(A, b, rtol=1e-8, maxiter=50)
-        x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, maxiter=50, variant="dynamic",
+        x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, maxiter=50, variant=variant,
                                                 format=fmt, full_output=True)
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert infos in expected, "SciPy must break down the same way on this case"
@@ -285,12 +290,12 @@ def test_breakdown_codes_like_scipy(name, dtype, fmt):
     assert len(rep.residuals) == its + 1
 
 
-def test_bicgstab_exit_on_small_s_returns_j_plus_one():
+def test_bicgstab_exit_on_small_s_returns_j_plus_one(variant):
     """A = I: s = r - alpha A r = 0 in the first iteration, so BiCGStab exits half-way with
     x = alpha p^ after 1 iteration (SciPy: info 0, no callback)."""
     A = sp.eye_array(50, format="csr")
     b = np.random.default_rng(0).standard_normal(50)
-    x, info, rep = dpsolve.bicgstab(A, b, rtol=1e-8, variant="dynamic", full_output=True)
+    x, info, rep = dpsolve.bicgstab(A, b, rtol=1e-8, variant=variant, full_output=True)
     xs, infos = sla.bicgstab(A, b, rtol=1e-8)
     assert infos == 0 and info == 0 and rep.iterations == 1
     np.testing.assert_allclose(x, xs, rtol=1e-14)

@@ -19,11 +19,12 @@ from .persistent import PersistentBackend
 
 VARIANT_NAMES = ("host", "cublas", "cuda", "merge", "dynamic", "graph", "persistent")
 
-# variant="auto" takes the first of these that is available and supports the system (a callback
-# rules out device-driven variants). The order comes from scripts/bench (BENCHMARKS.md, H100):
-# dynamic had the lowest time per iteration on the 2-D problems (27-29 us against 45-70 for
-# merge) and on the 3-D ones with CSR-scalar; merge is the fastest host-driven variant.
-AUTO_PREFERENCE = ("dynamic", "merge", "cuda", "cublas")
+# variant="auto" follows the measured rule (dpsolve/autotune.py); where it has nothing to say (no
+# rule file, A a LinearOperator) auto takes the first of these that is available and takes the
+# system (a callback rules out device-driven variants). The order is the rule's overall one on the
+# H100 (BENCHMARKS.md, issue #5): persistent fastest at every regular sample point, then graph,
+# dynamic; merge is the fastest host-driven variant.
+AUTO_PREFERENCE = ("persistent", "graph", "dynamic", "merge", "cuda", "cublas")
 
 _DESCRIPTIONS = {
     "host": "pure-NumPy reference solvers on the CPU (the specification)",

@@ -282,7 +282,16 @@ class GpuBackend(Backend):
             return False, st.reason
         return self.extra_availability()
 
+    _available = None
+
     def extra_availability(self):
+        """What this variant needs beyond a usable device: ``_probe()``, run once and kept."""
+        if self._available is None:
+            self._available = self._probe()
+        return self._available
+
+    @staticmethod
+    def _probe():
         return True, None
 
     def why_not(self, system):

@@ -117,14 +117,6 @@ class DynamicBackend(GpuBackend):
     State = DynamicState
     methods = ("cg", "bicg", "bicgstab")
 
-    def __init__(self):
-        self._available = None
-
-    def extra_availability(self):
-        if self._available is None:
-            self._available = self._probe()
-        return self._available
-
     @staticmethod
     def _probe():
         cc = device_status().compute_capability
@@ -145,36 +137,11 @@ class DynamicBackend(GpuBackend):
         return super().run(state, system, x, atol=atol, maxiter=maxiter, callback=callback,
                            sync=sync)
 
-    @staticmethod
-    def _finisher(st, hist, launches_per_iter):
-        """Queue the copies of the result area (and history) after the one host launch; return
-        the closure that reads them after the run's one host wait."""
-        stream = st.stream
-        res = st.dyn_host.copy_async(st.dyn_status, stream)
-        hres = st.hist_host.copy_async(hist, stream) if hist is not None else None
-
-        def finish():
-            info, its, state, err = int(res[0]), int(res[1]), float(res[2]), int(res[3])
-            if state != ops.DYNAMIC_DONE:
-                what = (f"a device-side launch failed with cudaError {err}"
-                        if state == ops.DYNAMIC_LAUNCH_FAILED else "the chain stopped without a result")
-                raise RuntimeError(f"variant 'dynamic': {what}")
-            runs = st.history_runs
-            if runs is not None:
-                if hres is None:
-                    st.history_runs = runs = None
-                else:
-                    runs.append(np.array(hres[:its + 1]))
-            residuals = np.concatenate(runs) if runs else None
-            return info, its, {"device_launches_per_iter": launches_per_iter,
-                               "residuals": residuals}
-        return finish
-
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         hist = st.history(maxiter)
         ops.cg_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v, st.dyn_partials,
                        st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
-        return self._finisher(st, hist, ops.DYNAMIC_LAUNCHES_PER_ITER)
+        return device_result(st, hist, ops.DYNAMIC_LAUNCHES_PER_ITER, self.name)
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         pre = st.inv_diag is not None
@@ -184,11 +151,37 @@ class DynamicBackend(GpuBackend):
                          st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"), st.vec("pt2"),
                          st.v, st.vec("qt"), st.dyn_partials, st.dyn_status, atol, maxiter,
                          hist=hist, stream=st.stream)
-        return self._finisher(st, hist, ops.BICG_DYNAMIC_LAUNCHES_PER_ITER)
+        return device_result(st, hist, ops.BICG_DYNAMIC_LAUNCHES_PER_ITER, self.name)
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
         hist = st.history(maxiter)
         ops.bicgstab_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p, st.p2, st.v,
                              st.vec("v2"), st.vec("s"), st.vec("t"), st.dyn_partials,
                              st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
-        return self._finisher(st, hist, ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER)
+        return device_result(st, hist, ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER, self.name)
+
+
+def device_result(st, hist, launches_per_iter, variant):
+    """Queue the copies of the result area (and history) after a device-driven solve's one host
+    launch; return the closure that reads them after the run's one host wait (dynamic and
+    persistent)."""
+    stream = st.stream
+    res = st.dyn_host.copy_async(st.dyn_status, stream)
+    hres = st.hist_host.copy_async(hist, stream) if hist is not None else None
+
+    def finish():
+        info, its, state, err = int(res[0]), int(res[1]), float(res[2]), int(res[3])
+        if state != ops.DYNAMIC_DONE:
+            what = (f"a device-side launch failed with cudaError {err}"
+                    if state == ops.DYNAMIC_LAUNCH_FAILED else "the solve ended without a result")
+            raise RuntimeError(f"variant {variant!r}: {what}")
+        runs = st.history_runs
+        if runs is not None:
+            if hres is None:
+                st.history_runs = runs = None
+            else:
+                runs.append(np.array(hres[:its + 1]))
+        residuals = np.concatenate(runs) if runs else None
+        return info, its, {"device_launches_per_iter": launches_per_iter,
+                           "residuals": residuals}
+    return finish

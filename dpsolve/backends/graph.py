@@ -79,13 +79,7 @@ class GraphBackend(MergeBackend):
     State = GraphState
 
     def __init__(self):
-        self._available = None
         self._cache = collections.OrderedDict()
-
-    def extra_availability(self):
-        if self._available is None:
-            self._available = self._probe()
-        return self._available
 
     @staticmethod
     def _probe():

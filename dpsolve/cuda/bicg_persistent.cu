@@ -38,49 +38,7 @@
 // Result (double status[8], dynamic.cuh's layout): [0] info, [1] iterations, [2] state (1 done),
 // [4] the last tau. Residual history (optional, hist != nullptr): hist[j] = tau_j = ||r_j|| for
 // every j tested, j = 0 .. iterations (maxiter + 1 entries at most), as in bicg_dynamic.cu.
-#include <cooperative_groups.h>
-#include <dpsolve/dynamic.cuh>
-
-namespace cgrp = cooperative_groups;
-
-namespace pers {
-
-// A vector written inside this kernel, gathered through L2 (the set-up's x: the kernel updates it).
-template <typename T>
-struct LoadCoherent {
-    const T* x;
-    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
-};
-
-// p_j = z + beta p_{j-1} (p_0 = z) formed at gather time from coherent loads. Explicit fma, so
-// the value gathered for column c is bitwise what row c's owner stores as p_j[c].
-template <typename T>
-struct LoadBicgP {
-    const T* z;
-    const T* p;                          // p_{j-1} (not read when first)
-    T beta;
-    bool first;
-    __device__ __forceinline__ T operator()(int c) const {
-        const T zc = dps::ldcg(z + c);
-        return first ? zc : fma(beta, dps::ldcg(p + c), zc);
-    }
-};
-
-// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
-// the block gets the total (same order in every block, so the same bits everywhere).
-template <typename T>
-__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
-    T s = T(0);
-    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
-    s = dps::block_sum(s, smem);
-    if (threadIdx.x == 0) *bcast = s;
-    __syncthreads();
-    const T total = *bcast;
-    __syncthreads();
-    return total;
-}
-
-}  // namespace pers
+#include <dpsolve/persistent.cuh>
 
 // A and A^H share W (the CSR-vector width follows nnz / n, the same for both); ELL widths are
 // separate (width, width_h). Without a preconditioner the host passes z = r and z~ = r~.
@@ -151,8 +109,8 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
 
         // ---- phase A: p, p~ in the gathers; q = A p, q~ = A^H p~; partials of <p~, q>
         {
-            const pers::LoadBicgP<T> load{z, odd ? p0 : p1, beta, first};
-            const pers::LoadBicgP<T> loadt{zt, odd ? pt0 : pt1, dps::conj(beta), first};
+            const pers::LoadXpayCoherent<T> load{z, odd ? p0 : p1, beta, first};
+            const pers::LoadXpayCoherent<T> loadt{zt, odd ? pt0 : pt1, dps::conj(beta), first};
             T rv = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
                 p_cur[row] = load(row);

@@ -44,19 +44,9 @@
 // [4] the last residual norm tested. Residual history (optional, hist != nullptr), as in
 // bicgstab_dynamic.cu: hist[j] = ||r_j|| for every loop head j tested and, after the ||s|| < atol
 // exit of iteration j, hist[j + 1] = ||s||; iterations + 1 entries, maxiter + 1 at most.
-#include <cooperative_groups.h>
-#include <dpsolve/dynamic.cuh>
-
-namespace cgrp = cooperative_groups;
+#include <dpsolve/persistent.cuh>
 
 namespace pers {
-
-// A vector written inside this kernel, gathered through L2 (the set-up's x: the kernel updates it).
-template <typename T>
-struct LoadCoherent {
-    const T* x;
-    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
-};
 
 // p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r), and the gather p^ = D^-1 p_j, from
 // coherent loads. Explicit fma, so the value gathered for column c is bitwise what row c's owner
@@ -94,20 +84,6 @@ struct LoadStabS {
         return d != nullptr ? dps::ldg(d + c) * sc : sc;
     }
 };
-
-// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
-// the block gets the total (same order in every block, so the same bits everywhere).
-template <typename T>
-__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
-    T s = T(0);
-    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
-    s = dps::block_sum(s, smem);
-    if (threadIdx.x == 0) *bcast = s;
-    __syncthreads();
-    const T total = *bcast;
-    __syncthreads();
-    return total;
-}
 
 }  // namespace pers
 

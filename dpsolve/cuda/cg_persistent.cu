@@ -22,37 +22,7 @@
 // mostly L2 hits), v, p written (2n*s), x, r read+written and p, v read (6n*s), z written when
 // preconditioned, and gridDim.x^2 * s * (2 or 3) of partials read from L2 by the redundant
 // finishes (kept small by capping the grid at 4 blocks per SM).
-#include <cooperative_groups.h>
-#include <dpsolve/dynamic.cuh>
-
-namespace cgrp = cooperative_groups;
-
-namespace pers {
-
-// p = z + beta * p_prev formed at gather time from coherent (L2) loads.
-template <typename T>
-struct LoadXpayCoherent {
-    const T* z;
-    const T* p;
-    T beta;
-    __device__ __forceinline__ T operator()(int c) const { return fma(beta, dps::ldcg(p + c), dps::ldcg(z + c)); }
-};
-
-// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
-// the block gets the total (same order in every block, so the same bits everywhere).
-template <typename T>
-__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
-    T s = T(0);
-    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
-    s = dps::block_sum(s, smem);
-    if (threadIdx.x == 0) *bcast = s;
-    __syncthreads();
-    const T total = *bcast;
-    __syncthreads();
-    return total;
-}
-
-}  // namespace pers
+#include <dpsolve/persistent.cuh>
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)

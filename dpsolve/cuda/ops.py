@@ -690,9 +690,6 @@ def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, st
 
 
 # ------------------------------------------------------------------- persistent (BiCG, BiCGStab)
-PERSISTENT_PARTIAL_SETS = {"cg": 3, "bicg": 3, "bicgstab": 6}   # DOT partial arrays per method
-
-
 def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
     """Build ``kernel``<T, W> of ``source`` for A's format, size its cooperative grid and launch
     it once (args: the kernel's arguments). Returns the grid size."""

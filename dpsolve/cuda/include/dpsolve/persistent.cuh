@@ -1,0 +1,51 @@
+// dpsolve/persistent.cuh - device helpers shared by the cooperative solvers of variant
+// "persistent" (cg_persistent.cu, bicg_persistent.cu, bicgstab_persistent.cu): coherent gathers of
+// vectors the kernel itself writes, and the redundant finish of a DOT from all blocks' partials.
+//
+// Coherence: a vector written inside the kernel and read by other blocks after a grid.sync is
+// loaded with ld.global.cg (dps::ldcg: L2, not the non-coherent L1 / read-only path).
+#pragma once
+
+#include <cooperative_groups.h>
+#include <dpsolve/dynamic.cuh>
+
+namespace cgrp = cooperative_groups;
+
+namespace pers {
+
+// A vector written inside this kernel, gathered through L2 (e.g. the set-up's x).
+template <typename T>
+struct LoadCoherent {
+    const T* x;
+    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
+};
+
+// p_j = z + beta p_{j-1} (p_0 = z when ``first``) formed at gather time from coherent loads.
+// Explicit fma, so the value gathered for column c is bitwise what row c's owner stores as p_j[c].
+template <typename T>
+struct LoadXpayCoherent {
+    const T* z;
+    const T* p;                          // p_{j-1} (not read when first)
+    T beta;
+    bool first;
+    __device__ __forceinline__ T operator()(int c) const {
+        const T zc = dps::ldcg(z + c);
+        return first ? zc : fma(beta, dps::ldcg(p + c), zc);
+    }
+};
+
+// Sum of nparts partials written by other blocks before the last grid.sync; every thread of
+// the block gets the total (same order in every block, so the same bits everywhere).
+template <typename T>
+__device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bcast) {
+    T s = T(0);
+    for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += dps::ldcg(parts + i);
+    s = dps::block_sum(s, smem);
+    if (threadIdx.x == 0) *bcast = s;
+    __syncthreads();
+    const T total = *bcast;
+    __syncthreads();
+    return total;
+}
+
+}  // namespace pers
