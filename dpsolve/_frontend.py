@@ -91,7 +91,7 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
         backend, fmt = picked
     else:
         backend = _resolve_variant(variant, system, callback)
-        fmt = (choose_format(system.csr, format)
+        fmt = (choose_format(system.csr, format, getattr(backend, "formats", FORMATS))
                if (backend.uses_format and system.csr is not None) else None)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)

@@ -31,7 +31,7 @@ _COMMON_DOC = """
         ``"auto"`` on a machine without a usable CUDA device runs ``"host"`` and warns once.
     sync : {{"polling", "blocking"}}, optional
         How the host thread waits for the GPU: spinning, or sleeping (lower CPU energy).
-    format : {{"auto", "csr-scalar", "csr-vector", "ell"}}, optional
+    format : {{"auto", "csr-scalar", "csr-vector", "ell", "csr-adaptive"}}, optional
         SpMV format on the GPU. ``"ell"`` refuses matrices whose padding would exceed 2x the
         nonzeros. Ignored by ``variant="host"``.
     full_output : bool, optional

@@ -100,6 +100,35 @@ def convdiff_2d(nx: int, ny: int | None = None, peclet: float = 100.0, angle: fl
 _GEN = re.compile(r"^(laplace1d|laplace2d|laplace3d|convdiff2d)-(\d+)(?:-pe([0-9.]+))?$")
 
 
+def power_law(n: int = 10**6, mean: float = 16.0, heavy=(10**4, 3 * 10**4, 10**5), seed: int = 0,
+              dtype=np.float64) -> sp.csr_array:
+    """An irregular test matrix for load-balanced SpMV: row lengths drawn from a Zipf-like
+    (power-law) distribution with about ``mean`` entries a row, plus a few rows of the lengths in
+    ``heavy`` (capped at n); random columns, a dominant diagonal (so it is also solvable)."""
+    rng = np.random.default_rng(seed)
+    lengths = np.minimum(rng.zipf(2.2, n), 200).astype(np.int64)
+    lengths = np.maximum(1, np.round(lengths * (mean - 1) / lengths.mean())).astype(np.int64)
+    rows_heavy = rng.choice(n, size=min(len(heavy), n), replace=False)
+    lengths[rows_heavy] = np.minimum(np.asarray(heavy[:len(rows_heavy)]), n)
+    rows = np.repeat(np.arange(n), lengths)
+    cols = rng.integers(0, n, rows.size)
+    vals = rng.uniform(-1.0, 0.0, rows.size)
+    A = sp.coo_array((vals, (rows, cols)), shape=(n, n)).tocsr()
+    A.sum_duplicates()
+    d = np.asarray(abs(A).sum(axis=1)).ravel() + 1.0
+    return (A + sp.diags_array(d)).tocsr().astype(dtype)
+
+
+def banded(n: int, entries: int = 201, dtype=np.float64) -> sp.csr_array:
+    """A symmetric positive definite banded matrix with ``entries`` (odd) entries a row (long, regular
+    rows; crankseg_2 has ~200 a row)."""
+    half = entries // 2
+    offs = list(range(-half, half + 1))
+    diags = [np.full(n - abs(k), -1.0 / (1 + abs(k))) for k in offs]
+    diags[half] = np.full(n, 2.0 * sum(1.0 / (1 + abs(k)) for k in offs if k))
+    return sp.diags_array(diags, offsets=offs, format="csr").astype(dtype)
+
+
 def is_generated(name: str) -> bool:
     return bool(_GEN.match(name))
 

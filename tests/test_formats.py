@@ -395,3 +395,42 @@ def test_explicit_format_passes_through(name):
 def test_unknown_format_name(name):
     with pytest.raises(ValueError, match=f"unknown format {name!r}"):
         choose_format(_long_row(5), name)
+
+
+# --------------------------------------------------------------------------- csr-adaptive's row bins
+def test_row_bins_partition_the_rows_by_length():
+    from dpsolve.formats import RowBins
+    from dpsolve.matrices import power_law
+    A = power_law(5000, mean=8.0, heavy=(1500, 3000), seed=1)
+    csr = to_csr(A, np.float64)
+    bins = RowBins.from_csr(csr)
+    lengths = np.diff(A.indptr)
+    allrows = np.concatenate([bins.short, bins.medium, bins.long])
+    assert np.array_equal(np.sort(allrows), np.arange(5000))            # each row exactly once
+    assert all(np.all(np.diff(b) > 0) for b in (bins.short, bins.medium, bins.long))  # row order
+    assert lengths[bins.short].max() <= bins.t_thread < lengths[bins.medium].min()
+    assert lengths[bins.medium].max() <= bins.t_warp < lengths[bins.long].min()
+    assert bins.t_thread == min(max(int(np.percentile(lengths, 90, method="higher")), 4), 32)
+    assert bins.long.size >= 2                                 # the heavy rows (duplicates summed)
+
+
+def test_row_bins_thresholds_and_errors():
+    from dpsolve.formats import RowBins
+    from dpsolve.formats.adaptive import thresholds
+    assert thresholds(np.full(100, 7)) == (7, 1024)
+    assert thresholds(np.full(100, 2)) == (4, 1024)          # clamped below
+    assert thresholds(np.full(100, 500)) == (32, 1024)       # clamped above
+    csr = to_csr(sp.eye_array(3, format="csr"), np.float64)
+    with pytest.raises(ValueError, match="t_thread <= t_warp"):
+        RowBins.from_csr(csr, t_thread=64, t_warp=8)
+
+
+def test_auto_picks_csr_adaptive_only_for_a_heavy_tail_and_where_allowed():
+    from dpsolve.matrices import power_law
+    A = power_law(20000, mean=8.0, heavy=(5000,), seed=2)
+    csr = to_csr(A, np.float64)
+    assert choose_format(csr) == "csr-adaptive"
+    assert choose_format(csr, allowed=("csr-scalar", "csr-vector", "ell")) != "csr-adaptive"
+    regular = to_csr(sp.random_array((2000, 2000), density=0.01, rng=0, format="csr")
+                     + sp.eye_array(2000), np.float64)
+    assert choose_format(regular) != "csr-adaptive"

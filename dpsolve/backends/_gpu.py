@@ -19,6 +19,7 @@ import numpy as np
 
 from .._device import status as device_status
 from ..cuda import ops
+from ..formats import FORMATS
 from ..measure import GpuEnergyMeter, Stopwatch
 from .base import Backend, Run
 
@@ -273,6 +274,7 @@ class GpuBackend(Backend):
 
     methods = ("cg",)
     State = GpuState
+    formats = FORMATS            # the SpMV formats this variant runs
     takes_operator_A = False     # A as an operator, called every iteration (host-driven variants)
     takes_operator_M = False     # a general M, called every iteration (variants that do not fuse M)
 
@@ -319,6 +321,11 @@ class GpuBackend(Backend):
         reason = self.why_not(system)
         if reason:
             raise ValueError(reason)
+        if fmt is not None and fmt not in self.formats:
+            from . import VARIANT_NAMES, get_backend
+            takers = [n for n in VARIANT_NAMES[1:] if fmt in getattr(get_backend(n), "formats", ())]
+            raise ValueError(f"variant {self.name!r} runs formats {', '.join(self.formats)}, not "
+                             f"{fmt!r}; {fmt!r} runs on {', '.join(repr(t) for t in takers)}")
         return self.State(system, fmt)
 
     def initial_x(self, system):

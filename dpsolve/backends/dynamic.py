@@ -114,6 +114,7 @@ class DynamicBackend(GpuBackend):
     name = "dynamic"
     device_driven = True
     uses_cdp = True          # CUDA dynamic parallelism: compute-sanitizer racecheck cannot run it
+    formats = ("csr-scalar", "csr-vector", "ell")   # the row loops of dynamic.cuh (W codes)
     State = DynamicState
     methods = ("cg", "bicg", "bicgstab")
 

@@ -39,7 +39,7 @@ class Source:
 
 
 SOURCES = {
-    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
+    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>", "spmv_csr_adaptive<{T}>")
                    + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "axpy<{T}>", "xpay<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),

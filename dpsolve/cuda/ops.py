@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats import CSR, ELL, DEFAULT_MAX_FILL
+from ..formats import CSR, ELL, DEFAULT_MAX_FILL, RowBins
 from ._loader import CSR_VECTOR_WIDTHS, get_kernel
 
 BLOCK = 256            # DPS_BLOCK in common.cuh
@@ -121,6 +121,7 @@ class DeviceMatrix:
     csr: CSR | None = None
     ell: ELL | None = None
     width: int = 0           # CSR-vector lanes per row
+    bins: RowBins | None = None   # CSR-adaptive's row bins
 
     @classmethod
     def build(cls, csr: CSR, fmt: str, max_fill: float = DEFAULT_MAX_FILL) -> "DeviceMatrix":
@@ -132,13 +133,15 @@ class DeviceMatrix:
                        width=vector_width(csr.nnz / max(csr.n, 1)))
         if fmt == "csr-scalar":
             return cls(fmt, csr.n, csr.nnz, csr.dtype, csr=csr)
+        if fmt == "csr-adaptive":
+            return cls(fmt, csr.n, csr.nnz, csr.dtype, csr=csr, bins=RowBins.from_csr(csr))
         raise ValueError(f"unknown format {fmt!r}")
 
     def matrix_bytes(self) -> int:
         s = self.dtype.itemsize
         if self.ell is not None:
             return self.ell.width * self.n * (s + 4)
-        return self.nnz * (s + 4) + (self.n + 1) * 4
+        return self.nnz * (s + 4) + (self.n + 1) * 4 + (4 * self.n if self.bins is not None else 0)
 
 
 class OperatorMatrix:
@@ -191,6 +194,16 @@ def spmv(A: DeviceMatrix, x, y, stream=None) -> None:
         c = A.csr
         launch(k, (grid_for(n * A.width),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y),
                stream)
+    elif A.format == "csr-adaptive":
+        c, bins = A.csr, A.bins
+        ns, nm, nl = bins.counts()
+        b_short = grid_for(ns) if ns else 0
+        b_med = grid_for(nm * 32) if nm else 0             # a warp per row
+        b_long = min(nl, 4 * _sm_count())                  # a block per row, grid-strided
+        launch(get_kernel("spmv", "spmv_csr_adaptive<{T}>", A.dtype), (b_short + b_med + b_long,),
+               (BLOCK,), (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nl),
+                          bins.long, np.int32(b_short), np.int32(b_med), c.indptr, c.indices,
+                          c.data, x, y), stream)
     else:
         k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype)
         e = A.ell
@@ -244,8 +257,9 @@ def jacobi(inv_diag, r, z, stream=None) -> None:
 
 _NULL = np.uint64(0)     # a null device pointer, passed by value (8 zero bytes)
 # formats whose SpMV cannot be fused with a DOT in one kernel (a group of lanes owns a row; a
-# Python operator): the merge variant runs the SpMV, then the DOT's stage 1
-UNFUSED_SPMV = ("csr-vector", "operator")
+# Python operator; CSR-adaptive's three mappings): the merge variant runs the SpMV, then the DOT's
+# stage 1
+UNFUSED_SPMV = ("csr-vector", "operator", "csr-adaptive")
 
 
 def merge_parts(n: int) -> int:
@@ -494,7 +508,7 @@ def bicg_merge_spmv2_dot(A: DeviceMatrix, AH: DeviceMatrix, p, pt, q, qt, partia
     partials[:nparts]; returns nparts. CSR-vector: the two SpMVs in one kernel, then blas1's
     dot_partial (two launches)."""
     n = A.n
-    if A.format == "operator":                     # the user's A and A^H, then the DOT's stage 1
+    if A.format in ("operator", "csr-adaptive"):   # A and A^H one after the other, then the DOT
         spmv(A, p, q, stream)
         spmv(AH, pt, qt, stream)
         return dot_partial(pt, q, partials, stream)

@@ -1,7 +1,7 @@
 // spmv.cu - sparse matrix-vector products y = A x (step O1 of CG).
 //
-// Kernels: spmv_csr_scalar<T>, spmv_csr_vector<T, W>, spmv_ell<T>. All loop grid-stride over rows,
-// so any grid size covers any n. Bytes moved per call (values of s bytes, 4-byte indices):
+// Kernels: spmv_csr_scalar<T>, spmv_csr_vector<T, W>, spmv_ell<T>, spmv_csr_adaptive<T>. All loop
+// grid-stride over rows, so any grid size covers any n. Bytes moved per call (values of s bytes, 4-byte indices):
 //   CSR:  nnz*(s+4) + (n+1)*4 for A, up to nnz*s for x (gathered), n*s for y.
 //   ELL:  width*n*(s+4) for A (padding included), up to nnz*s for x, n*s for y.
 #include <dpsolve/common.cuh>
@@ -37,3 +37,51 @@ spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict_
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = dps::ell_row(row, n, width, indices, data, x);
 }
+
+// CSR-adaptive (load-balanced): rows binned by length once, when the matrix is prepared
+// (dpsolve/formats/adaptive.py). One launch, three kinds of block:
+//   blocks [0, b_short)                 one thread per row of `short_rows` (grid-stride)
+//   blocks [b_short, b_short + b_med)   one warp per row of `med_rows` (32 lanes, shuffles)
+//   the rest                            one block per row of `long_rows` (block_sum)
+// Bytes as CSR, plus 4 bytes per row for the bins.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
+                  const int* __restrict__ med_rows, int n_long, const int* __restrict__ long_rows,
+                  int b_short, int b_med, const int* __restrict__ indptr,
+                  const int* __restrict__ indices, const T* __restrict__ data,
+                  const T* __restrict__ x, T* __restrict__ y) {
+    const int bid = blockIdx.x;
+    if (bid < b_short) {
+        for (int i = bid * blockDim.x + threadIdx.x; i < n_short; i += b_short * blockDim.x) {
+            const int row = short_rows[i];
+            y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
+        }
+    } else if (bid < b_short + b_med) {
+        const int warps = DPS_BLOCK / DPS_WARP, lane = threadIdx.x % DPS_WARP;
+        const int stride = b_med * warps;
+        // the loop bound is uniform across each warp, as the shuffles require
+        for (int base = (bid - b_short) * warps; base < n_med; base += stride) {
+            const int i = base + threadIdx.x / DPS_WARP;
+            const bool ok = i < n_med;
+            const int row = ok ? med_rows[i] : 0;
+            // csr_row_vector computes rows < its n: row + 1 admits this row, 0 idles the warp
+            const T v = dps::csr_row_vector<T, DPS_WARP>(row, ok ? row + 1 : 0, lane, indptr,
+                                                         indices, data, x);
+            if (lane == 0 && i < n_med) y[row] = v;
+        }
+    } else {
+        __shared__ T smem[DPS_WARP];
+        const int b_long = gridDim.x - b_short - b_med;
+        for (int i = bid - b_short - b_med; i < n_long; i += b_long) {     // uniform per block
+            const int row = long_rows[i];
+            T sum = T(0);
+            const int end = indptr[row + 1];
+            for (int k = indptr[row] + threadIdx.x; k < end; k += blockDim.x)
+                sum += data[k] * x[indices[k]];
+            sum = dps::block_sum(sum, smem);
+            if (threadIdx.x == 0) y[row] = sum;
+        }
+    }
+}
+

@@ -3,16 +3,17 @@
 * :class:`CSR` - sorted, de-duplicated, checked compressed sparse rows (int32 indices).
 * :class:`ELL` - column-major padded ELLPACK, so that a warp's loads coalesce.
 
-The SpMV *kernels* that read them are ``csr-scalar`` and ``csr-vector`` (both over :class:`CSR`)
-and ``ell`` (over :class:`ELL`).
+The SpMV *kernels* that read them are ``csr-scalar``, ``csr-vector`` and ``csr-adaptive`` (over
+:class:`CSR`; the last with :class:`RowBins`) and ``ell`` (over :class:`ELL`).
 """
 from __future__ import annotations
 
 from .._errors import FormatError
+from .adaptive import RowBins
 from .csr import CSR, to_csr
 from .ell import DEFAULT_MAX_FILL, ELL
 
-FORMATS = ("csr-scalar", "csr-vector", "ell")
+FORMATS = ("csr-scalar", "csr-vector", "ell", "csr-adaptive")
 
 
 def row_stats(csr: CSR) -> dict:
@@ -26,12 +27,15 @@ def row_stats(csr: CSR) -> dict:
             "ell_fill": (n * mx / csr.nnz) if csr.nnz else 1.0}
 
 
-def choose_format(csr: CSR, requested: str = "auto") -> str:
-    """Resolve ``format=``. Explicit names are returned as they are; ``auto`` picks from row stats.
+def choose_format(csr: CSR, requested: str = "auto", allowed=FORMATS) -> str:
+    """Resolve ``format=``. Explicit names are returned as they are; ``auto`` picks from row stats
+    among ``allowed`` (the variant's formats).
 
-    Provisional ``auto`` rule (Bell & Garland's guidance, to be replaced by measured crossovers):
-    ELL when rows are regular (padding at most 1.25x the nonzeros), CSR-vector when rows are long
-    (mean >= 12 entries), CSR-scalar otherwise. ``auto`` never picks ELL when ELL would refuse.
+    ``auto`` rule where the measured rule (dpsolve/autotune.py) has nothing to say: CSR-adaptive when
+    a heavy tail of long rows would stall a thread- or warp-mapped kernel (longest row > 1024 and
+    > 16x the mean); ELL when rows are regular (padding at most 1.25x the nonzeros); CSR-vector when
+    rows are long (mean >= 12 entries); CSR-scalar otherwise. ``auto`` never picks ELL when ELL
+    would refuse.
     """
     if requested not in FORMATS + ("auto",):
         raise ValueError(f"unknown format {requested!r}; expected one of "
@@ -39,6 +43,8 @@ def choose_format(csr: CSR, requested: str = "auto") -> str:
     if requested != "auto":
         return requested
     s = row_stats(csr)
+    if "csr-adaptive" in allowed and s["max"] > 1024 and s["max"] > 16 * s["mean"]:
+        return "csr-adaptive"
     if s["nnz"] and s["ell_fill"] <= min(1.25, DEFAULT_MAX_FILL) and s["mean"] <= 32:
         return "ell"
     if s["mean"] >= 12:
@@ -46,5 +52,5 @@ def choose_format(csr: CSR, requested: str = "auto") -> str:
     return "csr-scalar"
 
 
-__all__ = ["CSR", "ELL", "FORMATS", "FormatError", "DEFAULT_MAX_FILL", "choose_format",
+__all__ = ["CSR", "ELL", "FORMATS", "FormatError", "DEFAULT_MAX_FILL", "RowBins", "choose_format",
            "row_stats", "to_csr"]
