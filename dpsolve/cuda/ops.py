@@ -196,14 +196,16 @@ def spmv(A: DeviceMatrix, x, y, stream=None) -> None:
                stream)
     elif A.format == "csr-adaptive":
         c, bins = A.csr, A.bins
-        ns, nm, nl = bins.counts()
+        ns, nm, _ = bins.counts()
+        nc = bins.nchunks
         b_short = grid_for(ns) if ns else 0
         b_med = grid_for(nm * 32) if nm else 0             # a warp per row
-        b_long = min(nl, 4 * _sm_count())                  # a block per row, grid-strided
+        b_long = min(nc, 32 * _sm_count())                 # a block per chunk, grid-strided
         launch(get_kernel("spmv", "spmv_csr_adaptive<{T}>", A.dtype), (b_short + b_med + b_long,),
-               (BLOCK,), (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nl),
-                          bins.long, np.int32(b_short), np.int32(b_med), c.indptr, c.indices,
-                          c.data, x, y), stream)
+               (BLOCK,), (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nc),
+                          bins.long, bins.chunk_long, bins.chunk_begin, bins.first_chunk,
+                          bins.counters, bins.partials, np.int32(b_short), np.int32(b_med),
+                          c.indptr, c.indices, c.data, x, y), stream)
     else:
         k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype)
         e = A.ell

@@ -38,17 +38,25 @@ spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict_
         y[row] = dps::ell_row(row, n, width, indices, data, x);
 }
 
+#define DPS_CHUNK 4096   // entries of a block-mapped row per block: CHUNK in dpsolve/formats/adaptive.py
+
 // CSR-adaptive (load-balanced): rows binned by length once, when the matrix is prepared
 // (dpsolve/formats/adaptive.py). One launch, three kinds of block:
 //   blocks [0, b_short)                 one thread per row of `short_rows` (grid-stride)
 //   blocks [b_short, b_short + b_med)   one warp per row of `med_rows` (32 lanes, shuffles)
-//   the rest                            one block per row of `long_rows` (block_sum)
+//   the rest                            one block per DPS_CHUNK-entry chunk of a `long_rows` row
+//                                       (grid-stride over chunks); each writes its partial sum,
+//                                       and the block that finishes a row's last chunk (an atomic
+//                                       counter per row) sums the row's partials in chunk order
+//                                       -- deterministic -- writes y and resets the counter.
 // Bytes as CSR, plus 4 bytes per row for the bins.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
-                  const int* __restrict__ med_rows, int n_long, const int* __restrict__ long_rows,
-                  int b_short, int b_med, const int* __restrict__ indptr,
+                  const int* __restrict__ med_rows, int n_chunks, const int* __restrict__ long_rows,
+                  const int* __restrict__ chunk_long, const int* __restrict__ chunk_begin,
+                  const int* __restrict__ first_chunk, int* __restrict__ counters,
+                  T* __restrict__ partials, int b_short, int b_med, const int* __restrict__ indptr,
                   const int* __restrict__ indices, const T* __restrict__ data,
                   const T* __restrict__ x, T* __restrict__ y) {
     const int bid = blockIdx.x;
@@ -73,14 +81,26 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
     } else {
         __shared__ T smem[DPS_WARP];
         const int b_long = gridDim.x - b_short - b_med;
-        for (int i = bid - b_short - b_med; i < n_long; i += b_long) {     // uniform per block
-            const int row = long_rows[i];
+        for (int c = bid - b_short - b_med; c < n_chunks; c += b_long) {   // uniform per block
+            const int li = chunk_long[c];
+            const int row = long_rows[li];
+            const int end = min(chunk_begin[c] + DPS_CHUNK, indptr[row + 1]);
             T sum = T(0);
-            const int end = indptr[row + 1];
-            for (int k = indptr[row] + threadIdx.x; k < end; k += blockDim.x)
+            for (int k = chunk_begin[c] + threadIdx.x; k < end; k += blockDim.x)
                 sum += data[k] * x[indices[k]];
             sum = dps::block_sum(sum, smem);
-            if (threadIdx.x == 0) y[row] = sum;
+            if (threadIdx.x == 0) {
+                partials[c] = sum;
+                __threadfence();                       // the partial is visible before the count
+                const int first = first_chunk[li], count = first_chunk[li + 1] - first;
+                if (atomicAdd(counters + li, 1) == count - 1) {     // this row's last chunk
+                    __threadfence();
+                    T total = T(0);
+                    for (int k = first; k < first + count; ++k) total += dps::ldcg(partials + k);
+                    y[row] = total;
+                    counters[li] = 0;                  // ready for the next SpMV
+                }
+            }
         }
     }
 }

@@ -6,7 +6,9 @@ writes of ``y`` keep their locality):
 
 * **thread-mapped**: length <= ``t_thread``: one thread per row (CSR-scalar's mapping);
 * **warp-mapped**: ``t_thread`` < length <= ``t_warp``: one warp per row (CSR-vector's, 32 lanes);
-* **block-mapped**: length > ``t_warp``: one block of DPS_BLOCK threads per row.
+* **block-mapped**: length > ``t_warp``: split into chunks of ``CHUNK`` entries, one block per
+  chunk; the block that finishes a row's last chunk sums the row's chunk partials in order
+  (deterministic) and writes ``y``, so one very long row does not keep one SM busy alone.
 
 The thresholds come from the row-length distribution: ``t_thread`` is the 90th percentile of the
 lengths, clamped to [4, 32], so the bulk of a regular matrix stays on the cheapest mapping and only
@@ -23,6 +25,7 @@ from .csr import CSR
 
 T_WARP = 1024
 T_THREAD_RANGE = (4, 32)
+CHUNK = 4096          # entries of a block-mapped row per block (16 per thread); CHUNK in spmv.cu
 
 
 def thresholds(lengths) -> tuple[int, int]:
@@ -41,6 +44,11 @@ class RowBins:
     long: object       # int32 rows, block-mapped
     t_thread: int
     t_warp: int
+    chunk_long: object = None    # per chunk: its row's index in ``long``
+    chunk_begin: object = None   # per chunk: its first entry (an offset into indices / data)
+    first_chunk: object = None   # per long row: its first chunk (len(long) + 1 entries)
+    counters: object = None      # per long row: chunks finished in the current SpMV (reset to 0)
+    partials: object = None      # per chunk: its partial sum (the matrix's dtype)
 
     @classmethod
     def from_csr(cls, csr: CSR, t_thread: int | None = None, t_warp: int | None = None) -> "RowBins":
@@ -54,8 +62,22 @@ class RowBins:
         if not 1 <= tt <= tw:
             raise ValueError(f"csr-adaptive needs 1 <= t_thread <= t_warp, got {tt}, {tw}")
         rows = xp.arange(csr.n, dtype=np.int32)
-        return cls(rows[lengths <= tt], rows[(lengths > tt) & (lengths <= tw)], rows[lengths > tw],
-                   tt, tw)
+        long = rows[lengths > tw]
+        # chunks of the block-mapped rows
+        nchunks = -(-lengths[long] // CHUNK)                               # per long row
+        first = xp.zeros(long.size + 1, dtype=np.int32)
+        first[1:] = xp.cumsum(nchunks)
+        total = int(first[-1])
+        chunk_long = xp.repeat(xp.arange(long.size, dtype=np.int32), nchunks.astype(np.int64))
+        within = xp.arange(total, dtype=np.int32) - first[chunk_long]
+        chunk_begin = (csr.indptr[long][chunk_long] + within * CHUNK).astype(np.int32)
+        return cls(rows[lengths <= tt], rows[(lengths > tt) & (lengths <= tw)], long, tt, tw,
+                   chunk_long, chunk_begin, first, xp.zeros(long.size, dtype=np.int32),
+                   xp.zeros(max(total, 1), dtype=csr.dtype))
+
+    @property
+    def nchunks(self) -> int:
+        return int(self.chunk_long.size)
 
     def counts(self) -> tuple[int, int, int]:
         return int(self.short.size), int(self.medium.size), int(self.long.size)
