@@ -106,12 +106,6 @@ class HostScalars:
         return vals
 
 
-def operator_on_device(op, system) -> bool:
-    """Whether a user's operator is called on CuPy arrays: when the caller passed b as a CuPy
-    array (CuPy in, CuPy out, operators included). Otherwise it is called on NumPy copies."""
-    return system.out_cupy
-
-
 def _entry(op, name, on_device):
     """The function to call for ``op.matvec`` / ``op.rmatvec``. On the device, SciPy's public
     ``matvec`` would convert its argument with NumPy, so the operator's own implementation
@@ -136,8 +130,11 @@ class GpuState:
         self._vectors = {}
         bicg = system.method == "bicg"
         with self.stream:
+            # a user's operator (A or M) is called on CuPy arrays when the caller passed b as a
+            # CuPy array (CuPy in, CuPy out, operators included), else on NumPy copies
+            dev = system.out_cupy
             if system.operator is not None:          # the user's operator, called per SpMV
-                op, dev = system.operator, operator_on_device(system.operator, system)
+                op = system.operator
                 self.A = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "A.matvec")
                 self.AH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "A.rmatvec")
                            if bicg else None)
@@ -151,7 +148,7 @@ class GpuState:
                              if system.M.kind == "jacobi" else None)
             self.M = self.MH = None                  # a general preconditioner: z = M r
             if system.M.kind == "operator":
-                op, dev = system.M.op, operator_on_device(system.M.op, system)
+                op = system.M.op
                 self.M = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "M.matvec")
                 self.MH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "M.rmatvec")
                            if bicg else None)
@@ -299,10 +296,10 @@ class GpuBackend(Backend):
     def why_not(self, system):
         """None if this back end can take ``system``, else the reason (for a clear error)."""
         if system.method not in self.methods:
-            return (f"variant {self.name!r} implements {', '.join(self.methods)} so far, "
+            return (f"variant {self.name!r} implements {', '.join(self.methods)}, "
                     f"not {system.method}; use variant='host'")
         if system.dtype not in GPU_DTYPES:
-            return (f"variant {self.name!r} supports float32 and float64 so far, not "
+            return (f"variant {self.name!r} supports {', '.join(str(d) for d in GPU_DTYPES)}, not "
                     f"{system.dtype}; use variant='host'")
         if system.operator is not None and not self.takes_operator_A:
             return (f"variant {self.name!r} runs the solve on the GPU without the host and needs "
