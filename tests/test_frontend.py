@@ -655,3 +655,23 @@ def test_gpu_variants_name_who_takes_operators():
     for name in ("cublas", "cuda"):
         assert get_backend(name).why_not(op_sys) is None and get_backend(name).why_not(m_sys) is None
     assert get_backend("merge").why_not(op_sys) is None
+
+
+def test_graph_cache_key_follows_the_matrix_contents():
+    """variant 'graph' caches its instantiated graph per prepared system; the key (decided without
+    a GPU) changes with any value of A or D^-1, and large matrices are not keyed (not cached)."""
+    from dpsolve._system import make_system
+    from dpsolve.backends import graph
+    A = sp.random_array((300, 300), density=0.05, rng=1, format="csr") + sp.eye_array(300) * 10
+    b = np.ones(300)
+    key = graph.GraphBackend.cache_key
+    k0 = key(make_system("cg", A, b, None, None), "csr-scalar")
+    assert k0 == key(make_system("cg", A.copy(), 2 * b, None, None), "csr-scalar")   # new b: hit
+    A2 = A.copy()
+    A2.data[7] *= 1.0 + 1e-15
+    assert key(make_system("cg", A2, b, None, None), "csr-scalar") != k0
+    assert key(make_system("cg", A, b, None, None), "ell") != k0
+    assert key(make_system("bicg", A, b, None, None), "csr-scalar") != k0
+    assert key(make_system("cg", A, b, None, "jacobi"), "csr-scalar") != k0
+    big = sp.eye_array(graph.CACHE_MAX_BYTES // 12 + 1, format="csr")
+    assert key(make_system("cg", big, np.ones(big.shape[0]), None, None), "csr-scalar") is None
