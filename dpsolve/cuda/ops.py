@@ -563,8 +563,8 @@ def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, beta, 
     ``first`` (set-up) also sets status = 0."""
     dt = part_rho.dtype
     launch(get_kernel("bicg_merge", "bicg_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho, beta,
-            tau, pending, status), stream)
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho,
+            beta, tau, pending, status), stream)
 
 
 def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stream=None) -> None:
@@ -578,8 +578,8 @@ def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stre
 
 
 def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> int:
-    """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. CSR-vector and
-    operators: spmv() then blas1's dot_partial (two launches)."""
+    """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. UNFUSED_SPMV
+    formats: spmv() then blas1's dot_partial (two launches)."""
     n = A.n
     if A.format in UNFUSED_SPMV:
         spmv(A, x, y, stream)
@@ -608,7 +608,7 @@ def bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat, shat, part_ss, s
 
 def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=None) -> int:
     """{SpMV, DOT_ini x2}: t = A x and partials of <t, s> and <t, t>; returns nparts.
-    CSR-vector and operators: spmv() then bicgstab_dot2_partial (two launches)."""
+    UNFUSED_SPMV formats: spmv() then bicgstab_dot2_partial (two launches)."""
     n = A.n
     nparts = merge_parts(n)
     if A.format in UNFUSED_SPMV:
@@ -652,8 +652,8 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, al
     rho = rho'. ``first`` (set-up): status = 0, beta = 0, omega = 0, only the rho test."""
     dt = part_rho.dtype
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho, alpha,
-            omega, beta, tau, pending, status), stream)
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho,
+            alpha, omega, beta, tau, pending, status), stream)
 
 
 # ------------------------------------------------------------------------------ persistent (CG)
