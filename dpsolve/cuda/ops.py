@@ -353,17 +353,12 @@ def cg_dynamic(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, statu
     n = A.n
     grid = dynamic_grid(A)
     k = get_kernel("cg_dynamic", f"cg_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
-    if A.format == "ell":
-        width, indptr, indices, data = A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data
-    else:
-        width, indptr, indices, data = 0, A.csr.indptr, A.csr.indices, A.csr.data
+    width, indptr, indices, data = _dyn_matrix(A)
     pre = inv_diag is not None
-    m = DOT_MAX_PARTIALS
     launch(k, (grid,), (BLOCK,),
            (np.int32(n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
             indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-            v, partials[:m], partials[m:2 * m], partials[2 * m:], status,
-            hist if hist is not None else _DYN_NULL), stream)
+            v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
     return grid
 
 
@@ -656,7 +651,7 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, al
             alpha, omega, beta, tau, pending, status), stream)
 
 
-# ------------------------------------------------------------------------------ persistent (CG)
+# ------------------------------------------------------------------- persistent (one cooperative kernel)
 def _max_active_blocks(kernel) -> int:
     """Blocks of `kernel` (DPS_BLOCK threads, no dynamic shared memory) resident per SM."""
     try:
@@ -685,27 +680,6 @@ def persistent_grid_probe(dtype) -> int:
     return _max_active_blocks(k)
 
 
-def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
-                  maxiter: int, hist=None, stream=None) -> int:
-    """The one (cooperative) launch of a persistent CG solve; the result lands in ``status``
-    (DYNAMIC_STATUS doubles, cg_dynamic's layout). ``partials`` holds 3 * DOT_MAX_PARTIALS."""
-    k = get_kernel("cg_persistent", f"cg_persistent<{{T}}, {dynamic_code(A)}>", A.dtype)
-    grid = persistent_grid(k, A)
-    if A.format == "ell":
-        width, indptr, indices, data = A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data
-    else:
-        width, indptr, indices, data = 0, A.csr.indptr, A.csr.indices, A.csr.data
-    pre = inv_diag is not None
-    m = DOT_MAX_PARTIALS
-    launch(k, (grid,), (BLOCK,),
-           (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
-            indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0,
-            p1, v, partials[:m], partials[m:2 * m], partials[2 * m:], status,
-            hist if hist is not None else _DYN_NULL), stream)
-    return grid
-
-
-# ------------------------------------------------------------------- persistent (BiCG, BiCGStab)
 def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
     """Build ``kernel``<T, W> of ``source`` for A's format, size its cooperative grid and launch
     it once (args: the kernel's arguments). Returns the grid size."""
@@ -713,6 +687,19 @@ def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) 
     grid = persistent_grid(k, A)
     launch(k, (grid,), (BLOCK,), args, stream)
     return grid
+
+
+def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
+                  maxiter: int, hist=None, stream=None) -> int:
+    """The one (cooperative) launch of a persistent CG solve; the result lands in ``status``
+    (DYNAMIC_STATUS doubles, cg_dynamic's layout). ``partials`` holds 3 * DOT_MAX_PARTIALS."""
+    width, indptr, indices, data = _dyn_matrix(A)
+    pre = inv_diag is not None
+    return _persistent_launch(
+        "cg_persistent", "cg_persistent", A,
+        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
+         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
+         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
 
 
 def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0,
