@@ -389,6 +389,20 @@ class GpuBackend(Backend):
         return x if system.out_cupy else x.get()
 
 
+class HostDrivenBackend(GpuBackend):
+    """A GPU back end whose loop runs on the host (cublas, cuda, merge): it runs every method,
+    calls an operator A every iteration, and allocates the BiCG / BiCGStab work vectors when the
+    system is prepared, outside the measured run."""
+
+    methods = ("cg", "bicg", "bicgstab")
+    takes_operator_A = True
+
+    def prepare(self, system, fmt):
+        st = super().prepare(system, fmt)
+        st.krylov_vectors()
+        return st
+
+
 def _takers(flag: str) -> str:
     from . import VARIANT_NAMES, get_backend
     names = [n for n in VARIANT_NAMES if n == "host" or getattr(get_backend(n), flag, False)]

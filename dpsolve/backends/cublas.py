@@ -38,7 +38,7 @@ import numpy as np
 
 from ..cuda import ops
 from . import _gpu
-from ._gpu import CONVERGED_MID_STEP, OK, GpuBackend
+from ._gpu import CONVERGED_MID_STEP, OK, HostDrivenBackend
 
 
 # cuBLAS routine names per dtype: (prefix, the conjugating DOT, NRM2). <x, y> = x^H y, as SciPy's
@@ -114,15 +114,9 @@ class _Cublas:
                                           cupy.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
 
 
-class CublasBackend(GpuBackend):
+class CublasBackend(HostDrivenBackend):
     name = "cublas"
-    methods = ("cg", "bicg", "bicgstab")
-    takes_operator_A = takes_operator_M = True
-
-    def prepare(self, system, fmt):
-        st = super().prepare(system, fmt)
-        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
-        return st
+    takes_operator_M = True
 
     def extra_availability(self):
         try:

@@ -55,18 +55,12 @@ import numpy as np
 from ..cuda import ops
 from . import _gpu
 from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PV, RHO, RHO_PREV, RR, RV, SIGMA, SS,
-                   STATUS, TAU, TS, TT, ZETA, GpuBackend)
+                   STATUS, TAU, TS, TT, ZETA, HostDrivenBackend)
 
 
-class CudaBackend(GpuBackend):
+class CudaBackend(HostDrivenBackend):
     name = "cuda"
-    methods = ("cg", "bicg", "bicgstab")
-    takes_operator_A = takes_operator_M = True
-
-    def prepare(self, system, fmt):
-        st = super().prepare(system, fmt)
-        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
-        return st
+    takes_operator_M = True
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         A, s, stream, dt = st.A, st.s, st.stream, st.dtype

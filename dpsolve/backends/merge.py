@@ -37,18 +37,12 @@ from __future__ import annotations
 from ..cuda import ops
 from . import _gpu
 from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PENDING, PV, RHO, RR, RV, SIGMA, STATUS,
-                   TAU, ZETA, GpuBackend)
+                   TAU, ZETA, HostDrivenBackend)
 
 
-class MergeBackend(GpuBackend):
+class MergeBackend(HostDrivenBackend):
     name = "merge"
-    methods = ("cg", "bicg", "bicgstab")
-    takes_operator_A = True          # its SpMV + DOT kernels split as for CSR-vector
-
-    def prepare(self, system, fmt):
-        st = super().prepare(system, fmt)
-        st.krylov_vectors()                  # BiCG / BiCGStab work vectors, outside the run
-        return st
+    # an operator A splits its SpMV + DOT kernels, as CSR-vector does
 
     # Each method is a program: ``setup()`` issues the set-up and ``iteration`` is one recorded
     # iteration; both leave (tau, status) in their slots. The host loop here reads them after
