@@ -118,7 +118,8 @@ class CublasBackend(HostDrivenBackend):
     name = "cublas"
     takes_operator_M = True
 
-    def extra_availability(self):
+    @staticmethod
+    def _probe():
         try:
             from cupy_backends.cuda.libs import cublas  # noqa: F401
         except Exception as e:
