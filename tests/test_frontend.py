@@ -647,12 +647,13 @@ def test_gpu_variants_name_who_takes_operators():
     op_sys = make_system("cg", aslinearoperator(A), b, None, None)
     m_sys = make_system("cg", A, b, None, np.ones((3, 3)))
     assert m_sys.M.kind == "operator"
-    for name in ("dynamic", "persistent"):
+    for name in ("dynamic", "persistent", "graph"):
         why = get_backend(name).why_not(op_sys)
         assert "'host', 'cublas', 'cuda', 'merge'" in why and "LinearOperator" in why
-    for name in ("merge", "dynamic", "persistent"):
-        assert "general preconditioner runs on 'host', 'cublas', 'cuda'" in get_backend(name).why_not(m_sys)
-    for name in ("cublas", "cuda"):
+    for name in ("graph", "dynamic", "persistent"):
+        assert "general preconditioner runs on 'host', 'cublas', 'cuda', 'merge'" in \
+            get_backend(name).why_not(m_sys)
+    for name in ("cublas", "cuda", "merge"):
         assert get_backend(name).why_not(op_sys) is None and get_backend(name).why_not(m_sys) is None
     assert get_backend("merge").why_not(op_sys) is None
 

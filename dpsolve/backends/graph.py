@@ -75,7 +75,7 @@ class GraphState(GpuState):
 class GraphBackend(MergeBackend):
     name = "graph"
     device_driven = True
-    takes_operator_A = False          # a Python operator cannot run inside a graph
+    takes_operator_A = takes_operator_M = False    # Python cannot run inside a graph
     State = GraphState
 
     def __init__(self):

@@ -31,6 +31,11 @@ steps merge into which kernel, why the rest cannot, and the bytes each kernel mo
 
 plus one copy of (tau, status) and one host wait. The set-up is the cuda variant's (r = b - A x,
 r~ = r) and the first partials, finished by the same fused one-block kernel as every iteration.
+
+A general preconditioner (a user's M, called every iteration) cannot be fused: the kernels that
+apply Jacobi run without it, the user's M runs after them, and one extra kernel forms the DOT
+partials that involve z (CG: <r, z>, <r, r>; BiCG: <r~, z>); BiCGStab needs no extra DOT kernel.
+An operator A likewise splits the SpMV + DOT kernels, as CSR-vector does.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PENDING, PV, RHO, RR, 
 
 class MergeBackend(HostDrivenBackend):
     name = "merge"
-    # an operator A splits its SpMV + DOT kernels, as CSR-vector does
+    takes_operator_M = True          # a general M splits the kernels that fuse Jacobi (below)
 
     # Each method is a program: ``setup()`` issues the set-up and ``iteration`` is one recorded
     # iteration; both leave (tau, status) in their slots. The host loop here reads them after
@@ -60,14 +65,19 @@ class MergeBackend(HostDrivenBackend):
                                                           s(BETA), s(TAU), s(STATUS))
         inv_diag = st.inv_diag
         z = st.z if pre else None
+        general = st.M is not None          # a user's M: applied between the fused kernels
+        m = ops.DOT_MAX_PARTIALS
 
         with ops.record() as iteration:                                           # captured once
             nparts = ops.merge_spmv_dot(A, st.p, st.v, parts, stream)             # {O1-O2a}
             ops.merge_alpha(nparts, parts, sigma, pv, alpha, status, stream)      # {O2b}
             nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, inv_diag, z,    # {O3-O4-O5a}
                                       parts, stream)
-            ops.merge_beta(nparts, parts, pre, sigma, zeta, rrs, beta, tau,       # {O5b-O6-O7-O9}
-                           stream)
+            if general:                     # z = M r, then partials of <r, z> and <r, r>
+                st.psolve(st.r, st.z)
+                nparts = ops.merge_dot2_partial(st.r, st.z, parts[:m], parts[m:], stream)
+            ops.merge_beta(nparts, parts, pre or general, sigma, zeta, rrs, beta, tau,
+                           stream)                                                # {O5b-O6-O7-O9}
             ops.xpay(st.z, beta, st.p, stream)                                    # {O8}
         return setup, iteration
 
@@ -94,8 +104,9 @@ class MergeBackend(HostDrivenBackend):
         A, AH, s, stream = st.A, st.AH, st.s, st.stream
         inv_diag = st.inv_diag
         pre = inv_diag is not None
+        general = st.M is not None          # a user's M: applied between the fused kernels
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
-        z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
+        z, zt = (st.z, st.vec("zt")) if pre or general else (r, rt)
         part_rv, part_rho, part_rr = st.partial_sets(3)
         tol = st.breakdown_tol
         rho, beta, alpha, rv = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV)
@@ -103,9 +114,9 @@ class MergeBackend(HostDrivenBackend):
 
         def setup():
             st.krylov_setup(x, zero=(p, pt))                   # r = b - A x, r~ = r
-            if pre:
-                ops.jacobi(inv_diag, r, z, stream)             # z = D^-1 r
-                ops.jacobi_conj(inv_diag, rt, zt, stream)      # z~ = conj(D^-1) r~
+            if pre or general:
+                st.psolve(r, z)                                # z = M r
+                st.rpsolve(rt, zt)                             # z~ = M^H r~
             nparts = ops.dot_partial(rt, z, part_rho, stream)  # partials of <r~, z>, <r, r>
             ops.dot_partial(r, r, part_rr, stream)
             ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rho, beta, tau, pending,
@@ -119,6 +130,10 @@ class MergeBackend(HostDrivenBackend):
             nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,      # {x, r, r~, psolve,
                                            inv_diag, z, zt, part_rho, part_rr,    #  DOT_ini x2}
                                            stream)
+            if general:                     # z = M r, z~ = M^H r~, then partials of <r~, z>
+                st.psolve(r, z)
+                st.rpsolve(rt, zt)
+                ops.merge_dot2_partial(rt, z, part_rho, part_rv, stream)
             ops.bicg_merge_rho(nparts, part_rho, part_rr, False, tol, rho, beta,  # {DOT_fin x2, tau,
                                tau, pending, status, stream)                      #  beta, rho check}
         return setup, iteration
@@ -135,8 +150,9 @@ class MergeBackend(HostDrivenBackend):
         A, s, stream = st.A, st.s, st.stream
         inv_diag = st.inv_diag
         pre = inv_diag is not None
+        general = st.M is not None          # a user's M: applied between the fused kernels
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
-        phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, None)   # s lives in r
+        phat, shat = (st.vec("phat"), st.vec("shat")) if pre or general else (p, None)  # s in r
         part_rv, part_ss, part_ts, part_tt, part_rho, part_rr = st.partial_sets(6)
         tol = st.breakdown_tol
         rho, beta, alpha, rv, omega = s(RHO), s(BI_BETA), s(BI_ALPHA), s(RV), s(OMEGA)
@@ -152,12 +168,16 @@ class MergeBackend(HostDrivenBackend):
         with ops.record() as iteration:                                             # captured once
             ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
                                  phat, stream)                                      #  psolve}
+            if general:
+                st.psolve(p, phat)                                                  # p^ = M p
             n_v = ops.bicgstab_merge_spmv_dot(A, phat, v, rt, part_rv, stream)      # {SpMV, DOT_ini}
             ops.bicg_merge_alpha(n_v, part_rv, rho, rv, alpha, status, stream)      # {DOT_fin, alpha}
-            n_s = ops.bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat,   # {x, s, psolve,
-                                       shat, part_ss, stream)                       #  DOT_ini}
-            n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre else r, t, r,         # {SpMV, DOT_ini x2}
-                                               part_ts, part_tt, stream)
+            n_s = ops.bicgstab_merge_s(status, alpha, phat if general else p, v, x, r,  # {x, s,
+                                       inv_diag, phat, shat, part_ss, stream)       # psolve, DOT_ini}
+            if general:
+                st.psolve(r, shat)                                                  # s^ = M s
+            n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre or general else r, t, r,  # {SpMV,
+                                               part_ts, part_tt, stream)            #  DOT_ini x2}
             ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, st.params,  # {DOT_fin x3,
                                      omega, status, stream)                         #  ||s||, omega}
             n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,  # {x, r, DOT_ini x2}

@@ -608,14 +608,24 @@ def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=
     nparts = merge_parts(n)
     if A.format in UNFUSED_SPMV:
         spmv(A, x, t, stream)
-        launch(get_kernel("bicgstab_merge", "bicgstab_dot2_partial<{T}>", A.dtype), (nparts,),
-               (BLOCK,), (np.int32(n), t, s, part_ts, part_tt), stream)
+        merge_dot2_partial(t, s, part_ts, part_tt, stream)
     elif A.format == "csr-scalar":
         launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_csr<{T}>", A.dtype), (nparts,),
                (BLOCK,), (np.int32(n), *_csr_args(A), x, t, s, part_ts, part_tt), stream)
     else:
         launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_ell<{T}>", A.dtype), (nparts,),
                (BLOCK,), (np.int32(n), *_ell_args(A), x, t, s, part_ts, part_tt), stream)
+    return nparts
+
+
+def merge_dot2_partial(t, s, part_ts, part_tt, stream=None) -> int:
+    """Per-block partials of <t, s> and <t, t> in the merge kernels' layout (merge_parts(n)
+    blocks), as one kernel; returns nparts. (BiCGStab's CSR-vector path, and the merge variant's
+    DOTs after a general preconditioner.)"""
+    n = t.shape[0]
+    nparts = merge_parts(n)
+    launch(get_kernel("bicgstab_merge", "bicgstab_dot2_partial<{T}>", t.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), t, s, part_ts, part_tt), stream)
     return nparts
 
 
