@@ -19,6 +19,25 @@ def test_every_cu_file_is_registered():
     assert on_disk == registered, "every .cu file must be listed in SOURCES (and exist)"
 
 
+def test_every_kernel_the_python_asks_for_is_registered():
+    """get_kernel(source, "name<{T}>") with literal names (dpsolve/cuda/ops.py, the back ends)
+    must name an expression of SOURCES[source]: an unregistered one is compiled nowhere and
+    fails only on a GPU ("named symbol not found")."""
+    import re
+    from pathlib import Path
+    root = Path(_loader.__file__).resolve().parents[1]
+    calls = []
+    for path in list(root.rglob("*.py")):
+        text = path.read_text()
+        calls += [(path.name, m.group(1), m.group(2)) for m in
+                  re.finditer(r'get_kernel\(\s*"(\w+)",\s*"([^"{]+<\{T\}>)"', text)]
+        calls += [(path.name, m.group(1), m.group(2) + "<{T}>") for m in
+                  re.finditer(r'ops\.scalar\(\s*"(\w+)",\s*"(\w+)"', text)]
+    assert len(calls) > 30
+    for where, source, expr in calls:
+        assert expr in _loader.SOURCES[source].expressions, f"{where}: {source}/{expr}"
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(_loader.SOURCES))
 def test_nvcc_compiles_source_for_sm90(name, tmp_path):

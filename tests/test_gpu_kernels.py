@@ -165,3 +165,30 @@ def test_csr_adaptive_spmv_matches_scipy(n, dtype):
     eps = np.finfo(dtype).eps
     scale = (abs(A) @ abs(x)).max()
     np.testing.assert_allclose(y.get(), ref, rtol=0, atol=64 * eps * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("n", [3, 257, 100_003])
+def test_dot_accurate_survives_cancellation(n, dtype):
+    """blas1's dot_accurate (dps::dot_accurate, the confirmation of a rho breakdown): terms of
+    +-big and small ones cancel so that a plain sum in any order loses the small ones; the
+    accurate sum is exact here (the answer is an integer far below 2^24)."""
+    cp = _cp()
+    from dpsolve.cuda import ops
+    big = 1e8 if np.dtype(dtype).char in "fF" else 1e17
+    x = np.ones(n)
+    m = 3 * (n // 3)
+    x[0:m:3] = big
+    x[2:m:3] = -big                 # big, 1, -big, ..., 1: the bigs cancel in exact arithmetic
+    y = np.ones(n)
+    exact = float(np.count_nonzero(x == 1.0))
+    if np.iscomplexobj(np.zeros(1, dtype)):
+        xs = (x + 1j * x).astype(dtype)
+        ys = (y + 2j * y).astype(dtype)
+        expected = np.conj(1 + 1j) * (1 + 2j) * exact        # conj(x) y, term by term
+    else:
+        xs, ys, expected = x.astype(dtype), y.astype(dtype), exact
+    out = cp.full(1, cp.nan, dtype=dtype)
+    ops.dot_accurate(cp.asarray(xs), cp.asarray(ys), out)
+    assert complex(out.get()[0]) == pytest.approx(complex(expected), rel=1e-6), \
+        f"plain sum gives {np.vdot(xs, ys)}"

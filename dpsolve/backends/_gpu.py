@@ -199,6 +199,15 @@ class GpuState:
         tau, status = self.host.fetch(self.scal[TAU:STATUS + 1], self.stream, sync)
         return float(tau.real), int(status.real)
 
+    def confirm_dot(self, a, b, sync):
+        """The accurate <a, b> (dps::dot_accurate, one block), read back to the host: variant
+        cublas's confirmation of a breakdown test that failed on a fast inner product (rho,
+        <p~, q>, <r~, v>, <t, s>) before it reports -10 / -11 (a rare path; see common.cuh).
+        Uses the RHO slot as scratch."""
+        ops.LAUNCHES.add()
+        ops.dot_accurate(a, b, self.s(RHO), self.stream)
+        return self.host.fetch(self.s(RHO), self.stream, sync)[0]
+
     def cg_setup(self, x):
         """Issue the CG set-up with dpsolve's unfused kernels: r = b - A x, z = D^-1 r,
         sigma = <r, z>, tau = ||r||, status = 0, p = z. Shared by the host-driven variants."""

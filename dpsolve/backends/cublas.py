@@ -18,7 +18,9 @@ Per iteration:
 BiCG and BiCGStab follow dpsolve/reference/bicg.py and bicgstab.py line by line with host-side
 scalars in the working dtype (NumPy scalars, as the reference computes them), so every breakdown
 test (-10, -11) and BiCGStab's ||s|| < atol exit is decided on the host, where the reference
-decides it, before anything touches x. Per iteration:
+decides it, before anything touches x; a test that fails on cuBLAS's inner product is confirmed
+with dpsolve's accurate one first (GpuState.confirm_dot: see dpsolve/reference/_util.py,
+dot_accurate). Per iteration:
 
     BiCG       [jacobi z, conj-jacobi z~]; rho = dot(r~, z) (wait); p = z + beta p and
                p~ = z~ + conj(beta) p~ (scal + axpy each; copies in the first iteration);
@@ -194,8 +196,10 @@ class CublasBackend(HostDrivenBackend):
                     st.psolve(r, z)                                  # z = M r
                     st.rpsolve(rt, zt)                               # z~ = M^H r~
                 rho = cb.dot(rt, z)                                  # rho = <r~, z> (wait)
-                if abs(rho) < tol:
-                    return math.nan, -10
+                if abs(rho) < tol:                                   # confirmed before -10
+                    rho = st.confirm_dot(rt, z, sync)
+                    if abs(rho) < tol:
+                        return math.nan, -10
                 if state["rho_prev"] is None:
                     cb.copy(z, p)                                    # p = z, p~ = z~
                     cb.copy(zt, pt)
@@ -208,8 +212,10 @@ class CublasBackend(HostDrivenBackend):
                 ops.spmv(A, p, q, stream)                            # q = A p
                 ops.spmv(AH, pt, qt, stream)                         # q~ = A^H p~
                 rv = cb.dot(pt, q)                                   # <p~, q> (wait)
-                if rv == 0:
-                    return math.nan, -11
+                if rv == 0:                                          # confirmed before -11
+                    rv = st.confirm_dot(pt, q, sync)
+                    if rv == 0:
+                        return math.nan, -11
                 alpha = rho / rv
                 cb.axpy(alpha, p, x)                                 # x += alpha p
                 cb.axpy(-alpha, q, r)                                # r -= alpha q
@@ -234,8 +240,10 @@ class CublasBackend(HostDrivenBackend):
 
             def step():
                 rho = cb.dot(rt, r)                                  # rho = <r~, r> (wait)
-                if abs(rho) < tol:
-                    return math.nan, -10
+                if abs(rho) < tol:                                   # confirmed before -10
+                    rho = st.confirm_dot(rt, r, sync)
+                    if abs(rho) < tol:
+                        return math.nan, -10
                 if not state:
                     cb.copy(r, p)                                    # p = r
                 else:
@@ -250,8 +258,10 @@ class CublasBackend(HostDrivenBackend):
                     st.psolve(p, phat)                               # p^ = M p
                 ops.spmv(A, phat, v, stream)                         # v = A p^
                 rv = cb.dot(rt, v)                                   # <r~, v> (wait)
-                if rv == 0:
-                    return math.nan, -11
+                if rv == 0:                                          # confirmed before -11
+                    rv = st.confirm_dot(rt, v, sync)
+                    if rv == 0:
+                        return math.nan, -11
                 alpha = rho / rv
                 cb.axpy(-alpha, v, r)                                # s = r - alpha v (over r)
                 if cb.nrm2(r) < atol:                                # ||s|| (wait)
@@ -260,7 +270,10 @@ class CublasBackend(HostDrivenBackend):
                 if pre:
                     st.psolve(r, shat)                               # s^ = M s
                 ops.spmv(A, shat, t, stream)                         # t = A s^
-                omega = cb.dot(t, r) / cb.dot(t, t)                  # <t, s> / <t, t> (2 waits)
+                ts, tt = cb.dot(t, r), cb.dot(t, t)                  # <t, s>, <t, t> (2 waits)
+                if abs(ts / tt) < tol:                               # confirmed: the omega test
+                    ts = st.confirm_dot(t, r, sync)
+                omega = ts / tt
                 cb.axpy(alpha, phat, x)                              # x += alpha p^ + omega s^
                 cb.axpy(omega, shat, x)
                 cb.axpy(-omega, t, r)                                # r = s - omega t

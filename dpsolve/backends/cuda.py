@@ -100,6 +100,7 @@ class CudaBackend(HostDrivenBackend):
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
         tol = st.breakdown_tol
+        n = np.int32(st.n)
         status = s(STATUS)
 
         def start():
@@ -112,15 +113,16 @@ class CudaBackend(HostDrivenBackend):
                     st.psolve(r, z)                                        # z = M r
                     st.rpsolve(rt, zt)                                     # z~ = M^H r~
                 ops.dot(rt, z, s(RHO), parts, stream)                      # rho = <r~, z>
-                ops.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, s(RHO), s(RHO_PREV),
-                           s(BI_BETA), status, stream=stream)              # -10; beta
+                ops.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, n, rt, z, s(RHO),
+                           s(RHO_PREV), s(BI_BETA), status, stream=stream,
+                           block=True)                                     # -10; beta
                 ops.xpay_conj(z, s(BI_BETA), p, conj=False, stream=stream)  # p = z + beta p
                 ops.xpay_conj(zt, s(BI_BETA), pt, stream=stream)           # p~ = z~ + conj(beta) p~
                 ops.spmv(A, p, q, stream)                                  # q = A p
                 ops.spmv(AH, pt, qt, stream)                               # q~ = A^H p~
                 ops.dot(pt, q, s(RV), parts, stream)                       # <p~, q>
-                ops.scalar("krylov", "bicg_alpha", dt, s(RHO), s(RV), s(BI_ALPHA), s(RHO_PREV),
-                           status, stream=stream)                          # -11; alpha
+                ops.scalar("krylov", "bicg_alpha", dt, n, pt, q, s(RHO), s(RV), s(BI_ALPHA),
+                           s(RHO_PREV), status, stream=stream, block=True)  # -11; alpha
                 ops.axpy_guarded(status, s(BI_ALPHA), p, x, stream=stream)             # x += alpha p
                 ops.axpy_guarded(status, s(BI_ALPHA), q, r, sign=-1.0, stream=stream)  # r -= alpha q
                 ops.axpy_guarded(status, s(BI_ALPHA), qt, rt, sign=-1.0, conj=True,
@@ -137,6 +139,7 @@ class CudaBackend(HostDrivenBackend):
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
         tol = st.breakdown_tol
+        n = np.int32(st.n)
         status = s(STATUS)
 
         def start():
@@ -146,16 +149,16 @@ class CudaBackend(HostDrivenBackend):
         def record(first):
             with ops.record() as plan:
                 ops.dot(rt, r, s(RHO), parts, stream)                      # rho = <r~, r>
-                ops.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, s(RHO),
-                           s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
-                           stream=stream)                                  # -10, -11; beta
+                ops.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, n, rt, r,
+                           s(RHO), s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
+                           stream=stream, block=True)                      # -10, -11; beta
                 ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)      # p = r + beta (p - omega v)
                 if pre:
                     st.psolve(p, phat)                                     # p^ = M p
                 ops.spmv(A, phat, v, stream)                               # v = A p^
                 ops.dot(rt, v, s(RV), parts, stream)                       # <r~, v>
-                ops.scalar("krylov", "bicgstab_alpha", dt, s(RHO), s(RV), s(BI_ALPHA), status,
-                           stream=stream)                                  # -11; alpha
+                ops.scalar("krylov", "bicgstab_alpha", dt, n, rt, v, s(RHO), s(RV), s(BI_ALPHA),
+                           status, stream=stream, block=True)              # -11; alpha
                 ops.axpy_guarded(status, s(BI_ALPHA), phat, x, stream=stream)          # x += alpha p^
                 ops.axpy_guarded(status, s(BI_ALPHA), v, r, sign=-1.0, stream=stream)  # s = r - alpha v
                 ops.dot(r, r, s(SS), parts, stream)                        # <s, s>
@@ -166,8 +169,9 @@ class CudaBackend(HostDrivenBackend):
                 ops.spmv(A, shat, t, stream)                               # t = A s^
                 ops.dot(t, r, s(TS), parts, stream)                        # <t, s>
                 ops.dot(t, t, s(TT), parts, stream)                        # <t, t>
-                ops.scalar("krylov", "bicgstab_omega", dt, s(TS), s(TT), s(RHO), s(OMEGA),
-                           s(RHO_PREV), status, stream=stream)             # omega; rho_prev = rho
+                ops.scalar("krylov", "bicgstab_omega", dt, tol, n, t, r, s(TS), s(TT), s(RHO),
+                           s(OMEGA), s(RHO_PREV), status, stream=stream,
+                           block=True)                                     # omega; rho_prev = rho
                 ops.axpy_guarded(status, s(OMEGA), shat, x, stream=stream)             # x += omega s^
                 ops.axpy_guarded(status, s(OMEGA), t, r, sign=-1.0, stream=stream)     # r = s - omega t
                 ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||

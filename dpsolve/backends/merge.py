@@ -119,14 +119,15 @@ class MergeBackend(HostDrivenBackend):
                 st.rpsolve(rt, zt)                             # z~ = M^H r~
             nparts = ops.dot_partial(rt, z, part_rho, stream)  # partials of <r~, z>, <r, r>
             ops.dot_partial(r, r, part_rr, stream)
-            ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rho, beta, tau, pending,
-                               status, stream)                 # rho, tau, pending; beta = 0
+            ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rt, z, rho, beta, tau,
+                               pending, status, stream)        # rho, tau, pending; beta = 0
 
         with ops.record() as iteration:                                           # captured once
             ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)         # {rho check, p, p~}
             nparts = ops.bicg_merge_spmv2_dot(A, AH, p, pt, q, qt, part_rv,       # {SpMV x2, DOT_ini}
                                               stream)
-            ops.bicg_merge_alpha(nparts, part_rv, rho, rv, alpha, status, stream)  # {DOT_fin, alpha}
+            ops.bicg_merge_alpha(nparts, part_rv, pt, q, rho, rv, alpha, status,   # {DOT_fin, alpha}
+                                 stream)
             nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,      # {x, r, r~, psolve,
                                            inv_diag, z, zt, part_rho, part_rr,    #  DOT_ini x2}
                                            stream)
@@ -134,8 +135,8 @@ class MergeBackend(HostDrivenBackend):
                 st.psolve(r, z)
                 st.rpsolve(rt, zt)
                 ops.merge_dot2_partial(rt, z, part_rho, part_rv, stream)
-            ops.bicg_merge_rho(nparts, part_rho, part_rr, False, tol, rho, beta,  # {DOT_fin x2, tau,
-                               tau, pending, status, stream)                      #  beta, rho check}
+            ops.bicg_merge_rho(nparts, part_rho, part_rr, False, tol, rt, z, rho,  # {DOT_fin x2,
+                               beta, tau, pending, status, stream)  # tau, beta, rho check}
         return setup, iteration
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
@@ -162,8 +163,8 @@ class MergeBackend(HostDrivenBackend):
             st.krylov_setup(x, zero=(p, v))                    # r = b - A x, r~ = r
             nparts = ops.dot_partial(rt, r, part_rho, stream)  # partials of <r~, r>, <r, r>
             ops.dot_partial(r, r, part_rr, stream)
-            ops.bicgstab_merge_rho(nparts, part_rho, part_rr, True, tol, rho, alpha, omega, beta,
-                                   tau, pending, status, stream)   # rho, tau, pending; beta = 0
+            ops.bicgstab_merge_rho(nparts, part_rho, part_rr, True, tol, rt, r, rho, alpha, omega,
+                                   beta, tau, pending, status, stream)  # rho, tau, pending
 
         with ops.record() as iteration:                                             # captured once
             ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
@@ -171,7 +172,8 @@ class MergeBackend(HostDrivenBackend):
             if general:
                 st.psolve(p, phat)                                                  # p^ = M p
             n_v = ops.bicgstab_merge_spmv_dot(A, phat, v, rt, part_rv, stream)      # {SpMV, DOT_ini}
-            ops.bicg_merge_alpha(n_v, part_rv, rho, rv, alpha, status, stream)      # {DOT_fin, alpha}
+            ops.bicg_merge_alpha(n_v, part_rv, rt, v, rho, rv, alpha, status,       # {DOT_fin, alpha}
+                                 stream)
             n_s = ops.bicgstab_merge_s(status, alpha, phat if general else p, v, x, r,  # {x, s,
                                        inv_diag, phat, shat, part_ss, stream)       # psolve, DOT_ini}
             if general:
@@ -179,11 +181,12 @@ class MergeBackend(HostDrivenBackend):
             n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre or general else r, t, r,  # {SpMV,
                                                part_ts, part_tt, stream)            #  DOT_ini x2}
             ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, st.params,  # {DOT_fin x3,
-                                     omega, status, stream)                         #  ||s||, omega}
+                                     tol, t, r, omega, status, stream)              #  ||s||, omega}
             n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,  # {x, r, DOT_ini x2}
                                        part_rr, stream)
-            ops.bicgstab_merge_rho(n_r, part_rho, part_rr, False, tol, rho, alpha,  # {DOT_fin x2, tau,
-                                   omega, beta, tau, pending, status, stream)       #  beta, checks}
+            ops.bicgstab_merge_rho(n_r, part_rho, part_rr, False, tol, rt, r, rho,  # {DOT_fin x2,
+                                   alpha, omega, beta, tau, pending, status,        #  tau, beta,
+                                   stream)                                          #  checks}
         return setup, iteration
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):

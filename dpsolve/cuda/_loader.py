@@ -41,7 +41,8 @@ class Source:
 SOURCES = {
     "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>", "spmv_csr_adaptive<{T}>")
                    + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
-    "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "axpy<{T}>", "xpay<{T}>")),
+    "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "dot_accurate<{T}>",
+                                 "axpy<{T}>", "xpay<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_spmv_dot_csr<{T}>", "cg_spmv_dot_ell<{T}>",
                                        "cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

@@ -101,10 +101,14 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
-    const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
+    T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
     const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
+    const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
+    // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
+    // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
+    const bool suspect = j < a.maxiter && !((double)tau < a.atol) && dyn::mag(rho) < dyn::eps2<T>();
+    rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.z);
     if (threadIdx.x == 0) {
-        const dps::real_t<T> tau = sqrt(fabs(rr));
         int info = 0, its = j;
         bool go = false;
         if (j >= a.maxiter) info = its = a.maxiter;
@@ -150,7 +154,8 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_alpha;
     __shared__ int sh_go;
-    const T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    rv = dps::confirm_dot(rv == T(0), rv, a.n, (j & 1) ? a.pt1 : a.pt0, a.q);  // accurate if 0
     if (threadIdx.x == 0) {
         const bool go = !(rv == T(0));                            // NaN goes on, as in SciPy
         sh_alpha = rho / rv;

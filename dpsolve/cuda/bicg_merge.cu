@@ -141,18 +141,20 @@ bicg_spmv2_vector(int n, const int* __restrict__ a_ptr, const int* __restrict__ 
     }
 }
 
-// {DOT_fin, alpha}: one block. rv = sum of the partials; rv == 0 -> status = -11 (SciPy's test,
-// exact); else alpha = rho / rv. A no-op once status != 0 (uniform: every thread returns).
+// {DOT_fin, alpha}: one block. rv = sum of the partials (<a, b>); rv == 0 -> status = -11 (SciPy's
+// test, exact, confirmed with the accurate <a, b>: dps::confirm_dot); else alpha = rho / rv. A no-op once status != 0 (uniform: every thread returns).
 // Also used by BiCGStab ({DOT_fin, alpha} of bicgstab_merge.cu, rv = <r~, v>).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicg_merge_alpha(int nparts, const T* __restrict__ partials, const T* __restrict__ rho,
-                 T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ status) {
+bicg_merge_alpha(int nparts, const T* __restrict__ partials, int n, const T* __restrict__ a,
+                 const T* __restrict__ b, const T* __restrict__ rho, T* __restrict__ rv,
+                 T* __restrict__ alpha, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;
     T sum = T(0);
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
     sum = dps::block_sum(sum, smem);
+    sum = dps::confirm_dot(sum == T(0), sum, n, a, b);            // accurate <a, b> if 0
     if (threadIdx.x == 0) {
         rv[0] = sum;
         if (sum == T(0)) status[0] = T(-11);
@@ -201,12 +203,14 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
 }
 
 // {DOT_fin x2, tau, beta, rho check}: one block. rho' = sum of part_rho, rr = sum of part_rr;
-// tau = sqrt(|rr|); pending = -10 if |rho'| < tol; beta = rho' / rho (0 when first); rho = rho'.
+// tau = sqrt(|rr|); pending = -10 if |rho'| < tol (a fast rho' below tol is first replaced by the
+// accurate <r~, z>, dps::confirm_dot); beta = rho' / rho (0 when first); rho = rho'.
 // first = 1 at set-up (also status = 0); otherwise a no-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__ part_rr, int first,
-               dps::real_t<T> tol, T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
+               dps::real_t<T> tol, int n, const T* __restrict__ rt, const T* __restrict__ z,
+               T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
                T* __restrict__ pending, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     if (!first && status[0] != T(0)) return;
@@ -217,6 +221,7 @@ bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__
     }
     s_rho = dps::block_sum(s_rho, smem);
     s_rr = dps::block_sum(s_rr, smem);
+    s_rho = dps::confirm_dot(fabs(s_rho) < tol, s_rho, n, rt, z);   // accurate <r~, z> if tiny
     if (threadIdx.x == 0) {
         tau[0] = sqrt(fabs(s_rr));
         pending[0] = (fabs(s_rho) < tol) ? T(-10) : T(0);

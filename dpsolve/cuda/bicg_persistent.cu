@@ -93,13 +93,16 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        const T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
+        T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
         const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
         const dps::real_t<T> tau = sqrt(fabs(rr));
         tau_out = (double)tau;
         if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
         if (j >= maxiter) { info = maxiter; its = maxiter; break; }
         if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
+        // a fast |rho| below eps^2 is confirmed with the accurate sum, by every block over the
+        // whole vectors (same bits in every block; a rare path, dps::confirm_dot)
+        rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, z);
         if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
         const bool first = j == 0;
         const T beta = first ? T(0) : rho / rho_prev;
@@ -128,7 +131,8 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
 
         // ---- phase B: rv, alpha; x, r, r~; Jacobi z, z~; partials of <r~, z> and <r, r>
         {
-            const T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            rv = dps::confirm_dot(rv == T(0), rv, n, pt_cur, q);              // accurate if 0
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
             const T alpha = rho / rv;                                         // NaN goes on
             const T alpha_c = dps::conj(alpha);

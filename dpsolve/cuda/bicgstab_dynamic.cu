@@ -122,10 +122,14 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
-    const T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
+    T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
     const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
+    const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
+    // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
+    // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
+    const bool suspect = j < a.maxiter && !((double)tau < a.atol) && dyn::mag(rho) < dyn::eps2<T>();
+    rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.r);
     if (threadIdx.x == 0) {
-        const dps::real_t<T> tau = sqrt(fabs(rr));
         int info = 0, its = j;
         bool go = false;
         if (j >= a.maxiter) info = its = a.maxiter;
@@ -173,7 +177,8 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_alpha;
     __shared__ int sh_go;
-    const T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
+    rv = dps::confirm_dot(rv == T(0), rv, a.n, a.rt, (j & 1) ? a.v1 : a.v0);  // accurate if 0
     if (threadIdx.x == 0) {
         const bool go = !(rv == T(0));                             // NaN goes on, as in SciPy
         const T alpha = rho / rv;
@@ -221,8 +226,11 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
     __shared__ T sh_omega;
     __shared__ int sh_done;
     const T ss = dyn::sum_partials(a.part_ss, (int)gridDim.x, smem);
-    const T ts = dyn::sum_partials(a.part_ts, (int)gridDim.x, smem);
+    T ts = dyn::sum_partials(a.part_ts, (int)gridDim.x, smem);
     const T tt = dyn::sum_partials(a.part_tt, (int)gridDim.x, smem);
+    // an |omega| below eps^2 (||s|| not converged) is confirmed with the accurate <t, s>
+    ts = dps::confirm_dot(!((double)sqrt(fabs(ss)) < a.atol) && dyn::mag(ts / tt) < dyn::eps2<T>(),
+                          ts, a.n, a.t, a.s);
     if (threadIdx.x == 0) {
         const dps::real_t<T> snorm = sqrt(fabs(ss));
         const bool done = (double)snorm < a.atol;                  // SciPy's strict test on ||s||

@@ -231,13 +231,15 @@ bicgstab_dot2_partial(int n, const T* __restrict__ t, const T* __restrict__ s,
 }
 
 // {DOT_fin x3, ||s|| test, omega}: one block. ||s|| = sqrt(|sum of part_ss|) < atol -> status = 2;
-// else omega = <t, s> / <t, t> (non-finite when t = 0: SciPy goes on with it). No-op once
-// status != 0.
+// else omega = <t, s> / <t, t> (non-finite when t = 0: SciPy goes on with it; an |omega| below tol,
+// the next iteration's -11, is first confirmed with the accurate <t, s>). No-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
                      const T* __restrict__ part_ts, const T* __restrict__ part_tt,
-                     const double* __restrict__ atol, T* __restrict__ omega, T* __restrict__ status) {
+                     const double* __restrict__ atol, dps::real_t<T> tol, int n,
+                     const T* __restrict__ t, const T* __restrict__ s, T* __restrict__ omega,
+                     T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;
     T ss = T(0), ts = T(0), tt = T(0);
@@ -249,6 +251,9 @@ bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
     ss = dps::block_sum(ss, smem);
     ts = dps::block_sum(ts, smem);
     tt = dps::block_sum(tt, smem);
+    // an |omega| below tol (||s|| not converged) is confirmed with the accurate <t, s> (the
+    // suspicion is thread 0's, where the sums are)
+    ts = dps::confirm_dot(!((double)sqrt(fabs(ss)) < atol[0]) && fabs(ts / tt) < tol, ts, n, t, s);
     if (threadIdx.x == 0) {
         const dps::real_t<T> snorm = sqrt(fabs(ss));
         if ((double)snorm < atol[0]) status[0] = T(DPS_MID_STEP);
@@ -288,14 +293,16 @@ bicgstab_merge_r(int n, const T* __restrict__ status, const T* __restrict__ omeg
 }
 
 // {DOT_fin x2, tau, beta, checks}: one block. rho' = sum of part_rho, rr = sum of part_rr;
-// tau = sqrt(|rr|); pending = -10 if |rho'| < tol, else (not first) -11 if |omega| < tol;
+// tau = sqrt(|rr|); pending = -10 if |rho'| < tol (a fast rho' below tol is first replaced by the
+// accurate <r~, r>, dps::confirm_dot), else (not first) -11 if |omega| < tol;
 // beta = (rho' / rho) * (alpha / omega), the reference's order; rho = rho'. first = 1 at set-up:
 // status = 0, beta = 0, omega = 0 (so that p = r + 0 (0 - 0 v) = r with p and v zeroed).
 // Otherwise a no-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__ part_rr,
-                   int first, dps::real_t<T> tol, T* __restrict__ rho, const T* __restrict__ alpha,
+                   int first, dps::real_t<T> tol, int n, const T* __restrict__ rt,
+                   const T* __restrict__ r, T* __restrict__ rho, const T* __restrict__ alpha,
                    T* __restrict__ omega, T* __restrict__ beta, T* __restrict__ tau,
                    T* __restrict__ pending, T* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
@@ -307,6 +314,7 @@ bicgstab_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restri
     }
     s_rho = dps::block_sum(s_rho, smem);
     s_rr = dps::block_sum(s_rr, smem);
+    s_rho = dps::confirm_dot(fabs(s_rho) < tol, s_rho, n, rt, r);   // accurate <r~, r> if tiny
     if (threadIdx.x == 0) {
         tau[0] = sqrt(fabs(s_rr));
         if (first) {

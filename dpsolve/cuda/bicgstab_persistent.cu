@@ -129,13 +129,16 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        const T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
+        T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
         const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
         const dps::real_t<T> tau = sqrt(fabs(rr));
         tau_out = (double)tau;
         if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
         if (j >= maxiter) { info = maxiter; its = maxiter; break; }
         if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
+        // a fast |rho| below eps^2 is confirmed with the accurate sum, by every block over the
+        // whole vectors (same bits in every block; a rare path, dps::confirm_dot)
+        rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, r);
         if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
         if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) { info = -11; its = j; break; }  // omega
         const bool first = j == 0;
@@ -161,7 +164,8 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
 
         // ---- phase T: rv, alpha; s, s^ in the gather; t = A s^; partials of <s,s>, <t,s>, <t,t>
         {
-            const T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
+            rv = dps::confirm_dot(rv == T(0), rv, n, rt, v_cur);              // accurate if 0
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
             alpha = rho / rv;                                                 // NaN goes on
             const pers::LoadStabS<T> load{r, v_cur, inv_diag, alpha};
@@ -188,10 +192,12 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
         // ---- phase U: ||s|| (< atol: last x update, info 0 at j + 1), omega; x, r; partials
         {
             const T ss = pers::all_sum(part_ss, gridDim.x, smem, &bcast);
-            const T ts = pers::all_sum(part_ts, gridDim.x, smem, &bcast);
+            T ts = pers::all_sum(part_ts, gridDim.x, smem, &bcast);
             const T tt = pers::all_sum(part_tt, gridDim.x, smem, &bcast);
             const dps::real_t<T> snorm = sqrt(fabs(ss));
             const bool done = (double)snorm < atol;                           // SciPy's strict test
+            // an |omega| below eps^2 is confirmed with the accurate <t, s>
+            ts = dps::confirm_dot(!done && dyn::mag(ts / tt) < dyn::eps2<T>(), ts, n, t, s);
             omega = ts / tt;
             T rho_next = T(0), rr_next = T(0);
             auto step = [&](int i) {

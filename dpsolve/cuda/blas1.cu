@@ -4,6 +4,8 @@
 //                 Each thread takes two entries of every chunk of 2*gridDim.x*blockDim.x
 //                 (at i and i + blockDim.x), so the loads coalesce. Reads 2*n*s bytes.
 // dot_final<T>    stage 2: one block reduces the nparts partials to out[0].
+// dot_accurate<T> out[0] = <x, y> by one block, accurate (dps::dot_accurate): the confirmation of
+//                 a rho below the breakdown tolerance, for variant cublas. Reads 2*n*s bytes.
 // axpy<T>         y = y + sign*alpha*x, alpha read from device memory. Reads 2*n*s, writes n*s.
 // xpay<T>         y = x + alpha*y (CG step O8), alpha read from device memory.
 // AXPY and XPAY process pairs of elements per thread per chunk, as in the paper's Figure 6.
@@ -31,6 +33,13 @@ dot_final(int nparts, const T* __restrict__ partials, T* __restrict__ out) {
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
     sum = dps::block_sum(sum, smem);
     if (threadIdx.x == 0) out[0] = sum;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+dot_accurate(int n, const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ out) {
+    const T s = dps::dot_accurate(n, x, y);
+    if (threadIdx.x == 0) out[0] = s;
 }
 
 template <typename T>

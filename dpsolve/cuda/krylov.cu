@@ -16,7 +16,8 @@
 //   bicgstab_p<T>    p = r + beta * (p - omega * v)                         reads 3n*s, writes n*s
 //   nrm2_final<T>    out = sqrt(|sum of the DOT partials|): stage 2 of a NRM2 whose stage 1 is
 //                    blas1's dot_partial(x, x)                              reads nparts*s
-// Scalar kernels (one thread; `first` is 1 in the recorded first iteration, 0 in the others):
+// Scalar kernels (one thread; the breakdown tests one block; `first` is 1 in the recorded first
+// iteration, 0 in the others):
 //   krylov_start<T>     status = 0, beta = 0, omega = 0                               (set-up)
 //   bicg_beta<T>        |rho| < tol -> -10; beta = first ? 0 : rho / rho_prev
 //   bicg_alpha<T>       <p~, q> == 0 -> -11; alpha = rho / <p~, q>; rho_prev = rho
@@ -25,6 +26,9 @@
 //   bicgstab_alpha<T>   <r~, v> == 0 -> -11; alpha = rho / <r~, v>
 //   bicgstab_snorm<T>   sqrt(|<s, s>|) < atol -> status = 2 (converged mid-iteration)
 //   bicgstab_omega<T>   omega = <t, s> / <t, t>; rho_prev = rho
+// Before a breakdown test fails on a fast inner product (rho, <p~, q>, <r~, v>, or <t, s> for a
+// |omega| below tol), that product is recomputed accurately (dps::dot_accurate) and replaces the
+// fast one (dps_confirmed): a breakdown is reported only when it is one in the accurate sum too.
 // tol is eps**2 of T (SciPy's rhotol / omegatol). Non-finite scalars are not a breakdown: SciPy
 // iterates on with them, and so does dpsolve (|NaN| < tol and NaN == 0 are false).
 #include <dpsolve/common.cuh>
@@ -103,11 +107,27 @@ __global__ void krylov_start(T* __restrict__ status, T* __restrict__ beta, T* __
     omega[0] = T(0);
 }
 
+// The breakdown tests' confirmation, by one block: when `suspect` holds for the fast value in
+// val[0], the accurate <a, b> (dps::dot_accurate) replaces it there. Every thread of the block
+// must call it; every thread gets the value in use.
+template <typename T, typename Suspect>
+__device__ __forceinline__ T dps_confirmed(T* __restrict__ val, Suspect suspect, int n,
+                                           const T* __restrict__ a, const T* __restrict__ b) {
+    const T v = val[0];
+    if (!suspect(v)) return v;                           // block-uniform: the same v everywhere
+    const T acc = dps::dot_accurate(n, a, b);
+    if (threadIdx.x == 0) val[0] = acc;
+    return acc;
+}
+
 template <typename T>
-__global__ void bicg_beta(int first, dps::real_t<T> tol, const T* __restrict__ rho, const T* __restrict__ rho_prev,
-                          T* __restrict__ beta, T* __restrict__ status) {
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt, const T* __restrict__ z,
+          T* __restrict__ rho, const T* __restrict__ rho_prev, T* __restrict__ beta,
+          T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    const T r = rho[0];
+    const T r = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, z);
+    if (threadIdx.x != 0) return;
     if (fabs(r) < tol) {                                 // rho breakdown
         status[0] = T(-10);
         return;
@@ -116,25 +136,31 @@ __global__ void bicg_beta(int first, dps::real_t<T> tol, const T* __restrict__ r
 }
 
 template <typename T>
-__global__ void bicg_alpha(const T* __restrict__ rho, const T* __restrict__ rv, T* __restrict__ alpha,
-                           T* __restrict__ rho_prev, T* __restrict__ status) {
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicg_alpha(int n, const T* __restrict__ pt, const T* __restrict__ q, const T* __restrict__ rho,
+           T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ rho_prev,
+           T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    if (rv[0] == T(0)) {                                 // <p~, A p> == 0
+    const T d = dps_confirmed(rv, [](T v) { return v == T(0); }, n, pt, q);
+    if (threadIdx.x != 0) return;
+    if (d == T(0)) {                                     // <p~, A p> == 0
         status[0] = T(-11);
         return;
     }
-    alpha[0] = rho[0] / rv[0];
+    alpha[0] = rho[0] / d;
     rho_prev[0] = rho[0];
 }
 
 template <typename T>
-__global__ void bicgstab_beta(int first, dps::real_t<T> tol, const T* __restrict__ rho,
-                              const T* __restrict__ rho_prev, const T* __restrict__ alpha,
-                              const T* __restrict__ omega, T* __restrict__ beta,
-                              T* __restrict__ status) {
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt,
+              const T* __restrict__ r, T* __restrict__ rho, const T* __restrict__ rho_prev,
+              const T* __restrict__ alpha, const T* __restrict__ omega, T* __restrict__ beta,
+              T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    const T r = rho[0];
-    if (fabs(r) < tol) {                                 // rho breakdown
+    const T rh = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, r);
+    if (threadIdx.x != 0) return;
+    if (fabs(rh) < tol) {                                // rho breakdown
         status[0] = T(-10);
         return;
     }
@@ -146,18 +172,21 @@ __global__ void bicgstab_beta(int first, dps::real_t<T> tol, const T* __restrict
         status[0] = T(-11);
         return;
     }
-    beta[0] = (r / rho_prev[0]) * (alpha[0] / omega[0]);
+    beta[0] = (rh / rho_prev[0]) * (alpha[0] / omega[0]);
 }
 
 template <typename T>
-__global__ void bicgstab_alpha(const T* __restrict__ rho, const T* __restrict__ rv,
-                               T* __restrict__ alpha, T* __restrict__ status) {
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_alpha(int n, const T* __restrict__ rt, const T* __restrict__ v, const T* __restrict__ rho,
+               T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    if (rv[0] == T(0)) {                                 // <r~, v> == 0
+    const T d = dps_confirmed(rv, [](T x) { return x == T(0); }, n, rt, v);
+    if (threadIdx.x != 0) return;
+    if (d == T(0)) {                                     // <r~, v> == 0
         status[0] = T(-11);
         return;
     }
-    alpha[0] = rho[0] / rv[0];
+    alpha[0] = rho[0] / d;
 }
 
 template <typename T>
@@ -168,10 +197,14 @@ __global__ void bicgstab_snorm(const T* __restrict__ ss, double atol, T* __restr
 }
 
 template <typename T>
-__global__ void bicgstab_omega(const T* __restrict__ ts, const T* __restrict__ tt,
-                               const T* __restrict__ rho, T* __restrict__ omega,
-                               T* __restrict__ rho_prev, T* __restrict__ status) {
+__global__ void __launch_bounds__(DPS_BLOCK)
+bicgstab_omega(dps::real_t<T> tol, int n, const T* __restrict__ t, const T* __restrict__ s,
+               T* __restrict__ ts, const T* __restrict__ tt, const T* __restrict__ rho,
+               T* __restrict__ omega, T* __restrict__ rho_prev, T* __restrict__ status) {
     if (status[0] != T(0)) return;
-    omega[0] = ts[0] / tt[0];
+    const T den = tt[0];
+    const T num = dps_confirmed(ts, [&](T v) { return fabs(v / den) < tol; }, n, t, s);
+    if (threadIdx.x != 0) return;
+    omega[0] = num / den;
     rho_prev[0] = rho[0];
 }

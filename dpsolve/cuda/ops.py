@@ -243,9 +243,17 @@ def xpay(x, alpha, y, stream=None) -> None:
     launch(k, (grid_for(n, 2 * BLOCK),), (BLOCK,), (np.int32(n), x, alpha, y), stream)
 
 
-def scalar(source: str, name: str, dtype, *ptrs, stream=None) -> None:
-    """A one-thread scalar kernel (cg_alpha, cg_beta, ...) over device scalar slots."""
-    launch(get_kernel(source, name + "<{T}>", dtype), (1,), (1,), ptrs, stream)
+def scalar(source: str, name: str, dtype, *ptrs, stream=None, block: bool = False) -> None:
+    """A one-thread scalar kernel (cg_alpha, cg_beta, ...) over device scalar slots; with
+    ``block``, one block (the rho tests, which may confirm rho with dps::dot_accurate)."""
+    launch(get_kernel(source, name + "<{T}>", dtype), (1,), (BLOCK if block else 1,), ptrs, stream)
+
+
+def dot_accurate(x, y, out, stream=None) -> None:
+    """out[0] = <x, y>, accurate (Dot2: as if summed in twice the working precision), by one
+    block: the confirmation of a rho below the breakdown tolerance (variant cublas)."""
+    launch(get_kernel("blas1", "dot_accurate<{T}>", x.dtype), (1,), (BLOCK,),
+           (np.int32(x.shape[0]), x, y, out), stream)
 
 
 def jacobi(inv_diag, r, z, stream=None) -> None:
@@ -529,11 +537,13 @@ def bicg_merge_spmv2_dot(A: DeviceMatrix, AH: DeviceMatrix, p, pt, q, qt, partia
     return nparts
 
 
-def bicg_merge_alpha(nparts: int, partials, rho, rv, alpha, status, stream=None) -> None:
-    """{DOT_fin, alpha}: rv = sum(partials[:nparts]); rv == 0 -> status = -11; else
-    alpha = rho / rv. Nothing once status != 0. (BiCG's <p~, q> and BiCGStab's <r~, v>.)"""
+def bicg_merge_alpha(nparts: int, partials, a, b, rho, rv, alpha, status, stream=None) -> None:
+    """{DOT_fin, alpha}: rv = sum(partials[:nparts]) (<a, b>); rv == 0, confirmed with the
+    accurate <a, b> -> status = -11; else alpha = rho / rv. Nothing once status != 0. (BiCG's
+    <p~, q> and BiCGStab's <r~, v>.)"""
     launch(get_kernel("bicg_merge", "bicg_merge_alpha<{T}>", partials.dtype), (1,), (BLOCK,),
-           (np.int32(nparts), partials, rho, rv, alpha, status), stream)
+           (np.int32(nparts), partials, np.int32(a.shape[0]), a, b, rho, rv, alpha, status),
+           stream)
 
 
 def bicg_merge_update(status, alpha, p, q, qt, x, r, rt, inv_diag, z, zt, part_rho, part_rr,
@@ -551,15 +561,15 @@ def bicg_merge_update(status, alpha, p, q, qt, x, r, rt, inv_diag, z, zt, part_r
     return nparts
 
 
-def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, beta, tau, pending,
-                   status, stream=None) -> None:
+def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rt, z, rho, beta, tau,
+                   pending, status, stream=None) -> None:
     """{DOT_fin x2, tau, beta, rho check}: rho' and rr from the partials; tau = sqrt|rr|;
-    pending = -10 if |rho'| < tol; beta = rho' / rho (0 when ``first``); rho = rho'.
-    ``first`` (set-up) also sets status = 0."""
+    pending = -10 if |rho'| < tol, confirmed with the accurate <rt, z>; beta = rho' / rho (0 when
+    ``first``); rho = rho'. ``first`` (set-up) also sets status = 0."""
     dt = part_rho.dtype
     launch(get_kernel("bicg_merge", "bicg_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho,
-            beta, tau, pending, status), stream)
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol),
+            np.int32(rt.shape[0]), rt, z, rho, beta, tau, pending, status), stream)
 
 
 def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stream=None) -> None:
@@ -629,14 +639,16 @@ def merge_dot2_partial(t, s, part_ts, part_tt, stream=None) -> int:
     return nparts
 
 
-def bicgstab_merge_omega(nparts_s: int, part_ss, nparts_t: int, part_ts, part_tt, atol, omega,
-                         status, stream=None) -> None:
-    """{DOT_fin x3, ||s|| test, omega}: ||s|| < atol[0] -> status = 2; else omega = <t,s> / <t,t>.
-    Nothing once status != 0. ``atol`` is a float64 device array (read when the kernel runs, so a
-    captured graph serves any tolerance)."""
-    launch(get_kernel("bicgstab_merge", "bicgstab_merge_omega<{T}>", part_ss.dtype), (1,), (BLOCK,),
-           (np.int32(nparts_s), part_ss, np.int32(nparts_t), part_ts, part_tt, atol, omega, status),
-           stream)
+def bicgstab_merge_omega(nparts_s: int, part_ss, nparts_t: int, part_ts, part_tt, atol, tol, t,
+                         s, omega, status, stream=None) -> None:
+    """{DOT_fin x3, ||s|| test, omega}: ||s|| < atol[0] -> status = 2; else omega = <t,s> / <t,t>
+    (<t, s> confirmed with the accurate sum when |omega| < tol). Nothing once status != 0.
+    ``atol`` is a float64 device array (read when the kernel runs, so a captured graph serves any
+    tolerance)."""
+    dt = part_ss.dtype
+    launch(get_kernel("bicgstab_merge", "bicgstab_merge_omega<{T}>", dt), (1,), (BLOCK,),
+           (np.int32(nparts_s), part_ss, np.int32(nparts_t), part_ts, part_tt, atol,
+            real_scalar(dt, tol), np.int32(t.shape[0]), t, s, omega, status), stream)
 
 
 def bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho, part_rr, stream=None) -> int:
@@ -650,15 +662,16 @@ def bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho, part_rr, stream
     return nparts
 
 
-def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rho, alpha, omega, beta,
-                       tau, pending, status, stream=None) -> None:
+def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rt, r, rho, alpha, omega,
+                       beta, tau, pending, status, stream=None) -> None:
     """{DOT_fin x2, tau, beta, checks}: rho', rr from the partials; tau = sqrt|rr|; pending = -10
-    (|rho'| < tol) or -11 (|omega| < tol, not ``first``); beta = (rho'/rho) (alpha/omega);
-    rho = rho'. ``first`` (set-up): status = 0, beta = 0, omega = 0, only the rho test."""
+    (|rho'| < tol, confirmed with the accurate <rt, r>) or -11 (|omega| < tol, not ``first``);
+    beta = (rho'/rho) (alpha/omega); rho = rho'. ``first`` (set-up): status = 0, beta = 0,
+    omega = 0, only the rho test."""
     dt = part_rho.dtype
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_rho<{T}>", dt), (1,), (BLOCK,),
-           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol), rho,
-            alpha, omega, beta, tau, pending, status), stream)
+           (np.int32(nparts), part_rho, part_rr, np.int32(bool(first)), real_scalar(dt, tol),
+            np.int32(rt.shape[0]), rt, r, rho, alpha, omega, beta, tau, pending, status), stream)
 
 
 # ------------------------------------------------------------------- persistent (one cooperative kernel)

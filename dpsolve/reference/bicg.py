@@ -1,12 +1,13 @@
 """BiConjugate Gradient (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 7.3),
 with SciPy's preconditioning, breakdown tests and codes:
 
-* info = -10: rho = <r~, z> below eps**2 (rho breakdown)
-* info = -11: <p~, A p> == 0
+* info = -10: rho = <r~, z> below eps**2 (rho breakdown), also when recomputed accurately (``dot_accurate``:
+  dpsolve's departure from SciPy, which stops on the fast sum)
+* info = -11: <p~, A p> == 0, also when recomputed accurately
 """
 import numpy as np
 
-from ._util import breakdown_tol, dotprod, norm
+from ._util import breakdown_tol, dot_accurate, dotprod, norm
 
 
 def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None):
@@ -24,8 +25,10 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
         z = psolve(r)
         zt = rpsolve(rt)
         rho = dot(rt, z)                                 #    rho_j = <r~_j, z_j>
-        if abs(rho) < rhotol:
-            return x, -10, j
+        if abs(rho) < rhotol:                             #    confirmed with the accurate
+            rho = dot_accurate(rt, z)                   #    sum before it is a breakdown
+            if abs(rho) < rhotol:
+                return x, -10, j
         if j > 0:
             beta = rho / rho_prev                        # 6. beta_j = rho_{j+1} / rho_j
             p = z + beta * p                             # 7. p = z + beta p
@@ -37,7 +40,9 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
         qt = rmatvec(pt)                                 #    q~ = A^H p~
         rv = dot(pt, q)                                  #    <p~, A p>
         if rv == 0:
-            return x, -11, j
+            rv = dot_accurate(pt, q)                     #    confirmed, as rho is
+            if rv == 0:
+                return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <p~, A p>
         x += alpha * p                                   # 4. x = x + alpha p
         r -= alpha * q                                   # 5. r = r - alpha A p

@@ -1,10 +1,12 @@
 """BiCGStab (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 7.7), right
 preconditioned as in SciPy, with SciPy's breakdown tests and codes:
 
-* info = -10: rho = <r~, r> below eps**2
-* info = -11: omega below eps**2, or <r~, v> == 0
+* info = -10: rho = <r~, r> below eps**2, also when recomputed accurately (``dot_accurate``:
+  dpsolve's departure from SciPy, which stops on the fast sum)
+* info = -11: omega below eps**2, or <r~, v> == 0, also with <t, s> (<r~, v>) recomputed
+  accurately
 """
-from ._util import breakdown_tol, dotprod, norm
+from ._util import breakdown_tol, dot_accurate, dotprod, norm
 
 
 def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
@@ -18,8 +20,10 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
         if norm(r) < atol:
             return x, 0, j
         rho = dot(rt, r)                                 #    rho_j = <r~, r_j>
-        if abs(rho) < tol:
-            return x, -10, j
+        if abs(rho) < tol:                             #    confirmed with the accurate
+            rho = dot_accurate(rt, r)                   #    sum before it is a breakdown
+            if abs(rho) < tol:
+                return x, -10, j
         if j > 0:
             if abs(omega) < tol:
                 return x, -11, j
@@ -31,7 +35,9 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
         v = matvec(phat)                                 #    v = A p^
         rv = dot(rt, v)
         if rv == 0:
-            return x, -11, j
+            rv = dot_accurate(rt, v)                     #    confirmed, as rho is
+            if rv == 0:
+                return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <r~, v>
         s = r - alpha * v                                # 4. s = r - alpha v
         if norm(s) < atol:
@@ -39,7 +45,10 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
             return x, 0, j + 1
         shat = psolve(s)                                 #    s^ = M s
         t = matvec(shat)                                 #    t = A s^
-        omega = dot(t, s) / dot(t, t)                    # 5. omega = <t, s> / <t, t>
+        ts, tt = dot(t, s), dot(t, t)
+        if abs(ts / tt) < tol:                           #    the next omega test, confirmed
+            ts = dot_accurate(t, s)
+        omega = ts / tt                                  # 5. omega = <t, s> / <t, t>
         x += alpha * phat                                #    x = x + alpha p^ + omega s^
         x += omega * shat
         r = s - omega * t                                #    r = s - omega t

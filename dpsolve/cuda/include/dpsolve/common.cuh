@@ -142,4 +142,102 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
     return v;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The accurate inner product of the rho breakdown test. SciPy's test |rho| < eps^2 is met, in
+// practice, only when rho's sum cancels to 0 or to a few ulps; whether it does depends on the
+// summation order, so on a near-orthogonal <r~, r> (orsirr_1 + BiCGStab + Jacobi) one order
+// breaks down where another goes on. When the fast sum says |rho| < eps^2, every variant
+// recomputes rho with this sum before it stops, and goes on with it when it is not below eps^2:
+// a breakdown is then reported only when the inner product of the stored vectors really is that
+// small. Ogita, Rump & Oishi's Dot2 (SIAM J. Sci. Comput. 26, 2005): error-free products
+// (TwoProduct through fma) and sums (TwoSum) in the accumulation and in the reduction, so the
+// result is as accurate as a sum in twice the working precision, then rounded.
+
+// s + c, the running sum and its carried rounding errors, of one real component.
+template <typename R>
+struct Sum2 {
+    R s, c;
+    __device__ __forceinline__ void add(R x) {            // TwoSum(s, x); errors into c
+        const R t = s + x, z = t - s;
+        c += (s - (t - z)) + (x - z);
+        s = t;
+    }
+    __device__ __forceinline__ void add_prod(R x, R y) {  // TwoProduct(x, y), then both parts
+        const R p = mul_rn(x, y);
+        c += ::fma(x, y, -p);
+        add(p);
+    }
+    __device__ __forceinline__ void merge(R s2, R c2) { c += c2; add(s2); }
+};
+
+// The accurate <a, b> = sum conj(a_i) b_i over the whole of a and b, by one block (every thread
+// of the block must call it; every thread gets the result). Deterministic for a given n and
+// block size, so blocks that call it redundantly get the same bits. Loads through L2 (ldcg), so
+// the persistent kernels may call it on vectors other blocks wrote before a grid.sync. Reads
+// 2 n values: a rare path, taken only when the fast rho is below eps^2.
+template <typename T>
+__device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ b) {
+    using R = real_t<T>;
+    constexpr bool cplx = sizeof(T) == 2 * sizeof(R);
+    __shared__ R sh[4][DPS_WARP];
+    __shared__ T sh_out;
+    Sum2<R> re{R(0), R(0)}, im{R(0), R(0)};
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const T x = ldcg(a + i), y = ldcg(b + i);     // L2: coherent inside a persistent kernel
+        if constexpr (cplx) {                                // conj(x) y
+            re.add_prod(x.re, y.re);
+            re.add_prod(x.im, y.im);
+            im.add_prod(x.re, y.im);
+            im.add_prod(-x.im, y.re);
+        } else {
+            re.add_prod(x, y);
+        }
+    }
+    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
+    auto warp_merge = [](Sum2<R>& v) {
+#pragma unroll
+        for (int off = DPS_WARP / 2; off > 0; off >>= 1) {
+            const R s2 = __shfl_down_sync(DPS_FULL_MASK, v.s, off);
+            const R c2 = __shfl_down_sync(DPS_FULL_MASK, v.c, off);
+            v.merge(s2, c2);
+        }
+    };
+    warp_merge(re);
+    warp_merge(im);
+    if (lane == 0) {
+        sh[0][warp] = re.s; sh[1][warp] = re.c; sh[2][warp] = im.s; sh[3][warp] = im.c;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const bool have = lane < (int)(blockDim.x / DPS_WARP);
+        re = {have ? sh[0][lane] : R(0), have ? sh[1][lane] : R(0)};
+        im = {have ? sh[2][lane] : R(0), have ? sh[3][lane] : R(0)};
+        warp_merge(re);
+        warp_merge(im);
+        if (lane == 0) {
+            if constexpr (cplx) sh_out = T(re.s + re.c, im.s + im.c);
+            else sh_out = re.s + re.c;
+        }
+    }
+    __syncthreads();
+    const T out = sh_out;
+    __syncthreads();   // sh_out may be written again by a later call
+    return out;
+}
+
+// The confirmation in a kernel whose thread 0 makes the decisions: `suspect` (read from thread 0)
+// says that the fast |rho| is below the tolerance where the test would be made; then the whole
+// block computes the accurate <a, b> and returns it in place of rho (all threads get the same
+// value); otherwise rho is returned unchanged. Every thread of the block must call it.
+template <typename T>
+__device__ __forceinline__ T confirm_dot(bool suspect, T rho, int n, const T* __restrict__ a,
+                                         const T* __restrict__ b) {
+    __shared__ int sh_suspect;
+    if (threadIdx.x == 0) sh_suspect = suspect;
+    __syncthreads();
+    const bool s = sh_suspect;
+    __syncthreads();   // sh_suspect may be written again by a later call
+    return s ? dot_accurate(n, a, b) : rho;
+}
+
 }  // namespace dps
