@@ -2,6 +2,7 @@
 
 This runs on CPU-only machines (CI has nvcc 13.0); it skips only where nvcc is absent.
 """
+import re
 import shutil
 import subprocess
 
@@ -78,3 +79,38 @@ def test_source_text_starts_with_line_directive():
 def test_unsupported_dtype_has_no_kernels():
     with pytest.raises(TypeError, match="no CUDA kernels for dtype int32"):
         _loader.ctype("int32")
+
+
+def test_get_kernel_refuses_defines_that_are_not_macro_definitions():
+    for bad in (("-O0",), ("DPS_SPMV_LOADS=1",), (1,)):
+        with pytest.raises(ValueError, match="-DNAME"):
+            _loader.get_kernel("spmv", "spmv_ell<{T}>", "float64", defines=bad)
+
+
+@needs_nvcc
+def test_spmv_load_policies_compile_and_stream_what_they_say(tmp_path):
+    """spmv.cuh's DPS_SPMV_LOADS: 0 keeps every load on ld.global.nc; 1 (the default) streams the
+    coalesced matrix loads (ld.global.cs) but not CSR-scalar's; 2 streams them all."""
+    ptx = {}
+    for policy in (0, 1, 2, None):
+        argv, tu = _loader.nvcc_command("spmv", tmp_path, arch="sm_90")
+        if policy is not None:
+            argv.insert(1, f"-DDPS_SPMV_LOADS={policy}")
+        i = argv.index("-c")
+        argv[i], argv[-1] = "-ptx", str(tmp_path / f"spmv_{policy}.ptx")
+        res = subprocess.run(argv, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        ptx[policy] = (tmp_path / f"spmv_{policy}.ptx").read_text()
+    assert ptx[None] == ptx[1]                                   # the default is policy 1
+    assert "ld.global.cs" not in ptx[0] and "ld.global.nc" in ptx[0]
+    assert 0 < ptx[1].count("ld.global.cs") < ptx[2].count("ld.global.cs")
+
+    def kernel(text, name):                                      # one kernel's PTX body
+        start = text.index(".entry " + name)
+        return text[start:text.index("\n}", start)]
+    scalar = [m for m in re.findall(r"\.entry (\w*spmv_csr_scalar\w*)", ptx[1])]
+    ell = [m for m in re.findall(r"\.entry (\w*spmv_ell\w*)", ptx[1])]
+    assert scalar and ell
+    assert all("ld.global.cs" not in kernel(ptx[1], k) for k in scalar)
+    assert all("ld.global.cs" in kernel(ptx[2], k) for k in scalar)
+    assert all("ld.global.cs" in kernel(ptx[1], k) for k in ell)

@@ -129,12 +129,12 @@ def nvcc_command(name: str, out_dir: Path, arch: str = "sm_90") -> tuple[list, P
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id: int, name: str, dtype_str: str, rdc: bool):
+def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple = ()):
     import cupy
     src = SOURCES[name]
     exprs = expressions(name, dtype_str)
     with cupy.cuda.Device(device_id):
-        mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc),
+        mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc) + defines,
                              name_expressions=exprs, backend="nvrtc",
                              enable_cooperative_groups=src.cooperative)
         try:
@@ -148,17 +148,22 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool):
 _KERNELS: dict = {}
 
 
-def get_kernel(name: str, expression: str, dtype, rdc: bool = False):
+def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tuple = ()):
     """The compiled kernel for ``expression`` (with ``{T}``) of source ``name`` at ``dtype``.
 
+    ``defines`` (``-DNAME=value`` options) build a separate module: the benchmarks' way to compare
+    compile-time variants (e.g. spmv.cuh's DPS_SPMV_LOADS) side by side; the package uses none.
     Memoised per device: after the first call this is one dictionary lookup.
     """
+    if any(not (isinstance(d, str) and d.startswith("-D")) for d in defines):
+        raise ValueError(f"defines must be -DNAME[=value] options, got {defines!r}")
     import cupy
     dev = cupy.cuda.runtime.getDevice()
-    key = (dev, name, expression, dtype, rdc)
+    key = (dev, name, expression, dtype, rdc, defines)
     k = _KERNELS.get(key)
     if k is None:
         dt = np.dtype(dtype)
-        k = _module(dev, name, dt.str, rdc).get_function(expression.format(T=ctype(dt)))
+        k = _module(dev, name, dt.str, rdc, tuple(defines)).get_function(
+            expression.format(T=ctype(dt)))
         _KERNELS[key] = k
     return k

@@ -178,19 +178,21 @@ class OperatorMatrix:
             y.set(np.ascontiguousarray(out, dtype=y.dtype), stream=stream)
 
 
-def spmv(A: DeviceMatrix, x, y, stream=None) -> None:
-    """y = A x (A a DeviceMatrix, or an OperatorMatrix: the user's function)."""
+def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
+    """y = A x (A a DeviceMatrix, or an OperatorMatrix: the user's function). ``defines``: compile
+    options of a spmv.cu variant (scripts/bench-spmv --loads); none in the solvers."""
     n = A.n
     if n == 0:
         return
     if A.format == "operator":
         host_call(lambda: A.apply(x, y, stream))
     elif A.format == "csr-scalar":
-        k = get_kernel("spmv", "spmv_csr_scalar<{T}>", A.dtype)
+        k = get_kernel("spmv", "spmv_csr_scalar<{T}>", A.dtype, defines=defines)
         c = A.csr
         launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y), stream)
     elif A.format == "csr-vector":
-        k = get_kernel("spmv", f"spmv_csr_vector<{{T}}, {A.width}>", A.dtype)
+        k = get_kernel("spmv", f"spmv_csr_vector<{{T}}, {A.width}>", A.dtype,
+                       defines=defines)
         c = A.csr
         launch(k, (grid_for(n * A.width),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y),
                stream)
@@ -201,13 +203,13 @@ def spmv(A: DeviceMatrix, x, y, stream=None) -> None:
         b_short = grid_for(ns) if ns else 0
         b_med = grid_for(nm * 32) if nm else 0             # a warp per row
         b_long = min(nc, 32 * _sm_count())                 # a block per chunk, grid-strided
-        launch(get_kernel("spmv", "spmv_csr_adaptive<{T}>", A.dtype), (b_short + b_med + b_long,),
-               (BLOCK,), (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nc),
-                          bins.long, bins.chunk_long, bins.chunk_begin, bins.first_chunk,
-                          bins.counters, bins.partials, np.int32(b_short), np.int32(b_med),
-                          c.indptr, c.indices, c.data, x, y), stream)
+        k = get_kernel("spmv", "spmv_csr_adaptive<{T}>", A.dtype, defines=defines)
+        launch(k, (b_short + b_med + b_long,), (BLOCK,),
+               (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nc), bins.long,
+                bins.chunk_long, bins.chunk_begin, bins.first_chunk, bins.counters, bins.partials,
+                np.int32(b_short), np.int32(b_med), c.indptr, c.indices, c.data, x, y), stream)
     else:
-        k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype)
+        k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype, defines=defines)
         e = A.ell
         launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), np.int32(e.width), e.indices, e.data, x, y),
                stream)

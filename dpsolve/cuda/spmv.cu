@@ -87,7 +87,7 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
             const int end = min(chunk_begin[c] + DPS_CHUNK, indptr[row + 1]);
             T sum = T(0);
             for (int k = chunk_begin[c] + threadIdx.x; k < end; k += blockDim.x)
-                sum += data[k] * x[indices[k]];
+                sum += dps::ld_mat<true>(data + k) * x[dps::ld_mat<true>(indices + k)];
             sum = dps::block_sum(sum, smem);
             if (threadIdx.x == 0) {
                 partials[c] = sum;

@@ -3,7 +3,40 @@
 #pragma once
 #include <dpsolve/common.cuh>
 
+// Load policy of the matrix arrays (values, column indices) in the SpMV row functions (issue #7's
+// cache-aware loads). x and the matrix are read through the read-only path already: they are
+// `const __restrict__`, so the compiler emits ld.global.nc (LDG.E.CONSTANT) for every load.
+//   DPS_SPMV_LOADS 0  plain loads everywhere
+//   DPS_SPMV_LOADS 1  (default) the loads that coalesce across a warp -- ELL, CSR-vector, and
+//                     csr-adaptive's warp- and block-mapped rows -- streamed, evict-first (__ldcs:
+//                     ld.global.cs, LDG.E.EF in SASS), so the arrays read once per SpMV do not
+//                     push the gathered x out of L2; CSR-scalar's one-thread-per-row loads stay
+//                     plain (a thread walks its row through L1 lines that evict-first throws away)
+//   DPS_SPMV_LOADS 2  every matrix load streamed
+// Measured (H100, float64, scripts/bench-spmv --quick --loads; BENCHMARKS.md): streaming took ELL
+// from 168.6 to 119.4 us on the banded matrix and 161.6 to 152.8 us on 3-D Laplace 160^3, and
+// CSR-vector 1-2 %, but made CSR-scalar 2.7x slower on 160^3: policy 1 keeps what paid.
+#ifndef DPS_SPMV_LOADS
+#define DPS_SPMV_LOADS 1
+#endif
+
 namespace dps {
+
+template <typename T>
+__device__ __forceinline__ T ld_stream(const T* __restrict__ p) { return __ldcs(p); }
+__device__ __forceinline__ complex<float> ld_stream(const complex<float>* __restrict__ p) {
+    const float2 v = __ldcs(reinterpret_cast<const float2*>(p)); return {v.x, v.y};
+}
+__device__ __forceinline__ complex<double> ld_stream(const complex<double>* __restrict__ p) {
+    const double2 v = __ldcs(reinterpret_cast<const double2*>(p)); return {v.x, v.y};
+}
+
+// A matrix load under the policy above; `coalesced`: the warp's lanes read consecutive entries.
+template <bool coalesced, typename T>
+__device__ __forceinline__ T ld_mat(const T* __restrict__ p) {
+    if constexpr (DPS_SPMV_LOADS == 2 || (DPS_SPMV_LOADS == 1 && coalesced)) return ld_stream(p);
+    else return *p;
+}
 
 // CSR-scalar: one thread computes one row.
 template <typename T>
@@ -13,7 +46,8 @@ __device__ __forceinline__ T csr_row_scalar(int row, const int* __restrict__ ind
     T sum = T(0);
     const int end = indptr[row + 1];
 #pragma unroll 4
-    for (int k = indptr[row]; k < end; ++k) sum += data[k] * x[indices[k]];
+    for (int k = indptr[row]; k < end; ++k)
+        sum += ld_mat<false>(data + k) * x[ld_mat<false>(indices + k)];
     return sum;
 }
 
@@ -28,7 +62,8 @@ __device__ __forceinline__ T csr_row_vector(int row, int n, int lane_in_group,
     T sum = T(0);
     if (row < n) {
         const int end = indptr[row + 1];
-        for (int k = indptr[row] + lane_in_group; k < end; k += W) sum += data[k] * x[indices[k]];
+        for (int k = indptr[row] + lane_in_group; k < end; k += W)
+            sum += ld_mat<true>(data + k) * x[ld_mat<true>(indices + k)];
     }
     return group_sum<T, W>(sum);
 }
@@ -43,8 +78,8 @@ __device__ __forceinline__ T ell_row(int row, int n, int width, const int* __res
 #pragma unroll 4
     for (int k = 0; k < width; ++k) {
         const size_t at = (size_t)k * n + row;
-        const int c = indices[at];
-        if (c >= 0) sum += data[at] * x[c];
+        const int c = ld_mat<true>(indices + at);
+        if (c >= 0) sum += ld_mat<true>(data + at) * x[c];
     }
     return sum;
 }
