@@ -24,7 +24,6 @@ def test_every_kernel_the_python_asks_for_is_registered():
     """get_kernel(source, "name<{T}>") with literal names (dpsolve/cuda/ops.py, the back ends)
     must name an expression of SOURCES[source]: an unregistered one is compiled nowhere and
     fails only on a GPU ("named symbol not found")."""
-    import re
     from pathlib import Path
     root = Path(_loader.__file__).resolve().parents[1]
     calls = []

@@ -142,7 +142,8 @@ bicg_spmv2_vector(int n, const int* __restrict__ a_ptr, const int* __restrict__ 
 }
 
 // {DOT_fin, alpha}: one block. rv = sum of the partials (<a, b>); rv == 0 -> status = -11 (SciPy's
-// test, exact, confirmed with the accurate <a, b>: dps::confirm_dot); else alpha = rho / rv. A no-op once status != 0 (uniform: every thread returns).
+// test, exact, confirmed with the accurate <a, b>: dps::confirm_dot); else alpha = rho / rv. A
+// no-op once status != 0 (uniform: every thread returns).
 // Also used by BiCGStab ({DOT_fin, alpha} of bicgstab_merge.cu, rv = <r~, v>).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)

@@ -5,7 +5,7 @@
 //                 (at i and i + blockDim.x), so the loads coalesce. Reads 2*n*s bytes.
 // dot_final<T>    stage 2: one block reduces the nparts partials to out[0].
 // dot_accurate<T> out[0] = <x, y> by one block, accurate (dps::dot_accurate): the confirmation of
-//                 a rho below the breakdown tolerance, for variant cublas. Reads 2*n*s bytes.
+//                 a breakdown test that failed on cuBLAS's dot, for variant cublas. Reads 2*n*s.
 // axpy<T>         y = y + sign*alpha*x, alpha read from device memory. Reads 2*n*s, writes n*s.
 // xpay<T>         y = x + alpha*y (CG step O8), alpha read from device memory.
 // AXPY and XPAY process pairs of elements per thread per chunk, as in the paper's Figure 6.

@@ -253,7 +253,7 @@ def scalar(source: str, name: str, dtype, *ptrs, stream=None, block: bool = Fals
 
 def dot_accurate(x, y, out, stream=None) -> None:
     """out[0] = <x, y>, accurate (Dot2: as if summed in twice the working precision), by one
-    block: the confirmation of a rho below the breakdown tolerance (variant cublas)."""
+    block: the confirmation of a breakdown test that failed on a fast dot (variant cublas)."""
     launch(get_kernel("blas1", "dot_accurate<{T}>", x.dtype), (1,), (BLOCK,),
            (np.int32(x.shape[0]), x, y, out), stream)
 

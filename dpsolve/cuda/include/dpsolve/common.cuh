@@ -143,13 +143,14 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The accurate inner product of the rho breakdown test. SciPy's test |rho| < eps^2 is met, in
+// The accurate inner product of the breakdown tests. SciPy's test |rho| < eps^2 is met, in
 // practice, only when rho's sum cancels to 0 or to a few ulps; whether it does depends on the
 // summation order, so on a near-orthogonal <r~, r> (orsirr_1 + BiCGStab + Jacobi) one order
 // breaks down where another goes on. When the fast sum says |rho| < eps^2, every variant
 // recomputes rho with this sum before it stops, and goes on with it when it is not below eps^2:
 // a breakdown is then reported only when the inner product of the stored vectors really is that
-// small. Ogita, Rump & Oishi's Dot2 (SIAM J. Sci. Comput. 26, 2005): error-free products
+// small. The -11 tests (<p~, A p> == 0, <r~, v> == 0, and the <t, s> of an |omega| < eps^2) are
+// confirmed the same way. Ogita, Rump & Oishi's Dot2 (SIAM J. Sci. Comput. 26, 2005): error-free products
 // (TwoProduct through fma) and sums (TwoSum) in the accumulation and in the reduction, so the
 // result is as accurate as a sum in twice the working precision, then rounded.
 
@@ -174,7 +175,7 @@ struct Sum2 {
 // of the block must call it; every thread gets the result). Deterministic for a given n and
 // block size, so blocks that call it redundantly get the same bits. Loads through L2 (ldcg), so
 // the persistent kernels may call it on vectors other blocks wrote before a grid.sync. Reads
-// 2 n values: a rare path, taken only when the fast rho is below eps^2.
+// 2 n values: a rare path, taken only when a breakdown test fails on the fast sum.
 template <typename T>
 __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ b) {
     using R = real_t<T>;
@@ -226,7 +227,8 @@ __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ 
 }
 
 // The confirmation in a kernel whose thread 0 makes the decisions: `suspect` (read from thread 0)
-// says that the fast |rho| is below the tolerance where the test would be made; then the whole
+// says that the breakdown test fails on the fast value `rho` (an inner product <a, b>, or the
+// rho of the name) where the test would be made; then the whole
 // block computes the accurate <a, b> and returns it in place of rho (all threads get the same
 // value); otherwise rho is returned unchanged. Every thread of the block must call it.
 template <typename T>
