@@ -138,28 +138,36 @@ class DynamicBackend(GpuBackend):
         return super().run(state, system, x, atol=atol, maxiter=maxiter, callback=callback,
                            sync=sync)
 
-    def cg(self, st, x, *, atol, maxiter, sync, callback):
+    # method -> (the dpsolve.cuda.ops wrapper of the solve's one host launch, device launches per
+    # iteration); variant "persistent" runs the same state and operands through its own kernels
+    LAUNCH = {"cg": ("cg_dynamic", ops.DYNAMIC_LAUNCHES_PER_ITER),
+              "bicg": ("bicg_dynamic", ops.BICG_DYNAMIC_LAUNCHES_PER_ITER),
+              "bicgstab": ("bicgstab_dynamic", ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER)}
+
+    def _solve(self, method, st, operands, atol, maxiter):
+        """Issue ``method``'s one host launch over ``operands`` (the wrapper's arguments before
+        the partials) and return the closure that reads the result after the one wait."""
+        wrapper, launches_per_iter = self.LAUNCH[method]
         hist = st.history(maxiter)
-        ops.cg_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v, st.dyn_partials,
-                       st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
-        return device_result(st, hist, ops.DYNAMIC_LAUNCHES_PER_ITER, self.name)
+        getattr(ops, wrapper)(*operands, st.dyn_partials, st.dyn_status, atol, maxiter, hist=hist,
+                              stream=st.stream)
+        return device_result(st, hist, launches_per_iter, self.name)
+
+    def cg(self, st, x, *, atol, maxiter, sync, callback):
+        return self._solve("cg", st, (st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v),
+                           atol, maxiter)
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         pre = st.inv_diag is not None
         rt = st.vec("rt")
-        hist = st.history(maxiter)
-        ops.bicg_dynamic(st.A, st.AH, st.b, st.inv_diag, x, st.r, rt, st.z,
-                         st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"), st.vec("pt2"),
-                         st.v, st.vec("qt"), st.dyn_partials, st.dyn_status, atol, maxiter,
-                         hist=hist, stream=st.stream)
-        return device_result(st, hist, ops.BICG_DYNAMIC_LAUNCHES_PER_ITER, self.name)
+        return self._solve("bicg", st, (st.A, st.AH, st.b, st.inv_diag, x, st.r, rt, st.z,
+                                        st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"),
+                                        st.vec("pt2"), st.v, st.vec("qt")), atol, maxiter)
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
-        hist = st.history(maxiter)
-        ops.bicgstab_dynamic(st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p, st.p2, st.v,
-                             st.vec("v2"), st.vec("s"), st.vec("t"), st.dyn_partials,
-                             st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
-        return device_result(st, hist, ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER, self.name)
+        return self._solve("bicgstab", st, (st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p,
+                                            st.p2, st.v, st.vec("v2"), st.vec("s"), st.vec("t")),
+                           atol, maxiter)
 
 
 def device_result(st, hist, launches_per_iter, variant):

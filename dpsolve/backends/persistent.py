@@ -22,12 +22,15 @@ import numpy as np
 
 from .._device import status as device_status
 from ..cuda import ops
-from .dynamic import DynamicBackend, device_result
+from .dynamic import DynamicBackend
 
 
 class PersistentBackend(DynamicBackend):
     name = "persistent"
     uses_cdp = False          # one cooperative kernel: compute-sanitizer racecheck can run it
+    # the dynamic variant's solve through the cooperative kernels (no device-side launches)
+    LAUNCH = {"cg": ("cg_persistent", 0.0), "bicg": ("bicg_persistent", 0.0),
+              "bicgstab": ("bicgstab_persistent", 0.0)}
 
     @staticmethod
     def _probe():
@@ -41,27 +44,3 @@ class PersistentBackend(DynamicBackend):
             return False, (f"the cooperative kernel could not be built or sized here "
                            f"({type(e).__name__}: {e})")
         return True, None
-
-    def cg(self, st, x, *, atol, maxiter, sync, callback):
-        hist = st.history(maxiter)
-        ops.cg_persistent(st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v,
-                          st.dyn_partials, st.dyn_status, atol, maxiter, hist=hist,
-                          stream=st.stream)
-        return device_result(st, hist, 0.0, self.name)
-
-    def bicg(self, st, x, *, atol, maxiter, sync, callback):
-        pre = st.inv_diag is not None
-        rt = st.vec("rt")
-        hist = st.history(maxiter)
-        ops.bicg_persistent(st.A, st.AH, st.b, st.inv_diag, x, st.r, rt, st.z,
-                            st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"), st.vec("pt2"),
-                            st.v, st.vec("qt"), st.dyn_partials, st.dyn_status, atol, maxiter,
-                            hist=hist, stream=st.stream)
-        return device_result(st, hist, 0.0, self.name)
-
-    def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
-        hist = st.history(maxiter)
-        ops.bicgstab_persistent(st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p, st.p2,
-                                st.v, st.vec("v2"), st.vec("s"), st.vec("t"), st.dyn_partials,
-                                st.dyn_status, atol, maxiter, hist=hist, stream=st.stream)
-        return device_result(st, hist, 0.0, self.name)

@@ -355,21 +355,27 @@ def dynamic_grid(A: DeviceMatrix) -> int:
     return max(1, min(-(-work // BLOCK), 4 * _sm_count(), DOT_MAX_PARTIALS))
 
 
+def _dynamic_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
+    """Build ``kernel``<T, W> of ``source`` for A's format and launch it once on the dynamic
+    chain's grid (args: the kernel's arguments). Returns the grid size."""
+    grid = dynamic_grid(A)
+    launch(get_kernel(source, f"{kernel}<{{T}}, {dynamic_code(A)}>", A.dtype), (grid,), (BLOCK,),
+           args, stream)
+    return grid
+
+
 def cg_dynamic(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
                maxiter: int, hist=None, stream=None) -> int:
     """Launch cg_dyn_start: the host's only launch of a dynamic CG solve; the device chains the
     rest and writes the result to ``status`` (DYNAMIC_STATUS doubles). ``partials`` holds
     3 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    n = A.n
-    grid = dynamic_grid(A)
-    k = get_kernel("cg_dynamic", f"cg_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
     width, indptr, indices, data = _dyn_matrix(A)
     pre = inv_diag is not None
-    launch(k, (grid,), (BLOCK,),
-           (np.int32(n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
-            indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-            v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
-    return grid
+    return _dynamic_launch(
+        "cg_dynamic", "cg_dyn_start", A,
+        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
+         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
+         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
 
 
 # --- variant "dynamic", BiCG and BiCGStab (bicg_dynamic.cu, bicgstab_dynamic.cu) ----------------
@@ -401,22 +407,18 @@ def bicg_dynamic(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt
     doubles) and, when ``hist`` is given (maxiter + 1 entries), the residual norms. ``z``, ``zt``
     are ignored without a preconditioner. ``partials`` holds 3 * DOT_MAX_PARTIALS values.
     Returns the grid size."""
-    n = A.n
-    grid = dynamic_grid(A)
-    if AH.format != A.format or AH.n != n or dynamic_code(AH) != dynamic_code(A):
+    if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
         raise ValueError("bicg_dynamic needs A^H in the format (and CSR-vector width) of A")
-    k = get_kernel("bicg_dynamic", f"bicg_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
     width, indptr, indices, data = _dyn_matrix(A)
     h_width, h_indptr, h_indices, h_data = _dyn_matrix(AH)
     pre = inv_diag is not None
-    part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
-    launch(k, (grid,), (BLOCK,),
-           (np.int32(n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 1)),
-            np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
-            inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
-            p0, p1, pt0, pt1, q, qt, part_rho, part_rr, part_rv, status,
-            hist if hist is not None else _DYN_NULL), stream)
-    return grid
+    return _dynamic_launch(
+        "bicg_dynamic", "bicg_dyn_start", A,
+        (np.int32(A.n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 1)),
+         np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
+         inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
+         p0, p1, pt0, pt1, q, qt, *_dyn_parts(partials, 3), status,
+         hist if hist is not None else _DYN_NULL), stream)
 
 
 def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
@@ -425,16 +427,13 @@ def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, 
     chains the rest and writes the result to ``status`` (DYNAMIC_STATUS doubles) and, when
     ``hist`` is given (maxiter + 1 entries), the residual norms. ``partials`` holds
     6 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    n = A.n
-    grid = dynamic_grid(A)
-    k = get_kernel("bicgstab_dynamic", f"bicgstab_dyn_start<{{T}}, {dynamic_code(A)}>", A.dtype)
     width, indptr, indices, data = _dyn_matrix(A)
     pre = inv_diag is not None
-    launch(k, (grid,), (BLOCK,),
-           (np.int32(n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
-            indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
-            *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)
-    return grid
+    return _dynamic_launch(
+        "bicgstab_dynamic", "bicgstab_dyn_start", A,
+        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
+         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
+         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)
 
 
 # --- BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` ----------------
