@@ -114,7 +114,7 @@ class DynamicBackend(GpuBackend):
     name = "dynamic"
     device_driven = True
     uses_cdp = True          # CUDA dynamic parallelism: compute-sanitizer racecheck cannot run it
-    formats = ("csr-scalar", "csr-vector", "ell")   # the row loops of dynamic.cuh (W codes)
+    formats = ("csr-scalar", "csr-vector", "ell", "csr-adaptive")   # dynamic.cuh's row loops
     State = DynamicState
     methods = ("cg", "bicg", "bicgstab")
 

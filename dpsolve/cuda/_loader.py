@@ -30,6 +30,11 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 
 
+# the W template arguments of the dynamic / persistent kernels: ELL, CSR-scalar, the CSR-vector
+# widths, csr-adaptive (dynamic.cuh's DYN_ADAPTIVE)
+DYNAMIC_CODES = (0, 1) + CSR_VECTOR_WIDTHS + (64,)
+
+
 @dataclass(frozen=True)
 class Source:
     file: str
@@ -48,12 +53,12 @@ SOURCES = {
                                        "cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
                                        "cg_merge_beta<{T}>")),
     "cg_dynamic": Source("cg_dynamic.cu", tuple(f"cg_dyn_start<{{T}}, {w}>"
-                                               for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+                                               for w in DYNAMIC_CODES), rdc=True),
     "bicg_dynamic": Source("bicg_dynamic.cu", tuple(f"bicg_dyn_start<{{T}}, {w}>"
-                                                   for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+                                                   for w in DYNAMIC_CODES), rdc=True),
     "bicgstab_dynamic": Source("bicgstab_dynamic.cu",
                                tuple(f"bicgstab_dyn_start<{{T}}, {w}>"
-                                     for w in (0, 1) + CSR_VECTOR_WIDTHS), rdc=True),
+                                     for w in DYNAMIC_CODES), rdc=True),
     # BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` (*_merge.cu)
     "krylov": Source("krylov.cu", ("jacobi_conj<{T}>", "bi_axpy<{T}>", "bi_xpay<{T}>",
                                    "bicgstab_p<{T}>", "nrm2_final<{T}>", "krylov_start<{T}>",
@@ -74,14 +79,14 @@ SOURCES = {
     "graph": Source("graph.cu", ("graph_head<{T}>", "graph_step<{T}>"), rdc=True),
     # variant "persistent": one cooperative kernel per solve (rdc: it shares dynamic.cuh)
     "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
-                                                     for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                                                     for w in DYNAMIC_CODES),
                             rdc=True, cooperative=True),
     "bicg_persistent": Source("bicg_persistent.cu", tuple(f"bicg_persistent<{{T}}, {w}>"
-                                                         for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                                                         for w in DYNAMIC_CODES),
                               rdc=True, cooperative=True),
     "bicgstab_persistent": Source("bicgstab_persistent.cu",
                                   tuple(f"bicgstab_persistent<{{T}}, {w}>"
-                                        for w in (0, 1) + CSR_VECTOR_WIDTHS),
+                                        for w in DYNAMIC_CODES),
                                   rdc=True, cooperative=True),
 }
 

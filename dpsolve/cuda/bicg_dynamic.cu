@@ -66,6 +66,8 @@ struct BicgArgs {
     T* part_rv;
     double* status;
     dps::real_t<T>* hist;                  // optional: hist[j] = ||r_j|| (nullptr: none)
+    const unsigned long long* bins;        // csr-adaptive's bin descriptors of A and A^H
+    const unsigned long long* h_bins;      // (nullptr otherwise)
 };
 
 // The two SpMVs of iteration j with the gathers `load` (p_j) and `loadt` (p~_j): p_j, q = A p_j,
@@ -80,11 +82,11 @@ __device__ __forceinline__ T bicg_two_spmvs(const BicgArgs<T>& a, const Load& lo
         p_new[row] = load(row);
         q[row] = av;
         acc += dps::conj(loadt(row)) * av;                        // <p~, q>: conj(p~) . q
-    });
+    }, a.bins);
     for_rows<T, W>(a.n, a.width_h, a.h_indptr, a.h_indices, a.h_data, loadt, [&](int row, T av) {
         pt_new[row] = loadt(row);
         qt[row] = av;
-    });
+    }, a.h_bins);
     return acc;
 }
 
@@ -229,7 +231,8 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
                T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ pt0, T* __restrict__ pt1,
                T* __restrict__ q, T* __restrict__ qt, T* __restrict__ part_rho,
                T* __restrict__ part_rr, T* __restrict__ part_rv, double* __restrict__ status,
-               dps::real_t<T>* __restrict__ hist) {
+               dps::real_t<T>* __restrict__ hist, const unsigned long long* __restrict__ bins,
+               const unsigned long long* __restrict__ h_bins) {
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -238,7 +241,7 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
         const dyn::BicgArgs<T> a{n, width, width_h, maxiter, atol, indptr, indices, data,
                                  h_indptr, h_indices, h_data, inv_diag, x, r, rt,
                                  pre ? z : r, pre ? zt : rt, p0, p1, pt0, pt1, q, qt,
-                                 part_rho, part_rr, part_rv, status, hist};
+                                 part_rho, part_rr, part_rv, status, hist, bins, h_bins};
         bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
         dyn::check_launch(status);
     }
@@ -258,7 +261,7 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
             rho += dps::conj(ri) * ri;
         }
         rr += dps::conj(ri) * ri;
-    });
+    }, bins);
     rho = dps::block_sum(rho, smem);
     if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
     rr = dps::block_sum(rr, smem);

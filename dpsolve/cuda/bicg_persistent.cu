@@ -50,7 +50,9 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
                 const int* __restrict__ h_indices, const T* __restrict__ h_data,
                 const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt, T* z,
                 T* zt, T* p0, T* p1, T* pt0, T* pt1, T* q, T* qt, T* part_rho, T* part_rr,
-                T* part_rv, double* status, dps::real_t<T>* hist) {
+                T* part_rv, double* status, dps::real_t<T>* hist,
+                const unsigned long long* __restrict__ bins,
+                const unsigned long long* __restrict__ h_bins) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
@@ -78,7 +80,7 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
                                     rho += dps::conj(ri) * ri;
                                 }
                                 rr += dps::conj(ri) * ri;
-                            });
+                            }, bins);
         rho = dps::block_sum(rho, smem);
         rr = dps::block_sum(rr, smem);
         if (threadIdx.x == 0) {
@@ -119,11 +121,11 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
                 p_cur[row] = load(row);
                 q[row] = av;
                 rv += dps::conj(loadt(row)) * av;                             // <p~, q>
-            });
+            }, bins);
             dyn::for_rows<T, W>(n, width_h, h_indptr, h_indices, h_data, loadt, [&](int row, T av) {
                 pt_cur[row] = loadt(row);
                 qt[row] = av;
-            });
+            }, h_bins);
             rv = dps::block_sum(rv, smem);
             if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
         }

@@ -70,6 +70,7 @@ struct StabArgs {
     T* part_tt;
     double* status;
     dps::real_t<T>* hist;                  // optional residual history (nullptr: none)
+    const unsigned long long* bins;        // csr-adaptive's bin descriptor (nullptr otherwise)
 };
 
 // p_j = r + beta (p_{j-1} - omega v_{j-1}) (j > 0; p_0 = r), and the gather p^ = D^-1 p_j.
@@ -164,7 +165,7 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
         p_new[row] = load.p_at(row);
         v_new[row] = av;
         acc += dps::conj(rt[row]) * av;                            // <r~, v>
-    });
+    }, a.bins);
     acc = dps::block_sum(acc, smem);
     if (threadIdx.x == 0) a.part_rv[blockIdx.x] = acc;
 }
@@ -208,7 +209,7 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
         ss += dps::conj(si) * si;
         ts += dps::conj(av) * si;                                  // <t, s>
         tt += dps::conj(av) * av;                                  // <t, t>
-    });
+    }, a.bins);
     ss = dps::block_sum(ss, smem);
     if (threadIdx.x == 0) a.part_ss[blockIdx.x] = ss;
     ts = dps::block_sum(ts, smem);
@@ -305,14 +306,15 @@ bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __rest
                    T* __restrict__ v0, T* __restrict__ v1, T* __restrict__ s, T* __restrict__ t,
                    T* __restrict__ part_rho, T* __restrict__ part_rr, T* __restrict__ part_rv,
                    T* __restrict__ part_ss, T* __restrict__ part_ts, T* __restrict__ part_tt,
-                   double* __restrict__ status, dps::real_t<T>* __restrict__ hist) {
+                   double* __restrict__ status, dps::real_t<T>* __restrict__ hist,
+                   const unsigned long long* __restrict__ bins) {
     __shared__ T smem[DPS_WARP];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         status[DYN_STATE] = DYN_RUNNING;
         status[DYN_ERROR] = 0.0;
         const dyn::StabArgs<T> a{n, width, maxiter, atol, indptr, indices, data, inv_diag, x, r, rt,
                                  p0, p1, v0, v1, s, t, part_rho, part_rr, part_rv, part_ss,
-                                 part_ts, part_tt, status, hist};
+                                 part_ts, part_tt, status, hist, bins};
         bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0), T(0), T(0));
         dyn::check_launch(status);
     }
@@ -324,7 +326,7 @@ bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __rest
         rt[row] = ri;
         rho += dps::conj(ri) * ri;                                 // <r~, r> with r~ = r
         rr += dps::conj(ri) * ri;
-    });
+    }, bins);
     rho = dps::block_sum(rho, smem);
     if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
     rr = dps::block_sum(rr, smem);

@@ -94,7 +94,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                     const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt,
                     T* p0, T* p1, T* v0, T* v1, T* s, T* t, T* part_rho, T* part_rr, T* part_rv,
                     T* part_ss, T* part_ts, T* part_tt, double* status,
-                    dps::real_t<T>* hist) {
+                    dps::real_t<T>* hist, const unsigned long long* __restrict__ bins) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
@@ -114,7 +114,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                                 rt[row] = ri;
                                 rho += dps::conj(ri) * ri;                    // <r~, r>, r~ = r
                                 rr += dps::conj(ri) * ri;
-                            });
+                            }, bins);
         rho = dps::block_sum(rho, smem);
         rr = dps::block_sum(rr, smem);
         if (threadIdx.x == 0) {
@@ -156,7 +156,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                 p_cur[row] = load.p_at(row);
                 v_cur[row] = av;
                 rv += dps::conj(dps::ldcg(rt + row)) * av;                    // <r~, v>
-            });
+            }, bins);
             rv = dps::block_sum(rv, smem);
             if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
         }
@@ -177,7 +177,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                 ss += dps::conj(si) * si;
                 ts += dps::conj(av) * si;                                     // <t, s>
                 tt += dps::conj(av) * av;                                     // <t, t>
-            });
+            }, bins);
             ss = dps::block_sum(ss, smem);
             ts = dps::block_sum(ts, smem);
             tt = dps::block_sum(tt, smem);

@@ -56,6 +56,7 @@ struct Args {
     T* part_rr;
     double* status;
     dps::real_t<T>* hist;       // optional residual history: hist[j] = tau_j (nullptr: none)
+    const unsigned long long* bins;   // csr-adaptive's bin descriptor (nullptr otherwise)
 };
 
 }  // namespace dyn
@@ -107,7 +108,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
             p_new[row] = pi;
             v[row] = av;
             acc += dps::conj(pi) * av;
-        });
+        }, a.bins);
     } else {                                                      // p_j = z_j + beta p_{j-1}
         const dyn::LoadXpay<T> load{a.z, (j & 1) ? a.p0 : a.p1, sh_beta};
         dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
@@ -115,7 +116,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
             p_new[row] = pi;
             v[row] = av;
             acc += dps::conj(pi) * av;
-        });
+        }, a.bins);
     }
     acc = dps::block_sum(acc, smem);
     if (threadIdx.x == 0) a.part_pv[blockIdx.x] = acc;
@@ -192,14 +193,15 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
              const T* __restrict__ inv_diag, T* __restrict__ x, T* __restrict__ r, T* __restrict__ z,
              T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ v, T* __restrict__ part_pv,
              T* __restrict__ part_rz, T* __restrict__ part_rr, double* __restrict__ status,
-             dps::real_t<T>* __restrict__ hist) {
+             dps::real_t<T>* __restrict__ hist, const unsigned long long* __restrict__ bins) {
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         status[DYN_STATE] = DYN_RUNNING;
         status[DYN_ERROR] = 0.0;
         const dyn::Args<T> a{n, width, maxiter, atol, indptr, indices, data, b, inv_diag, x, r,
-                             pre ? z : r, p0, p1, v, part_pv, part_rz, part_rr, status, hist};
+                             pre ? z : r, p0, p1, v, part_pv, part_rz, part_rr, status, hist,
+                             bins};
         cg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
         dyn::check_launch(status);
     }
@@ -216,7 +218,7 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
         } else {
             rz += dps::conj(ri) * ri;
         }
-    });
+    }, bins);
     rz = dps::block_sum(rz, smem);
     if (threadIdx.x == 0) part_rz[blockIdx.x] = rz;
     if (pre) {

@@ -29,7 +29,8 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
               const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
               const T* __restrict__ inv_diag, T* x, T* r, T* z, T* p0, T* p1, T* v,
-              T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist) {
+              T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist,
+              const unsigned long long* __restrict__ bins) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
@@ -41,7 +42,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
     {
         T rz = T(0), rr = T(0);
         dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x},
-                            [&](int row, T ax) { r[row] = b[row] - ax; });
+                            [&](int row, T ax) { r[row] = b[row] - ax; }, bins);
         grid.sync();                              // CSR-vector rows and elements map differently
         for (int i = first; i < n; i += stride) {
             const T ri = dps::ldcg(r + i);
@@ -87,7 +88,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
                                     p_cur[row] = pi;
                                     v[row] = vi;
                                     pv += dps::conj(pi) * vi;
-                                });
+                                }, bins);
             pv = dps::block_sum(pv, smem);
             if (threadIdx.x == 0) part_pv[blockIdx.x] = pv;
         }

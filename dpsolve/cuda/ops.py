@@ -339,12 +339,18 @@ DYNAMIC_DONE, DYNAMIC_LAUNCH_FAILED = 1.0, 2.0
 _DYN_NULL = np.uint64(0)           # a null device pointer, passed by value
 
 
+DYN_ADAPTIVE = 64     # dynamic.cuh's W of csr-adaptive
+
+
 def dynamic_code(A: DeviceMatrix) -> int:
-    """The W template argument of cg_dynamic.cu: 0 ELL, 1 CSR-scalar, else the CSR-vector width."""
+    """The W template argument of the dynamic / persistent kernels: 0 ELL, 1 CSR-scalar, 64
+    csr-adaptive, else the CSR-vector width."""
     if A.format == "ell":
         return 0
     if A.format == "csr-scalar":
         return 1
+    if A.format == "csr-adaptive":
+        return DYN_ADAPTIVE
     return A.width
 
 
@@ -369,13 +375,14 @@ def cg_dynamic(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, statu
     """Launch cg_dyn_start: the host's only launch of a dynamic CG solve; the device chains the
     rest and writes the result to ``status`` (DYNAMIC_STATUS doubles). ``partials`` holds
     3 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    width, indptr, indices, data = _dyn_matrix(A)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
     return _dynamic_launch(
         "cg_dynamic", "cg_dyn_start", A,
         (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
          indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
+         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
+        stream)
 
 
 # --- variant "dynamic", BiCG and BiCGStab (bicg_dynamic.cu, bicgstab_dynamic.cu) ----------------
@@ -385,11 +392,29 @@ BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER = 3   # bicgstab_dyn_v + bicgstab_dyn_t + bic
 DYNAMIC_PARTIAL_SETS = 6                 # DOT partial arrays the dynamic chains need at most
 
 
+def adaptive_descriptor(A: DeviceMatrix):
+    """csr-adaptive's row bins as dynamic.cuh's Bins<T> reads them: 11 64-bit words on the device
+    (the pointers short, medium, long, chunk_long, chunk_begin, first_chunk, counters, partials;
+    then n_short, n_med, n_chunks), built once per prepared matrix and kept with its bins (which
+    keep the arrays the pointers name alive)."""
+    bins = A.bins
+    if bins.descriptor is None:
+        import cupy
+        ns, nm, _ = bins.counts()
+        ptrs = [bins.short, bins.medium, bins.long, bins.chunk_long, bins.chunk_begin,
+                bins.first_chunk, bins.counters, bins.partials]
+        words = [a.data.ptr if a.size else 0 for a in ptrs] + [ns, nm, bins.nchunks]
+        bins.descriptor = cupy.asarray(np.array(words, dtype=np.uint64))
+    return bins.descriptor
+
+
 def _dyn_matrix(A: DeviceMatrix):
-    """(ELL width or 0, indptr or null, indices, data) of a matrix, as the dynamic chains take them."""
+    """(ELL width or 0, indptr or null, indices, data, csr-adaptive's bin descriptor or null) of a
+    matrix, as the dynamic chains and the persistent kernels take them."""
     if A.format == "ell":
-        return A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data
-    return 0, A.csr.indptr, A.csr.indices, A.csr.data
+        return A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data, _DYN_NULL
+    bins = adaptive_descriptor(A) if A.format == "csr-adaptive" else _DYN_NULL
+    return 0, A.csr.indptr, A.csr.indices, A.csr.data, bins
 
 
 def _dyn_parts(partials, k: int):
@@ -409,8 +434,8 @@ def bicg_dynamic(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt
     Returns the grid size."""
     if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
         raise ValueError("bicg_dynamic needs A^H in the format (and CSR-vector width) of A")
-    width, indptr, indices, data = _dyn_matrix(A)
-    h_width, h_indptr, h_indices, h_data = _dyn_matrix(AH)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
+    h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
     pre = inv_diag is not None
     return _dynamic_launch(
         "bicg_dynamic", "bicg_dyn_start", A,
@@ -418,7 +443,7 @@ def bicg_dynamic(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt
          np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
          inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
          p0, p1, pt0, pt1, q, qt, *_dyn_parts(partials, 3), status,
-         hist if hist is not None else _DYN_NULL), stream)
+         hist if hist is not None else _DYN_NULL, bins, h_bins), stream)
 
 
 def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
@@ -427,13 +452,14 @@ def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, 
     chains the rest and writes the result to ``status`` (DYNAMIC_STATUS doubles) and, when
     ``hist`` is given (maxiter + 1 entries), the residual norms. ``partials`` holds
     6 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    width, indptr, indices, data = _dyn_matrix(A)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
     return _dynamic_launch(
         "bicgstab_dynamic", "bicgstab_dyn_start", A,
         (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
          indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
-         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)
+         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL, bins),
+        stream)
 
 
 # --- BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` ----------------
@@ -717,13 +743,14 @@ def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, st
                   maxiter: int, hist=None, stream=None) -> int:
     """The one (cooperative) launch of a persistent CG solve; the result lands in ``status``
     (DYNAMIC_STATUS doubles, cg_dynamic's layout). ``partials`` holds 3 * DOT_MAX_PARTIALS."""
-    width, indptr, indices, data = _dyn_matrix(A)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
     return _persistent_launch(
         "cg_persistent", "cg_persistent", A,
         (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
          indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL), stream)
+         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
+        stream)
 
 
 def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0,
@@ -736,8 +763,8 @@ def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z,
     3 * DOT_MAX_PARTIALS values. Returns the grid size."""
     if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
         raise ValueError("bicg_persistent needs A^H in the format (and CSR-vector width) of A")
-    width, indptr, indices, data = _dyn_matrix(A)
-    h_width, h_indptr, h_indices, h_data = _dyn_matrix(AH)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
+    h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
     pre = inv_diag is not None
     part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
     return _persistent_launch(
@@ -746,7 +773,7 @@ def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z,
          np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
          inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
          p0, p1, pt0, pt1, q, qt, part_rho, part_rr, part_rv, status,
-         hist if hist is not None else _DYN_NULL), stream)
+         hist if hist is not None else _DYN_NULL, bins, h_bins), stream)
 
 
 def bicgstab_persistent(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials,
@@ -755,10 +782,11 @@ def bicgstab_persistent(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, 
     (DYNAMIC_STATUS doubles, the dynamic chains' layout) and, when ``hist`` is given (maxiter + 1
     entries of the real dtype), the residual norms. ``partials`` holds 6 * DOT_MAX_PARTIALS
     values. Returns the grid size."""
-    width, indptr, indices, data = _dyn_matrix(A)
+    width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
     return _persistent_launch(
         "bicgstab_persistent", "bicgstab_persistent", A,
         (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
          indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
-         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL), stream)
+         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL, bins),
+        stream)

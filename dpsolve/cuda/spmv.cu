@@ -38,8 +38,6 @@ spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict_
         y[row] = dps::ell_row(row, n, width, indices, data, x);
 }
 
-#define DPS_CHUNK 4096   // entries of a block-mapped row per block: CHUNK in dpsolve/formats/adaptive.py
-
 // CSR-adaptive (load-balanced): rows binned by length once, when the matrix is prepared
 // (dpsolve/formats/adaptive.py). One launch, three kinds of block:
 //   blocks [0, b_short)                 one thread per row of `short_rows` (grid-stride)

@@ -49,6 +49,8 @@ class RowBins:
     first_chunk: object = None   # per long row: its first chunk (len(long) + 1 entries)
     counters: object = None      # per long row: chunks finished in the current SpMV (reset to 0)
     partials: object = None      # per chunk: its partial sum (the matrix's dtype)
+    descriptor: object = None    # the device-driven kernels' view of these arrays (set by
+                                 # dpsolve.cuda.ops.adaptive_descriptor, on first use)
 
     @classmethod
     def from_csr(cls, csr: CSR, t_thread: int | None = None, t_warp: int | None = None) -> "RowBins":

@@ -8,6 +8,8 @@
 #define DPS_BLOCK 256          // threads per block of every element-wise and SpMV kernel
 #define DPS_WARP 32
 #define DPS_FULL_MASK 0xffffffffu
+#define DPS_CHUNK 4096         // entries of a block-mapped csr-adaptive row per block: CHUNK in
+                               // dpsolve/formats/adaptive.py
 
 namespace dps {
 

@@ -2,8 +2,8 @@
 // (cg_dynamic.cu, bicg_dynamic.cu, bicgstab_dynamic.cu): the status layout, the SpMV row loop
 // with gather functors, the redundant DOT stage 2, and the chain's end / launch-failure records.
 //
-// Template scheme of every chain: kernels <T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), or the
-// CSR-vector lane width (2, 4, 8, 16, 32).
+// Template scheme of every chain: kernels <T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), the
+// CSR-vector lane width (2, 4, 8, 16, 32), or DYN_ADAPTIVE (64: csr-adaptive's row bins).
 //
 // Result area (double status[8]): [0] info, [1] iterations, [2] state (0 running, 1 done, 2 a
 // device launch failed), [3] the cudaError_t of a failed launch, [4] the last residual norm tested.
@@ -17,6 +17,7 @@
 
 #define DYN_ELL 0
 #define DYN_CSR_SCALAR 1
+#define DYN_ADAPTIVE 64
 
 #define DYN_INFO 0
 #define DYN_ITERS 1
@@ -46,14 +47,89 @@ struct LoadXpay {
     __device__ __forceinline__ T operator()(int c) const { return fma(beta, dps::ldg(p + c), dps::ldg(z + c)); }
 };
 
+// csr-adaptive's row bins (dpsolve/formats/adaptive.py) as the device-driven kernels take them:
+// one device array of 11 64-bit words (ops.adaptive_descriptor): the pointers short_rows,
+// med_rows, long_rows, chunk_long, chunk_begin, first_chunk, counters, partials, then n_short,
+// n_med, n_chunks.
+template <typename T>
+struct Bins {
+    const int* short_rows;
+    const int* med_rows;
+    const int* long_rows;
+    const int* chunk_long;
+    const int* chunk_begin;
+    const int* first_chunk;
+    int* counters;
+    T* partials;
+    int n_short, n_med, n_chunks;
+    __device__ __forceinline__ static Bins load(const unsigned long long* __restrict__ d) {
+        return {reinterpret_cast<const int*>(d[0]), reinterpret_cast<const int*>(d[1]),
+                reinterpret_cast<const int*>(d[2]), reinterpret_cast<const int*>(d[3]),
+                reinterpret_cast<const int*>(d[4]), reinterpret_cast<const int*>(d[5]),
+                reinterpret_cast<int*>(d[6]), reinterpret_cast<T*>(d[7]),
+                (int)d[8], (int)d[9], (int)d[10]};
+    }
+};
+
 // For every row of A (grid-stride, fixed grid): emit(row, (A y)[row]) with y given by `load`.
 // CSR-vector: a group of W lanes per row; the loop bound is block-uniform, so the shuffles of
 // group_sum run in warp-uniform control flow; only the group's first lane emits.
+// csr-adaptive (W = DYN_ADAPTIVE, `bins` its descriptor): every block takes, grid-stride, a share
+// of each bin as spmv_csr_adaptive (spmv.cu) maps it: thread-mapped rows, one warp per medium
+// row, one block per DPS_CHUNK-entry chunk of a long row; the block that finishes a long row's
+// last chunk (an atomic counter per row) sums its chunk partials in chunk order (deterministic),
+// emits the row from its thread 0 and resets the counter for the next product. Every thread of
+// the block must call it (the chunk loop is block-uniform and synchronises the block).
 template <typename T, int W, typename Load, typename Emit>
 __device__ __forceinline__ void for_rows(int n, int width, const int* __restrict__ indptr,
                                          const int* __restrict__ indices,
-                                         const T* __restrict__ data, const Load& load, Emit&& emit) {
-    if constexpr (W == DYN_ELL) {
+                                         const T* __restrict__ data, const Load& load, Emit&& emit,
+                                         const unsigned long long* __restrict__ bins = nullptr) {
+    if constexpr (W == DYN_ADAPTIVE) {
+        const Bins<T> bn = Bins<T>::load(bins);
+        for (int i = blockIdx.x * DPS_BLOCK + threadIdx.x; i < bn.n_short; i += gridDim.x * DPS_BLOCK) {
+            const int row = bn.short_rows[i];
+            T sum = T(0);
+            const int end = indptr[row + 1];
+            for (int k = indptr[row]; k < end; ++k) sum += data[k] * load(indices[k]);
+            emit(row, sum);
+        }
+        constexpr int warps = DPS_BLOCK / DPS_WARP;
+        const int lane = threadIdx.x % DPS_WARP;
+        for (int base = blockIdx.x * warps; base < bn.n_med; base += gridDim.x * warps) {
+            const int i = base + threadIdx.x / DPS_WARP;
+            T sum = T(0);
+            if (i < bn.n_med) {
+                const int row = bn.med_rows[i];
+                const int end = indptr[row + 1];
+                for (int k = indptr[row] + lane; k < end; k += DPS_WARP) sum += data[k] * load(indices[k]);
+            }
+            sum = dps::warp_sum(sum);
+            if (lane == 0 && i < bn.n_med) emit(bn.med_rows[i], sum);
+        }
+        __shared__ T smem_chunk[DPS_WARP];
+        for (int c = blockIdx.x; c < bn.n_chunks; c += gridDim.x) {        // block-uniform
+            const int li = bn.chunk_long[c];
+            const int row = bn.long_rows[li];
+            const int end = min(bn.chunk_begin[c] + DPS_CHUNK, indptr[row + 1]);
+            T sum = T(0);
+            for (int k = bn.chunk_begin[c] + threadIdx.x; k < end; k += DPS_BLOCK)
+                sum += data[k] * load(indices[k]);
+            sum = dps::block_sum(sum, smem_chunk);
+            if (threadIdx.x == 0) {
+                bn.partials[c] = sum;
+                __threadfence();                       // the partial is visible before the count
+                const int first = bn.first_chunk[li], count = bn.first_chunk[li + 1] - first;
+                if (atomicAdd(bn.counters + li, 1) == count - 1) {       // this row's last chunk
+                    __threadfence();
+                    T total = T(0);
+                    for (int k = first; k < first + count; ++k) total += dps::ldcg(bn.partials + k);
+                    bn.counters[li] = 0;               // ready for the next product
+                    emit(row, total);
+                }
+            }
+        }
+    } else if constexpr (W == DYN_ELL) {
         for (int row = blockIdx.x * DPS_BLOCK + threadIdx.x; row < n; row += gridDim.x * DPS_BLOCK) {
             T sum = T(0);
             for (int k = 0; k < width; ++k) {
