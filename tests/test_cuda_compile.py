@@ -113,3 +113,21 @@ def test_spmv_load_policies_compile_and_stream_what_they_say(tmp_path):
     assert all("ld.global.cs" not in kernel(ptx[1], k) for k in scalar)
     assert all("ld.global.cs" in kernel(ptx[2], k) for k in scalar)
     assert all("ld.global.cs" in kernel(ptx[1], k) for k in ell)
+
+
+def test_adaptive_descriptor_layout_matches_dynamic_cuh():
+    """ops.adaptive_descriptor writes the words that dynamic.cuh's Bins<T>::load reads, in the
+    same order (a static check: a swapped pair would only show on a GPU)."""
+    import inspect
+    import re
+    from dpsolve.cuda import ops
+    header = (_loader.INCLUDE_DIR / "dpsolve" / "dynamic.cuh").read_text()
+    body = header[header.index("struct Bins {"):header.index("__device__ __forceinline__ static Bins load")]
+    fields = re.findall(r"(\w+);", body.replace("int n_short, n_med, n_chunks;",
+                                                "int n_short; int n_med; int n_chunks;"))
+    src = inspect.getsource(ops.adaptive_descriptor)
+    ptrs = re.search(r"ptrs = \[(.*?)\]", src, re.S).group(1)
+    names = [p.strip().split(".")[-1] for p in ptrs.split(",") if p.strip()]
+    names += ["n_short", "n_med", "n_chunks"]
+    rename = {"short": "short_rows", "medium": "med_rows", "long": "long_rows"}
+    assert [rename.get(n, n) for n in names] == fields
