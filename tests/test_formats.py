@@ -425,6 +425,29 @@ def test_row_bins_thresholds_and_errors():
         RowBins.from_csr(csr, t_thread=64, t_warp=8)
 
 
+def test_row_bins_lanes_per_short_row():
+    """One thread per short row where the columns are local; where they scatter, the power of two
+    nearest the short rows' mean length (the measured rule, BENCHMARKS.md)."""
+    from dpsolve.formats import RowBins
+    from dpsolve.formats.adaptive import LOCAL_SPREAD, short_group, short_stats
+    from dpsolve.matrices import laplace_3d, power_law
+    assert short_group(7.0, LOCAL_SPREAD) == 1
+    assert [short_group(m, LOCAL_SPREAD + 1) for m in (1.0, 3.0, 3.1, 6.0, 6.1, 8.3, 40.0)] == \
+        [2, 2, 4, 4, 8, 8, 8]
+    lap = to_csr(laplace_3d(40), np.float64)           # |j - i| <= 1600
+    assert RowBins.from_csr(lap).group == 1
+    pl = to_csr(power_law(200_000, seed=1), np.float64)  # random columns: spread ~ n / 3
+    mean_short, spread = short_stats(pl, np.diff(pl.indptr), RowBins.from_csr(pl).t_thread)
+    assert spread > 50_000 and 4 < mean_short < 12
+    assert RowBins.from_csr(pl).group == 8
+    # the statistics by hand on a 3 x 3 matrix: entries (0, 2), (1, 1), (2, 0), (2, 1)
+    A = to_csr(sp.csr_array((np.ones(4), ([0, 1, 2, 2], [2, 1, 0, 1])), shape=(3, 3)), np.float64)
+    assert short_stats(A, np.diff(A.indptr), 1) == (1.0, (2 + 0 + 2 + 1) / 4)
+    assert RowBins.from_csr(A, group=4).group == 4
+    with pytest.raises(ValueError, match="lanes per short row must be one of"):
+        RowBins.from_csr(A, group=3)
+
+
 def test_auto_picks_csr_adaptive_only_for_a_heavy_tail_and_where_allowed():
     from dpsolve.matrices import power_law
     A = power_law(20000, mean=8.0, heavy=(5000,), seed=2)

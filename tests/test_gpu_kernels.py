@@ -143,19 +143,23 @@ def test_device_csr_conversion_from_cupy_inputs():
         np.testing.assert_allclose(h.data, ref.data)
 
 
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("n", [1, 37, 5000])
-def test_csr_adaptive_spmv_matches_scipy(n, dtype):
-    """Every mapping of the load-balanced SpMV: thread-, warp- and block-mapped rows (the heavy rows
-    are longer than t_warp = 1024 where n allows), at awkward sizes, output NaN-poisoned."""
+def test_csr_adaptive_spmv_matches_scipy(n, dtype, group):
+    """Every mapping of the load-balanced SpMV: short rows by `group` lanes each, warp- and
+    block-mapped rows (the heavy rows are longer than t_warp = 1024 where n allows, and 9000 > two
+    chunks), at awkward sizes, output NaN-poisoned."""
     import cupy
     from dpsolve.cuda import ops
+    from dpsolve.formats import RowBins
     from dpsolve.matrices import power_law
-    A = power_law(n, mean=6.0, heavy=(min(n, 3000), min(n, 1200), min(n, 200)), seed=n)
+    A = power_law(n, mean=6.0, heavy=(min(n, 3000), min(n, 1200), min(n, 200), min(n, 9000)), seed=n)
     A = sp.csr_array(A, dtype=dtype)
     if np.dtype(dtype).kind == "c":
         A.data = A.data * (1 + 0.5j)
     dA = ops.DeviceMatrix.build(to_csr(A, dtype), "csr-adaptive")
+    dA.bins = RowBins.from_csr(dA.csr, group=group)
     ns, nm, nl = dA.bins.counts()
     assert ns + nm + nl == n and (n < 1100 or nl >= 2)
     x = np.random.default_rng(1).standard_normal(n).astype(dtype)
@@ -165,6 +169,24 @@ def test_csr_adaptive_spmv_matches_scipy(n, dtype):
     eps = np.finfo(dtype).eps
     scale = (abs(A) @ abs(x)).max()
     np.testing.assert_allclose(y.get(), ref, rtol=0, atol=64 * eps * scale)
+
+
+def test_row_bins_statistics_on_the_device_match_the_host():
+    """RowBins computed from a device CSR (as DeviceMatrix.build does) equal the host's: the same
+    bins, the same lanes per short row (its column-spread statistic takes another path there)."""
+    from dpsolve.formats import RowBins
+    from dpsolve.formats.adaptive import short_stats
+    from dpsolve.matrices import laplace_3d, power_law
+    for A in (power_law(30_000, heavy=(5000, 800), seed=4), laplace_3d(12)):
+        h = to_csr(A, np.float64)
+        d = h.to_device()
+        bh, bd = RowBins.from_csr(h), RowBins.from_csr(d)
+        assert (bh.t_thread, bh.group, bh.nchunks) == (bd.t_thread, bd.group, bd.nchunks)
+        for a, b in ((bh.short, bd.short), (bh.medium, bd.medium), (bh.long, bd.long)):
+            np.testing.assert_array_equal(a, b.get())
+        L = np.diff(h.indptr)
+        np.testing.assert_allclose(short_stats(d, L, bh.t_thread), short_stats(h, L, bh.t_thread),
+                                   rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

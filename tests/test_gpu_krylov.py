@@ -372,3 +372,56 @@ def test_bayer10_jacobi_refused(method, variant, matrix_dir):
 def test_host_driven_variants_declare_both_methods():
     for name in ("cublas", "cuda", "merge"):
         assert {"cg", "bicg", "bicgstab"} <= set(get_backend(name).methods), name
+
+
+# ------------------------------------------------------------------------------- csr-adaptive's mappings
+def _heavy_rows(n, symmetric, seed):
+    """Off-diagonal power-law structure (n = 20000) with rows of about 9000 (three chunks), 5200
+    (two), 1450 (one chunk) and 300 entries (warp-mapped) after duplicates, besides the short rows;
+    nonsymmetric: the heavy rows of a second one become heavy columns, so A^H (BiCG) has them too.
+    Diagonally dominant by rows and columns, then scaled to a unit diagonal (D^-1/2 A D^-1/2: the
+    heavy rows' large diagonals made the counts rounding-sensitive): 5-17 iterations, the same
+    under rounding-level changes of b in the reference."""
+    from dpsolve.matrices import power_law
+    heavy = (12000, 6000, 1500, 300)
+
+    def offdiag(s):
+        P = sp.csr_array(power_law(n, mean=6.0, heavy=heavy, seed=s))
+        return (P - sp.diags_array(P.diagonal())).tocsr()
+    O = offdiag(seed)
+    O = O + O.T if symmetric else O + offdiag(seed + 1).T
+    d = np.asarray(np.maximum(abs(O).sum(axis=1), abs(O).sum(axis=0))).ravel() + 1.0
+    s = sp.diags_array(1.0 / np.sqrt(d))
+    return (s @ (O + sp.diags_array(d)) @ s).tocsr()
+
+
+ADAPTIVE_CASES = [pytest.param(m, v, id=f"{m}-{v}") for m in ("cg",) + METHODS
+                  for v in _variants(m) if "csr-adaptive" in get_backend(v).formats]
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"], ids=["none", "jacobi"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("method,variant", ADAPTIVE_CASES)
+def test_csr_adaptive_long_rows_every_mapping(method, variant, dtype, M):
+    """csr-adaptive inside every variant's solver (the device-driven ones' fused row loop included)
+    on a matrix whose rows take every mapping: short, warp-mapped and block-mapped rows of one,
+    two and three chunks, in A and (BiCG) A^H: the reference's iteration count and residual."""
+    dt = DTYPES[dtype]
+    n = 20_000
+    A = _heavy_rows(n, method == "cg", seed=5).astype(dt)
+    from dpsolve.formats import RowBins, to_csr
+    for B in (A, A.T):
+        bins = RowBins.from_csr(to_csr(sp.csr_array(B), dt))
+        assert min(bins.counts()) >= 1 and bins.nchunks >= 3 + 2 + 1, (bins.counts(), bins.nchunks)
+    b = np.random.default_rng(7).standard_normal(n).astype(dt)
+    rtol = RTOL[dt]
+    x, info, rep = _solve(method, A, b, rtol=rtol, M=M, variant=variant, format="csr-adaptive",
+                          full_output=True)
+    _, info_ref, ref = _solve(method, A, b, rtol=rtol, M=M, variant="host", full_output=True)
+    what = f"info {info} in {rep.iterations} its, reference info {info_ref} in {ref.iterations}"
+    assert rep.format == "csr-adaptive"
+    assert info == info_ref == 0, what
+    assert abs(rep.iterations - ref.iterations) <= (
+        1 if dt == np.float64 else max(3, 0.25 * ref.iterations)), what
+    slack = 1.0 if dt == np.float64 else 1.5
+    assert _true_residual(A, b, x) <= rtol * np.linalg.norm(b.astype(np.float64)) * slack, what

@@ -28,6 +28,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
+# lanes per short (thread- or group-mapped) row of csr-adaptive (formats/adaptive.py's GROUPS)
+ADAPTIVE_GROUPS = (1, 2, 4, 8)
 
 
 # the W template arguments of the dynamic / persistent kernels: ELL, CSR-scalar, the CSR-vector
@@ -44,8 +46,9 @@ class Source:
 
 
 SOURCES = {
-    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>", "spmv_csr_adaptive<{T}>")
-                   + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
+    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
+                   + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)
+                   + tuple(f"spmv_csr_adaptive<{{T}}, {g}>" for g in ADAPTIVE_GROUPS)),
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "dot_accurate<{T}>",
                                  "axpy<{T}>", "xpay<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),

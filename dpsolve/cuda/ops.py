@@ -200,10 +200,10 @@ def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
         c, bins = A.csr, A.bins
         ns, nm, _ = bins.counts()
         nc = bins.nchunks
-        b_short = grid_for(ns) if ns else 0
+        b_short = grid_for(ns * bins.group) if ns else 0   # `group` lanes per row
         b_med = grid_for(nm * 32) if nm else 0             # a warp per row
         b_long = min(nc, 32 * _sm_count())                 # a block per chunk, grid-strided
-        k = get_kernel("spmv", "spmv_csr_adaptive<{T}>", A.dtype, defines=defines)
+        k = get_kernel("spmv", f"spmv_csr_adaptive<{{T}}, {bins.group}>", A.dtype, defines=defines)
         launch(k, (b_short + b_med + b_long,), (BLOCK,),
                (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nc), bins.long,
                 bins.chunk_long, bins.chunk_begin, bins.first_chunk, bins.counters, bins.partials,

@@ -38,9 +38,39 @@ spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict_
         y[row] = dps::ell_row(row, n, width, indices, data, x);
 }
 
+// G lanes per row of rows[0, count): groups of the block take rows from `first_group`, then every
+// `group_stride` groups (uniform per warp, as the shuffles require). G = 1: one thread per row.
+template <typename T, int G>
+__device__ __forceinline__ void csr_rows_grouped(const int* __restrict__ rows, int count,
+                                                 int first_group, int group_stride,
+                                                 const int* __restrict__ indptr,
+                                                 const int* __restrict__ indices,
+                                                 const T* __restrict__ data,
+                                                 const T* __restrict__ x, T* __restrict__ y) {
+    if constexpr (G == 1) {
+        for (int i = first_group + threadIdx.x; i < count; i += group_stride) {
+            const int row = rows[i];
+            y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
+        }
+    } else {
+        const int lane = threadIdx.x % G;
+        for (int base = first_group; base < count; base += group_stride) {
+            const int i = base + threadIdx.x / G;
+            const bool ok = i < count;
+            const int row = ok ? rows[i] : 0;
+            // csr_row_vector computes rows < its n: row + 1 admits this row, 0 idles the group
+            const T v = dps::csr_row_vector<T, G>(row, ok ? row + 1 : 0, lane, indptr, indices,
+                                                  data, x);
+            if (lane == 0 && ok) y[row] = v;
+        }
+    }
+}
+
 // CSR-adaptive (load-balanced): rows binned by length once, when the matrix is prepared
 // (dpsolve/formats/adaptive.py). One launch, three kinds of block:
-//   blocks [0, b_short)                 one thread per row of `short_rows` (grid-stride)
+//   blocks [0, b_short)                 G lanes per row of `short_rows` (G = 1: one thread per
+//                                       row, CSR-scalar's mapping; 2..8: coalesced loads of a
+//                                       short row), grid-stride
 //   blocks [b_short, b_short + b_med)   one warp per row of `med_rows` (32 lanes, shuffles)
 //   the rest                            one block per DPS_CHUNK-entry chunk of a `long_rows` row
 //                                       (grid-stride over chunks); each writes its partial sum,
@@ -48,7 +78,7 @@ spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict_
 //                                       counter per row) sums the row's partials in chunk order
 //                                       -- deterministic -- writes y and resets the counter.
 // Bytes as CSR, plus 4 bytes per row for the bins.
-template <typename T>
+template <typename T, int G>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
                   const int* __restrict__ med_rows, int n_chunks, const int* __restrict__ long_rows,
@@ -59,23 +89,13 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
                   const T* __restrict__ x, T* __restrict__ y) {
     const int bid = blockIdx.x;
     if (bid < b_short) {
-        for (int i = bid * blockDim.x + threadIdx.x; i < n_short; i += b_short * blockDim.x) {
-            const int row = short_rows[i];
-            y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
-        }
+        constexpr int groups = DPS_BLOCK / G;
+        csr_rows_grouped<T, G>(short_rows, n_short, bid * groups, b_short * groups, indptr,
+                               indices, data, x, y);
     } else if (bid < b_short + b_med) {
-        const int warps = DPS_BLOCK / DPS_WARP, lane = threadIdx.x % DPS_WARP;
-        const int stride = b_med * warps;
-        // the loop bound is uniform across each warp, as the shuffles require
-        for (int base = (bid - b_short) * warps; base < n_med; base += stride) {
-            const int i = base + threadIdx.x / DPS_WARP;
-            const bool ok = i < n_med;
-            const int row = ok ? med_rows[i] : 0;
-            // csr_row_vector computes rows < its n: row + 1 admits this row, 0 idles the warp
-            const T v = dps::csr_row_vector<T, DPS_WARP>(row, ok ? row + 1 : 0, lane, indptr,
-                                                         indices, data, x);
-            if (lane == 0 && i < n_med) y[row] = v;
-        }
+        constexpr int warps = DPS_BLOCK / DPS_WARP;
+        csr_rows_grouped<T, DPS_WARP>(med_rows, n_med, (bid - b_short) * warps, b_med * warps,
+                                      indptr, indices, data, x, y);
     } else {
         __shared__ T smem[DPS_WARP];
         const int b_long = gridDim.x - b_short - b_med;
