@@ -7,17 +7,58 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
+// A/B switches of issue #7's candidates, measured with scripts/bench-spmv --ab (BENCHMARKS.md):
+//   DPS_SPMV_BOUNDS 1 (default) / 0   __launch_bounds__(DPS_BLOCK) on these kernels, or none
+//   DPS_SPMV_VEC    0 (default) / 1   two entries per load (16 bytes of float64 values, 8 of
+//                                      indices) in CSR-scalar and ELL (two rows per thread)
+#ifndef DPS_SPMV_BOUNDS
+#define DPS_SPMV_BOUNDS 1
+#endif
+#ifndef DPS_SPMV_VEC
+#define DPS_SPMV_VEC 0
+#endif
+#if DPS_SPMV_BOUNDS
+#define DPS_SPMV_LAUNCH __launch_bounds__(DPS_BLOCK)
+#else
+#define DPS_SPMV_LAUNCH
+#endif
+
+// two values in one load (complex values are 8 / 16 bytes already: no pairs)
+template <typename T> struct Pair { static constexpr bool ok = false; using type = T; };
+template <> struct Pair<float> { static constexpr bool ok = true; using type = float2; };
+template <> struct Pair<double> { static constexpr bool ok = true; using type = double2; };
 template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
+constexpr bool kVec = DPS_SPMV_VEC && Pair<T>::ok;
+
+template <typename T>
+__global__ void DPS_SPMV_LAUNCH
 spmv_csr_scalar(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
-    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
+        if constexpr (kVec<T>) {
+            // the same sum in the same order, two entries per load from an even offset
+            using V = typename Pair<T>::type;
+            int k = indptr[row];
+            const int end = indptr[row + 1];
+            T sum = T(0);
+            if ((k & 1) && k < end) { sum += data[k] * x[indices[k]]; ++k; }
+            for (; k + 1 < end; k += 2) {
+                const int2 c = *reinterpret_cast<const int2*>(indices + k);
+                const V v = *reinterpret_cast<const V*>(data + k);
+                sum += v.x * x[c.x];
+                sum += v.y * x[c.y];
+            }
+            if (k < end) sum += data[k] * x[indices[k]];
+            y[row] = sum;
+        } else {
+            y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
+        }
+    }
 }
 
 // W lanes per row. The loop bound is uniform across each warp, as the shuffles require.
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void DPS_SPMV_LAUNCH
 spmv_csr_vector(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
     const int groups_per_block = DPS_BLOCK / W;
@@ -31,9 +72,29 @@ spmv_csr_vector(int n, const int* __restrict__ indptr, const int* __restrict__ i
 }
 
 template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void DPS_SPMV_LAUNCH
 spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
          const T* __restrict__ x, T* __restrict__ y) {
+    if constexpr (kVec<T>) {
+        if (n % 2 == 0) {       // rows 2i, 2i + 1 side by side in every column: aligned pairs
+            using V = typename Pair<T>::type;
+            for (int row = 2 * (blockIdx.x * blockDim.x + threadIdx.x); row < n;
+                 row += 2 * gridDim.x * blockDim.x) {
+                T s0 = T(0), s1 = T(0);
+#pragma unroll 4
+                for (int k = 0; k < width; ++k) {
+                    const size_t at = (size_t)k * n + row;
+                    const int2 c = dps::ld_mat<true>(reinterpret_cast<const int2*>(indices + at));
+                    const V v = dps::ld_mat<true>(reinterpret_cast<const V*>(data + at));
+                    if (c.x >= 0) s0 += v.x * x[c.x];
+                    if (c.y >= 0) s1 += v.y * x[c.y];
+                }
+                y[row] = s0;
+                y[row + 1] = s1;
+            }
+            return;
+        }
+    }
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = dps::ell_row(row, n, width, indices, data, x);
 }
@@ -79,7 +140,7 @@ __device__ __forceinline__ void csr_rows_grouped(const int* __restrict__ rows, i
 //                                       -- deterministic -- writes y and resets the counter.
 // Bytes as CSR, plus 4 bytes per row for the bins.
 template <typename T, int G>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void DPS_SPMV_LAUNCH
 spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
                   const int* __restrict__ med_rows, int n_chunks, const int* __restrict__ long_rows,
                   const int* __restrict__ chunk_long, const int* __restrict__ chunk_begin,
