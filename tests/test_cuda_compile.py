@@ -115,6 +115,30 @@ def test_spmv_load_policies_compile_and_stream_what_they_say(tmp_path):
     assert all("ld.global.cs" in kernel(ptx[1], k) for k in ell)
 
 
+@needs_nvcc
+def test_ell_pairs_load_two_rows_at_once(tmp_path):
+    """spmv.cu's DPS_SPMV_ELL_PAIRS=1: the float / double ELL kernels load two rows' indices (and
+    values) in one vector load; by default (0, until the GPU suites have run it) one at a time."""
+    ptx = {}
+    for pairs in (1, None):
+        argv, tu = _loader.nvcc_command("spmv", tmp_path, arch="sm_90")
+        if pairs is not None:
+            argv.insert(1, f"-DDPS_SPMV_ELL_PAIRS={pairs}")
+        i = argv.index("-c")
+        argv[i], argv[-1] = "-ptx", str(tmp_path / f"ell_{pairs}.ptx")
+        res = subprocess.run(argv, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        ptx[pairs] = (tmp_path / f"ell_{pairs}.ptx").read_text()
+
+    def ell(text, t):                                            # spmv_ell<t>'s PTX body
+        start = text.index(f".entry _Z8spmv_ellI{t}E")
+        return text[start:text.index("\n}", start)]
+    for t, v in (("d", "v2.f64"), ("f", "v2.f32")):
+        assert re.search(r"ld\.global\.cs\.v2\.[us]32", ell(ptx[1], t)), t
+        assert f"ld.global.cs.{v}" in ell(ptx[1], t), t
+        assert not re.search(r"\.v2\.[us]32", ell(ptx[None], t)), t
+
+
 def test_adaptive_descriptor_layout_matches_dynamic_cuh():
     """ops.adaptive_descriptor writes the words that dynamic.cuh's Bins<T>::load reads, in the
     same order (a static check: a swapped pair would only show on a GPU)."""

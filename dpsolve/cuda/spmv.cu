@@ -7,58 +7,34 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// A/B switches of issue #7's candidates, measured with scripts/bench-spmv --ab (BENCHMARKS.md):
-//   DPS_SPMV_BOUNDS 1 (default) / 0   __launch_bounds__(DPS_BLOCK) on these kernels, or none
-//   DPS_SPMV_VEC    0 (default) / 1   two entries per load (16 bytes of float64 values, 8 of
-//                                      indices) in CSR-scalar and ELL (two rows per thread)
-#ifndef DPS_SPMV_BOUNDS
-#define DPS_SPMV_BOUNDS 1
-#endif
-#ifndef DPS_SPMV_VEC
-#define DPS_SPMV_VEC 0
-#endif
-#if DPS_SPMV_BOUNDS
-#define DPS_SPMV_LAUNCH __launch_bounds__(DPS_BLOCK)
-#else
-#define DPS_SPMV_LAUNCH
+// ELL two rows per thread (DPS_SPMV_ELL_PAIRS=1; default 0 until the GPU suites have run it) for
+// float and double when n is even: rows 2i and 2i + 1 sit side by side in every column, so one
+// 16-byte (float64) / 8-byte (float32) load brings both values and one 8-byte load both indices.
+// Measured (H100, float64, scripts/bench-spmv --quick --ab, alternating batches, results checked
+// against cuSPARSE): ELL 152.7 -> 139.6 us on 3-D Laplace 160^3 and 118.7 -> 111.0 us on the banded
+// matrix. The same pairing of one thread's consecutive CSR-scalar entries made it 1.23x slower, and
+// dropping __launch_bounds__ changed nothing (0.998-1.004x, the same registers): neither is kept
+// (BENCHMARKS.md).
+#ifndef DPS_SPMV_ELL_PAIRS
+#define DPS_SPMV_ELL_PAIRS 0
 #endif
 
 // two values in one load (complex values are 8 / 16 bytes already: no pairs)
 template <typename T> struct Pair { static constexpr bool ok = false; using type = T; };
 template <> struct Pair<float> { static constexpr bool ok = true; using type = float2; };
 template <> struct Pair<double> { static constexpr bool ok = true; using type = double2; };
-template <typename T>
-constexpr bool kVec = DPS_SPMV_VEC && Pair<T>::ok;
 
 template <typename T>
-__global__ void DPS_SPMV_LAUNCH
+__global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_scalar(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
-    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
-        if constexpr (kVec<T>) {
-            // the same sum in the same order, two entries per load from an even offset
-            using V = typename Pair<T>::type;
-            int k = indptr[row];
-            const int end = indptr[row + 1];
-            T sum = T(0);
-            if ((k & 1) && k < end) { sum += data[k] * x[indices[k]]; ++k; }
-            for (; k + 1 < end; k += 2) {
-                const int2 c = *reinterpret_cast<const int2*>(indices + k);
-                const V v = *reinterpret_cast<const V*>(data + k);
-                sum += v.x * x[c.x];
-                sum += v.y * x[c.y];
-            }
-            if (k < end) sum += data[k] * x[indices[k]];
-            y[row] = sum;
-        } else {
-            y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
-        }
-    }
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
 }
 
 // W lanes per row. The loop bound is uniform across each warp, as the shuffles require.
 template <typename T, int W>
-__global__ void DPS_SPMV_LAUNCH
+__global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_vector(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
     const int groups_per_block = DPS_BLOCK / W;
@@ -72,10 +48,10 @@ spmv_csr_vector(int n, const int* __restrict__ indptr, const int* __restrict__ i
 }
 
 template <typename T>
-__global__ void DPS_SPMV_LAUNCH
+__global__ void __launch_bounds__(DPS_BLOCK)
 spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
          const T* __restrict__ x, T* __restrict__ y) {
-    if constexpr (kVec<T>) {
+    if constexpr (DPS_SPMV_ELL_PAIRS && Pair<T>::ok) {
         if (n % 2 == 0) {       // rows 2i, 2i + 1 side by side in every column: aligned pairs
             using V = typename Pair<T>::type;
             for (int row = 2 * (blockIdx.x * blockDim.x + threadIdx.x); row < n;
@@ -140,7 +116,7 @@ __device__ __forceinline__ void csr_rows_grouped(const int* __restrict__ rows, i
 //                                       -- deterministic -- writes y and resets the counter.
 // Bytes as CSR, plus 4 bytes per row for the bins.
 template <typename T, int G>
-__global__ void DPS_SPMV_LAUNCH
+__global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
                   const int* __restrict__ med_rows, int n_chunks, const int* __restrict__ long_rows,
                   const int* __restrict__ chunk_long, const int* __restrict__ chunk_begin,
