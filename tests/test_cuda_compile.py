@@ -86,57 +86,51 @@ def test_get_kernel_refuses_defines_that_are_not_macro_definitions():
             _loader.get_kernel("spmv", "spmv_ell<{T}>", "float64", defines=bad)
 
 
+def _spmv_ptx(tmp_path, define=None) -> str:
+    """spmv.cu's PTX as the loader compiles it, plus one -D option (None: the defaults)."""
+    argv, tu = _loader.nvcc_command("spmv", tmp_path, arch="sm_90")
+    if define is not None:
+        argv.insert(1, f"-D{define}")
+    out = tmp_path / f"spmv_{define}.ptx"
+    i = argv.index("-c")
+    argv[i], argv[-1] = "-ptx", str(out)
+    res = subprocess.run(argv, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return out.read_text()
+
+
+def _kernel_ptx(text, name):
+    """One kernel's PTX body: the first entry whose mangled name starts with ``name``."""
+    start = text.index(".entry " + name)
+    return text[start:text.index("\n}", start)]
+
+
 @needs_nvcc
 def test_spmv_load_policies_compile_and_stream_what_they_say(tmp_path):
     """spmv.cuh's DPS_SPMV_LOADS: 0 keeps every load on ld.global.nc; 1 (the default) streams the
     coalesced matrix loads (ld.global.cs) but not CSR-scalar's; 2 streams them all."""
-    ptx = {}
-    for policy in (0, 1, 2, None):
-        argv, tu = _loader.nvcc_command("spmv", tmp_path, arch="sm_90")
-        if policy is not None:
-            argv.insert(1, f"-DDPS_SPMV_LOADS={policy}")
-        i = argv.index("-c")
-        argv[i], argv[-1] = "-ptx", str(tmp_path / f"spmv_{policy}.ptx")
-        res = subprocess.run(argv, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        ptx[policy] = (tmp_path / f"spmv_{policy}.ptx").read_text()
+    ptx = {p: _spmv_ptx(tmp_path, None if p is None else f"DPS_SPMV_LOADS={p}")
+           for p in (0, 1, 2, None)}
     assert ptx[None] == ptx[1]                                   # the default is policy 1
     assert "ld.global.cs" not in ptx[0] and "ld.global.nc" in ptx[0]
     assert 0 < ptx[1].count("ld.global.cs") < ptx[2].count("ld.global.cs")
-
-    def kernel(text, name):                                      # one kernel's PTX body
-        start = text.index(".entry " + name)
-        return text[start:text.index("\n}", start)]
     scalar = [m for m in re.findall(r"\.entry (\w*spmv_csr_scalar\w*)", ptx[1])]
     ell = [m for m in re.findall(r"\.entry (\w*spmv_ell\w*)", ptx[1])]
     assert scalar and ell
-    assert all("ld.global.cs" not in kernel(ptx[1], k) for k in scalar)
-    assert all("ld.global.cs" in kernel(ptx[2], k) for k in scalar)
-    assert all("ld.global.cs" in kernel(ptx[1], k) for k in ell)
+    assert all("ld.global.cs" not in _kernel_ptx(ptx[1], k) for k in scalar)
+    assert all("ld.global.cs" in _kernel_ptx(ptx[2], k) for k in scalar)
+    assert all("ld.global.cs" in _kernel_ptx(ptx[1], k) for k in ell)
 
 
 @needs_nvcc
 def test_ell_pairs_load_two_rows_at_once(tmp_path):
     """spmv.cu's DPS_SPMV_ELL_PAIRS=1: the float / double ELL kernels load two rows' indices (and
     values) in one vector load; by default (0, until the GPU suites have run it) one at a time."""
-    ptx = {}
-    for pairs in (1, None):
-        argv, tu = _loader.nvcc_command("spmv", tmp_path, arch="sm_90")
-        if pairs is not None:
-            argv.insert(1, f"-DDPS_SPMV_ELL_PAIRS={pairs}")
-        i = argv.index("-c")
-        argv[i], argv[-1] = "-ptx", str(tmp_path / f"ell_{pairs}.ptx")
-        res = subprocess.run(argv, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        ptx[pairs] = (tmp_path / f"ell_{pairs}.ptx").read_text()
-
-    def ell(text, t):                                            # spmv_ell<t>'s PTX body
-        start = text.index(f".entry _Z8spmv_ellI{t}E")
-        return text[start:text.index("\n}", start)]
+    pairs, default = _spmv_ptx(tmp_path, "DPS_SPMV_ELL_PAIRS=1"), _spmv_ptx(tmp_path)
     for t, v in (("d", "v2.f64"), ("f", "v2.f32")):
-        assert re.search(r"ld\.global\.cs\.v2\.[us]32", ell(ptx[1], t)), t
-        assert f"ld.global.cs.{v}" in ell(ptx[1], t), t
-        assert not re.search(r"\.v2\.[us]32", ell(ptx[None], t)), t
+        on, off = (_kernel_ptx(text, f"_Z8spmv_ellI{t}E") for text in (pairs, default))
+        assert re.search(r"ld\.global\.cs\.v2\.[us]32", on) and f"ld.global.cs.{v}" in on, t
+        assert not re.search(r"\.v2\.[us]32", off), t
 
 
 def test_adaptive_descriptor_layout_matches_dynamic_cuh():
