@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import KernelCompileError
+from ..formats.adaptive import GROUPS
 
 CUDA_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = CUDA_DIR / "include"
@@ -28,8 +29,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
-# lanes per short (thread- or group-mapped) row of csr-adaptive (formats/adaptive.py's GROUPS)
-ADAPTIVE_GROUPS = (1, 2, 4, 8)
+# lanes per short (thread- or group-mapped) row of csr-adaptive
+ADAPTIVE_GROUPS = GROUPS
 
 
 # the W template arguments of the dynamic / persistent kernels: ELL, CSR-scalar, the CSR-vector
