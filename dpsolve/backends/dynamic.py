@@ -138,20 +138,21 @@ class DynamicBackend(GpuBackend):
         return super().run(state, system, x, atol=atol, maxiter=maxiter, callback=callback,
                            sync=sync)
 
-    # method -> (the dpsolve.cuda.ops wrapper of the solve's one host launch, device launches per
-    # iteration); variant "persistent" runs the same state and operands through its own kernels
-    LAUNCH = {"cg": ("cg_dynamic", ops.DYNAMIC_LAUNCHES_PER_ITER),
-              "bicg": ("bicg_dynamic", ops.BICG_DYNAMIC_LAUNCHES_PER_ITER),
-              "bicgstab": ("bicgstab_dynamic", ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER)}
+    # the solve's one host launch: dpsolve.cuda.ops.<method>_device, with the CDP2 chain's first
+    # kernel here; variant "persistent" runs the same state and operands through its cooperative
+    # kernels. method -> device launches per iteration (reported)
+    PERSISTENT = False
+    LAUNCHES_PER_ITER = {"cg": ops.DYNAMIC_LAUNCHES_PER_ITER,
+                         "bicg": ops.BICG_DYNAMIC_LAUNCHES_PER_ITER,
+                         "bicgstab": ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER}
 
     def _solve(self, method, st, operands, atol, maxiter):
         """Issue ``method``'s one host launch over ``operands`` (the wrapper's arguments before
         the partials) and return the closure that reads the result after the one wait."""
-        wrapper, launches_per_iter = self.LAUNCH[method]
         hist = st.history(maxiter)
-        getattr(ops, wrapper)(*operands, st.dyn_partials, st.dyn_status, atol, maxiter, hist=hist,
-                              stream=st.stream)
-        return device_result(st, hist, launches_per_iter, self.name)
+        getattr(ops, f"{method}_device")(*operands, st.dyn_partials, st.dyn_status, atol, maxiter,
+                                         hist=hist, stream=st.stream, persistent=self.PERSISTENT)
+        return device_result(st, hist, self.LAUNCHES_PER_ITER[method], self.name)
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         return self._solve("cg", st, (st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v),

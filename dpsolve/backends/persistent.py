@@ -29,8 +29,8 @@ class PersistentBackend(DynamicBackend):
     name = "persistent"
     uses_cdp = False          # one cooperative kernel: compute-sanitizer racecheck can run it
     # the dynamic variant's solve through the cooperative kernels (no device-side launches)
-    LAUNCH = {"cg": ("cg_persistent", 0.0), "bicg": ("bicg_persistent", 0.0),
-              "bicgstab": ("bicgstab_persistent", 0.0)}
+    PERSISTENT = True
+    LAUNCHES_PER_ITER = {"cg": 0.0, "bicg": 0.0, "bicgstab": 0.0}
 
     @staticmethod
     def _probe():

@@ -370,21 +370,6 @@ def _dynamic_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> 
     return grid
 
 
-def cg_dynamic(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
-               maxiter: int, hist=None, stream=None) -> int:
-    """Launch cg_dyn_start: the host's only launch of a dynamic CG solve; the device chains the
-    rest and writes the result to ``status`` (DYNAMIC_STATUS doubles). ``partials`` holds
-    3 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = inv_diag is not None
-    return _dynamic_launch(
-        "cg_dynamic", "cg_dyn_start", A,
-        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
-         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
-        stream)
-
-
 # --- variant "dynamic", BiCG and BiCGStab (bicg_dynamic.cu, bicgstab_dynamic.cu) ----------------
 
 BICG_DYNAMIC_LAUNCHES_PER_ITER = 2       # bicg_dyn_spmv (A p and A^H p~ together) + bicg_dyn_update
@@ -425,38 +410,65 @@ def _dyn_parts(partials, k: int):
     return [partials[i * m:(i + 1) * m] for i in range(k)]
 
 
-def bicg_dynamic(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0, pt1,
-                 q, qt, partials, status, atol: float, maxiter: int, hist=None, stream=None) -> int:
-    """Launch bicg_dyn_start: the host's only launch of a dynamic BiCG solve (A^H in ``AH``, same
-    format as A). The device chains the rest and writes the result to ``status`` (DYNAMIC_STATUS
-    doubles) and, when ``hist`` is given (maxiter + 1 entries), the residual norms. ``z``, ``zt``
-    are ignored without a preconditioner. ``partials`` holds 3 * DOT_MAX_PARTIALS values.
-    Returns the grid size."""
+# --- the device-driven solves' one host launch: variant "dynamic" launches the first kernel of a
+# CDP2 chain (<method>_dynamic.cu's <method>_dyn_start), variant "persistent" the cooperative
+# kernel (<method>_persistent.cu); both take the same arguments, and write the result to
+# ``status`` (DYNAMIC_STATUS doubles) and, when ``hist`` is given (maxiter + 1 entries of the real
+# dtype), the residual norms. Each returns the grid size.
+
+def _device_launch(method: str, persistent: bool, A: DeviceMatrix, args, stream) -> int:
+    if persistent:
+        return _persistent_launch(f"{method}_persistent", f"{method}_persistent", A, args, stream)
+    return _dynamic_launch(f"{method}_dynamic", f"{method}_dyn_start", A, args, stream)
+
+
+def _maxiter_arg(maxiter: int, persistent: bool):
+    """maxiter as the kernels' int (the persistent loops' counter is capped one lower)."""
+    return np.int32(min(maxiter, 2**31 - (2 if persistent else 1)))
+
+
+def cg_device(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
+              maxiter: int, hist=None, stream=None, persistent: bool = False) -> int:
+    """A device-driven CG solve. ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
+    width, indptr, indices, data, bins = _dyn_matrix(A)
+    pre = inv_diag is not None
+    return _device_launch(
+        "cg", persistent, A,
+        (np.int32(A.n), np.int32(width), _maxiter_arg(maxiter, persistent), np.float64(atol),
+         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
+         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
+        stream)
+
+
+def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0, pt1,
+                q, qt, partials, status, atol: float, maxiter: int, hist=None, stream=None,
+                persistent: bool = False) -> int:
+    """A device-driven BiCG solve (A^H in ``AH``, same format and CSR-vector width as A). ``z``,
+    ``zt`` are ignored without a preconditioner. ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
     if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
-        raise ValueError("bicg_dynamic needs A^H in the format (and CSR-vector width) of A")
+        raise ValueError(f"bicg ({'persistent' if persistent else 'dynamic'}) needs A^H in the "
+                         "format (and CSR-vector width) of A")
     width, indptr, indices, data, bins = _dyn_matrix(A)
     h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
     pre = inv_diag is not None
-    return _dynamic_launch(
-        "bicg_dynamic", "bicg_dyn_start", A,
-        (np.int32(A.n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 1)),
+    return _device_launch(
+        "bicg", persistent, A,
+        (np.int32(A.n), np.int32(width), np.int32(h_width), _maxiter_arg(maxiter, persistent),
          np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
          inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
          p0, p1, pt0, pt1, q, qt, *_dyn_parts(partials, 3), status,
          hist if hist is not None else _DYN_NULL, bins, h_bins), stream)
 
 
-def bicgstab_dynamic(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
-                     atol: float, maxiter: int, hist=None, stream=None) -> int:
-    """Launch bicgstab_dyn_start: the host's only launch of a dynamic BiCGStab solve. The device
-    chains the rest and writes the result to ``status`` (DYNAMIC_STATUS doubles) and, when
-    ``hist`` is given (maxiter + 1 entries), the residual norms. ``partials`` holds
-    6 * DOT_MAX_PARTIALS values. Returns the grid size."""
+def bicgstab_device(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
+                    atol: float, maxiter: int, hist=None, stream=None,
+                    persistent: bool = False) -> int:
+    """A device-driven BiCGStab solve. ``partials`` holds 6 * DOT_MAX_PARTIALS values."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
-    return _dynamic_launch(
-        "bicgstab_dynamic", "bicgstab_dyn_start", A,
-        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 1)), np.float64(atol),
+    return _device_launch(
+        "bicgstab", persistent, A,
+        (np.int32(A.n), np.int32(width), _maxiter_arg(maxiter, persistent), np.float64(atol),
          indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
          *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL, bins),
         stream)
@@ -739,54 +751,3 @@ def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) 
     return grid
 
 
-def cg_persistent(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
-                  maxiter: int, hist=None, stream=None) -> int:
-    """The one (cooperative) launch of a persistent CG solve; the result lands in ``status``
-    (DYNAMIC_STATUS doubles, cg_dynamic's layout). ``partials`` holds 3 * DOT_MAX_PARTIALS."""
-    width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = inv_diag is not None
-    return _persistent_launch(
-        "cg_persistent", "cg_persistent", A,
-        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
-         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
-        stream)
-
-
-def bicg_persistent(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0,
-                    pt1, q, qt, partials, status, atol: float, maxiter: int, hist=None,
-                    stream=None) -> int:
-    """The one (cooperative) launch of a persistent BiCG solve (A^H in ``AH``, same format and
-    CSR-vector width as A). The result lands in ``status`` (DYNAMIC_STATUS doubles, the dynamic
-    chains' layout) and, when ``hist`` is given (maxiter + 1 entries of the real dtype), the
-    residual norms. ``z``, ``zt`` are ignored without a preconditioner. ``partials`` holds
-    3 * DOT_MAX_PARTIALS values. Returns the grid size."""
-    if AH.format != A.format or AH.n != A.n or dynamic_code(AH) != dynamic_code(A):
-        raise ValueError("bicg_persistent needs A^H in the format (and CSR-vector width) of A")
-    width, indptr, indices, data, bins = _dyn_matrix(A)
-    h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
-    pre = inv_diag is not None
-    part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
-    return _persistent_launch(
-        "bicg_persistent", "bicg_persistent", A,
-        (np.int32(A.n), np.int32(width), np.int32(h_width), np.int32(min(maxiter, 2**31 - 2)),
-         np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
-         inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
-         p0, p1, pt0, pt1, q, qt, part_rho, part_rr, part_rv, status,
-         hist if hist is not None else _DYN_NULL, bins, h_bins), stream)
-
-
-def bicgstab_persistent(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials,
-                        status, atol: float, maxiter: int, hist=None, stream=None) -> int:
-    """The one (cooperative) launch of a persistent BiCGStab solve. The result lands in ``status``
-    (DYNAMIC_STATUS doubles, the dynamic chains' layout) and, when ``hist`` is given (maxiter + 1
-    entries of the real dtype), the residual norms. ``partials`` holds 6 * DOT_MAX_PARTIALS
-    values. Returns the grid size."""
-    width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = inv_diag is not None
-    return _persistent_launch(
-        "bicgstab_persistent", "bicgstab_persistent", A,
-        (np.int32(A.n), np.int32(width), np.int32(min(maxiter, 2**31 - 2)), np.float64(atol),
-         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
-         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL, bins),
-        stream)
