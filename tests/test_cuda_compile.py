@@ -124,11 +124,11 @@ def test_spmv_load_policies_compile_and_stream_what_they_say(tmp_path):
 
 @needs_nvcc
 def test_ell_pairs_load_two_rows_at_once(tmp_path):
-    """spmv.cu's DPS_SPMV_ELL_PAIRS=1: the float / double ELL kernels load two rows' indices (and
-    values) in one vector load; by default (0, until the GPU suites have run it) one at a time."""
-    pairs, default = _spmv_ptx(tmp_path, "DPS_SPMV_ELL_PAIRS=1"), _spmv_ptx(tmp_path)
+    """spmv.cu's DPS_SPMV_ELL_PAIRS (on by default): the float / double ELL kernels load two rows'
+    indices (and values) in one vector load; with -DDPS_SPMV_ELL_PAIRS=0 one at a time."""
+    default, single = _spmv_ptx(tmp_path), _spmv_ptx(tmp_path, "DPS_SPMV_ELL_PAIRS=0")
     for t, v in (("d", "v2.f64"), ("f", "v2.f32")):
-        on, off = (_kernel_ptx(text, f"_Z8spmv_ellI{t}E") for text in (pairs, default))
+        on, off = (_kernel_ptx(text, f"_Z8spmv_ellI{t}E") for text in (default, single))
         assert re.search(r"ld\.global\.cs\.v2\.[us]32", on) and f"ld.global.cs.{v}" in on, t
         assert not re.search(r"\.v2\.[us]32", off), t
 

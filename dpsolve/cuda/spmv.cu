@@ -7,7 +7,7 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// ELL two rows per thread (DPS_SPMV_ELL_PAIRS=1; default 0 until the GPU suites have run it) for
+// ELL two rows per thread (DPS_SPMV_ELL_PAIRS, on by default; -DDPS_SPMV_ELL_PAIRS=0 for one row) for
 // float and double when n is even: rows 2i and 2i + 1 sit side by side in every column, so one
 // 16-byte (float64) / 8-byte (float32) load brings both values and one 8-byte load both indices.
 // Measured (H100, float64, scripts/bench-spmv --quick --ab, alternating batches, results checked
@@ -16,7 +16,7 @@
 // dropping __launch_bounds__ changed nothing (0.998-1.004x, the same registers): neither is kept
 // (BENCHMARKS.md).
 #ifndef DPS_SPMV_ELL_PAIRS
-#define DPS_SPMV_ELL_PAIRS 0
+#define DPS_SPMV_ELL_PAIRS 1
 #endif
 
 // two values in one load (complex values are 8 / 16 bytes already: no pairs)
