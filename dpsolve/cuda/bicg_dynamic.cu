@@ -144,8 +144,7 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
                                         dyn::LoadXpay<T>{a.zt, (j & 1) ? a.pt0 : a.pt1, dps::conj(beta)},
                                         p_new, pt_new);
     }
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) a.part_rv[blockIdx.x] = acc;
+    dyn::put_partial(acc, a.part_rv, smem);
 }
 
 // Prologue: rv = <p~, A p> (-11 when 0), alpha; then x, r, r~ updates, Jacobi z, z~, partials of
@@ -210,10 +209,8 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
         step(i);
         if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
     }
-    rho_next = dps::block_sum(rho_next, smem);
-    if (threadIdx.x == 0) a.part_rho[blockIdx.x] = rho_next;
-    rr = dps::block_sum(rr, smem);
-    if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
+    dyn::put_partial(rho_next, a.part_rho, smem);
+    dyn::put_partial(rr, a.part_rr, smem);
 }
 
 // The one kernel the host launches: status reset, r = b - A x, r~ = r, z = D^-1 r,
@@ -236,8 +233,7 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        status[DYN_STATE] = DYN_RUNNING;
-        status[DYN_ERROR] = 0.0;
+        dyn::start(status);
         const dyn::BicgArgs<T> a{n, width, width_h, maxiter, atol, indptr, indices, data,
                                  h_indptr, h_indices, h_data, inv_diag, x, r, rt,
                                  pre ? z : r, pre ? zt : rt, p0, p1, pt0, pt1, q, qt,
@@ -245,25 +241,8 @@ bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
         bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
         dyn::check_launch(status);
     }
-    T rho = T(0), rr = T(0);
-    const dyn::LoadVec<T> load{x};
-    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
-        const T ri = b[row] - ax;
-        r[row] = ri;
-        rt[row] = ri;
-        if (pre) {
-            const T d = inv_diag[row];
-            const T zi = d * ri;
-            z[row] = zi;
-            zt[row] = dps::conj(d) * ri;
-            rho += dps::conj(ri) * zi;
-        } else {
-            rho += dps::conj(ri) * ri;
-        }
-        rr += dps::conj(ri) * ri;
-    }, bins);
-    rho = dps::block_sum(rho, smem);
-    if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
-    rr = dps::block_sum(rr, smem);
-    if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
+    dyn::ShadowSetup<T> setup{b, inv_diag, r, rt, z, zt};
+    dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x}, setup, bins);
+    dyn::put_partial(setup.rho, part_rho, smem);
+    dyn::put_partial(setup.rr, part_rr, smem);
 }

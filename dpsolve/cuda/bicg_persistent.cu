@@ -57,36 +57,14 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
     const bool pre = inv_diag != nullptr;
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        status[DYN_STATE] = DYN_RUNNING;
-        status[DYN_ERROR] = 0.0;
-    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) dyn::start(status);
 
     // ---- set-up: r = b - A x, r~ = r, z = D^-1 r, z~ = conj(D^-1) r~, partials of <r~,z>, <r,r>
     {
-        T rho = T(0), rr = T(0);
-        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x},
-                            [&](int row, T ax) {
-                                const T ri = b[row] - ax;
-                                r[row] = ri;
-                                rt[row] = ri;
-                                if (pre) {
-                                    const T d = inv_diag[row];
-                                    const T zi = d * ri;
-                                    z[row] = zi;
-                                    zt[row] = dps::conj(d) * ri;
-                                    rho += dps::conj(ri) * zi;
-                                } else {
-                                    rho += dps::conj(ri) * ri;
-                                }
-                                rr += dps::conj(ri) * ri;
-                            }, bins);
-        rho = dps::block_sum(rho, smem);
-        rr = dps::block_sum(rr, smem);
-        if (threadIdx.x == 0) {
-            part_rho[blockIdx.x] = rho;
-            part_rr[blockIdx.x] = rr;
-        }
+        dyn::ShadowSetup<T> setup{b, inv_diag, r, rt, z, zt};
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x}, setup, bins);
+        dyn::put_partial(setup.rho, part_rho, smem);
+        dyn::put_partial(setup.rr, part_rr, smem);
     }
     grid.sync();
 
@@ -95,17 +73,11 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
-        const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
-        const dps::real_t<T> tau = sqrt(fabs(rr));
-        tau_out = (double)tau;
-        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
-        if (j >= maxiter) { info = maxiter; its = maxiter; break; }
-        if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
-        // a fast |rho| below eps^2 is confirmed with the accurate sum, by every block over the
-        // whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-        rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, z);
-        if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
+        const pers::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
+                                                     z, hist, smem, &bcast);
+        tau_out = head.tau;
+        if (!head.go) { info = head.info; its = head.its; break; }
+        const T rho = head.rho;
         const bool first = j == 0;
         const T beta = first ? T(0) : rho / rho_prev;
         const bool odd = j & 1;
@@ -126,8 +98,7 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
                 pt_cur[row] = loadt(row);
                 qt[row] = av;
             }, h_bins);
-            rv = dps::block_sum(rv, smem);
-            if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
+            dyn::put_partial(rv, part_rv, smem);
         }
         grid.sync();
 
@@ -161,12 +132,8 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
                 step(i);
                 if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
             }
-            rho_next = dps::block_sum(rho_next, smem);
-            rr_next = dps::block_sum(rr_next, smem);
-            if (threadIdx.x == 0) {
-                part_rho[blockIdx.x] = rho_next;
-                part_rr[blockIdx.x] = rr_next;
-            }
+            dyn::put_partial(rho_next, part_rho, smem);
+            dyn::put_partial(rr_next, part_rr, smem);
         }
         grid.sync();
         rho_prev = rho;

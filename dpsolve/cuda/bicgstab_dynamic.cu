@@ -73,40 +73,6 @@ struct StabArgs {
     const unsigned long long* bins;        // csr-adaptive's bin descriptor (nullptr otherwise)
 };
 
-// p_j = r + beta (p_{j-1} - omega v_{j-1}) (j > 0; p_0 = r), and the gather p^ = D^-1 p_j.
-// Explicit fma, so the value gathered for column c is bitwise what row c's owner stores.
-template <typename T>
-struct LoadStabP {
-    const T* __restrict__ r;
-    const T* __restrict__ p;             // p_{j-1} (unused when first)
-    const T* __restrict__ v;             // v_{j-1}
-    const T* __restrict__ d;             // D^-1 or nullptr
-    T beta, omega;
-    bool first;
-    __device__ __forceinline__ T p_at(int c) const {
-        const T rc = dps::ldg(r + c);
-        return first ? rc : fma(beta, fma(-omega, dps::ldg(v + c), dps::ldg(p + c)), rc);
-    }
-    __device__ __forceinline__ T operator()(int c) const {
-        const T pc = p_at(c);
-        return d != nullptr ? dps::ldg(d + c) * pc : pc;
-    }
-};
-
-// s = r - alpha v, and the gather s^ = D^-1 s.
-template <typename T>
-struct LoadStabS {
-    const T* __restrict__ r;
-    const T* __restrict__ v;             // v_j
-    const T* __restrict__ d;
-    T alpha;
-    __device__ __forceinline__ T s_at(int c) const { return fma(-alpha, dps::ldg(v + c), dps::ldg(r + c)); }
-    __device__ __forceinline__ T operator()(int c) const {
-        const T sc = s_at(c);
-        return d != nullptr ? dps::ldg(d + c) * sc : sc;
-    }
-};
-
 }  // namespace dyn
 
 template <typename T, int W>
@@ -158,16 +124,15 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     T* __restrict__ p_new = odd ? a.p1 : a.p0;
     T* __restrict__ v_new = odd ? a.v1 : a.v0;
     const T* __restrict__ rt = a.rt;
-    const dyn::LoadStabP<T> load{a.r, odd ? a.p0 : a.p1, odd ? a.v0 : a.v1, a.inv_diag, sh_beta,
-                                 omega, j == 0};
+    const dyn::LoadStabP<T, false> load{a.r, odd ? a.p0 : a.p1, odd ? a.v0 : a.v1, a.inv_diag,
+                                        sh_beta, omega, j == 0};
     T acc = T(0);
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
         p_new[row] = load.p_at(row);
         v_new[row] = av;
         acc += dps::conj(rt[row]) * av;                            // <r~, v>
     }, a.bins);
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) a.part_rv[blockIdx.x] = acc;
+    dyn::put_partial(acc, a.part_rv, smem);
 }
 
 // Prologue: rv = <r~, v> (-11 when 0), alpha; then s = r - alpha v, t = A s^, partials of
@@ -200,7 +165,7 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
 
     T* __restrict__ s = a.s;
     T* __restrict__ t = a.t;
-    const dyn::LoadStabS<T> load{a.r, (j & 1) ? a.v1 : a.v0, a.inv_diag, sh_alpha};
+    const dyn::LoadStabS<T, false> load{a.r, (j & 1) ? a.v1 : a.v0, a.inv_diag, sh_alpha};
     T ss = T(0), ts = T(0), tt = T(0);
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
         const T si = load.s_at(row);
@@ -210,12 +175,9 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
         ts += dps::conj(av) * si;                                  // <t, s>
         tt += dps::conj(av) * av;                                  // <t, t>
     }, a.bins);
-    ss = dps::block_sum(ss, smem);
-    if (threadIdx.x == 0) a.part_ss[blockIdx.x] = ss;
-    ts = dps::block_sum(ts, smem);
-    if (threadIdx.x == 0) a.part_ts[blockIdx.x] = ts;
-    tt = dps::block_sum(tt, smem);
-    if (threadIdx.x == 0) a.part_tt[blockIdx.x] = tt;
+    dyn::put_partial(ss, a.part_ss, smem);
+    dyn::put_partial(ts, a.part_ts, smem);
+    dyn::put_partial(tt, a.part_tt, smem);
 }
 
 // Prologue: ||s|| (< atol: last x update, info 0 at j + 1), omega; then x, r updates and the
@@ -288,10 +250,8 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
         if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
     }
     if (done) return;                                              // block-uniform
-    rho_next = dps::block_sum(rho_next, smem);
-    if (threadIdx.x == 0) a.part_rho[blockIdx.x] = rho_next;
-    rr = dps::block_sum(rr, smem);
-    if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
+    dyn::put_partial(rho_next, a.part_rho, smem);
+    dyn::put_partial(rr, a.part_rr, smem);
 }
 
 // The one kernel the host launches: status reset, r = b - A x, r~ = r, partials of <r~, r> and
@@ -310,25 +270,15 @@ bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __rest
                    const unsigned long long* __restrict__ bins) {
     __shared__ T smem[DPS_WARP];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        status[DYN_STATE] = DYN_RUNNING;
-        status[DYN_ERROR] = 0.0;
+        dyn::start(status);
         const dyn::StabArgs<T> a{n, width, maxiter, atol, indptr, indices, data, inv_diag, x, r, rt,
                                  p0, p1, v0, v1, s, t, part_rho, part_rr, part_rv, part_ss,
                                  part_ts, part_tt, status, hist, bins};
         bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0), T(0), T(0));
         dyn::check_launch(status);
     }
-    T rho = T(0), rr = T(0);
-    const dyn::LoadVec<T> load{x};
-    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
-        const T ri = b[row] - ax;
-        r[row] = ri;
-        rt[row] = ri;
-        rho += dps::conj(ri) * ri;                                 // <r~, r> with r~ = r
-        rr += dps::conj(ri) * ri;
-    }, bins);
-    rho = dps::block_sum(rho, smem);
-    if (threadIdx.x == 0) part_rho[blockIdx.x] = rho;
-    rr = dps::block_sum(rr, smem);
-    if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
+    dyn::ShadowSetup<T> setup{b, nullptr, r, rt, nullptr, nullptr};     // rho_0 = <r~, r>
+    dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x}, setup, bins);
+    dyn::put_partial(setup.rho, part_rho, smem);
+    dyn::put_partial(setup.rr, part_rr, smem);
 }

@@ -46,47 +46,6 @@
 // exit of iteration j, hist[j + 1] = ||s||; iterations + 1 entries, maxiter + 1 at most.
 #include <dpsolve/persistent.cuh>
 
-namespace pers {
-
-// p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r), and the gather p^ = D^-1 p_j, from
-// coherent loads. Explicit fma, so the value gathered for column c is bitwise what row c's owner
-// stores as p_j[c].
-template <typename T>
-struct LoadStabP {
-    const T* r;
-    const T* p;                          // p_{j-1} (not read when first)
-    const T* v;                          // v_{j-1} (not read when first)
-    const T* __restrict__ d;             // D^-1 or nullptr
-    T beta, omega;
-    bool first;
-    __device__ __forceinline__ T p_at(int c) const {
-        const T rc = dps::ldcg(r + c);
-        return first ? rc : fma(beta, fma(-omega, dps::ldcg(v + c), dps::ldcg(p + c)), rc);
-    }
-    __device__ __forceinline__ T operator()(int c) const {
-        const T pc = p_at(c);
-        return d != nullptr ? dps::ldg(d + c) * pc : pc;
-    }
-};
-
-// s = r - alpha v, and the gather s^ = D^-1 s, from coherent loads.
-template <typename T>
-struct LoadStabS {
-    const T* r;
-    const T* v;                          // v_j
-    const T* __restrict__ d;
-    T alpha;
-    __device__ __forceinline__ T s_at(int c) const {
-        return fma(-alpha, dps::ldcg(v + c), dps::ldcg(r + c));
-    }
-    __device__ __forceinline__ T operator()(int c) const {
-        const T sc = s_at(c);
-        return d != nullptr ? dps::ldg(d + c) * sc : sc;
-    }
-};
-
-}  // namespace pers
-
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
@@ -99,28 +58,14 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
     const bool pre = inv_diag != nullptr;
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        status[DYN_STATE] = DYN_RUNNING;
-        status[DYN_ERROR] = 0.0;
-    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) dyn::start(status);
 
     // ---- set-up: r = b - A x, r~ = r, partials of <r~,r> and <r,r>
     {
-        T rho = T(0), rr = T(0);
-        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x},
-                            [&](int row, T ax) {
-                                const T ri = b[row] - ax;
-                                r[row] = ri;
-                                rt[row] = ri;
-                                rho += dps::conj(ri) * ri;                    // <r~, r>, r~ = r
-                                rr += dps::conj(ri) * ri;
-                            }, bins);
-        rho = dps::block_sum(rho, smem);
-        rr = dps::block_sum(rr, smem);
-        if (threadIdx.x == 0) {
-            part_rho[blockIdx.x] = rho;
-            part_rr[blockIdx.x] = rr;
-        }
+        dyn::ShadowSetup<T> setup{b, nullptr, r, rt, nullptr, nullptr};  // rho_0 = <r~, r>
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x}, setup, bins);
+        dyn::put_partial(setup.rho, part_rho, smem);
+        dyn::put_partial(setup.rr, part_rr, smem);
     }
     grid.sync();
 
@@ -129,17 +74,11 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        T rho = pers::all_sum(part_rho, gridDim.x, smem, &bcast);
-        const T rr = pers::all_sum(part_rr, gridDim.x, smem, &bcast);
-        const dps::real_t<T> tau = sqrt(fabs(rr));
-        tau_out = (double)tau;
-        if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
-        if (j >= maxiter) { info = maxiter; its = maxiter; break; }
-        if ((double)tau < atol) { info = 0; its = j; break; }                 // SciPy's strict test
-        // a fast |rho| below eps^2 is confirmed with the accurate sum, by every block over the
-        // whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-        rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, r);
-        if (dyn::mag(rho) < dyn::eps2<T>()) { info = -10; its = j; break; }   // rho breakdown at j
+        const pers::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
+                                                     r, hist, smem, &bcast);
+        tau_out = head.tau;
+        if (!head.go) { info = head.info; its = head.its; break; }
+        const T rho = head.rho;
         if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) { info = -11; its = j; break; }  // omega
         const bool first = j == 0;
         const T beta = first ? T(0) : (rho / rho_prev) * (alpha / omega);
@@ -149,16 +88,15 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
 
         // ---- phase V: p, p^ in the gather; v = A p^; partials of <r~, v>
         {
-            const pers::LoadStabP<T> load{r, odd ? p0 : p1, odd ? v0 : v1, inv_diag, beta, omega,
-                                          first};
+            const dyn::LoadStabP<T, true> load{r, odd ? p0 : p1, odd ? v0 : v1, inv_diag, beta,
+                                               omega, first};
             T rv = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
                 p_cur[row] = load.p_at(row);
                 v_cur[row] = av;
                 rv += dps::conj(dps::ldcg(rt + row)) * av;                    // <r~, v>
             }, bins);
-            rv = dps::block_sum(rv, smem);
-            if (threadIdx.x == 0) part_rv[blockIdx.x] = rv;
+            dyn::put_partial(rv, part_rv, smem);
         }
         grid.sync();
 
@@ -168,7 +106,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
             rv = dps::confirm_dot(rv == T(0), rv, n, rt, v_cur);              // accurate if 0
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
             alpha = rho / rv;                                                 // NaN goes on
-            const pers::LoadStabS<T> load{r, v_cur, inv_diag, alpha};
+            const dyn::LoadStabS<T, true> load{r, v_cur, inv_diag, alpha};
             T ss = T(0), ts = T(0), tt = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
                 const T si = load.s_at(row);
@@ -178,14 +116,9 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                 ts += dps::conj(av) * si;                                     // <t, s>
                 tt += dps::conj(av) * av;                                     // <t, t>
             }, bins);
-            ss = dps::block_sum(ss, smem);
-            ts = dps::block_sum(ts, smem);
-            tt = dps::block_sum(tt, smem);
-            if (threadIdx.x == 0) {
-                part_ss[blockIdx.x] = ss;
-                part_ts[blockIdx.x] = ts;
-                part_tt[blockIdx.x] = tt;
-            }
+            dyn::put_partial(ss, part_ss, smem);
+            dyn::put_partial(ts, part_ts, smem);
+            dyn::put_partial(tt, part_tt, smem);
         }
         grid.sync();
 
@@ -231,12 +164,8 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                 its = j + 1;
                 break;
             }
-            rho_next = dps::block_sum(rho_next, smem);
-            rr_next = dps::block_sum(rr_next, smem);
-            if (threadIdx.x == 0) {
-                part_rho[blockIdx.x] = rho_next;
-                part_rr[blockIdx.x] = rr_next;
-            }
+            dyn::put_partial(rho_next, part_rho, smem);
+            dyn::put_partial(rr_next, part_rr, smem);
         }
         grid.sync();
         rho_prev = rho;

@@ -118,8 +118,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
             acc += dps::conj(pi) * av;
         }, a.bins);
     }
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) a.part_pv[blockIdx.x] = acc;
+    dyn::put_partial(acc, a.part_pv, smem);
 }
 
 // O2b (prologue) + O3 O4 merged + Jacobi + O5a.
@@ -175,12 +174,8 @@ cg_dyn_update(const dyn::Args<T> a, int j, T sigma) {
         step(i);
         if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
     }
-    rz = dps::block_sum(rz, smem);
-    if (threadIdx.x == 0) a.part_rz[blockIdx.x] = rz;
-    if (pre) {
-        rr = dps::block_sum(rr, smem);
-        if (threadIdx.x == 0) a.part_rr[blockIdx.x] = rr;
-    }
+    dyn::put_partial(rz, a.part_rz, smem);
+    if (pre) dyn::put_partial(rr, a.part_rr, smem);
 }
 
 // The one kernel the host launches: status reset, r = b - A x, z = D^-1 r, partials of <r,z> and
@@ -197,8 +192,7 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
     __shared__ T smem[DPS_WARP];
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        status[DYN_STATE] = DYN_RUNNING;
-        status[DYN_ERROR] = 0.0;
+        dyn::start(status);
         const dyn::Args<T> a{n, width, maxiter, atol, indptr, indices, data, b, inv_diag, x, r,
                              pre ? z : r, p0, p1, v, part_pv, part_rz, part_rr, status, hist,
                              bins};
@@ -219,10 +213,6 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
             rz += dps::conj(ri) * ri;
         }
     }, bins);
-    rz = dps::block_sum(rz, smem);
-    if (threadIdx.x == 0) part_rz[blockIdx.x] = rz;
-    if (pre) {
-        rr = dps::block_sum(rr, smem);
-        if (threadIdx.x == 0) part_rr[blockIdx.x] = rr;
-    }
+    dyn::put_partial(rz, part_rz, smem);
+    if (pre) dyn::put_partial(rr, part_rr, smem);
 }

@@ -52,12 +52,8 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
             rz += dps::conj(ri) * zi;
             rr += dps::conj(ri) * ri;
         }
-        rz = dps::block_sum(rz, smem);
-        rr = dps::block_sum(rr, smem);
-        if (threadIdx.x == 0) {
-            part_rz[blockIdx.x] = rz;
-            part_rr[blockIdx.x] = rr;
-        }
+        dyn::put_partial(rz, part_rz, smem);
+        dyn::put_partial(rr, part_rr, smem);
         grid.sync();
     }
 
@@ -89,8 +85,7 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
                                     v[row] = vi;
                                     pv += dps::conj(pi) * vi;
                                 }, bins);
-            pv = dps::block_sum(pv, smem);
-            if (threadIdx.x == 0) part_pv[blockIdx.x] = pv;
+            dyn::put_partial(pv, part_pv, smem);
         }
         grid.sync();
 
@@ -109,12 +104,8 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
                 rz += dps::conj(ri) * zi;
                 rr += dps::conj(ri) * ri;
             }
-            rz = dps::block_sum(rz, smem);
-            if (pre) rr = dps::block_sum(rr, smem);
-            if (threadIdx.x == 0) {
-                part_rz[blockIdx.x] = rz;
-                if (pre) part_rr[blockIdx.x] = rr;
-            }
+            dyn::put_partial(rz, part_rz, smem);
+            if (pre) dyn::put_partial(rr, part_rr, smem);
         }
         grid.sync();
     }

@@ -1,6 +1,9 @@
 // dpsolve/dynamic.cuh - device helpers shared by the CDP2 tail-launch chains of variant "dynamic"
-// (cg_dynamic.cu, bicg_dynamic.cu, bicgstab_dynamic.cu): the status layout, the SpMV row loop
-// with gather functors, the redundant DOT stage 2, and the chain's end / launch-failure records.
+// (cg_dynamic.cu, bicg_dynamic.cu, bicgstab_dynamic.cu) and, through persistent.cuh, by the
+// cooperative kernels of variant "persistent": the status layout, the SpMV row loop with gather
+// functors (BiCGStab's with a `Coherent` switch for the persistent kernels), the BiCG / BiCGStab
+// set-up row, the per-block DOT partials and their redundant stage 2, and the solve's start, end
+// and launch-failure records.
 //
 // Template scheme of every chain: kernels <T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), the
 // CSR-vector lane width (2, 4, 8, 16, 32), or DYN_ADAPTIVE (64: csr-adaptive's row bins).
@@ -45,6 +48,81 @@ struct LoadXpay {
     const T* __restrict__ p;
     T beta;
     __device__ __forceinline__ T operator()(int c) const { return fma(beta, dps::ldg(p + c), dps::ldg(z + c)); }
+};
+
+// A vector load: through the read-only path where the vector was written by an earlier launch
+// (the dynamic chains), through L2 where this kernel wrote it before a grid.sync (`Coherent`:
+// the persistent kernels, persistent.cuh).
+template <bool Coherent, typename T>
+__device__ __forceinline__ T ld(const T* p) {
+    if constexpr (Coherent) return dps::ldcg(p);
+    else return dps::ldg(p);
+}
+
+// BiCGStab's gathers. p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r when `first`), and the
+// gather p^ = D^-1 p_j. Explicit fma, so the value gathered for column c is bitwise what row c's
+// owner stores as p_j[c].
+template <typename T, bool Coherent>
+struct LoadStabP {
+    const T* r;
+    const T* p;                          // p_{j-1} (not read when first)
+    const T* v;                          // v_{j-1} (not read when first)
+    const T* __restrict__ d;             // D^-1 or nullptr
+    T beta, omega;
+    bool first;
+    __device__ __forceinline__ T p_at(int c) const {
+        const T rc = ld<Coherent>(r + c);
+        return first ? rc : fma(beta, fma(-omega, ld<Coherent>(v + c), ld<Coherent>(p + c)), rc);
+    }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T pc = p_at(c);
+        return d != nullptr ? dps::ldg(d + c) * pc : pc;
+    }
+};
+
+// s = r - alpha v_j, and the gather s^ = D^-1 s.
+template <typename T, bool Coherent>
+struct LoadStabS {
+    const T* r;
+    const T* v;                          // v_j
+    const T* __restrict__ d;             // D^-1 or nullptr
+    T alpha;
+    __device__ __forceinline__ T s_at(int c) const {
+        return fma(-alpha, ld<Coherent>(v + c), ld<Coherent>(r + c));
+    }
+    __device__ __forceinline__ T operator()(int c) const {
+        const T sc = s_at(c);
+        return d != nullptr ? dps::ldg(d + c) * sc : sc;
+    }
+};
+
+// The set-up of BiCG and BiCGStab, one row at a time as for_rows emits (A x)[row]: r = b - A x,
+// r~ = r and, with Jacobi (inv_diag, BiCG only), z = D^-1 r and z~ = conj(D^-1) r~. Accumulates
+// the emitting thread's share of rho_0 = <r~, z> (<r~, r> without inv_diag) and of <r, r>.
+template <typename T>
+struct ShadowSetup {
+    const T* __restrict__ b;
+    const T* __restrict__ inv_diag;      // nullptr: z, z~ not written
+    T* r;
+    T* rt;
+    T* z;
+    T* zt;
+    T rho = T(0), rr = T(0);
+    __device__ __forceinline__ void operator()(int row, T ax) {
+        const T ri = b[row] - ax;
+        r[row] = ri;
+        rt[row] = ri;
+        if (inv_diag != nullptr) {
+            const T d = inv_diag[row];
+            const T zi = d * ri;
+            z[row] = zi;
+            zt[row] = dps::conj(d) * ri;
+            rho += dps::conj(ri) * zi;
+        } else {
+            rho += dps::conj(ri) * ri;
+        }
+        rr += dps::conj(ri) * ri;
+    }
 };
 
 // csr-adaptive's row bins (dpsolve/formats/adaptive.py) as the device-driven kernels take them:
@@ -173,6 +251,20 @@ __device__ __forceinline__ T sum_partials(const T* __restrict__ parts, int npart
     T s = T(0);
     for (int i = threadIdx.x; i < nparts; i += DPS_BLOCK) s += parts[i];
     return dps::block_sum(s, smem);
+}
+
+// The block's share of a DOT: its sum, written by thread 0 to part[blockIdx.x]. Every thread of
+// the block must call it (smem is free again on return).
+template <typename T>
+__device__ __forceinline__ void put_partial(T v, T* part, T* smem) {
+    v = dps::block_sum(v, smem);
+    if (threadIdx.x == 0) part[blockIdx.x] = v;
+}
+
+// The start of a solve (one thread): the result area reads "running, no launch error".
+__device__ __forceinline__ void start(double* status) {
+    status[DYN_STATE] = DYN_RUNNING;
+    status[DYN_ERROR] = 0.0;
 }
 
 __device__ __forceinline__ void finish(double* status, int info, int iterations) {

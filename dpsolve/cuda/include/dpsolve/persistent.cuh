@@ -1,6 +1,7 @@
 // dpsolve/persistent.cuh - device helpers shared by the cooperative solvers of variant
 // "persistent" (cg_persistent.cu, bicg_persistent.cu, bicgstab_persistent.cu): coherent gathers of
-// vectors the kernel itself writes, and the redundant finish of a DOT from all blocks' partials.
+// vectors the kernel itself writes, the redundant finish of a DOT from all blocks' partials, and
+// the loop head BiCG and BiCGStab share.
 //
 // Coherence: a vector written inside the kernel and read by other blocks after a grid.sync is
 // loaded with ld.global.cg (dps::ldcg: L2, not the non-coherent L1 / read-only path).
@@ -46,6 +47,36 @@ __device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bca
     const T total = *bcast;
     __syncthreads();
     return total;
+}
+
+// The loop head of BiCG and BiCGStab at step j, by every thread of every block (same bits
+// everywhere, so every block decides alike): rho_j and tau_j = ||r_j|| from the partials of
+// <r~, z> and <r, r> (hist[j] = tau_j), then the reference's decisions in its order: j == maxiter
+// -> info maxiter; tau_j < atol -> 0 at j (SciPy's strict test); |rho_j| < eps^2 -> -10 at j, a
+// fast |rho_j| that small confirmed first with the accurate <r~, z> (a rare path,
+// dps::confirm_dot). go: none of them ended the solve.
+template <typename T>
+struct Head {
+    T rho;
+    double tau;
+    int info, its;
+    bool go;
+};
+
+template <typename T>
+__device__ __forceinline__ Head<T> shadow_head(int j, int maxiter, double atol, int n,
+                                               const T* part_rho, const T* part_rr, const T* rt,
+                                               const T* z, dps::real_t<T>* hist, T* smem,
+                                               T* bcast) {
+    T rho = all_sum(part_rho, gridDim.x, smem, bcast);
+    const T rr = all_sum(part_rr, gridDim.x, smem, bcast);
+    const dps::real_t<T> tau = sqrt(fabs(rr));
+    if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
+    if (j >= maxiter) return {rho, (double)tau, maxiter, maxiter, false};
+    if ((double)tau < atol) return {rho, (double)tau, 0, j, false};
+    rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, z);
+    if (dyn::mag(rho) < dyn::eps2<T>()) return {rho, (double)tau, -10, j, false};
+    return {rho, (double)tau, 0, j, true};
 }
 
 }  // namespace pers
