@@ -1,0 +1,51 @@
+"""The GPU-machine scripts' own logic, on the CPU: argument checks of scripts/sanitize and
+scripts/sanitize-cases (they refuse a bad part or value type before touching a device), and the
+SpMV floor of scripts/bench-spmv."""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script_module(name):
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_sanitize_cases_refuses_an_unknown_value_type():
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "sanitize-cases"), "all", "float16"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "float16" in res.stderr and "complex128" in res.stderr     # names the bad and the good
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bash script")
+def test_sanitize_refuses_an_unknown_part(tmp_path):
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize"), "everything"],
+                         capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
+                                                                          "OUT": str(tmp_path)})
+    assert res.returncode == 2
+    assert "everything" in res.stderr and "adaptive" in res.stderr
+
+
+def test_bench_spmv_floor_counts_what_every_format_must_move():
+    """Values + column indices + x read once at the read bandwidth, y written at the write
+    bandwidth; no row pointers (ELL has none, so a floor with them would not bound it)."""
+    bench = _script_module("bench-spmv")
+    n, nnz = 4_096_000, 28_518_400                                     # 3-D Laplace 160^3
+    bw = {"read": 3.0e12, "write": 2.0e12, "copy": 1.0}
+    assert bench.floor_seconds(n, nnz, bw) == pytest.approx((12 * nnz + 8 * n) / 3.0e12 + 8 * n / 2.0e12)
+    ell_bytes = 12 * 7 * n + 8 * n                                     # width 7, no row pointers
+    assert bench.floor_seconds(n, nnz, bw) <= ell_bytes / bw["read"] + 8 * n / bw["write"]
+    # the copy bandwidth does not enter the floor
+    assert bench.floor_seconds(n, nnz, {**bw, "copy": 1e30}) == bench.floor_seconds(n, nnz, bw)
