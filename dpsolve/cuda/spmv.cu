@@ -7,9 +7,10 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// ELL two rows per thread (DPS_SPMV_ELL_PAIRS, on by default; -DDPS_SPMV_ELL_PAIRS=0 for one row) for
-// float and double when n is even: rows 2i and 2i + 1 sit side by side in every column, so one
-// 16-byte (float64) / 8-byte (float32) load brings both values and one 8-byte load both indices.
+// ELL two rows per thread (DPS_SPMV_ELL_PAIRS, on by default; -DDPS_SPMV_ELL_PAIRS=0 builds one
+// row per thread) for float and double when n is even: rows 2i and 2i + 1 sit side by side in
+// every column, so one 16-byte (float64) / 8-byte (float32) load brings both values and one 8-byte
+// load both indices.
 // Measured (H100, float64, scripts/bench-spmv --quick --ab, alternating batches, results checked
 // against cuSPARSE): ELL 152.7 -> 139.6 us on 3-D Laplace 160^3 and 118.7 -> 111.0 us on the banded
 // matrix. The same pairing of one thread's consecutive CSR-scalar entries made it 1.23x slower, and
