@@ -137,7 +137,6 @@ def test_adaptive_descriptor_layout_matches_dynamic_cuh():
     """ops.adaptive_descriptor writes the words that dynamic.cuh's Bins<T>::load reads, in the
     same order (a static check: a swapped pair would only show on a GPU)."""
     import inspect
-    import re
     from dpsolve.cuda import ops
     header = (_loader.INCLUDE_DIR / "dpsolve" / "dynamic.cuh").read_text()
     body = header[header.index("struct Bins {"):header.index("__device__ __forceinline__ static Bins load")]
@@ -149,3 +148,14 @@ def test_adaptive_descriptor_layout_matches_dynamic_cuh():
     names += ["n_short", "n_med", "n_chunks"]
     rename = {"short": "short_rows", "medium": "med_rows", "long": "long_rows"}
     assert [rename.get(n, n) for n in names] == fields
+
+
+def test_dynamic_format_codes_match_dynamic_cuh():
+    """The loader's W codes of the device-driven kernels are dynamic.cuh's (a mismatch would
+    instantiate a kernel for the wrong row loop, and show only on a GPU)."""
+    header = (_loader.INCLUDE_DIR / "dpsolve" / "dynamic.cuh").read_text()
+    defined = {m.group(1): int(m.group(2))
+               for m in re.finditer(r"#define (DYN_ELL|DYN_CSR_SCALAR|DYN_ADAPTIVE) (\d+)", header)}
+    assert defined == {"DYN_ELL": _loader.DYN_ELL, "DYN_CSR_SCALAR": _loader.DYN_CSR_SCALAR,
+                       "DYN_ADAPTIVE": _loader.DYN_ADAPTIVE}
+    assert not set(_loader.CSR_VECTOR_WIDTHS) & set(defined.values())

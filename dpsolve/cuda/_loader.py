@@ -29,13 +29,11 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
-# lanes per short (thread- or group-mapped) row of csr-adaptive
-ADAPTIVE_GROUPS = GROUPS
 
-
-# the W template arguments of the dynamic / persistent kernels: ELL, CSR-scalar, the CSR-vector
-# widths, csr-adaptive (dynamic.cuh's DYN_ADAPTIVE)
-DYNAMIC_CODES = (0, 1) + CSR_VECTOR_WIDTHS + (64,)
+# the W template arguments of the dynamic / persistent kernels (dynamic.cuh's DYN_ELL,
+# DYN_CSR_SCALAR and DYN_ADAPTIVE; CSR-vector passes its width)
+DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE = 0, 1, 64
+DYNAMIC_CODES = (DYN_ELL, DYN_CSR_SCALAR) + CSR_VECTOR_WIDTHS + (DYN_ADAPTIVE,)
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class Source:
 SOURCES = {
     "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
                    + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)
-                   + tuple(f"spmv_csr_adaptive<{{T}}, {g}>" for g in ADAPTIVE_GROUPS)),
+                   + tuple(f"spmv_csr_adaptive<{{T}}, {g}>" for g in GROUPS)),  # G: lanes per row
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "dot_accurate<{T}>",
                                  "axpy<{T}>", "xpay<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
@@ -164,7 +162,7 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
     compile-time variants (e.g. spmv.cuh's DPS_SPMV_LOADS) side by side; the package uses none.
     Memoised per device: after the first call this is one dictionary lookup.
     """
-    if any(not (isinstance(d, str) and d.startswith("-D")) for d in defines):
+    if defines and any(not (isinstance(d, str) and d.startswith("-D")) for d in defines):
         raise ValueError(f"defines must be -DNAME[=value] options, got {defines!r}")
     import cupy
     dev = cupy.cuda.runtime.getDevice()

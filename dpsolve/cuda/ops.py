@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formats import CSR, ELL, DEFAULT_MAX_FILL, RowBins
-from ._loader import CSR_VECTOR_WIDTHS, get_kernel
+from ._loader import CSR_VECTOR_WIDTHS, DYN_ADAPTIVE, DYN_CSR_SCALAR, DYN_ELL, get_kernel
 
 BLOCK = 256            # DPS_BLOCK in common.cuh
 DOT_MAX_PARTIALS = 1024
@@ -339,16 +339,13 @@ DYNAMIC_DONE, DYNAMIC_LAUNCH_FAILED = 1.0, 2.0
 _DYN_NULL = np.uint64(0)           # a null device pointer, passed by value
 
 
-DYN_ADAPTIVE = 64     # dynamic.cuh's W of csr-adaptive
-
-
 def dynamic_code(A: DeviceMatrix) -> int:
     """The W template argument of the dynamic / persistent kernels: 0 ELL, 1 CSR-scalar, 64
     csr-adaptive, else the CSR-vector width."""
     if A.format == "ell":
-        return 0
+        return DYN_ELL
     if A.format == "csr-scalar":
-        return 1
+        return DYN_CSR_SCALAR
     if A.format == "csr-adaptive":
         return DYN_ADAPTIVE
     return A.width

@@ -50,8 +50,9 @@ def short_group(mean_short: float, spread: float) -> int:
 def short_stats(csr: CSR, host_lengths, t_thread: int) -> tuple[float, float]:
     """(mean length of the rows <= t_thread, mean |j - i| over the entries) of ``csr``."""
     short = host_lengths[host_lengths <= t_thread]
+    mean_short = float(short.mean()) if short.size else 0.0
     if csr.nnz == 0:
-        return float(short.mean()) if short.size else 0.0, 0.0
+        return mean_short, 0.0
     xp = csr.xp
     if xp is np:
         entry_rows = np.repeat(np.arange(csr.n, dtype=np.int64), host_lengths)
@@ -59,7 +60,7 @@ def short_stats(csr: CSR, host_lengths, t_thread: int) -> tuple[float, float]:
         entry_rows = xp.searchsorted(csr.indptr, xp.arange(csr.nnz, dtype=csr.indptr.dtype),
                                      side="right") - 1
     spread = float(xp.abs(csr.indices.astype(np.int64) - entry_rows).mean())
-    return (float(short.mean()) if short.size else 0.0), spread
+    return mean_short, spread
 
 
 def thresholds(lengths) -> tuple[int, int]:
