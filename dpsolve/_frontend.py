@@ -1,5 +1,10 @@
 """The front end shared by cg, bicg and bicgstab: SciPy's semantics, then dispatch to a back end.
 
+A call is set-up (checks, conversion, transfers, the back end's state) then solve; the report
+gives both (``setup_time``, ``solve_time``; ``wall_time`` is the whole call). On a GPU the set-up
+runs as kernels with one host wait (``dpsolve._system.device_system``); a prepared system
+(``dpsolve.prepare``, ``dpsolve/_prepared.py``) pays it once for many solves.
+
 Convergence (SciPy's): the iteration stops when ||r|| < max(rtol*||b||, atol) on the recurrence
 residual. dpsolve then recomputes the true residual ||b - A x|| once; if it misses the tolerance
 (the recurrence drifted, as it does in float32), the solve restarts from the true residual with
@@ -16,7 +21,7 @@ import numpy as np
 from . import autotune
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import make_system, vector_norm
+from ._system import device_system, make_system, vector_norm
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
 from .report import SolveReport
@@ -63,12 +68,11 @@ def _resolve_variant(variant, system, callback=None):
     if not dev.ok and not _warned_fallback:
         _warned_fallback = True
         warnings.warn(f"dpsolve: no usable CUDA device ({dev.reason}); variant='auto' runs the "
-                      "host reference solver on the CPU", DpsolveWarning, stacklevel=4)
+                      "host reference solver on the CPU", DpsolveWarning, stacklevel=6)
     return get_backend("host")
 
 
-def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, format,
-          full_output):
+def check_options(variant, sync, format, maxiter=None, callback=None) -> None:
     _check_choice("variant", variant, ("auto",) + VARIANT_NAMES)
     _check_choice("sync", sync, SYNC_MODES)
     _check_choice("format", format, ("auto",) + FORMATS)
@@ -80,45 +84,93 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
 
-    system = make_system(method, A, b, x0, M)
-    bnrm2 = vector_norm(system.b)
-    tol = _get_atol_rtol(method, bnrm2, atol, rtol)
-    # "auto": the measured rule (dpsolve/autotune.py) picks variant and format together; where it
-    # has nothing to say, the fixed preference order and the row-statistics format rule do
+
+def on_device(variant) -> bool:
+    """Whether a call with this ``variant`` sets up on the GPU (its checks run as kernels). An
+    unavailable variant takes the host path, so that input errors come before its own."""
+    if variant == "host" or not device_status().ok:
+        return False
+    return variant == "auto" or variant_info(variant).available
+
+
+def pick(system, variant, format, callback):
+    """(backend, format) for this system: the measured rule for "auto", else the fixed order."""
     picked = (autotune.choose(system, variant, format, callback)
               if "auto" in (variant, format) and variant != "host" else None)
     if picked is not None:
-        backend, fmt = picked
+        return picked
+    backend = _resolve_variant(variant, system, callback)
+    fmt = (choose_format(system.csr, format, getattr(backend, "formats", FORMATS))
+           if (backend.uses_format and system.csr is not None) else None)
+    return backend, fmt
+
+
+def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, format,
+          full_output, energy=False):
+    """The one-shot call: set up (on the GPU where one runs), solve once, and let go."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    check_options(variant, sync, format, maxiter, callback)
+    if on_device(variant):
+        system, bnrm2 = device_system(method, A, b, x0, M, sync=sync)
     else:
-        backend = _resolve_variant(variant, system, callback)
-        fmt = (choose_format(system.csr, format, getattr(backend, "formats", FORMATS))
-               if (backend.uses_format and system.csr is not None) else None)
+        system = make_system(method, A, b, x0, M)
+        bnrm2 = vector_norm(system.b)
+    tol = _get_atol_rtol(method, bnrm2, atol, rtol)
+    backend, fmt = pick(system, variant, format, callback)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
+    if bnrm2 == 0:
+        return zero_solution(system, report, t0, c0, full_output)
+    state = prepared(backend, system, fmt, sync)
+    return iterate(backend, state, system, tol, maxiter, callback, sync, energy, report, t0, c0,
+                   full_output)
 
-    if bnrm2 == 0:      # SciPy: a zero right-hand side returns zeros at once
-        if system.out_cupy:
-            import cupy
-            x = cupy.zeros(system.n, dtype=system.dtype)
-        else:
-            x = np.zeros(system.n, dtype=system.dtype)
-        report.iterations, report.info, report.converged, report.residual_norm = 0, 0, True, 0.0
-        return (x, 0, report) if full_output else (x, 0)
 
+def prepared(backend, system, fmt, sync, **kw):
+    """The back end's state for this system, its device work finished (waiting as ``sync``
+    says), so that the solve's time is the solve's."""
+    state = backend.prepare(system, fmt, **kw)
+    stream = getattr(state, "stream", None)
+    if stream is not None:
+        from ._setup import wait
+        wait(stream, sync)
+    return state
+
+
+def zero_solution(system, report, t0, c0, full_output):
+    """SciPy: a zero right-hand side returns zeros at once."""
+    if system.out_cupy:
+        import cupy
+        x = cupy.zeros(system.n, dtype=system.dtype)
+    else:
+        x = np.zeros(system.n, dtype=system.dtype)
+    report.iterations, report.info, report.converged, report.residual_norm = 0, 0, True, 0.0
+    report.setup_time = report.wall_time = time.perf_counter() - t0
+    report.solve_time = 0.0
+    report.host_cpu_time = time.process_time() - c0
+    return (x, 0, report) if full_output else (x, 0)
+
+
+def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report, t0, c0,
+            full_output):
+    """Solve with the prepared ``state``: SciPy's loop, then restarts from the true residual
+    while the recurrence says converged and the true residual does not. ``t0``/``c0``: the
+    call's start (wall and process CPU), so the report splits set-up from solve."""
     if maxiter is None:
         maxiter = 10 * system.n
-
-    t0 = time.perf_counter()
-    state = backend.prepare(system, fmt)
+    backend.load(state, system)
     x = backend.initial_x(system)
+    t_solve = time.perf_counter()
+    report.setup_time = t_solve - t0
     total, restarts, stats = 0, 0, {}
     while True:
         run = backend.run(state, system, x, atol=tol, maxiter=maxiter - total,
-                          callback=callback, sync=sync)
+                          callback=callback, sync=sync, energy=energy)
         x = run.x
         total += run.iterations
         _accumulate(stats, run.stats)
-        rnorm = backend.residual_norm(state, system, x)
+        rnorm = (run.residual if run.residual is not None
+                 else backend.residual_norm(state, system, x))
         if run.info != 0:
             info = run.info if run.info < 0 else total
             break
@@ -133,9 +185,14 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
     for k, v in stats.items():
-        setattr(report, k, v)
-    report.wall_time = report.wall_time if report.wall_time is not None else time.perf_counter() - t0
+        if k != "wall_time":
+            setattr(report, k, v)
     x = backend.to_output(x, system)
+    t_end = time.perf_counter()
+    report.solve_time = t_end - t_solve
+    report.wall_time = t_end - t0
+    # the call's host CPU time: set-up, solve and output (the runs' own is inside it)
+    report.host_cpu_time = time.process_time() - c0
     return (x, info, report) if full_output else (x, info)
 
 

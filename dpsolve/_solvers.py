@@ -1,13 +1,32 @@
 """dpsolve.cg, dpsolve.bicg and dpsolve.bicgstab: SciPy's signatures, defaults and info codes."""
 from __future__ import annotations
 
-from ._frontend import solve
+from ._frontend import solve as _solve
+from ._prepared import PreparedSystem
+
+
+def solve(method, A, b, x0, **kw):
+    """One call of cg / bicg / bicgstab: a PreparedSystem as ``A`` solves with what it holds."""
+    if isinstance(A, PreparedSystem):
+        if A.method != method:
+            raise ValueError(f"this system was prepared for {A.method}, not {method}; use "
+                             f"dpsolve.{A.method}(P, b) or P.solve(b)")
+        for name, default in (("M", None), ("variant", "auto"), ("format", "auto"),
+                              ("sync", "polling")):
+            if kw[name] is not default and (default is None or kw[name] != default):
+                raise ValueError(f"{name}= is fixed when a system is prepared; pass it to "
+                                 f"dpsolve.prepare, not to dpsolve.{method}(P, b)")
+        return A.solve(b, x0, rtol=kw["rtol"], atol=kw["atol"], maxiter=kw["maxiter"],
+                       callback=kw["callback"], full_output=kw["full_output"],
+                       energy=kw["energy"])
+    return _solve(method, A, b, x0, **kw)
 
 _COMMON_DOC = """
     Parameters
     ----------
-    A : {{sparse matrix or array, ndarray, cupy.ndarray, cupyx sparse matrix, LinearOperator}}
-        The real or complex N-by-N matrix of the linear system.{extra_A}
+    A : {{sparse matrix or array, ndarray, cupy.ndarray, cupyx sparse matrix, LinearOperator, PreparedSystem}}
+        The real or complex N-by-N matrix of the linear system.{extra_A} A system prepared
+        with :func:`dpsolve.prepare` solves with what it holds (its M, variant, format, sync).
     b : ndarray or cupy.ndarray
         Right hand side of the linear system. Has shape (N,) or (N,1).
     x0 : ndarray or cupy.ndarray, optional
@@ -36,6 +55,11 @@ _COMMON_DOC = """
         nonzeros. Ignored by ``variant="host"``.
     full_output : bool, optional
         If True, also return a :class:`dpsolve.SolveReport`.
+    energy : bool, optional
+        Measure the solve's GPU energy (NVML) and host energy (RAPL, where readable). Off by
+        default: a read of NVML's counter costs milliseconds, and the counter ticks every
+        ~100 ms, so the report gives energy only for solves of at least 0.25 s. For short solves
+        use :func:`dpsolve.measure.measure_window`, which reads it once at each edge of a window.
 
     Returns
     -------
@@ -56,22 +80,22 @@ _COMMON_DOC = """
 
 
 def cg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-       variant="auto", sync="polling", format="auto", full_output=False):
+       variant="auto", sync="polling", format="auto", full_output=False, energy=False):
     return solve("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 variant=variant, sync=sync, format=format, full_output=full_output)
+                 variant=variant, sync=sync, format=format, full_output=full_output, energy=energy)
 
 
 def bicg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-         variant="auto", sync="polling", format="auto", full_output=False):
+         variant="auto", sync="polling", format="auto", full_output=False, energy=False):
     return solve("bicg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 variant=variant, sync=sync, format=format, full_output=full_output)
+                 variant=variant, sync=sync, format=format, full_output=full_output, energy=energy)
 
 
 def bicgstab(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-             variant="auto", sync="polling", format="auto", full_output=False):
+             variant="auto", sync="polling", format="auto", full_output=False, energy=False):
     return solve("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                  callback=callback, variant=variant, sync=sync, format=format,
-                 full_output=full_output)
+                 full_output=full_output, energy=energy)
 
 
 cg.__doc__ = ("Solve ``Ax = b`` with the Conjugate Gradient method, for a Hermitian positive "

@@ -90,8 +90,9 @@ def _matrix_dtype(A):
     return None
 
 
-def make_system(method, A, b, x0, M) -> System:
-    # ---- A: shape and type
+def check_matrix(A):
+    """A's type and shape, before any pass over its data: (A, is_operator, shape). A duck-typed
+    operator comes back as a LinearOperator."""
     is_operator = False
     if _is_cupy(A) or sp.issparse(A) or isinstance(A, np.ndarray):
         if len(A.shape) != 2:
@@ -111,27 +112,41 @@ def make_system(method, A, b, x0, M) -> System:
     shape = tuple(int(s) for s in A.shape)
     if shape[0] != shape[1]:
         raise ValueError(f"expected square matrix, but got shape={(shape,)}")
-    n = shape[0]
-    if n == 0:
+    if shape[0] == 0:
         raise ValueError("A is empty (shape (0, 0)); there is no system to solve")
+    return A, is_operator, shape
 
-    # ---- b
-    out_cupy = _is_cupy(b)
-    if not out_cupy:
-        b = np.asarray(b)
-    if b.dtype == object:
-        raise TypeError("b has dtype object; expected a numeric array")
-    if not (b.shape == (n, 1) or b.shape == (n,)):
-        raise ValueError(f"shapes of A {shape} and b {tuple(b.shape)} are incompatible")
-    _check_dtype(b.dtype, "b")
+
+def check_vector(v, shape, what: str):
+    """b or x0 (an array of shape (n,) or (n, 1)) checked for type and shape, not yet cast."""
+    v = v if _is_cupy(v) else np.asarray(v)
+    if v.dtype == object:
+        raise TypeError(f"{what} has dtype object; expected a numeric array")
+    n = shape[0]
+    if not (v.shape == (n, 1) or v.shape == (n,)):
+        raise ValueError(f"shapes of A {shape} and {what} {tuple(v.shape)} are incompatible")
+    _check_dtype(v.dtype, what)
+    return v
+
+
+def matrix_char(A) -> str:
+    """The dtype character SciPy's coercion reads for A (a LinearOperator's declared dtype)."""
     a_dt = _matrix_dtype(A)
     if a_dt is not None:
         _check_dtype(a_dt, "A")
-        a_char = a_dt.char
-    else:
-        # SciPy's rule: a LinearOperator's declared (or inferred) dtype, not what matvec returns
-        a_char = np.dtype(A.dtype).char
-    dtype = coerce(a_char, b.dtype.char)
+        return a_dt.char
+    return np.dtype(A.dtype).char
+
+
+def make_system(method, A, b, x0, M) -> System:
+    """The System of a host-side solve: every check with NumPy (or CuPy, where the input lives)."""
+    A, is_operator, shape = check_matrix(A)
+    n = shape[0]
+
+    # ---- b
+    out_cupy = _is_cupy(b)
+    b = check_vector(b, shape, "b")
+    dtype = coerce(matrix_char(A), b.dtype.char)
     b = b.astype(dtype, copy=True).ravel()      # a copy: the caller's b is never touched
     if not _all_finite(b):
         raise ValueError("b contains NaN or Inf")
@@ -140,11 +155,7 @@ def make_system(method, A, b, x0, M) -> System:
     if x0 is not None:
         if isinstance(x0, str):
             raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
-        x0_in = x0 if _is_cupy(x0) else np.asarray(x0)
-        if not (x0_in.shape == (n, 1) or x0_in.shape == (n,)):
-            raise ValueError(f"shapes of A {shape} and x0 {tuple(x0_in.shape)} are incompatible")
-        _check_dtype(x0_in.dtype, "x0")
-        x0 = x0_in.astype(dtype, copy=True).ravel()
+        x0 = check_vector(x0, shape, "x0").astype(dtype, copy=True).ravel()
         if not _all_finite(x0):
             raise ValueError("x0 contains NaN or Inf")
 
@@ -160,6 +171,77 @@ def make_system(method, A, b, x0, M) -> System:
     return System(method, n, dtype, csr, op, b, x0, make_preconditioner(M, csr, n, dtype), out_cupy)
 
 
+def host_system(method, A, M, dtype=None) -> System:
+    """The System of A alone (b=None) for a prepared host solve: a checked copy of A."""
+    A, is_operator, shape = check_matrix(A)
+    ch = matrix_char(A)
+    dtype = coerce(ch, ch) if dtype is None else np.dtype(dtype)
+    csr = op = None
+    if is_operator:
+        op = A
+    else:
+        csr = to_csr(A, dtype)
+        if not _all_finite(csr.data):
+            raise ValueError("A contains NaN or Inf")
+    n = shape[0]
+    return System(method, n, dtype, csr, op, None, None, make_preconditioner(M, csr, n, dtype),
+                  False)
+
+
+def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"):
+    """(System, ||b||) of a GPU solve, every input on the device, at the cost of one host wait.
+
+    The same checks and messages as ``make_system``, in the same order, but every pass over the
+    data is a kernel (``dpsolve._setup``): host arrays (SciPy's CSR arrays as they are, NumPy b,
+    x0) are copied through pinned staging, the matrix is checked in one pass, ``||b||`` and
+    ``||x0||`` summed on the device, and all of it read back at once. ``b=None`` prepares the
+    matrix alone (``dpsolve.prepare``; ``dtype`` then defaults to A's own). ``copy``: the device
+    arrays never share memory with the caller's (a prepared system keeps a snapshot of A).
+    """
+    from . import _setup
+    A, is_operator, shape = check_matrix(A)
+    n = shape[0]
+    out_cupy = _is_cupy(b)
+    if b is not None:
+        b = check_vector(b, shape, "b")
+    if dtype is None:
+        ch = matrix_char(A)
+        dtype = coerce(ch, b.dtype.char if b is not None else ch)
+    if x0 is not None:
+        if isinstance(x0, str):
+            raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
+        x0 = check_vector(x0, shape, "x0")
+    res = _setup.resources()
+    stream = res.stream
+    arrays = _setup.matrix_arrays(A) if not is_operator else None
+    mat_host = arrays is not None and not _is_cupy(arrays[2])
+    uploads = list(arrays[:3]) if mat_host else []
+    b_host = b is not None and not _is_cupy(b)
+    x_host = x0 is not None and not _is_cupy(x0)
+    uploads += [b.ravel() if b_host else None, x0.ravel() if x_host else None]
+    up = _setup.upload(uploads, stream, res)
+    if mat_host:
+        arrays = (*up[:3], arrays[3])
+    rb = _setup.Readback(stream, res)
+    with stream:
+        # in the working dtype; only read from here on (the back end's state copies b in,
+        # initial_x copies x0), so the caller's arrays are never touched
+        b_dev = None if b is None else (up[-2] if b_host else b.ravel()).astype(dtype, copy=False)
+        x_dev = None if x0 is None else (up[-1] if x_host else x0.ravel()).astype(dtype, copy=False)
+        kb = _setup.queue_norm2(b_dev, rb) if b_dev is not None else None
+        kx = _setup.queue_norm2(x_dev, rb) if x_dev is not None else None
+        pending = (_setup.PendingCSR(*arrays, dtype, rb, copy=copy and not mat_host)
+                   if arrays is not None else None)
+    rb.fetch(sync)                           # the host waits as the call's sync mode says
+    bnorm = _setup.norm_result(rb, kb, b_dev, "b") if kb is not None else None
+    if kx is not None:
+        _setup.norm_result(rb, kx, x_dev, "x0")
+    csr = pending.finish() if pending is not None else None
+    system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, b_dev, x_dev,
+                    make_preconditioner(M, csr, n, dtype), out_cupy)
+    return system, bnorm
+
+
 def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
     """M may be None, "jacobi", a 1-D array holding D^-1, a diagonal sparse matrix, or any
     matrix / LinearOperator approximating A^-1 (host-driven variants only)."""
@@ -170,7 +252,7 @@ def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
             raise ValueError(f"unknown preconditioner M={M!r}; expected 'jacobi', an array or an operator")
         if csr is None:
             raise ValueError("M='jacobi' needs A as a matrix, not a LinearOperator")
-        d = _host(csr.to_host().diagonal())
+        d = _host(csr.diagonal())
         zero = np.flatnonzero(d == 0)
         if zero.size:
             rows = ", ".join(str(i) for i in zero[:10]) + (", ..." if zero.size > 10 else "")

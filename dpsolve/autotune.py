@@ -50,9 +50,24 @@ def nearest_point(rule: dict, method: str, n: int, mean_row: float) -> dict | No
     return min(points, key=dist)
 
 
+_RANKINGS: dict = {}
+
+
 def ranking(rule: dict, method: str, stats: dict) -> list[tuple[str, str]]:
     """(variant, format) pairs of the nearest sample point, fastest first, formats the matrix
-    suits only."""
+    suits only (memoised per rule and system shape: the search costs tens of microseconds)."""
+    key = (id(rule), method, stats["n"], stats["mean"], stats["ell_fill"] > ELL_MAX_FILL)
+    hit = _RANKINGS.get(key)
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    out = _ranking(rule, method, stats)
+    if len(_RANKINGS) > 4096:
+        _RANKINGS.clear()
+    _RANKINGS[key] = (rule, out)
+    return out
+
+
+def _ranking(rule: dict, method: str, stats: dict) -> list[tuple[str, str]]:
     p = nearest_point(rule, method, stats["n"], stats["mean"])
     if p is None:
         return []

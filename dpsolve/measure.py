@@ -123,6 +123,30 @@ def _default_rapl():
     return RaplMeter()
 
 
+class _NoRapl:
+    available = False
+
+
+def no_rapl():
+    """A RAPL meter that reads nothing: a Stopwatch of wall and CPU time only."""
+    return _NoRapl()
+
+
+@functools.lru_cache(maxsize=None)
+def _energy_mode(device_index):
+    """"counter", "sampling" or None for a device: probed once (an NVML read costs ms)."""
+    nv, h = _nvml(), nvml_handle(device_index)
+    try:
+        nv.nvmlDeviceGetTotalEnergyConsumption(h)
+        return "counter"
+    except Exception:
+        try:
+            nv.nvmlDeviceGetPowerUsage(h)
+            return "sampling"
+        except Exception:
+            return None
+
+
 class GpuEnergyMeter:
     """GPU energy over a region: NVML's total-energy counter where the GPU has one, else a
     background thread sampling NVML power every ``interval`` seconds (trapezoid rule).
@@ -135,17 +159,7 @@ class GpuEnergyMeter:
         self.nv = _nvml()
         self.h = nvml_handle(device_index)
         self.interval = interval
-        self.mode = None
-        if self.h is not None:
-            try:
-                self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h)
-                self.mode = "counter"
-            except Exception:
-                try:
-                    self.nv.nvmlDeviceGetPowerUsage(self.h)
-                    self.mode = "sampling"
-                except Exception:
-                    self.mode = None
+        self.mode = _energy_mode(device_index) if self.h is not None else None
 
     def start(self):
         self.joules = None

@@ -383,7 +383,7 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
         raw.append({**{k: getattr(cfg, k) for k in KEY}, "rep": rep, "wall_s": wall,
                     "cpu_s": cpu, "iterations": rep_.iterations, "info": info,
                     "rel_residual": _rel(rep_.residual_norm, bnorm),
-                    "solve_time_s": rep_.wall_time, "gpu_time_s": rep_.gpu_time})
+                    "solve_time_s": rep_.solve_time, "gpu_time_s": rep_.gpu_time})
 
     sync = None
     if device:

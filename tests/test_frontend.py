@@ -431,7 +431,7 @@ def test_signature_is_scipys_plus_keyword_extras(method):
     K = inspect.Parameter.KEYWORD_ONLY
     assert [(p.name, p.kind, p.default) for p in ours[len(theirs):]] == [
         ("variant", K, "auto"), ("sync", K, "polling"), ("format", K, "auto"),
-        ("full_output", K, False)]
+        ("full_output", K, False), ("energy", K, False)]
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -20,7 +20,8 @@ import numpy as np
 from .._device import status as device_status
 from ..cuda import ops
 from ..formats import FORMATS
-from ..measure import GpuEnergyMeter, Stopwatch
+from .._setup import Readback, resources
+from ..measure import GpuEnergyMeter, Stopwatch, no_rapl
 from .base import Backend, Run
 
 SCHED_SPIN, SCHED_BLOCKING, SCHED_MASK = 1, 4, 7
@@ -53,12 +54,15 @@ def _cudart():
 
 
 class SyncMode:
-    """Sets the device scheduling flag for a solve and provides the host's wait."""
+    """Sets the device scheduling flag for a solve and provides the host's wait.
 
-    def __init__(self, mode: str):
-        import cupy
+    The wait events are the thread's own, made once (``dpsolve._setup.resources``); the flag is
+    changed only when it differs from the one in force, and restored after the solve."""
+
+    def __init__(self, mode: str, res=None):
         self.mode = mode
-        self.event = cupy.cuda.Event(block=(mode == "blocking"), disable_timing=True)
+        res = res or resources()
+        self.event = res.wait_events[mode]
         self.waits = 0
         self._old = None
 
@@ -66,9 +70,10 @@ class SyncMode:
         rt = _cudart()
         if rt is not None:
             err, flags = rt.cudaGetDeviceFlags()
-            if int(err) == 0:
+            want = (flags & ~SCHED_MASK) | _SCHED[self.mode]
+            if int(err) == 0 and want != flags:
                 self._old = flags
-                rt.cudaSetDeviceFlags((flags & ~SCHED_MASK) | _SCHED[self.mode])
+                rt.cudaSetDeviceFlags(want)
         return self
 
     def __exit__(self, *exc):
@@ -82,6 +87,16 @@ class SyncMode:
         self.event.record(stream)
         self.event.synchronize()
         self.waits += 1
+
+
+def poisoned(n: int, dtype, k: int, stream) -> list:
+    """k device vectors of n values, in one allocation, every byte 0xFF (NaN in every float
+    type): one memset instead of k fill kernels."""
+    import cupy
+    with stream:
+        buf = cupy.empty(k * n, dtype)
+    cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0xFF, buf.nbytes, stream.ptr)
+    return [buf[i * n:(i + 1) * n] for i in range(k)]
 
 
 class HostScalars:
@@ -106,15 +121,6 @@ class HostScalars:
         return vals
 
 
-def _entry(op, name, on_device):
-    """The function to call for ``op.matvec`` / ``op.rmatvec``. On the device, SciPy's public
-    ``matvec`` would convert its argument with NumPy, so the operator's own implementation
-    (``_matvec``: the user's function for every SciPy LinearOperator) is called instead."""
-    if on_device and hasattr(op, "_" + name):
-        return getattr(op, "_" + name)
-    return getattr(op, name)
-
-
 class GpuState:
     """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
 
@@ -122,7 +128,7 @@ class GpuState:
 
     def __init__(self, system, fmt):
         import cupy
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream = resources().stream      # the thread's stream, reused by every solve
         dt = system.dtype
         n = system.n
         self.n, self.dtype, self.method, self.format = n, dt, system.method, fmt
@@ -131,40 +137,48 @@ class GpuState:
         bicg = system.method == "bicg"
         with self.stream:
             # a user's operator (A or M) is called on CuPy arrays when the caller passed b as a
-            # CuPy array (CuPy in, CuPy out, operators included), else on NumPy copies
-            dev = system.out_cupy
+            # CuPy array (CuPy in, CuPy out, operators included), else on NumPy copies: set per
+            # solve by load()
             if system.operator is not None:          # the user's operator, called per SpMV
                 op = system.operator
-                self.A = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "A.matvec")
-                self.AH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "A.rmatvec")
-                           if bicg else None)
+                self.A = ops.OperatorMatrix(op, "matvec", n, dt, "A.matvec")
+                self.AH = ops.OperatorMatrix(op, "rmatvec", n, dt, "A.rmatvec") if bicg else None
             else:
                 self.A = ops.DeviceMatrix.build(system.csr, fmt)
                 # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
                 self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
                            if bicg else None)
-            self.b = cupy.asarray(system.b, dtype=dt)
             self.inv_diag = (cupy.asarray(system.M.inv_diag, dtype=dt)
                              if system.M.kind == "jacobi" else None)
             self.M = self.MH = None                  # a general preconditioner: z = M r
             if system.M.kind == "operator":
                 op = system.M.op
-                self.M = ops.OperatorMatrix(_entry(op, "matvec", dev), n, dt, dev, "M.matvec")
-                self.MH = (ops.OperatorMatrix(_entry(op, "rmatvec", dev), n, dt, dev, "M.rmatvec")
-                           if bicg else None)
+                self.M = ops.OperatorMatrix(op, "matvec", n, dt, "M.matvec")
+                self.MH = ops.OperatorMatrix(op, "rmatvec", n, dt, "M.rmatvec") if bicg else None
             self.preconditioned = self.inv_diag is not None or self.M is not None
-            # work vectors start poisoned (NaN): a kernel that reads what nothing wrote shows up
-            self.r = cupy.full(n, np.nan, dt)
-            self.p = cupy.full(n, np.nan, dt)
-            self.v = cupy.full(n, np.nan, dt)
-            self.z = cupy.full(n, np.nan, dt) if self.preconditioned else self.r
+            # work vectors start poisoned (NaN): a kernel that reads what nothing wrote shows up.
+            # b: each solve's b is copied in (load)
+            vecs = poisoned(n, dt, 5 if self.preconditioned else 4, self.stream)
+            self.b, self.r, self.p, self.v = vecs[:4]
+            self.z = vecs[4] if self.preconditioned else self.r
             self.scal = cupy.zeros(self.N_SCALARS, dt)
             self.scal[ONE] = 1
             self.partials = cupy.zeros(2 * ops.DOT_MAX_PARTIALS, dt)
             # (atol, maxiter) as kernels read them from device memory (merge's BiCGStab, graph)
             self.params = cupy.zeros(2, np.float64)
         self.host = HostScalars(self.N_SCALARS, dt)
-        self.stream.synchronize()
+
+    def load(self, system):
+        """Take one solve's right-hand side (copied into this state's own b) and array kind."""
+        import cupy
+        with self.stream:
+            if isinstance(system.b, np.ndarray):
+                self.b.set(system.b, stream=self.stream)
+            else:
+                cupy.copyto(self.b, system.b)
+        for op in (self.A, self.AH, self.M, self.MH):
+            if isinstance(op, ops.OperatorMatrix):
+                op.on_device = system.out_cupy
 
     def psolve(self, r, z):
         """z = M r: the Jacobi kernel, or the user's preconditioner."""
@@ -189,9 +203,7 @@ class GpuState:
         with NaN. The CG vectors r, p, v, z are attributes."""
         v = self._vectors.get(name)
         if v is None:
-            import cupy
-            with self.stream:
-                v = self._vectors[name] = cupy.full(self.n, np.nan, self.dtype)
+            v = self._vectors[name] = poisoned(self.n, self.dtype, 1, self.stream)[0]
         return v
 
     def read_tau(self, sync):
@@ -237,7 +249,6 @@ class GpuState:
         for name in names:
             self.vec(name)
         self.partial_sets(6)
-        self.stream.synchronize()
 
     def partial_sets(self, k: int):
         """k separate DOT partial arrays of ops.DOT_MAX_PARTIALS values each (allocated once)."""
@@ -340,7 +351,10 @@ class GpuBackend(Backend):
             return cupy.zeros(system.n, dtype=system.dtype)
         return cupy.array(system.x0, dtype=system.dtype, copy=True)
 
-    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+    def load(self, state, system):
+        state.load(system)
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync, energy=False):
         import cupy
         if callback is not None and self.device_driven:
             raise ValueError(
@@ -350,33 +364,63 @@ class GpuBackend(Backend):
         cb = None
         if callback is not None:
             cb = (lambda xk: callback(xk)) if system.out_cupy else (lambda xk: callback(xk.get()))
-        meter = GpuEnergyMeter(cupy.cuda.Device().id)
-        t_start, t_end = cupy.cuda.Event(), cupy.cuda.Event()
+        res = resources()
+        # energy only on request: an NVML read costs milliseconds of host time
+        meter = GpuEnergyMeter(cupy.cuda.Device().id) if energy else None
+        t_start, t_end = res.t_start, res.t_end
         launches0 = ops.LAUNCHES.count
         stream = state.stream
-        with SyncMode(sync) as sm:
-            stream.synchronize()
-            meter.start()
-            with Stopwatch() as sw:
+        with SyncMode(sync, res) as sm:
+            if meter is not None:
+                stream.synchronize()               # the window starts on an idle stream
+                meter.start()
+            with Stopwatch(None if energy else no_rapl()) as sw:
                 t_start.record(stream)
                 with stream:
                     result = self.solve_loop(state, x, atol=atol, maxiter=maxiter,
                                              sync=sm, callback=cb)
                 t_end.record(stream)
-                sm.wait(stream)
+                launches = ops.LAUNCHES.count - launches0      # the iterations' own
+                # the true residual ||b - A x|| is queued behind the solve and read with its
+                # final wait: one host wait for both (its launches are the check's, not counted)
+                rb = Readback(stream, res)
+                k_res = self.queue_residual(state, x, rb)
+                rb.fetch(sync)
+                sm.waits += 1
                 # device-driven variants return a closure that reads their result after this wait
                 info, its, extra = result() if callable(result) else result
-            joules = meter.stop()
+            joules = meter.stop() if meter is not None else None
         gpu_time = cupy.cuda.get_elapsed_time(t_start, t_end) * 1e-3
-        if sw.wall < ENERGY_MIN_SECONDS:
+        if joules is not None and sw.wall < ENERGY_MIN_SECONDS:
             joules = None
         stats = {"wall_time": sw.wall, "gpu_time": gpu_time, "gpu_energy": joules,
                  "gpu_power": (joules / sw.wall) if joules is not None else None,
                  "host_cpu_time": sw.cpu, "host_energy": sw.host_energy,
-                 "host_syncs": sm.waits, "host_launches": ops.LAUNCHES.count - launches0,
+                 "host_syncs": sm.waits, "host_launches": launches,
                  "device": device_status().name}
         stats.update(extra)
-        return Run(x, info, its, stats)
+        return Run(x, info, its, stats, residual=self.residual_result(rb, k_res, state))
+
+    def queue_residual(self, state, x, rb):
+        """Queue ||b - A x||^2 into a readback slot (SpMV, then one partial-sum kernel and
+        blas1's final sum); returns the slot. An operator A is applied by the host, here."""
+        ops.spmv(state.A, x, state.v, stream=state.stream)
+        k, slot = rb.take(state.dtype)
+        ops.resid_norm2(state.b, state.v, slot, rb.res.partials(state.dtype), state.stream)
+        return k
+
+    @staticmethod
+    def residual_result(rb, k, state) -> float:
+        sq = float(np.real(rb.value(k, state.dtype)))
+        if np.isfinite(sq):
+            return float(np.sqrt(sq))
+        import cupy                                # overflowing squares, or a non-finite x
+        with state.stream:
+            r = state.b - state.v
+            scale = float(cupy.abs(r).max())
+            if not np.isfinite(scale) or scale == 0:
+                return scale
+            return scale * float(cupy.linalg.norm(r / scale))
 
     def solve_loop(self, state, x, *, atol, maxiter, sync, callback):
         """Run up to ``maxiter`` iterations; return (info, iterations, extra report fields), or a
@@ -387,12 +431,10 @@ class GpuBackend(Backend):
                                            callback=callback)
 
     def residual_norm(self, state, system, x):
-        import cupy
-        with state.stream:
-            ops.spmv(state.A, x, state.v, stream=state.stream)
-            r = state.b - state.v
-            val = float(cupy.linalg.norm(r))
-        return val
+        rb = Readback(state.stream)
+        k = self.queue_residual(state, x, rb)
+        rb.fetch()
+        return self.residual_result(rb, k, state)
 
     def to_output(self, x, system):
         return x if system.out_cupy else x.get()

@@ -12,6 +12,7 @@ class Run:
     info: int
     iterations: int
     stats: dict = field(default_factory=dict)
+    residual: float | None = None    # the true ||b - A x|| when the back end computed it
 
 
 class Backend:
@@ -32,11 +33,18 @@ class Backend:
         raise NotImplementedError
 
     def prepare(self, system, fmt):
-        """Per-system state (device matrix, buffers, kernels), built once per solve call."""
+        """Per-system state (device matrix, buffers, kernels): built once per one-shot call, or
+        once for every solve of a prepared system (``dpsolve.prepare``). ``system.b`` may be
+        None here: each solve's b comes through ``load``."""
         raise NotImplementedError
 
-    def run(self, state, system, x, *, atol, maxiter, callback, sync) -> Run:
-        """Run at most ``maxiter`` iterations from the iterate ``x`` (updated in place)."""
+    def load(self, state, system):
+        """Take one solve's right-hand side (and array kind) into the prepared state."""
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync, energy=False) -> Run:
+        """Run at most ``maxiter`` iterations from the iterate ``x`` (updated in place).
+        ``energy``: measure energy (NVML, RAPL) around the run; off by default, as a read of
+        NVML's counter costs milliseconds."""
         raise NotImplementedError
 
     def residual_norm(self, state, system, x) -> float:

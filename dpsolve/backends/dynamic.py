@@ -57,10 +57,11 @@ import numpy as np
 
 from .._device import status as device_status
 from ..cuda import ops
-from ._gpu import GpuBackend, GpuState, HostScalars
+from ._gpu import GpuBackend, GpuState, HostScalars, poisoned
 
 
 HISTORY_MAX_ITER = 10**6     # residual history recorded when maxiter <= this (8 MB in float64)
+HISTORY_HEAD = 1024          # entries copied back with the result; the rest only when needed
 
 
 class DynamicState(GpuState):
@@ -72,7 +73,7 @@ class DynamicState(GpuState):
         import cupy
         super().__init__(system, fmt)
         with self.stream:
-            self.p2 = cupy.full(self.n, np.nan, self.dtype)
+            self.p2 = poisoned(self.n, self.dtype, 1, self.stream)[0]
             self.dyn_partials = cupy.zeros(ops.DYNAMIC_PARTIAL_SETS * ops.DOT_MAX_PARTIALS,
                                            self.dtype)
             self.dyn_status = cupy.zeros(ops.DYNAMIC_STATUS, np.float64)
@@ -80,7 +81,6 @@ class DynamicState(GpuState):
         self.hist = None             # device: residual norms, one per iterate of a run
         self.hist_host = None        # pinned host copy
         self.history_runs = []       # the histories of this state's runs so far (None: not kept)
-        self.stream.synchronize()
 
     def ensure_history(self, maxiter):
         """Make the history buffers hold maxiter + 1 entries (allocated once, grown if needed);
@@ -91,8 +91,12 @@ class DynamicState(GpuState):
             import cupy
             with self.stream:
                 self.hist = cupy.full(maxiter + 1, np.nan, self.real_dtype)
-            self.hist_host = HostScalars(maxiter + 1, self.real_dtype)
-            self.stream.synchronize()
+            if self.hist_host is None:
+                self.hist_host = HostScalars(HISTORY_HEAD, self.real_dtype)
+
+    def load(self, system):
+        super().load(system)
+        self.history_runs = []        # a new solve: its own residual history
 
     def ensure_vectors(self):
         """Allocate the method's named work vectors (poisoned) before a run, not inside it."""
@@ -101,7 +105,6 @@ class DynamicState(GpuState):
         if any(name not in self._vectors for name in names):
             for name in names:
                 self.vec(name)
-            self.stream.synchronize()
 
     def history(self, maxiter):
         """The device history array of a run of at most maxiter iterations, or None."""
@@ -132,11 +135,11 @@ class DynamicBackend(GpuBackend):
                            f"cg_dynamic.cu with -rdc=true failed ({type(e).__name__}: {e})")
         return True, None
 
-    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+    def run(self, state, system, x, *, atol, maxiter, callback, sync, energy=False):
         state.ensure_vectors()                   # allocations stay out of the measured run
         state.ensure_history(maxiter)
         return super().run(state, system, x, atol=atol, maxiter=maxiter, callback=callback,
-                           sync=sync)
+                           sync=sync, energy=energy)
 
     # the solve's one host launch: dpsolve.cuda.ops.<method>_device, with the CDP2 chain's first
     # kernel here; variant "persistent" runs the same state and operands through its cooperative
@@ -177,7 +180,9 @@ def device_result(st, hist, launches_per_iter, variant):
     persistent)."""
     stream = st.stream
     res = st.dyn_host.copy_async(st.dyn_status, stream)
-    hres = st.hist_host.copy_async(hist, stream) if hist is not None else None
+    # the history's head comes with the result; a longer history is fetched after the wait
+    head = min(hist.size, HISTORY_HEAD) if hist is not None else 0
+    hres = st.hist_host.copy_async(hist[:head], stream) if hist is not None else None
 
     def finish():
         info, its, state, err = int(res[0]), int(res[1]), float(res[2]), int(res[3])
@@ -189,8 +194,10 @@ def device_result(st, hist, launches_per_iter, variant):
         if runs is not None:
             if hres is None:
                 st.history_runs = runs = None
-            else:
+            elif its + 1 <= head:
                 runs.append(np.array(hres[:its + 1]))
+            else:
+                runs.append(np.concatenate([hres[:head], hist[head:its + 1].get(stream=stream)]))
         residuals = np.concatenate(runs) if runs else None
         return info, its, {"device_launches_per_iter": launches_per_iter,
                            "residuals": residuals}

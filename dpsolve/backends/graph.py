@@ -19,8 +19,9 @@ Caching: the instantiated graph is kept with its prepared state (matrix in its f
 vectors) per (method, dtype, format, preconditioner, matrix and D^-1 contents), so a repeated
 solve with the same A and a new b (or x0, tolerance, maxiter: those reach the graph through its
 own buffers) skips the build. The build (state + capture + instantiate) is timed and reported
-as ``report.build_time`` (0.0 for a cached graph). Matrices over CACHE_MAX_BYTES are not cached:
-hashing them would cost more than building.
+as ``report.build_time`` (0.0 for a cached graph). A matrix on the device is hashed there, in
+one pass; host matrices over CACHE_MAX_BYTES are not cached: hashing them would cost more than
+building. A prepared system (``dpsolve.prepare``) keeps its own graph and skips the cache.
 """
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ import numpy as np
 
 from ..cuda import ops
 from ..cuda._loader import get_kernel
-from ._gpu import STATUS, TAU, GpuState, HostScalars
+from ._gpu import STATUS, TAU, GpuState, HostScalars, poisoned
 from .merge import MergeBackend
 
-CACHE_MAX_BYTES = 64 << 20       # matrix + D^-1 bytes hashed for the cache key, at most
+CACHE_MAX_BYTES = 64 << 20       # host matrix + D^-1 bytes hashed for the cache key, at most
 CACHE_ENTRIES = 4                # prepared systems kept (each holds its device buffers)
 MODE = {"cg": 0, "bicg": 1, "bicgstab": 1}     # DPS_GRAPH_CG / DPS_GRAPH_KRYLOV in graph.cu
 
@@ -61,7 +62,7 @@ class GraphState(GpuState):
         import cupy
         super().__init__(system, fmt)
         with self.stream:
-            self.x = cupy.full(self.n, np.nan, self.dtype)     # the captured kernels' x
+            self.x = poisoned(self.n, self.dtype, 1, self.stream)[0]   # the captured kernels' x
             self.ctl = cupy.zeros(1, np.int32)
             self.result = cupy.zeros(ops.DYNAMIC_STATUS, np.float64)
         self.params_host = HostScalars(2, np.float64)
@@ -69,7 +70,6 @@ class GraphState(GpuState):
         self.body_stream = cupy.cuda.Stream(non_blocking=True)
         self.exec = None
         self.build_time = None        # seconds of the last build, reported by the next run
-        self.stream.synchronize()
 
 
 class GraphBackend(MergeBackend):
@@ -97,30 +97,36 @@ class GraphBackend(MergeBackend):
     # --- the prepared-system cache ---------------------------------------------------------
     @staticmethod
     def cache_key(system, fmt):
-        """Key of a prepared system, or None when it is too large to hash cheaply."""
+        """Key of a prepared system: its shape and options and a hash of the matrix and D^-1.
+        A matrix on the device is hashed there (check.cu's fingerprint: two 64-bit sums of
+        mixed words, one pass, one host wait); a host one, up to CACHE_MAX_BYTES, by CRC-32 and
+        Adler-32 (zlib, ~3 GB/s); a larger host matrix is not cached (None). A change of the
+        matrix or D^-1 is missed with probability ~2^-64."""
         arrays = [system.csr.indptr, system.csr.indices, system.csr.data]
         if system.M.kind == "jacobi":
             arrays.append(system.M.inv_diag)
-        if sum(a.nbytes for a in arrays) > CACHE_MAX_BYTES:
-            return None
-        # CRC-32 and Adler-32 of the bytes (zlib: ~3 GB/s, where blake2b runs at ~0.5): a change of
-        # the matrix or D^-1 is missed with probability ~2^-64
-        crc, adler = 0, 1
-        for a in arrays:
-            a = a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
-            b = np.ascontiguousarray(a).view(np.uint8)
-            crc, adler = zlib.crc32(b, crc), zlib.adler32(b, adler)
+        if system.csr.on_device:
+            import cupy
+            digest = ops.fingerprint([cupy.asarray(a) for a in arrays],
+                                     stream=_stream_of(system))
+        else:
+            if sum(a.nbytes for a in arrays) > CACHE_MAX_BYTES:
+                return None
+            crc, adler = 0, 1
+            for a in arrays:
+                a = a.get() if not isinstance(a, np.ndarray) else a
+                b = np.ascontiguousarray(a).view(np.uint8)
+                crc, adler = zlib.crc32(b, crc), zlib.adler32(b, adler)
+            digest = (crc, adler)
         return (system.method, str(system.dtype), fmt, system.n, system.csr.nnz, system.M.kind,
-                crc, adler)
+                *digest)
 
-    def prepare(self, system, fmt):
-        import cupy
-        key = self.cache_key(system, fmt) if self.why_not(system) is None else None
+    def prepare(self, system, fmt, cache=True):
+        key = (self.cache_key(system, fmt) if cache and self.why_not(system) is None
+               else None)
         st = self._cache.get(key) if key is not None else None
         if st is not None:
             self._cache.move_to_end(key)
-            with st.stream:
-                st.b.set(system.b) if isinstance(system.b, np.ndarray) else cupy.copyto(st.b, system.b)
             st.build_time = 0.0
             return st
         t0 = time.perf_counter()
@@ -178,7 +184,6 @@ class GraphBackend(MergeBackend):
             graph = _ok(rt.cudaStreamEndCapture(stream.ptr), "cudaStreamEndCapture")
         st.graph = graph
         st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
-        st.stream.synchronize()
 
     # --- running it ------------------------------------------------------------------------
     def _launch(self, st, x, atol, maxiter):
@@ -205,6 +210,11 @@ class GraphBackend(MergeBackend):
         return self._launch(st, x, atol, maxiter)
 
     bicg = bicgstab = cg
+
+
+def _stream_of(system):
+    from .._setup import resources
+    return resources().stream
 
 
 def _capture_info(rt, stream):

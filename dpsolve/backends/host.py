@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference
-from ..measure import Stopwatch
+from ..measure import Stopwatch, no_rapl
 from .base import Backend, Run
 
 
@@ -22,7 +22,7 @@ class HostState:
             AH = A.conj().T.tocsr()
             self.matvec = A.__matmul__
             self.rmatvec = AH.__matmul__
-        self.b = _to_numpy(system.b)
+        self.b = None                      # each solve's b (load)
         M = system.M
         if M.kind == "jacobi":
             # closures over named arrays: a bound ``tmp.__mul__`` of an unnamed array lets NumPy's
@@ -52,12 +52,15 @@ class HostBackend(Backend):
             return np.zeros(system.n, dtype=system.dtype)
         return _to_numpy(system.x0).copy()
 
-    def run(self, state, system, x, *, atol, maxiter, callback, sync):
+    def load(self, state, system):
+        state.b = _to_numpy(system.b)
+
+    def run(self, state, system, x, *, atol, maxiter, callback, sync, energy=False):
         solver = reference.SOLVERS[system.method]
         kw = dict(atol=atol, maxiter=maxiter, psolve=state.psolve, callback=callback)
         if system.method == "bicg":
             kw.update(rmatvec=state.rmatvec, rpsolve=state.rpsolve)
-        with Stopwatch() as sw:
+        with Stopwatch(None if energy else no_rapl()) as sw:
             x, info, its = solver(state.matvec, state.b, x, **kw)
         return Run(x, info, its, {"wall_time": sw.wall, "host_cpu_time": sw.cpu,
                                   "host_energy": sw.host_energy, "host_syncs": 0,

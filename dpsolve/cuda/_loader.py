@@ -50,6 +50,10 @@ SOURCES = {
                    + tuple(f"spmv_csr_adaptive<{{T}}, {g}>" for g in GROUPS)),  # G: lanes per row
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "dot_accurate<{T}>",
                                  "axpy<{T}>", "xpay<{T}>")),
+    # the set-up of a solve: a user's CSR checked in one pass (int or int64 indices), and the
+    # true residual's norm
+    "check": Source("check.cu", ("csr_check<{T}, int>", "csr_check<{T}, long long>",
+                                 "resid_partial<{T}>", "fingerprint")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_spmv_dot_csr<{T}>", "cg_spmv_dot_ell<{T}>",
                                        "cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

@@ -148,15 +148,24 @@ class OperatorMatrix:
     """A, A^H or M given as an operator (anything with ``matvec``): ``spmv`` calls the user's
     Python function between dpsolve's kernels (a host-driven variant calls it every iteration).
 
-    ``on_device``: the function takes and returns CuPy arrays (the caller passed CuPy arrays, or
-    a CuPy operator). Otherwise x is copied to the host, the function applied to a NumPy array,
-    and the result copied back, on the solve's stream.
+    ``on_device`` (set per solve): the function takes and returns CuPy arrays (the caller passed
+    CuPy arrays). Otherwise x is copied to the host, the function applied to a NumPy array, and
+    the result copied back, on the solve's stream. On the device, SciPy's public ``matvec`` would
+    convert its argument with NumPy, so the operator's own implementation (``_matvec``: the user's
+    function for every SciPy LinearOperator) is called instead.
     """
     format = "operator"
 
-    def __init__(self, fn, n: int, dtype, on_device: bool, what: str):
-        self.fn, self.n, self.dtype, self.on_device, self.what = fn, n, np.dtype(dtype), on_device, what
+    def __init__(self, op, name: str, n: int, dtype, what: str, on_device: bool = False):
+        self.op, self.name, self.n, self.dtype, self.what = op, name, n, np.dtype(dtype), what
+        self.on_device = on_device
         self.nnz, self.width = 0, 0
+
+    @property
+    def fn(self):
+        if self.on_device and hasattr(self.op, "_" + self.name):
+            return getattr(self.op, "_" + self.name)
+        return getattr(self.op, self.name)
 
     def matrix_bytes(self) -> int:
         return 0
@@ -228,6 +237,34 @@ def dot(x, y, out, partials, stream=None) -> None:
     k2 = get_kernel("blas1", "dot_final<{T}>", x.dtype)
     launch(k1, (nparts,), (BLOCK,), (np.int32(n), x, y, partials), stream)
     launch(k2, (1,), (BLOCK,), (np.int32(nparts), partials, out), stream)
+
+
+def resid_norm2(b, v, out, partials, stream=None) -> None:
+    """out[0] = ||b - v||^2 (check.cu's resid_partial, then dot_final): the true residual's
+    norm once v = A x."""
+    n = b.shape[0]
+    nparts = dot_partials(n)
+    launch(get_kernel("check", "resid_partial<{T}>", b.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), b, v, partials), stream)
+    launch(get_kernel("blas1", "dot_final<{T}>", b.dtype), (1,), (BLOCK,),
+           (np.int32(nparts), partials, out), stream)
+
+
+def fingerprint(arrays, stream=None) -> tuple[int, int]:
+    """Two 64-bit sums over the words of device ``arrays`` (check.cu's fingerprint), each array
+    salted by its position: a key for a cache of prepared systems. One host wait."""
+    import cupy
+    out = cupy.zeros(2, np.uint64)
+    k = get_kernel("check", "fingerprint", np.float64)
+    for salt, a in enumerate(arrays):
+        words = a.view(np.uint8).reshape(-1)
+        if words.size % 4:
+            raise ValueError("fingerprint needs arrays of a whole number of 32-bit words")
+        words = words.view(np.uint32)
+        launch(k, (grid_for(words.size),), (BLOCK,),
+               (np.int64(words.size), words, np.uint64((salt + 1) * 0x51ED27), out), stream)
+    h = out.get(stream=stream)
+    return int(h[0]), int(h[1])
 
 
 def axpy(alpha, x, y, sign=1.0, stream=None) -> None:

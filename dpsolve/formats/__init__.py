@@ -19,10 +19,9 @@ FORMATS = ("csr-scalar", "csr-vector", "ell", "csr-adaptive")
 def row_stats(csr: CSR) -> dict:
     """Row-length statistics the format choice is made from (computed where ``csr`` lives)."""
     xp = csr.xp
-    lens = xp.diff(csr.indptr)
     n = csr.n
     mean = csr.nnz / n if n else 0.0
-    mx = int(lens.max()) if n else 0
+    mx = csr.max_row if csr.max_row is not None else (int(xp.diff(csr.indptr).max()) if n else 0)
     return {"n": n, "nnz": csr.nnz, "mean": mean, "max": mx,
             "ell_fill": (n * mx / csr.nnz) if csr.nnz else 1.0}
 

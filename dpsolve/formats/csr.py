@@ -33,6 +33,7 @@ class CSR:
     indices: object    # (nnz,) int32, sorted within each row, no duplicates
     data: object       # (nnz,) values
     n: int
+    max_row: int | None = None   # the longest row, where a check already found it (else None)
 
     @property
     def xp(self):
@@ -54,12 +55,13 @@ class CSR:
         if self.on_device:
             return self
         import cupy
-        return CSR(cupy.asarray(self.indptr), cupy.asarray(self.indices), cupy.asarray(self.data), self.n)
+        return CSR(cupy.asarray(self.indptr), cupy.asarray(self.indices), cupy.asarray(self.data),
+                   self.n, self.max_row)
 
     def to_host(self) -> "CSR":
         if not self.on_device:
             return self
-        return CSR(self.indptr.get(), self.indices.get(), self.data.get(), self.n)
+        return CSR(self.indptr.get(), self.indices.get(), self.data.get(), self.n, self.max_row)
 
     def to_scipy(self) -> sp.csr_array:
         h = self.to_host()
@@ -76,11 +78,13 @@ class CSR:
         if self.on_device:
             import cupyx.scipy.sparse as csp
             m = csp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n, self.n))
-            t = m.conj().T.tocsr()
-            t.sum_duplicates()
-            if not t.has_sorted_indices:
+            t = m.conj().T.tocsr()     # cuSPARSE's csr2csc: sorted, and no duplicates where
+            if not t.has_sorted_indices:   # this (checked) matrix has none; no re-check needed
                 t.sort_indices()
-            return _checked(t.indptr, t.indices, t.data, self.n, array_module(self.data))
+            import cupy
+            return CSR(cupy.ascontiguousarray(t.indptr, dtype=np.int32),
+                       cupy.ascontiguousarray(t.indices, dtype=np.int32),
+                       cupy.ascontiguousarray(t.data), self.n)
         t = self.to_scipy().conj().T.tocsr()
         t.sum_duplicates()
         return _checked(t.indptr, t.indices, t.data, self.n, np)

@@ -36,8 +36,8 @@ class ELL:
     def from_csr(cls, csr: CSR, max_fill: float = DEFAULT_MAX_FILL) -> "ELL":
         xp = csr.xp
         n, nnz = csr.n, csr.nnz
-        lens = xp.diff(csr.indptr)
-        width = int(lens.max()) if n else 0
+        width = (csr.max_row if csr.max_row is not None
+                 else int(xp.diff(csr.indptr).max()) if n else 0)
         stored = n * width
         if nnz and stored > max_fill * nnz:
             raise FormatError(

@@ -1,0 +1,178 @@
+"""A prepared system: pay for the set-up of ``A`` once, then solve for many right-hand sides.
+
+    P = dpsolve.prepare(A, "cg", M="jacobi")          # checks, transfer, format, kernels: once
+    x, info = P.solve(b)                              # each solve: b, x0 and the iterations
+    x, info = dpsolve.cg(P, b2, rtol=1e-8)            # the same, through SciPy's signature
+    P.update(A_new)                                   # a changed A: prepare it again
+
+``prepare`` does what a one-shot call does before its first iteration -- validation, the
+conversion to CSR, the transfer to the device, the format choice and its layout (ELL padding,
+csr-adaptive's bins), BiCG's transpose, the graph build, the kernel lookup -- and keeps the
+result. ``solve`` then pays only for ``b`` and ``x0`` (one transfer and one host wait on the GPU)
+and the solve itself.
+
+**A snapshot.** A prepared system holds its own copy of ``A`` (and of an array ``M``): changing
+the caller's matrix afterwards does not reach it, and ``solve`` keeps solving the system as it was
+prepared -- as ``scipy.sparse.linalg.factorized`` or ``splu`` do. To solve with changed values,
+call ``update(A)`` (or prepare again). A ``LinearOperator`` ``A`` or ``M`` is the exception: it is
+called as it is at each solve, since dpsolve cannot copy a function.
+
+**Types.** The working dtype is fixed when preparing: A's (integers become float64), or the
+``dtype`` given. ``solve`` casts ``b`` and ``x0`` to it when NumPy's ``same_kind`` rule allows
+(a float64 ``b`` into a float32 system is solved in float32); a complex ``b`` for a real system is
+an error naming both dtypes. Output follows ``b``: NumPy in, NumPy out; CuPy in, CuPy out.
+
+Not thread-safe: one prepared system serves one thread at a time.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import _frontend as fe
+from ._system import System, check_vector, device_system, host_system, vector_norm
+from .formats.csr import _is_cupy
+from .report import SolveReport
+
+METHODS = ("cg", "bicg", "bicgstab")
+
+
+class PreparedSystem:
+    """``A`` (with its method, preconditioner, variant, format and sync mode) ready to solve.
+
+    Made by :func:`dpsolve.prepare`. Attributes: ``method``, ``variant`` and ``format`` (what
+    "auto" resolved to), ``sync``, ``n``, ``nnz``, ``dtype``, and ``prepare_time`` (seconds the
+    preparation took).
+    """
+
+    def __init__(self, A, method="cg", *, M=None, variant="auto", format="auto",
+                 sync="polling", dtype=None):
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        fe.check_options(variant, sync, format)
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+            if dtype.char not in "fdFD":
+                raise TypeError(f"dtype must be float32, float64, complex64 or complex128, "
+                                f"got {dtype}")
+        self.method, self.sync = method, sync
+        self._options = dict(M=M, variant=variant, format=format, dtype=dtype)
+        self._build(A)
+
+    def _build(self, A):
+        t0 = time.perf_counter()
+        o = self._options
+        device = fe.on_device(o["variant"])
+        if device:
+            base, _ = device_system(self.method, A, None, None, o["M"], dtype=o["dtype"],
+                                    copy=True, sync=self.sync)
+        else:
+            base = host_system(self.method, A, o["M"], o["dtype"])
+        backend, fmt = fe.pick(base, o["variant"], o["format"], None)
+        kw = {"cache": False} if backend.name == "graph" else {}
+        state = fe.prepared(backend, base, fmt, self.sync, **kw)
+        # everything or nothing: a failed update leaves the previous system in place
+        self._base, self._backend, self._state, self._device = base, backend, state, device
+        self.variant, self.format = backend.name, fmt
+        self.n, self.nnz, self.dtype = base.n, base.nnz, base.dtype
+        self.prepare_time = time.perf_counter() - t0
+
+    def update(self, A) -> None:
+        """Prepare again with a changed ``A`` (same method, M, variant, format, sync and dtype).
+        ``A`` must have the shape of the one prepared; on an error the previous system stays."""
+        shape = getattr(A, "shape", None)
+        if shape is not None and tuple(shape) != (self.n, self.n):
+            raise ValueError(f"update needs a {self.n} x {self.n} matrix, got shape {tuple(shape)}")
+        self._build(A)
+
+    def __repr__(self):
+        return (f"<dpsolve.PreparedSystem {self.method} n={self.n} nnz={self.nnz} "
+                f"{self.dtype} variant={self.variant} format={self.format} sync={self.sync}>")
+
+    def _vector(self, v, what):
+        shape = (self.n, self.n)
+        v = check_vector(v, shape, what)
+        if not np.can_cast(v.dtype, self.dtype, "same_kind"):
+            raise TypeError(f"{what} has dtype {v.dtype}, which does not cast to this prepared "
+                            f"system's {self.dtype}; prepare it with dtype={v.dtype} (or cast "
+                            f"{what})")
+        return v.ravel()
+
+    def solve(self, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, callback=None,
+              full_output=False, energy=False):
+        """Solve ``A x = b`` with the prepared method: SciPy's arguments, defaults and
+        ``(x, info)`` codes, as :func:`dpsolve.cg` (``full_output``, ``energy`` likewise)."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        fe.check_options(self._options["variant"], self.sync, self._options["format"], maxiter,
+                         callback)
+        out_cupy = _is_cupy(b)
+        b = self._vector(b, "b")
+        if x0 is not None:
+            if isinstance(x0, str):
+                raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
+            x0 = self._vector(x0, "x0")
+        if self._device:
+            b, x0, bnrm2 = _device_rhs(b, x0, self.dtype, self.sync)
+        else:
+            b, x0, bnrm2 = _host_rhs(b, x0, self.dtype)
+        system = System(self.method, self.n, self.dtype, self._base.csr, self._base.operator, b,
+                        x0, self._base.M, out_cupy)
+        tol = fe._get_atol_rtol(self.method, bnrm2, atol, rtol)
+        report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
+                             method=self.method, dtype=str(self.dtype), n=self.n, nnz=self.nnz,
+                             tolerance=tol)
+        if bnrm2 == 0:
+            return fe.zero_solution(system, report, t0, c0, full_output)
+        return fe.iterate(self._backend, self._state, system, tol, maxiter, callback, self.sync,
+                          energy, report, t0, c0, full_output)
+
+
+def _host_rhs(b, x0, dtype):
+    from ._system import _all_finite, _host
+    b = _host(b).astype(dtype, copy=True)
+    if not _all_finite(b):
+        raise ValueError("b contains NaN or Inf")
+    if x0 is not None:
+        x0 = _host(x0).astype(dtype, copy=True)
+        if not _all_finite(x0):
+            raise ValueError("x0 contains NaN or Inf")
+    return b, x0, vector_norm(b)
+
+
+def _device_rhs(b, x0, dtype, sync):
+    """b and x0 on the device in ``dtype`` (private copies), ||b||, x0 checked: one host wait."""
+    from . import _setup
+    res = _setup.resources()
+    stream = res.stream
+    b_host, x_host = not _is_cupy(b), x0 is not None and not _is_cupy(x0)
+    up = _setup.upload([b if b_host else None, x0 if x_host else None], stream, res)
+    rb = _setup.Readback(stream, res)
+    with stream:
+        # only read from here on (the state copies b in; initial_x copies x0): no copies
+        b = (up[0] if b_host else b).astype(dtype, copy=False)
+        if x0 is not None:
+            x0 = (up[1] if x_host else x0).astype(dtype, copy=False)
+        kb = _setup.queue_norm2(b, rb)
+        kx = _setup.queue_norm2(x0, rb) if x0 is not None else None
+    rb.fetch(sync)
+    bnrm2 = _setup.norm_result(rb, kb, b, "b")
+    if kx is not None:
+        _setup.norm_result(rb, kx, x0, "x0")
+    return b, x0, bnrm2
+
+
+def prepare(A, method="cg", *, M=None, variant="auto", format="auto", sync="polling",
+            dtype=None) -> PreparedSystem:
+    """Prepare ``A`` once for many solves with ``method`` ("cg", "bicg" or "bicgstab").
+
+    ``M``, ``variant``, ``format`` and ``sync`` are those of :func:`dpsolve.cg`; ``dtype`` fixes
+    the working type (default: A's, integers as float64). Returns a :class:`PreparedSystem`
+    whose ``solve(b, x0=None, *, rtol, atol, maxiter, callback, full_output, energy)`` takes
+    SciPy's arguments; the prepared system can also be passed as ``A`` to the function of its
+    method (``dpsolve.cg(P, b)``). It holds a snapshot of ``A``: see ``update``.
+
+    With ``variant="auto"`` the choice is made without knowing whether solves will pass a
+    callback: if they will, name a host-driven variant (``"merge"``, ``"cuda"``, ``"cublas"``).
+    """
+    return PreparedSystem(A, method, M=M, variant=variant, format=format, sync=sync, dtype=dtype)

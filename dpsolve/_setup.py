@@ -1,0 +1,362 @@
+"""The set-up of a GPU solve, at the cost of a launch rather than of a chain of round trips.
+
+What a call needs before its first iteration -- the matrix on the device and checked, ``||b||``,
+``x0`` checked -- is queued on one stream and read back with **one** host wait:
+
+* host arrays (a SciPy matrix, NumPy ``b`` and ``x0``) are copied to the device through pinned
+  staging: small ones packed into one buffer and one copy, large ones in chunks, so that the host
+  copy of one chunk overlaps the DMA of the previous one;
+* a CSR matrix is checked by one kernel (``check.cu``'s ``csr_check``): row pointers, column
+  ranges, sorted and duplicate-free rows, finite values, and its longest row (the format choice
+  and ELL's width need it) -- instead of a chain of NumPy or CuPy reductions, each with its sync;
+* ``||b||^2`` and ``||x0||^2`` by blas1's two-stage DOT; a non-finite result means NaN or Inf in
+  the vector, or squares that overflow (entries near 1e+154 in float64): the rare slow path tells
+  which.
+
+Per thread and device, the stream, the events, the pinned buffers and the scratch area are made
+once and reused by every call (``resources()``).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ._errors import FormatError
+
+# csr_check's bits (check.cu's DPS_CHECK_*; tests/test_setup.py ties the two together)
+CHECK_INDPTR, CHECK_COLUMN, CHECK_UNSORTED, CHECK_NONFINITE, CHECK_ENDS = 1, 2, 4, 8, 16
+INDEX_MAX = np.iinfo(np.int32).max
+PACK_MAX = 4 << 20           # host arrays up to this many bytes in all go in one packed copy
+CHUNK = 16 << 20             # larger ones move in chunks of this size, two pinned buffers
+ALIGN = 256                  # byte alignment of each array inside a packed upload
+SLOT = 16                    # bytes per readback slot (one complex128)
+SLOTS = 8
+
+
+class Resources:
+    """One thread's long-lived CUDA objects on one device."""
+
+    def __init__(self):
+        import cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        # host waits: a plain event (polling) and one made with cudaEventBlockingSync (blocking)
+        self.wait_events = {"polling": cupy.cuda.Event(block=False, disable_timing=True),
+                            "blocking": cupy.cuda.Event(block=True, disable_timing=True)}
+        self.t_start, self.t_end = cupy.cuda.Event(), cupy.cuda.Event()
+        # readback: SLOTS slots of SLOT bytes on the device and in pinned host memory
+        self.scratch = cupy.zeros(SLOTS * SLOT // 8, np.float64)
+        self.scratch_mem = cupy.cuda.alloc_pinned_memory(SLOTS * SLOT)
+        self.scratch_host = np.frombuffer(self.scratch_mem, np.uint8, SLOTS * SLOT)
+        self._partials = {}
+        self._slots = {}
+        self._stage = None                       # pinned staging buffers, grown on demand
+        self._stage_size = 0
+        self.stage_done = [cupy.cuda.Event(disable_timing=True) for _ in range(2)]
+
+    def partials(self, dtype):
+        """A DOT partials buffer of ``dtype`` (ops.DOT_MAX_PARTIALS values)."""
+        from .cuda import ops
+        dt = np.dtype(dtype)
+        p = self._partials.get(dt)
+        if p is None:
+            import cupy
+            p = self._partials[dt] = cupy.zeros(ops.DOT_MAX_PARTIALS, dt)
+        return p
+
+    def slot(self, k: int, dtype):
+        """Device readback slot k, as a 1-element array of ``dtype`` (views made once)."""
+        key = (k, np.dtype(dtype))
+        v = self._slots.get(key)
+        if v is None:
+            v = self._slots[key] = self.scratch.view(np.uint8)[k * SLOT:(k + 1) * SLOT].view(
+                dtype)[:1]
+        return v
+
+    def staging(self, nbytes: int):
+        """Two pinned host buffers of at least ``nbytes`` each (reused; grown when too small)."""
+        if self._stage_size < nbytes:
+            import cupy
+            size = max(nbytes, 1 << 20)
+            for ev in self.stage_done:           # the old buffers may still be read by a DMA
+                ev.synchronize()
+            self._stage = [cupy.cuda.alloc_pinned_memory(size) for _ in range(2)]
+            self._stage_size = size
+        return self._stage
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.by_device = {}
+
+
+_local = _Local()
+
+
+def resources() -> Resources:
+    """This thread's Resources for the current device (made on first use)."""
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    r = _local.by_device.get(dev)
+    if r is None:
+        with cupy.cuda.Device(dev):
+            r = _local.by_device[dev] = Resources()
+    return r
+
+
+def wait(stream, sync: str = "polling", res: Resources | None = None) -> None:
+    """Wait for ``stream`` as the sync mode says: spinning ("polling") or asleep ("blocking")."""
+    ev = (res or resources()).wait_events[sync]
+    ev.record(stream)
+    ev.synchronize()
+
+
+# --------------------------------------------------------------------------- uploads
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def upload(arrays, stream, res: Resources | None = None) -> list:
+    """Copy host arrays to the device on ``stream``; returns CuPy arrays (None stays None).
+
+    Up to PACK_MAX bytes in all: packed into one pinned buffer and moved by one copy into one
+    device allocation (the arrays are views of it). Larger arrays: each moved in CHUNK-byte pieces
+    through two pinned buffers, the host copy of a piece overlapping the DMA of the one before.
+    The arrays are only read. The copies are queued; a later wait on ``stream`` completes them.
+    """
+    import cupy
+    res = res or resources()
+    hosts = [None if a is None else np.ascontiguousarray(a) for a in arrays]
+    small = [h for h in hosts if h is not None and h.nbytes <= PACK_MAX]
+    total = sum(_aligned(h.nbytes) for h in small)
+    out = {}
+    if small and total <= PACK_MAX:
+        bufs = res.staging(total)
+        res.stage_done[0].synchronize()          # the previous user of buffer 0 is done
+        host = np.frombuffer(bufs[0], np.uint8, total)
+        dev = cupy.empty(total, np.uint8)
+        off = 0
+        for h in small:
+            host[off:off + h.nbytes] = h.reshape(-1).view(np.uint8)
+            out[id(h)] = (off, h)
+            off += _aligned(h.nbytes)
+        cupy.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, total,
+                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        res.stage_done[0].record(stream)
+        views = {k: dev[o:o + h.nbytes].view(h.dtype).reshape(h.shape) for k, (o, h) in out.items()}
+    else:
+        views = {}
+    result = []
+    for h in hosts:
+        if h is None:
+            result.append(None)
+        elif id(h) in views:
+            result.append(views[id(h)])
+        else:
+            result.append(_upload_chunked(h, stream, res))
+    return result
+
+
+_POOL = None
+COPY_THREADS = 4             # host threads filling a pinned chunk (NumPy copies release the GIL)
+
+
+def _copy_into(dst, src) -> None:
+    """dst[:] = src, split over COPY_THREADS threads for large pieces."""
+    global _POOL
+    n = src.nbytes
+    if n < (4 << 20) or COPY_THREADS <= 1:
+        dst[:] = src
+        return
+    if _POOL is None:
+        import concurrent.futures
+        _POOL = concurrent.futures.ThreadPoolExecutor(COPY_THREADS, "dpsolve-upload")
+    step = -(-n // COPY_THREADS)
+    futures = [_POOL.submit(np.copyto, dst[i:i + step], src[i:i + step])
+               for i in range(0, n, step)]
+    for f in futures:
+        f.result()
+
+
+def _upload_chunked(h, stream, res: Resources):
+    import cupy
+    dev = cupy.empty(h.shape, h.dtype)
+    src = h.reshape(-1).view(np.uint8)
+    bufs = res.staging(min(CHUNK, src.nbytes))
+    size = min(CHUNK, res._stage_size)
+    k = 0
+    for off in range(0, src.nbytes, size):
+        piece = src[off:off + size]
+        i = k % 2
+        res.stage_done[i].synchronize()          # its previous DMA has read it
+        stage = np.frombuffer(bufs[i], np.uint8, piece.nbytes)
+        _copy_into(stage, piece)
+        cupy.cuda.runtime.memcpyAsync(dev.data.ptr + off, stage.ctypes.data, piece.nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        res.stage_done[i].record(stream)
+        k += 1
+    return dev
+
+
+# --------------------------------------------------------------------------- checks
+class Readback:
+    """Queue results into the readback slots; ``fetch()`` copies them all and waits once."""
+
+    def __init__(self, stream, res: Resources | None = None):
+        self.res = res or resources()
+        self.stream = stream
+        self.used = 0
+
+    def take(self, dtype):
+        """A fresh device slot of ``dtype`` (its index and the 1-element array)."""
+        k = self.used
+        if k >= SLOTS:
+            raise RuntimeError("too many readback slots in one set-up")
+        self.used += 1
+        return k, self.res.slot(k, dtype)
+
+    def fetch(self, sync="polling"):
+        import cupy
+        nbytes = self.used * SLOT
+        if nbytes:
+            cupy.cuda.runtime.memcpyAsync(self.res.scratch_host.ctypes.data,
+                                          self.res.scratch.data.ptr, nbytes,
+                                          cupy.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
+        wait(self.stream, sync, self.res)
+        return self
+
+    def value(self, k: int, dtype):
+        return self.res.scratch_host[k * SLOT:(k + 1) * SLOT].view(dtype)[0]
+
+
+def queue_csr_check(indptr, indices, data, n: int, rb: Readback) -> int:
+    """Queue csr_check over device arrays; returns the readback slot of (flags, longest row)."""
+    from .cuda import ops
+    from .cuda._loader import get_kernel
+    import cupy
+    k, ints = rb.take(np.int32)                  # (flags, longest row): 2 of the slot's 4 ints
+    cupy.cuda.runtime.memsetAsync(ints.data.ptr, 0, 8, rb.stream.ptr)
+    idx_t = "long long" if indices.dtype == np.int64 else "int"
+    kern = get_kernel("check", f"csr_check<{{T}}, {idx_t}>", data.dtype)
+    ops.launch(kern, (ops.grid_for(max(n, 1)),), (ops.BLOCK,),
+               (np.int32(n), np.int64(data.shape[0]), indptr, indices, data, ints), rb.stream)
+    return k
+
+
+def check_result(rb: Readback, k: int) -> tuple[int, int]:
+    flags, longest = rb.res.scratch_host[k * SLOT:k * SLOT + 8].view(np.int32)
+    return int(flags), int(longest)
+
+
+def raise_for_flags(flags: int, n: int, nnz: int) -> None:
+    """The error csr_check's flags call for (non-finite values and unsorted rows excepted: the
+    caller reports the first and repairs the second)."""
+    if flags & CHECK_ENDS:
+        raise FormatError(f"CSR indptr must run from 0 to nnz={nnz}")
+    if flags & CHECK_INDPTR:
+        raise FormatError("CSR indptr is not non-decreasing (or points outside the "
+                          f"{nnz} stored entries)")
+    if flags & CHECK_COLUMN:
+        raise FormatError(f"CSR column index out of range [0, {n})")
+
+
+def queue_norm2(v, rb: Readback) -> int:
+    """Queue ||v||^2 (blas1's two-stage DOT) into a readback slot; returns the slot."""
+    from .cuda import ops
+    k, slot = rb.take(v.dtype)
+    ops.dot(v, v, slot, rb.res.partials(v.dtype), rb.stream)
+    return k
+
+
+def norm_result(rb: Readback, k: int, v, what: str) -> float:
+    """||v|| from its slot. A non-finite square sum is NaN/Inf in ``v`` (ValueError naming
+    ``what``) or squares that overflow (then the norm is computed scaled)."""
+    sq = float(np.real(rb.value(k, v.dtype)))
+    if np.isfinite(sq):
+        return float(np.sqrt(sq))
+    import cupy
+    with rb.stream:
+        if not bool(cupy.isfinite(v).all()):
+            raise ValueError(f"{what} contains NaN or Inf")
+        scale = float(cupy.abs(v).max())
+        return scale * float(cupy.linalg.norm(v / scale))
+
+
+# --------------------------------------------------------------------------- matrices
+def matrix_arrays(A):
+    """(indptr, indices, data, n) of ``A`` as CSR arrays where A lives, without copying what is
+    already CSR: a SciPy or cupyx CSR gives its own arrays (only read), other sparse formats and
+    dense arrays are converted (COO and CSC sum their duplicates on the way)."""
+    from .formats.csr import _is_cupy
+    if _is_cupy(A):
+        import cupy
+        import cupyx.scipy.sparse as csp
+        if csp.issparse(A):
+            m = A if A.format == "csr" else A.tocsr()
+        else:
+            m = csp.csr_matrix(cupy.asarray(A))
+        return m.indptr, m.indices, m.data, int(m.shape[0])
+    import scipy.sparse as sp
+    if sp.issparse(A):
+        m = A if A.format == "csr" else A.tocsr()
+    else:
+        m = sp.csr_array(np.asarray(A))
+    nnz = int(m.indptr[-1]) if m.indptr.size else 0      # SciPy ignores entries past indptr[-1]
+    return m.indptr, m.indices[:nnz], m.data[:nnz], int(m.shape[0])
+
+
+def _index_types(indptr, indices):
+    """Both index arrays in one type csr_check reads: int32, or int64 when either is wider."""
+    wide = np.int64 if np.int64 in (indptr.dtype, indices.dtype) or indptr.dtype.itemsize > 4 \
+        or indices.dtype.itemsize > 4 else np.int32
+    return indptr.astype(wide, copy=False), indices.astype(wide, copy=False)
+
+
+class PendingCSR:
+    """A device CSR whose one-pass check is queued; ``finish()`` (after the readback) returns the
+    checked CSR or raises the error that names the problem.
+
+    ``copy``: the result never shares memory with the caller's arrays (a prepared system keeps a
+    snapshot); otherwise a caller's cupyx CSR that is already valid is used as it is."""
+
+    def __init__(self, indptr, indices, data, n, dtype, rb: Readback, copy: bool):
+        if n > INDEX_MAX or data.shape[0] > INDEX_MAX:
+            raise FormatError(f"matrix too large for 32-bit indices (n={n}, "
+                              f"nnz={data.shape[0]})")
+        self.n, self.dtype, self.rb = n, np.dtype(dtype), rb
+        with rb.stream:
+            shared = [indptr, indices, data]
+            indptr, indices = _index_types(indptr, indices)
+            data = data.astype(self.dtype, copy=False)
+            if copy:          # whatever astype did not already copy
+                indptr, indices, data = (a.copy() if any(a is s for s in shared) else a
+                                         for a in (indptr, indices, data))
+        self.indptr, self.indices, self.data = indptr, indices, data
+        self.slot = queue_csr_check(indptr, indices, data, n, rb)
+
+    def finish(self):
+        """The checked CSR (int32 indices; sorted and de-duplicated in a copy where it was not),
+        with its longest row known. NaN / Inf raise ValueError; a malformed CSR FormatError."""
+        import cupy
+        from .formats.csr import CSR, _checked
+        flags, longest = check_result(self.rb, self.slot)
+        nnz = int(self.data.shape[0])
+        raise_for_flags(flags, self.n, nnz)
+        if flags & CHECK_NONFINITE:
+            raise ValueError("A contains NaN or Inf")
+        with self.rb.stream:
+            ip = self.indptr.astype(np.int32, copy=False)
+            ix = self.indices.astype(np.int32, copy=False)
+            if flags & CHECK_UNSORTED:       # the rare path: sum duplicates and sort, on a copy
+                import cupyx.scipy.sparse as csp
+                m = csp.csr_matrix((self.data.copy(), ix.copy(), ip.copy()),
+                                   shape=(self.n, self.n))
+                m.sum_duplicates()
+                if not m.has_sorted_indices:
+                    m.sort_indices()
+                csr = _checked(m.indptr, m.indices, m.data, self.n, cupy)
+                csr.max_row = None
+                return csr
+        csr = CSR(ip, ix, self.data, self.n)
+        csr.max_row = longest
+        return csr
