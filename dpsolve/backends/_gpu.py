@@ -171,11 +171,16 @@ class GpuState:
     def load(self, system):
         """Take one solve's right-hand side (copied into this state's own b) and array kind."""
         import cupy
-        with self.stream:
-            if isinstance(system.b, np.ndarray):
-                self.b.set(system.b, stream=self.stream)
-            else:
-                cupy.copyto(self.b, system.b)
+        b = system.b
+        if isinstance(b, np.ndarray):
+            self.b.set(b, stream=self.stream)
+        elif b.dtype == self.b.dtype and b.flags.c_contiguous:
+            cupy.cuda.runtime.memcpyAsync(self.b.data.ptr, b.data.ptr, self.b.nbytes,
+                                          cupy.cuda.runtime.memcpyDeviceToDevice,
+                                          self.stream.ptr)
+        else:
+            with self.stream:
+                cupy.copyto(self.b, b.reshape(self.n))
         for op in (self.A, self.AH, self.M, self.MH):
             if isinstance(op, ops.OperatorMatrix):
                 op.on_device = system.out_cupy
@@ -347,9 +352,10 @@ class GpuBackend(Backend):
 
     def initial_x(self, system):
         import cupy
-        if system.x0 is None:
-            return cupy.zeros(system.n, dtype=system.dtype)
-        return cupy.array(system.x0, dtype=system.dtype, copy=True)
+        with resources().stream:              # the solve's stream: ordered before its kernels
+            if system.x0 is None:
+                return cupy.zeros(system.n, dtype=system.dtype)
+            return cupy.array(system.x0, dtype=system.dtype, copy=True)
 
     def load(self, state, system):
         state.load(system)

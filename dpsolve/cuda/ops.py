@@ -436,12 +436,24 @@ def _dyn_matrix(A: DeviceMatrix):
     return 0, A.csr.indptr, A.csr.indices, A.csr.data, bins
 
 
+_PARTS: dict = {}
+
+
 def _dyn_parts(partials, k: int):
-    """k consecutive partial arrays of DOT_MAX_PARTIALS values each, carved out of ``partials``."""
+    """k consecutive partial arrays of DOT_MAX_PARTIALS values each, carved out of ``partials``
+    (the views are made once per buffer: a CuPy slice costs microseconds)."""
+    key = (id(partials), k)
+    hit = _PARTS.get(key)
+    if hit is not None and hit[0] is partials:
+        return hit[1]
     m = DOT_MAX_PARTIALS
     if partials.size < k * m:
         raise ValueError(f"the dynamic chain needs {k} x {m} partials, got {partials.size}")
-    return [partials[i * m:(i + 1) * m] for i in range(k)]
+    parts = [partials[i * m:(i + 1) * m] for i in range(k)]
+    if len(_PARTS) > 64:
+        _PARTS.clear()
+    _PARTS[key] = (partials, parts)
+    return parts
 
 
 # --- the device-driven solves' one host launch: variant "dynamic" launches the first kernel of a
@@ -748,8 +760,21 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rt, r, 
 
 
 # ------------------------------------------------------------------- persistent (one cooperative kernel)
+_ACTIVE_BLOCKS: dict = {}
+
+
 def _max_active_blocks(kernel) -> int:
-    """Blocks of `kernel` (DPS_BLOCK threads, no dynamic shared memory) resident per SM."""
+    """Blocks of `kernel` (DPS_BLOCK threads, no dynamic shared memory) resident per SM
+    (asked of the driver once per kernel)."""
+    hit = _ACTIVE_BLOCKS.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    blocks = _ask_active_blocks(kernel)
+    _ACTIVE_BLOCKS[id(kernel)] = (kernel, blocks)
+    return blocks
+
+
+def _ask_active_blocks(kernel) -> int:
     try:
         import cupy
         blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
