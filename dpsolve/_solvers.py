@@ -103,10 +103,13 @@ cg.__doc__ = ("Solve ``Ax = b`` with the Conjugate Gradient method, for a Hermit
                   name="cg", extra_A=" `A` must be Hermitian positive definite.",
                   breakdown=" (dpsolve: -10 when a step gives a non-finite scalar, i.e. A is "
                             "not positive definite)"))
+_NONFINITE = (";\n                 dpsolve: also -10 when a step gives a non-finite scalar (an "
+              "overflow), where\n                 SciPy iterates on NaN to maxiter; x is then the "
+              "last finite iterate")
 bicg.__doc__ = ("Solve ``Ax = b`` with the BIConjugate Gradient method.\n" + _COMMON_DOC.format(
     name="bicg", extra_A=" A LinearOperator must provide ``rmatvec`` (A^H x).",
-    breakdown=": -10 rho breakdown, -11 <p~, A p> == 0 (SciPy's codes)"))
+    breakdown=": -10 rho breakdown, -11 <p~, A p> == 0 (SciPy's codes)" + _NONFINITE))
 bicgstab.__doc__ = ("Solve ``Ax = b`` with the BIConjugate Gradient STABilized method.\n"
                     + _COMMON_DOC.format(name="bicgstab", extra_A="",
                                          breakdown=": -10 rho breakdown, -11 omega or <r~, v> "
-                                                   "breakdown (SciPy's codes)"))
+                                                   "breakdown (SciPy's codes)" + _NONFINITE))

@@ -135,6 +135,21 @@ def test_cg_on_indefinite_stops_with_breakdown():
     assert np.isfinite(x).all()
 
 
+@pytest.mark.parametrize("method", ["bicg", "bicgstab"])
+def test_bicg_family_stops_on_a_nonfinite_scalar(method):
+    """Documented dpsolve extension, as CG's: BiCG and BiCGStab stop with -10 when a scalar turns
+    non-finite (float32 overflow here) instead of iterating on NaN to maxiter as SciPy does."""
+    import nonfinite_cases
+    A, b, x0 = nonfinite_cases.trap("float32")
+    with np.errstate(all="ignore"):
+        xs, infos = getattr(sla, method)(A, b, x0=x0, maxiter=20)
+        x, info, rep = solve(method, A, b, x0=x0, maxiter=20, full_output=True)
+    assert infos == 20 and not np.isfinite(xs).all()
+    assert info == -10 and rep.converged is False
+    assert rep.iterations == nonfinite_cases.CASES["trap"][1][method][1]
+    np.testing.assert_array_equal(x, nonfinite_cases.trap_solution("float32"))
+
+
 @pytest.mark.parametrize("name, method, dtype", CONVERGING_PARAMS)
 def test_maxiter_one(name, method, dtype):
     A, b = build(name, dtype)

@@ -12,6 +12,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from dpsolve import reference
 from dpsolve.matrices import laplace_1d, laplace_2d
+import nonfinite_cases
 from scipy_cases import sym_nonpd
 
 METHODS = ("cg", "bicg", "bicgstab")
@@ -212,6 +213,47 @@ def test_cg_indefinite_never_returns_nan():
         x, info, its = run_ref("cg", A, b, atol=1e-8, maxiter=200)
     assert info == -10
     assert np.isfinite(x).all()
+
+
+# --------------------------------------------------------------------------- non-finite scalars
+@pytest.mark.parametrize("name,method,dtype,M", nonfinite_cases.params())
+def test_bicg_family_stops_on_a_nonfinite_scalar(name, method, dtype, M):
+    """dpsolve extension (CG's, now BiCG's and BiCGStab's too): a non-finite scalar stops the
+    solve with -10 at a fixed iteration, x finite (the last finite iterate), where SciPy runs on
+    NaN to maxiter."""
+    build, methods, _, _ = nonfinite_cases.CASES[name]
+    A, b, x0 = build(dtype)
+    info_e, its_e, _ = methods[method]
+    inv = (1.0 / A.diagonal()).astype(A.dtype) if M else None
+    calls = Iterates()
+    with np.errstate(all="ignore"):
+        x, info, its = run_ref(method, A, b, atol=1e-5 * np.linalg.norm(b.astype(complex)),
+                               maxiter=10 * A.shape[0], x0=x0, inv_diag=inv, callback=calls)
+    assert (info, its) == (info_e, its_e)
+    assert np.isfinite(x).all()
+    # a stop at the head or at alpha leaves x as the last callback saw it; BiCGStab's omega-stage
+    # stop returns x_j + alpha p^ (no callback for iteration j), as its ||s|| < atol exit does
+    assert len(calls.xs) == its
+    if calls.xs and not (method == "bicgstab" and methods[method][2] == "omega"):
+        np.testing.assert_array_equal(calls.xs[-1], x)
+    if name == "trap":
+        np.testing.assert_array_equal(x, nonfinite_cases.trap_solution(dtype))
+    if name == "huge":                      # -10 at alpha in the first step: x untouched
+        np.testing.assert_array_equal(x, np.zeros_like(x))
+    if name == "t0":                        # x = x_0 + alpha p^ = (1, 1)
+        np.testing.assert_array_equal(x, np.ones_like(x))
+
+
+@pytest.mark.parametrize("method", ["bicg", "bicgstab"])
+def test_scipy_iterates_on_nan_where_dpsolve_stops(method):
+    """The departure from SciPy, documented: on the same system SciPy returns info = maxiter and
+    a NaN x."""
+    A, b, _ = nonfinite_cases.huge("float32")
+    with np.errstate(all="ignore"):
+        xs, infos = getattr(sla, method)(A, b, maxiter=9)
+        x, info, its = run_ref(method, A, b, atol=1e-5 * np.linalg.norm(b), maxiter=9)
+    assert infos == 9 and np.isnan(xs).all()
+    assert (info, its) == (-10, 0) and np.isfinite(x).all()
 
 
 # --------------------------------------------------------------------------- preconditioning

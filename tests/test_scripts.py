@@ -49,3 +49,23 @@ def test_bench_spmv_floor_counts_what_every_format_must_move():
     assert bench.floor_seconds(n, nnz, bw) <= ell_bytes / bw["read"] + 8 * n / bw["write"]
     # the copy bandwidth does not enter the floor
     assert bench.floor_seconds(n, nnz, {**bw, "copy": 1e30}) == bench.floor_seconds(n, nnz, bw)
+
+
+def test_nonfinite_table_runs_on_the_host(tmp_path):
+    """scripts/nonfinite-table on a CPU machine (the host variant only): a few systems, the
+    Markdown table last on stdout, exit 0 (no variant returned a non-finite x)."""
+    out = tmp_path / "t.md"
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "nonfinite-table"), "--systems", "3",
+                          "--grid", "8", "--variants", "host", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[-3:-2] == ["|---|---|---|"] and lines[-1].startswith("| host | ")
+    assert lines[-2] == "| SciPy | 0 / 0 / 0 | 0 / 0 / 0 |"
+    assert "3 systems on which SciPy's bicg converged" in res.stdout
+    assert out.read_text() == res.stdout                      # stdout holds the table only
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "nonfinite-table"), "--variants",
+                          "no-such-variant"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 2 and "no-such-variant" in bad.stderr

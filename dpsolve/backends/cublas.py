@@ -17,10 +17,15 @@ Per iteration:
 
 BiCG and BiCGStab follow dpsolve/reference/bicg.py and bicgstab.py line by line with host-side
 scalars in the working dtype (NumPy scalars, as the reference computes them), so every breakdown
-test (-10, -11) and BiCGStab's ||s|| < atol exit is decided on the host, where the reference
-decides it, before anything touches x; a test that fails on cuBLAS's inner product is confirmed
-with dpsolve's accurate one first (GpuState.confirm_dot: see dpsolve/reference/_util.py,
-dot_accurate). Per iteration:
+test (-10, -11), every non-finite-scalar test (-10: rho, beta, <p~, q> or <r~, v>, alpha; ||s||,
+<t, s>, <t, t>, omega; tau in host_loop) and BiCGStab's ||s|| < atol exit is decided on the host,
+where the reference decides it, before x takes the update it guards; a test that fails on
+cuBLAS's inner product is confirmed with dpsolve's accurate one first (GpuState.confirm_dot: see
+dpsolve/reference/_util.py, dot_accurate). NRM2 is cuBLAS's scaled one, which does not overflow
+where the reference's sqrt(<r, r>) does: a ||r|| above about 2e19 (float32) that stops the
+reference with -10 at the end of iteration j goes on here, and usually stops at the head of
+iteration j + 1 instead (rho, an inner product of vectors that large, overflows too): the same x
+and count. Per iteration:
 
     BiCG       [jacobi z, conj-jacobi z~]; rho = dot(r~, z) (wait); p = z + beta p and
                p~ = z~ + conj(beta) p~ (scal + axpy each; copies in the first iteration);
@@ -200,11 +205,15 @@ class CublasBackend(HostDrivenBackend):
                     rho = st.confirm_dot(rt, z, sync)
                     if abs(rho) < tol:
                         return math.nan, -10
+                if not np.isfinite(rho):                             # non-finite: -10
+                    return math.nan, -10
                 if state["rho_prev"] is None:
                     cb.copy(z, p)                                    # p = z, p~ = z~
                     cb.copy(zt, pt)
                 else:
                     beta = rho / state["rho_prev"]
+                    if not np.isfinite(beta):
+                        return math.nan, -10
                     cb.scal(beta, p)                                 # p = z + beta p
                     cb.axpy(1.0, z, p)
                     cb.scal(np.conj(beta), pt)                       # p~ = z~ + conj(beta) p~
@@ -217,6 +226,8 @@ class CublasBackend(HostDrivenBackend):
                     if rv == 0:
                         return math.nan, -11
                 alpha = rho / rv
+                if not (np.isfinite(rv) and np.isfinite(alpha)):     # non-finite: -10, x
+                    return math.nan, -10                             # untouched
                 cb.axpy(alpha, p, x)                                 # x += alpha p
                 cb.axpy(-alpha, q, r)                                # r -= alpha q
                 cb.axpy(-np.conj(alpha), qt, rt)                     # r~ -= conj(alpha) q~
@@ -244,6 +255,8 @@ class CublasBackend(HostDrivenBackend):
                     rho = st.confirm_dot(rt, r, sync)
                     if abs(rho) < tol:
                         return math.nan, -10
+                if not np.isfinite(rho):                             # non-finite: -10
+                    return math.nan, -10
                 if not state:
                     cb.copy(r, p)                                    # p = r
                 else:
@@ -251,6 +264,8 @@ class CublasBackend(HostDrivenBackend):
                     if abs(omega) < tol:
                         return math.nan, -11
                     beta = (rho / state["rho_prev"]) * (state["alpha"] / omega)
+                    if not np.isfinite(beta):
+                        return math.nan, -10
                     cb.axpy(-omega, v, p)                            # p = r + beta (p - omega v)
                     cb.scal(beta, p)
                     cb.axpy(1.0, r, p)
@@ -263,8 +278,11 @@ class CublasBackend(HostDrivenBackend):
                     if rv == 0:
                         return math.nan, -11
                 alpha = rho / rv
+                if not (np.isfinite(rv) and np.isfinite(alpha)):     # non-finite: -10, x
+                    return math.nan, -10                             # untouched
                 cb.axpy(-alpha, v, r)                                # s = r - alpha v (over r)
-                if cb.nrm2(r) < atol:                                # ||s|| (wait)
+                snorm = cb.nrm2(r)                                   # ||s|| (wait)
+                if snorm < atol:
                     cb.axpy(alpha, phat, x)
                     return math.nan, CONVERGED_MID_STEP
                 if pre:
@@ -275,7 +293,9 @@ class CublasBackend(HostDrivenBackend):
                     ts = st.confirm_dot(t, r, sync)
                 omega = ts / tt
                 cb.axpy(alpha, phat, x)                              # x += alpha p^ + omega s^
-                cb.axpy(omega, shat, x)
+                if not all(np.isfinite(val) for val in (snorm, ts, tt, omega)):
+                    return math.nan, -10                             # non-finite: -10, x with
+                cb.axpy(omega, shat, x)                              # alpha p^ only
                 cb.axpy(-omega, t, r)                                # r = s - omega t
                 state.update(rho_prev=rho, alpha=alpha, omega=omega)
                 return float(cb.nrm2(r)), OK                         # ||r|| (wait)

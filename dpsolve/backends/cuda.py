@@ -18,8 +18,11 @@ operation (dpsolve/cuda/krylov.cu for what blas1.cu and cg.cu lack). Breakdown t
 device: a scalar kernel sets the status slot (-10, -11, or 2 for BiCGStab's mid-iteration
 ||s|| < atol exit) and every scalar kernel and guarded update after it in the recorded iteration is
 a no-op, so x is left where the reference leaves it and the host still reads (tau, status) once per
-iteration. The first iteration is a second recording whose scalar kernel sets beta = 0 (p and p~, or
-p and v, are zeroed at set-up, so p = z + 0 p = z exactly).
+iteration. A non-finite scalar is -10 from the kernel that computes it (rho, beta: *_beta;
+<p~, q> / <r~, v>, alpha: *_alpha; ||s||: bicgstab_snorm; <t, s>, <t, t>, omega:
+bicgstab_omega), and a non-finite tau is -10 from host_loop, as in the reference. The first
+iteration is a second recording whose scalar kernel sets beta = 0 (p and p~, or p and v, are zeroed
+at set-up, so p = z + 0 p = z exactly).
 
 BiCG, per iteration:
         jacobi: z = D^-1 r; z~ = conj(D^-1) r~   (2, preconditioned only)

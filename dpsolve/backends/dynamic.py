@@ -19,25 +19,31 @@ BiCG (bicg_dynamic.cu), 2 device launches per iteration: the two SpMVs A p and A
 independent and share one kernel.
 
     host:    bicg_dyn_start     r = b - A x; r~ = r; z, z~; partials of <r~,z>, <r,r>
-    device:  bicg_dyn_spmv(j)   prologue: rho, ||r||; tests (maxiter, ||r|| < atol, rho -10);
-                                p, p~ formed in the gathers; q = A p, q~ = A^H p~; <p~,q> partials
-             bicg_dyn_update(j) prologue: <p~,A p> == 0 -> -11; x, r, r~, z, z~; partials
+    device:  bicg_dyn_spmv(j)   prologue: rho, ||r||; tests (non-finite ||r|| -10, maxiter,
+                                ||r|| < atol, rho -10, non-finite rho or beta -10); p, p~ formed
+                                in the gathers; q = A p, q~ = A^H p~; <p~,q> partials
+             bicg_dyn_update(j) prologue: <p~,A p> == 0 -> -11, it or alpha non-finite -> -10;
+                                x, r, r~, z, z~; partials
                                                                   -> bicg_dyn_spmv(j + 1)
 
 BiCGStab (bicgstab_dynamic.cu), 3 device launches per iteration: its two SpMVs depend on each
 other through global reductions (alpha before t = A s^, rho and ||r|| before v = A p^).
 
     host:    bicgstab_dyn_start     r = b - A x; r~ = r; partials of <r~,r>, <r,r>
-    device:  bicgstab_dyn_v(j)      prologue: rho, ||r||; tests (maxiter, ||r|| < atol, rho -10,
-                                    omega -11); p, p^ formed in the gather; v = A p^; <r~,v>
-             bicgstab_dyn_t(j)      prologue: <r~,v> == 0 -> -11; alpha; s formed in the gather;
-                                    t = A s^; partials of <s,s>, <t,s>, <t,t>
+    device:  bicgstab_dyn_v(j)      prologue: rho, ||r||; tests (non-finite ||r|| -10, maxiter,
+                                    ||r|| < atol, rho -10, omega -11, non-finite rho or beta
+                                    -10); p, p^ formed in the gather; v = A p^; <r~,v>
+             bicgstab_dyn_t(j)      prologue: <r~,v> == 0 -> -11, it or alpha non-finite -> -10;
+                                    s formed in the gather; t = A s^; partials of <s,s>, <t,s>,
+                                    <t,t>
              bicgstab_dyn_update(j) prologue: ||s|| < atol -> x += alpha p^, info 0 at j + 1;
-                                    else omega; x, r; partials        -> bicgstab_dyn_v(j + 1)
+                                    else omega (||s||, <t,s>, <t,t> or omega non-finite ->
+                                    x += alpha p^, info -10 at j); x, r; partials
+                                                                      -> bicgstab_dyn_v(j + 1)
 
-Convergence, maxiter and breakdowns are decided on the device exactly where the reference
-(dpsolve/reference) decides them. For BiCG and BiCGStab non-finite scalars are not a breakdown:
-like SciPy, the chain iterates on NaN to maxiter.
+Convergence, maxiter, breakdowns and non-finite scalars (-10, dpsolve's extension for every
+method: SciPy iterates on NaN to maxiter) are decided on the device exactly where the reference
+(dpsolve/reference) decides them.
 
 1 host launch per solve. After that launch the host enqueues the copies of the small result area
 (info, iterations, state, tau) and of the residual history, and waits once (GpuBackend.run's final

@@ -31,6 +31,10 @@ steps merge into which kernel, why the rest cannot, and the bytes each kernel mo
 
 plus one copy of (tau, status) and one host wait. The set-up is the cuda variant's (r = b - A x,
 r~ = r) and the first partials, finished by the same fused one-block kernel as every iteration.
+Breakdowns and non-finite scalars (-10 where the reference stops: rho and beta through the pending
+slot, <p~, q> / <r~, v> and alpha in {DOT_fin, alpha}, BiCGStab's ||s||, <t, s>, <t, t> and omega in
+its omega kernel; a non-finite tau in host_loop) set the status slot and the kernels after them are
+no-ops.
 
 A general preconditioner (a user's M, called every iteration) cannot be fused: the kernels that
 apply Jacobi run without it, the user's M runs after them, and one extra kernel forms the DOT

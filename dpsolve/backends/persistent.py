@@ -9,9 +9,10 @@ chain pays a ~13 us CDP2 launch per kernel:
 * BiCG (bicg_persistent.cu): 2 per iteration (both SpMVs, A p and A^H p~, in one phase).
 * BiCGStab (bicgstab_persistent.cu): 3 per iteration (v = A p^; t = A s^; the x, r update).
 
-Convergence, maxiter and breakdowns are decided in the kernel exactly where the reference
-(dpsolve/reference) and the dynamic chains decide them; BiCG and BiCGStab, like SciPy, iterate on
-NaN to maxiter. Every method records the residual history (report field ``residuals``).
+Convergence, maxiter, breakdowns and non-finite scalars (-10 for every method: dpsolve's
+extension, where SciPy iterates on NaN to maxiter) are decided in the kernel exactly where the
+reference (dpsolve/reference) and the dynamic chains decide them. Every method records the
+residual history (report field ``residuals``).
 
 The device state, the result area, the residual history and how the result is read back are the
 dynamic variant's (dpsolve/backends/dynamic.py): only the kernel differs.

@@ -11,22 +11,24 @@
 //                                        per-block partials of <r~, z> and <r, r>
 //                                        -> tail-launches bicg_dyn_spmv(j = 0)
 //   bicg_dyn_spmv(j)   prologue (every block finishes the partials itself, same order, same bits):
-//                      rho_j = <r~, z>, tau_j = ||r_j||. Decided here, exactly as the reference's
-//                      loop head: j == maxiter -> info maxiter; tau < atol -> 0 at j;
-//                      |rho| < eps^2 -> -10 at j; otherwise beta = rho_j / rho_{j-1} and
+//                      rho_j = <r~, z>, tau_j = ||r_j||, beta = rho_j / rho_{j-1}. Decided here,
+//                      exactly as the reference: tau non-finite (j > 0) -> -10 at j (the end of
+//                      step j-1); j == maxiter -> info maxiter; tau < atol -> 0 at j; |rho| < eps^2
+//                      or rho or beta non-finite -> -10 at j; otherwise
 //                      p_j = z + beta p_{j-1}, p~_j = z~ + conj(beta) p~_{j-1} are formed on the fly
 //                      inside the two SpMV gathers (p, p~ double-buffered by the parity of j):
 //                      q = A p_j, q~ = A^H p~_j, per-block partials of <p~_j, q>
 //                      -> tail-launches bicg_dyn_update(j, rho_j)
-//   bicg_dyn_update(j) prologue: rv = <p~, A p>; rv == 0 -> -11 at j (x untouched), chain ends.
-//                      Otherwise alpha = rho_j / rv; x += alpha p; r -= alpha q;
-//                      r~ -= conj(alpha) q~; Jacobi z, z~; partials of <r~, z> and <r, r>
+//   bicg_dyn_update(j) prologue: rv = <p~, A p>; rv == 0 -> -11 at j, rv or alpha = rho_j / rv
+//                      non-finite -> -10 at j (x untouched), chain ends. Otherwise x += alpha p;
+//                      r -= alpha q; r~ -= conj(alpha) q~; Jacobi z, z~; partials of <r~, z> and
+//                      <r, r>
 //                      -> tail-launches bicg_dyn_spmv(j + 1, rho_j)
 //
 // Device launches per iteration: 2 (bicg_dyn_spmv + bicg_dyn_update); a solve of k iterations is
 // 1 host launch + 2k + 1 device launches (the last bicg_dyn_spmv only decides), or 2k + 2 when it
-// ends with -11 in bicg_dyn_update. Non-finite scalars are not a breakdown (SciPy iterates on
-// NaN to maxiter, and so does the chain: NaN < atol, |NaN| < eps^2 and NaN == 0 are all false).
+// ends with -11 or -10 in bicg_dyn_update. A non-finite scalar stops the chain with -10 where the
+// reference stops (dpsolve's extension, as CG's; SciPy iterates on NaN to maxiter).
 //
 // Residual history (optional, hist != nullptr): hist[j] = tau_j = ||r_j||, written for every j the
 // chain tests, j = 0 .. iterations (maxiter + 1 entries at most).
@@ -108,17 +110,21 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
     const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
     // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
     // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-    const bool suspect = j < a.maxiter && !((double)tau < a.atol) && dyn::mag(rho) < dyn::eps2<T>();
+    const bool suspect = !(j > 0 && !isfinite(tau)) && j < a.maxiter && !((double)tau < a.atol)
+                         && dyn::mag(rho) < dyn::eps2<T>();
     rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.z);
     if (threadIdx.x == 0) {
+        const T beta = (j > 0) ? rho / rho_prev : T(0);
         int info = 0, its = j;
         bool go = false;
-        if (j >= a.maxiter) info = its = a.maxiter;
+        if (j > 0 && !isfinite(tau)) info = -10;                  // -10 at j (step j-1 made it)
+        else if (j >= a.maxiter) info = its = a.maxiter;
         else if ((double)tau < a.atol) info = 0;                  // SciPy's strict test
         else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;      // rho breakdown at j
+        else if (!dps::is_finite(rho) || !dps::is_finite(beta)) info = -10;   // non-finite at j
         else go = true;
         sh_go = go;
-        sh_beta = (j > 0) ? rho / rho_prev : T(0);
+        sh_beta = beta;
         if (blockIdx.x == 0) {
             a.status[DYN_TAU] = (double)tau;
             if (a.hist != nullptr) a.hist[j] = tau;
@@ -147,8 +153,8 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
     dyn::put_partial(acc, a.part_rv, smem);
 }
 
-// Prologue: rv = <p~, A p> (-11 when 0), alpha; then x, r, r~ updates, Jacobi z, z~, partials of
-// <r~, z> and <r, r>.
+// Prologue: rv = <p~, A p> (-11 when 0), alpha (-10 when it or rv is non-finite); then x, r, r~
+// updates, Jacobi z, z~, partials of <r~, z> and <r, r>.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
@@ -158,15 +164,17 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
     T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
     rv = dps::confirm_dot(rv == T(0), rv, a.n, (j & 1) ? a.pt1 : a.pt0, a.q);  // accurate if 0
     if (threadIdx.x == 0) {
-        const bool go = !(rv == T(0));                            // NaN goes on, as in SciPy
-        sh_alpha = rho / rv;
+        const T alpha = rho / rv;
+        const bool zero = rv == T(0);
+        const bool go = !zero && dps::is_finite(rv) && dps::is_finite(alpha);
+        sh_alpha = alpha;
         sh_go = go;
         if (blockIdx.x == 0) {
             if (go) {
                 bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j + 1, rho);
                 dyn::check_launch(a.status);
             } else {
-                dyn::finish(a.status, -11, j);                    // x untouched for this step
+                dyn::finish(a.status, zero ? -11 : -10, j);       // x untouched for this step
             }
         }
     }

@@ -12,7 +12,9 @@
 //                        (CSR-vector: bicg_spmv2_vector<T, W> computes q and q~ -- a group of W
 //                        lanes owns a row of each -- then blas1's dot_partial: as in CG, the DOT
 //                        cannot take the SpMV's thread mapping there)
-//   {DOT_fin, alpha}     bicg_merge_alpha<T>    <p~, q> == 0 -> status = -11; alpha = rho / <p~, q>
+//   {DOT_fin, alpha}     bicg_merge_alpha<T>    <p~, q> == 0 -> status = -11;
+//                                               alpha = rho / <p~, q>; <p~, q> or alpha
+//                                               non-finite -> status = -10
 //   {x, r, r~, psolve, DOT_ini x2}
 //                        bicg_merge_update<T>   x += alpha p; r -= alpha q; r~ -= conj(alpha) q~;
 //                                               z = D^-1 r; z~ = conj(D^-1) r~ (Jacobi);
@@ -20,7 +22,8 @@
 //   {DOT_fin x2, tau, beta, rho check}
 //                        bicg_merge_rho<T>      rho' = <r~, z>; tau = sqrt(|<r, r>|) (the host's
 //                                               test of iteration j+1); beta = rho' / rho;
-//                                               pending = -10 if |rho'| < eps^2 else 0; rho = rho'
+//                                               pending = -10 if |rho'| < eps^2 or rho' or beta is
+//                                               non-finite, else 0; rho = rho'
 //   host: read (tau, status), 1 copy + 1 wait
 //
 // Why the others cannot merge (each boundary is a global barrier):
@@ -34,7 +37,9 @@
 // runs bicg_merge_rho with first = 1 (status = 0, beta = 0) over dot_partial's partials.
 //
 // Status: a breakdown sets the status slot to SciPy's code; the kernels after it are no-ops, so x
-// stays where the reference leaves it. Non-finite scalars are not a breakdown (SciPy iterates on).
+// stays where the reference leaves it. A non-finite scalar is -10 at the same place (dpsolve's
+// extension, as CG's; SciPy iterates on NaN): rho and beta through pending, <p~, q> and alpha in
+// bicg_merge_alpha; a non-finite tau is the host's (host_loop) or graph_step's -10.
 // Unpreconditioned, z is r and z~ is r~ (inv_diag, z and z~ null in bicg_merge_update).
 //
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries per matrix, nparts <= 1024 blocks, w
@@ -142,8 +147,9 @@ bicg_spmv2_vector(int n, const int* __restrict__ a_ptr, const int* __restrict__ 
 }
 
 // {DOT_fin, alpha}: one block. rv = sum of the partials (<a, b>); rv == 0 -> status = -11 (SciPy's
-// test, exact, confirmed with the accurate <a, b>: dps::confirm_dot); else alpha = rho / rv. A
-// no-op once status != 0 (uniform: every thread returns).
+// test, exact, confirmed with the accurate <a, b>: dps::confirm_dot); else alpha = rho / rv, and
+// rv or alpha non-finite -> status = -10 (the update kernel then leaves x alone). A no-op once
+// status != 0 (uniform: every thread returns).
 // Also used by BiCGStab ({DOT_fin, alpha} of bicgstab_merge.cu, rv = <r~, v>).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
@@ -158,8 +164,13 @@ bicg_merge_alpha(int nparts, const T* __restrict__ partials, int n, const T* __r
     sum = dps::confirm_dot(sum == T(0), sum, n, a, b);            // accurate <a, b> if 0
     if (threadIdx.x == 0) {
         rv[0] = sum;
-        if (sum == T(0)) status[0] = T(-11);
-        else alpha[0] = rho[0] / sum;
+        if (sum == T(0)) {
+            status[0] = T(-11);
+        } else {
+            const T a = rho[0] / sum;
+            if (!dps::is_finite(sum) || !dps::is_finite(a)) status[0] = T(-10);
+            else alpha[0] = a;
+        }
     }
 }
 
@@ -204,8 +215,9 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
 }
 
 // {DOT_fin x2, tau, beta, rho check}: one block. rho' = sum of part_rho, rr = sum of part_rr;
-// tau = sqrt(|rr|); pending = -10 if |rho'| < tol (a fast rho' below tol is first replaced by the
-// accurate <r~, z>, dps::confirm_dot); beta = rho' / rho (0 when first); rho = rho'.
+// tau = sqrt(|rr|); beta = rho' / rho (0 when first); pending = -10 if |rho'| < tol (a fast rho'
+// below tol is first replaced by the accurate <r~, z>, dps::confirm_dot) or rho' or beta is
+// non-finite; rho = rho'.
 // first = 1 at set-up (also status = 0); otherwise a no-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
@@ -225,8 +237,10 @@ bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__
     s_rho = dps::confirm_dot(fabs(s_rho) < tol, s_rho, n, rt, z);   // accurate <r~, z> if tiny
     if (threadIdx.x == 0) {
         tau[0] = sqrt(fabs(s_rr));
-        pending[0] = (fabs(s_rho) < tol) ? T(-10) : T(0);
-        beta[0] = first ? T(0) : s_rho / rho[0];
+        const T b = first ? T(0) : s_rho / rho[0];
+        const bool stop = fabs(s_rho) < tol || !dps::is_finite(s_rho) || !dps::is_finite(b);
+        pending[0] = stop ? T(-10) : T(0);
+        beta[0] = b;
         rho[0] = s_rho;
         if (first) status[0] = T(0);
     }

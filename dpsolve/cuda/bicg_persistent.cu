@@ -10,20 +10,22 @@
 //                                                                              -> grid.sync
 //   prologue   every block finishes the <r~,z> / <r,r> partials itself (same order, same bits in
 //              every block): rho_j, tau_j = ||r_j||. Every block makes the same decision, in the
-//              order of the reference's loop head: j == maxiter -> maxiter; tau < atol -> 0 at j;
-//              |rho| < eps^2 -> -10 at j. Otherwise beta = rho_j / rho_{j-1} (0 for j = 0).
+//              reference's order: tau non-finite (j > 0) -> -10 at j; j == maxiter -> maxiter;
+//              tau < atol -> 0 at j; |rho| < eps^2 or rho non-finite -> -10 at j (shadow_head);
+//              beta = rho_j / rho_{j-1} (0 for j = 0) non-finite -> -10 at j.
 //   phase A    p_j = z + beta p_{j-1} and p~_j = z~ + conj(beta) p~_{j-1} formed in the two SpMV
 //              gathers (p, p~ double-buffered by the parity of j; p_0 = z, p~_0 = z~),
 //              q = A p_j, q~ = A^H p~_j (both SpMVs in this phase), per-block partials of
 //              <p~_j, q>                                                       -> grid.sync
-//   phase B    prologue: rv = <p~, q>; rv == 0 -> -11 at j (x untouched). Otherwise
-//              alpha = rho_j / rv; x += alpha p; r -= alpha q; r~ -= conj(alpha) q~; Jacobi
-//              z = D^-1 r, z~ = conj(D^-1) r~; partials of <r~,z> and <r,r>     -> grid.sync
+//   phase B    prologue: rv = <p~, q>; rv == 0 -> -11 at j, rv or alpha = rho_j / rv
+//              non-finite -> -10 at j (x untouched). Otherwise x += alpha p; r -= alpha q;
+//              r~ -= conj(alpha) q~; Jacobi z = D^-1 r, z~ = conj(D^-1) r~; partials of <r~,z>
+//              and <r,r>                                                        -> grid.sync
 //
-// grid.sync per iteration: 2 (plus 1 after the set-up). Non-finite scalars are not a breakdown
-// (SciPy iterates on NaN to maxiter, and so does this kernel: NaN < atol, |NaN| < eps^2 and
-// NaN == 0 are all false). Every block takes the same branch: each decision is made from sums
-// every block finished itself, bit for bit, and every block leaves the loop at the same point.
+// grid.sync per iteration: 2 (plus 1 after the set-up). A non-finite scalar stops the solve with
+// -10 where the reference stops (dpsolve's extension, as CG's; SciPy iterates on NaN to maxiter).
+// Every block takes the same branch: each decision is made from sums every block finished
+// itself, bit for bit, and every block leaves the loop at the same point.
 //
 // Coherence: vectors written inside this kernel (x, r, r~, z, z~, p, p~, q, q~, partials) are read
 // with ld.global.cg (dps::ldcg: L2, not the non-coherent L1 or read-only path); the matrices, b
@@ -80,6 +82,7 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
         const T rho = head.rho;
         const bool first = j == 0;
         const T beta = first ? T(0) : rho / rho_prev;
+        if (!dps::is_finite(beta)) { info = -10; its = j; break; }          // non-finite
         const bool odd = j & 1;
         T* p_cur = odd ? p1 : p0;
         T* pt_cur = odd ? pt1 : pt0;
@@ -107,7 +110,8 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
             T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
             rv = dps::confirm_dot(rv == T(0), rv, n, pt_cur, q);              // accurate if 0
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
-            const T alpha = rho / rv;                                         // NaN goes on
+            const T alpha = rho / rv;
+            if (!dps::is_finite(rv) || !dps::is_finite(alpha)) { info = -10; its = j; break; }
             const T alpha_c = dps::conj(alpha);
             T rho_next = T(0), rr_next = T(0);
             auto step = [&](int i) {

@@ -11,28 +11,34 @@
 //   bicgstab_dyn_start (host-launched once)  r = b - A x; r~ = r; partials of <r~, r> and <r, r>
 //                                            -> tail-launches bicgstab_dyn_v(j = 0)
 //   bicgstab_dyn_v(j)  prologue (every block finishes the partials itself, same order, same bits):
-//                      rho_j = <r~, r>, tau_j = ||r_j||. Decided here, as the reference's loop
-//                      head: j == maxiter -> info maxiter; tau < atol -> 0 at j; |rho| < eps^2 ->
-//                      -10 at j; j > 0 and |omega| < eps^2 -> -11 at j. Otherwise
-//                      beta = (rho_j / rho_{j-1}) (alpha / omega), and p_j = r + beta (p - omega v)
+//                      rho_j = <r~, r>, tau_j = ||r_j||,
+//                      beta = (rho_j / rho_{j-1}) (alpha / omega). Decided here, as the reference:
+//                      tau non-finite (j > 0) -> -10 at j (the end of step j-1); j == maxiter ->
+//                      info maxiter; tau < atol -> 0 at j; |rho| < eps^2 or rho non-finite -> -10
+//                      at j; j > 0 and |omega| < eps^2 -> -11 at j; beta non-finite -> -10 at j.
+//                      Otherwise p_j = r + beta (p - omega v)
 //                      and p^ = D^-1 p_j are formed on the fly in the SpMV gather (p and v are
 //                      double-buffered by the parity of j): v_j = A p^, partials of <r~, v_j>
 //                      -> tail-launches bicgstab_dyn_t(j, rho_j)
-//   bicgstab_dyn_t(j)  prologue: rv = <r~, v>; rv == 0 -> -11 at j (x untouched), chain ends.
-//                      Otherwise alpha = rho_j / rv; s = r - alpha v and s^ = D^-1 s formed in the
-//                      gather: t = A s^ (computed before ||s|| is known: it is wasted only in the
-//                      last iteration, and saves a kernel in every other one), s stored,
+//   bicgstab_dyn_t(j)  prologue: rv = <r~, v>; rv == 0 -> -11 at j, rv or alpha = rho_j / rv
+//                      non-finite -> -10 at j (x untouched), chain ends. Otherwise
+//                      s = r - alpha v and s^ = D^-1 s formed in the gather: t = A s^ (computed
+//                      before ||s|| is known: it is wasted only in the last iteration, and saves
+//                      a kernel in every other one), s stored,
 //                      partials of <s, s>, <t, s>, <t, t>
 //                      -> tail-launches bicgstab_dyn_update(j, rho_j, alpha)
 //   bicgstab_dyn_update(j)  prologue: ||s||. ||s|| < atol -> x += alpha p^, info 0 at j + 1, the
-//                      chain ends after this kernel. Otherwise omega = <t, s> / <t, t>;
+//                      chain ends after this kernel. Otherwise omega = <t, s> / <t, t>; ||s||,
+//                      <t, s>, <t, t> or omega non-finite -> x += alpha p^ (the reference's x),
+//                      info -10 at j, the chain ends after this kernel. Otherwise
 //                      x += alpha p^; x += omega s^; r = s - omega t; partials of <r~, r>, <r, r>
 //                      -> tail-launches bicgstab_dyn_v(j + 1, rho_j, alpha, omega)
 //
 // Device launches per iteration: 3 (bicgstab_dyn_v + bicgstab_dyn_t + bicgstab_dyn_update); a solve
 // of k iterations ending at a loop head is 1 host launch + 3k + 1 device launches; one ending at
-// the ||s|| < atol exit is 3k (its last iteration counted in k). Non-finite scalars are not a
-// breakdown (SciPy iterates on NaN to maxiter, and so does the chain: every test is false on NaN).
+// the ||s|| < atol exit is 3k (its last iteration counted in k). A non-finite scalar stops the
+// chain with -10 where the reference stops (dpsolve's extension, as CG's; SciPy iterates on NaN
+// to maxiter).
 //
 // Residual history (optional, hist != nullptr): hist[k] = the recurrence residual norm of the
 // iterate x_k: hist[j] = ||r_j|| for every loop head j the chain tests, and, after the ||s|| < atol
@@ -94,18 +100,23 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
     // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
     // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-    const bool suspect = j < a.maxiter && !((double)tau < a.atol) && dyn::mag(rho) < dyn::eps2<T>();
+    const bool suspect = !(j > 0 && !isfinite(tau)) && j < a.maxiter && !((double)tau < a.atol)
+                         && dyn::mag(rho) < dyn::eps2<T>();
     rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.r);
     if (threadIdx.x == 0) {
+        const T beta = (j > 0) ? (rho / rho_prev) * (alpha / omega) : T(0);
         int info = 0, its = j;
         bool go = false;
-        if (j >= a.maxiter) info = its = a.maxiter;
+        if (j > 0 && !isfinite(tau)) info = -10;                   // -10 at j (step j-1 made it)
+        else if (j >= a.maxiter) info = its = a.maxiter;
         else if ((double)tau < a.atol) info = 0;                   // SciPy's strict test
         else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;       // rho breakdown at j
+        else if (!dps::is_finite(rho)) info = -10;                 // non-finite at j
         else if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) info = -11;   // omega breakdown at j
+        else if (!dps::is_finite(beta)) info = -10;                // non-finite at j
         else go = true;
         sh_go = go;
-        sh_beta = (j > 0) ? (rho / rho_prev) * (alpha / omega) : T(0);
+        sh_beta = beta;
         if (blockIdx.x == 0) {
             a.status[DYN_TAU] = (double)tau;
             if (a.hist != nullptr) a.hist[j] = tau;
@@ -135,8 +146,8 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     dyn::put_partial(acc, a.part_rv, smem);
 }
 
-// Prologue: rv = <r~, v> (-11 when 0), alpha; then s = r - alpha v, t = A s^, partials of
-// <s, s>, <t, s>, <t, t>.
+// Prologue: rv = <r~, v> (-11 when 0), alpha (-10 when it or rv is non-finite); then
+// s = r - alpha v, t = A s^, partials of <s, s>, <t, s>, <t, t>.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
@@ -146,8 +157,9 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
     T rv = dyn::sum_partials(a.part_rv, (int)gridDim.x, smem);
     rv = dps::confirm_dot(rv == T(0), rv, a.n, a.rt, (j & 1) ? a.v1 : a.v0);  // accurate if 0
     if (threadIdx.x == 0) {
-        const bool go = !(rv == T(0));                             // NaN goes on, as in SciPy
         const T alpha = rho / rv;
+        const bool zero = rv == T(0);
+        const bool go = !zero && dps::is_finite(rv) && dps::is_finite(alpha);
         sh_alpha = alpha;
         sh_go = go;
         if (blockIdx.x == 0) {
@@ -156,7 +168,7 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
                     a, j, rho, alpha);
                 dyn::check_launch(a.status);
             } else {
-                dyn::finish(a.status, -11, j);                     // x untouched for this step
+                dyn::finish(a.status, zero ? -11 : -10, j);        // x untouched for this step
             }
         }
     }
@@ -180,8 +192,9 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
     dyn::put_partial(tt, a.part_tt, smem);
 }
 
-// Prologue: ||s|| (< atol: last x update, info 0 at j + 1), omega; then x, r updates and the
-// partials of <r~, r>, <r, r> for the next loop head.
+// Prologue: ||s|| (< atol: last x update, info 0 at j + 1), omega (||s||, <t, s>, <t, t> or omega
+// non-finite: last x update, info -10 at j); then x, r updates and the partials of <r~, r>, <r, r>
+// for the next loop head.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
@@ -198,13 +211,17 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
         const dps::real_t<T> snorm = sqrt(fabs(ss));
         const bool done = (double)snorm < a.atol;                  // SciPy's strict test on ||s||
         const T omega = ts / tt;
-        sh_done = done;
+        const bool nonfinite = !done && !(isfinite(snorm) && dps::is_finite(ts)
+                                          && dps::is_finite(tt) && dps::is_finite(omega));
+        sh_done = done || nonfinite;                               // x += alpha p^ only, the end
         sh_omega = omega;
         if (blockIdx.x == 0) {
             if (done) {
                 a.status[DYN_TAU] = (double)snorm;
                 if (a.hist != nullptr) a.hist[j + 1] = snorm;      // residual of x_{j+1} = x + alpha p^
                 dyn::finish(a.status, 0, j + 1);
+            } else if (nonfinite) {
+                dyn::finish(a.status, -10, j);                     // x + alpha p^: the reference's
             } else {
                 bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(
                     a, j + 1, rho, alpha, omega);

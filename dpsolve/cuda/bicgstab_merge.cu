@@ -12,7 +12,9 @@
 //                                                  v = A p^; per-block partials of <r~, v>
 //                        (CSR-vector: spmv.cu's SpMV, then blas1's dot_partial)
 //   {DOT_fin, alpha}     bicg_merge.cu's bicg_merge_alpha<T>
-//                                                  <r~, v> == 0 -> status = -11; alpha = rho / <r~, v>
+//                                                  <r~, v> == 0 -> status = -11;
+//                                                  alpha = rho / <r~, v>; either non-finite ->
+//                                                  status = -10
 //   {x, s, psolve, DOT_ini}
 //                        bicgstab_merge_s<T>       x += alpha p^; s = r - alpha v (written over r);
 //                                                  s^ = D^-1 s; partials of <s, s>
@@ -22,14 +24,18 @@
 //   {DOT_fin x3, ||s|| test, omega}
 //                        bicgstab_merge_omega<T>   ||s|| < atol -> status = 2 (converged mid-step:
 //                                                  x already holds x + alpha p^); else
-//                                                  omega = <t, s> / <t, t>
+//                                                  omega = <t, s> / <t, t>; ||s||, <t, s>, <t, t>
+//                                                  or omega non-finite -> status = -10 (x holds
+//                                                  x + alpha p^, as the reference returns it)
 //   {x, r, DOT_ini x2}   bicgstab_merge_r<T>       x += omega s^; r = s - omega t; partials of
 //                                                  <r~, r> and <r, r>
 //   {DOT_fin x2, tau, beta, checks}
 //                        bicgstab_merge_rho<T>     rho' = <r~, r>; tau = sqrt(|<r, r>|) (the host's
 //                                                  test of iteration j+1); pending = -10 if
-//                                                  |rho'| < eps^2, else -11 if |omega| < eps^2;
-//                                                  beta = (rho' / rho) (alpha / omega); rho = rho'
+//                                                  |rho'| < eps^2 or rho' is non-finite, else -11
+//                                                  if |omega| < eps^2, else -10 if beta =
+//                                                  (rho' / rho) (alpha / omega) is non-finite;
+//                                                  rho = rho'
 //   host: read (tau, status), 1 copy + 1 wait
 //
 // Why the others cannot merge (each boundary is a global barrier):
@@ -47,8 +53,11 @@
 // test) over dot_partial's partials.
 //
 // Status: a breakdown sets SciPy's code; kernels after it are no-ops (x stays where the reference
-// leaves it). Non-finite scalars are not a breakdown. Unpreconditioned, p^ is p and s^ is s
-// (inv_diag, phat and shat null: no restrict-qualified aliases).
+// leaves it). A non-finite scalar is -10 at the reference's place (dpsolve's extension, as CG's;
+// SciPy iterates on NaN): rho and beta through pending, <r~, v> and alpha in bicg_merge_alpha,
+// ||s||, <t, s>, <t, t> and omega in bicgstab_merge_omega; a non-finite tau is the host's
+// (host_loop) or graph_step's -10. Unpreconditioned, p^ is p and s^ is s (inv_diag, phat and
+// shat null: no restrict-qualified aliases).
 //
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries, nparts <= 1024 blocks, w ELL width;
 // gathers counted as nnz*s, an upper bound):
@@ -231,8 +240,9 @@ bicgstab_dot2_partial(int n, const T* __restrict__ t, const T* __restrict__ s,
 }
 
 // {DOT_fin x3, ||s|| test, omega}: one block. ||s|| = sqrt(|sum of part_ss|) < atol -> status = 2;
-// else omega = <t, s> / <t, t> (non-finite when t = 0: SciPy goes on with it; an |omega| below tol,
-// the next iteration's -11, is first confirmed with the accurate <t, s>). No-op once status != 0.
+// else omega = <t, s> / <t, t> (an |omega| below tol, the next iteration's -11, is first confirmed
+// with the accurate <t, s>), and ||s||, <t, s>, <t, t> or omega non-finite (omega = 0/0 when
+// t = 0, where SciPy goes on with NaN) -> status = -10. No-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
@@ -256,8 +266,15 @@ bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
     ts = dps::confirm_dot(!((double)sqrt(fabs(ss)) < atol[0]) && fabs(ts / tt) < tol, ts, n, t, s);
     if (threadIdx.x == 0) {
         const dps::real_t<T> snorm = sqrt(fabs(ss));
-        if ((double)snorm < atol[0]) status[0] = T(DPS_MID_STEP);
-        else omega[0] = ts / tt;
+        if ((double)snorm < atol[0]) {
+            status[0] = T(DPS_MID_STEP);
+        } else {
+            const T w = ts / tt;
+            const bool finite = isfinite(snorm) && dps::is_finite(ts) && dps::is_finite(tt)
+                                && dps::is_finite(w);
+            if (!finite) status[0] = T(-10);
+            else omega[0] = w;
+        }
     }
 }
 
@@ -294,8 +311,9 @@ bicgstab_merge_r(int n, const T* __restrict__ status, const T* __restrict__ omeg
 
 // {DOT_fin x2, tau, beta, checks}: one block. rho' = sum of part_rho, rr = sum of part_rr;
 // tau = sqrt(|rr|); pending = -10 if |rho'| < tol (a fast rho' below tol is first replaced by the
-// accurate <r~, r>, dps::confirm_dot), else (not first) -11 if |omega| < tol;
-// beta = (rho' / rho) * (alpha / omega), the reference's order; rho = rho'. first = 1 at set-up:
+// accurate <r~, r>, dps::confirm_dot) or rho' is non-finite, else (not first) -11 if
+// |omega| < tol, else -10 if beta = (rho' / rho) * (alpha / omega) (the reference's order) is
+// non-finite; rho = rho'. first = 1 at set-up:
 // status = 0, beta = 0, omega = 0 (so that p = r + 0 (0 - 0 v) = r with p and v zeroed).
 // Otherwise a no-op once status != 0.
 template <typename T>
@@ -321,11 +339,14 @@ bicgstab_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restri
             status[0] = T(0);
             omega[0] = T(0);
             beta[0] = T(0);
-            pending[0] = (fabs(s_rho) < tol) ? T(-10) : T(0);
+            pending[0] = (fabs(s_rho) < tol || !dps::is_finite(s_rho)) ? T(-10) : T(0);
         } else {
             const T w = omega[0];
-            pending[0] = (fabs(s_rho) < tol) ? T(-10) : (fabs(w) < tol) ? T(-11) : T(0);
-            beta[0] = (s_rho / rho[0]) * (alpha[0] / w);
+            const T b = (s_rho / rho[0]) * (alpha[0] / w);
+            pending[0] = (fabs(s_rho) < tol || !dps::is_finite(s_rho)) ? T(-10)
+                       : (fabs(w) < tol) ? T(-11)
+                       : !dps::is_finite(b) ? T(-10) : T(0);
+            beta[0] = b;
         }
         rho[0] = s_rho;
     }

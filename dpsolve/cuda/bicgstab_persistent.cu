@@ -11,24 +11,27 @@
 //   set-up     r = b - A x; r~ = r; partials of <r~,r> and <r,r>                -> grid.sync
 //   prologue   every block finishes the <r~,r> / <r,r> partials itself (same order, same bits in
 //              every block): rho_j, tau_j = ||r_j||. Every block makes the same decision, in the
-//              order of the reference's loop head: j == maxiter -> maxiter; tau < atol -> 0 at j;
-//              |rho| < eps^2 -> -10 at j; j > 0 and |omega| < eps^2 -> -11 at j. Otherwise
-//              beta = (rho_j / rho_{j-1}) (alpha / omega) (0 for j = 0).
+//              reference's order: tau non-finite (j > 0) -> -10 at j; j == maxiter -> maxiter;
+//              tau < atol -> 0 at j; |rho| < eps^2 or rho non-finite -> -10 at j (shadow_head);
+//              j > 0 and |omega| < eps^2 -> -11 at j; beta = (rho_j / rho_{j-1}) (alpha / omega)
+//              (0 for j = 0) non-finite -> -10 at j.
 //   phase V    p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r) and p^ = D^-1 p_j formed in the
 //              SpMV gather (p and v double-buffered by the parity of j): v_j = A p^, p_j stored,
 //              partials of <r~, v_j>                                             -> grid.sync
-//   phase T    prologue: rv = <r~, v>; rv == 0 -> -11 at j (x untouched). Otherwise
-//              alpha = rho_j / rv; s = r - alpha v and s^ = D^-1 s formed in the gather: t = A s^
+//   phase T    prologue: rv = <r~, v>; rv == 0 -> -11 at j, rv or alpha = rho_j / rv
+//              non-finite -> -10 at j (x untouched). Otherwise
+//              s = r - alpha v and s^ = D^-1 s formed in the gather: t = A s^
 //              (computed before ||s|| is known: wasted only in the last iteration), s stored,
 //              partials of <s,s>, <t,s>, <t,t>                                   -> grid.sync
 //   phase U    prologue: ||s||, omega = <t,s> / <t,t>. ||s|| < atol -> x += alpha p^, info 0 at
-//              j + 1 (the kernel ends). Otherwise x += alpha p^; x += omega s^; r = s - omega t;
-//              partials of <r~,r> and <r,r>                                      -> grid.sync
+//              j + 1 (the kernel ends); ||s||, <t,s>, <t,t> or omega non-finite -> x += alpha p^
+//              (the reference's x), info -10 at j (the kernel ends). Otherwise x += alpha p^;
+//              x += omega s^; r = s - omega t; partials of <r~,r> and <r,r>      -> grid.sync
 //
-// grid.sync per iteration: 3 (plus 1 after the set-up). Non-finite scalars are not a breakdown
-// (SciPy iterates on NaN to maxiter, and so does this kernel: every test is false on NaN). Every
-// block takes the same branch: each decision is made from sums every block finished itself, bit
-// for bit, and every block leaves the loop at the same point.
+// grid.sync per iteration: 3 (plus 1 after the set-up). A non-finite scalar stops the solve with
+// -10 where the reference stops (dpsolve's extension, as CG's; SciPy iterates on NaN to maxiter).
+// Every block takes the same branch: each decision is made from sums every block finished
+// itself, bit for bit, and every block leaves the loop at the same point.
 //
 // Coherence: vectors written inside this kernel (x, r, r~, p, v, s, t, partials) are read with
 // ld.global.cg (dps::ldcg: L2, not the non-coherent L1 or read-only path); the matrix, b and D^-1
@@ -82,6 +85,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
         if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) { info = -11; its = j; break; }  // omega
         const bool first = j == 0;
         const T beta = first ? T(0) : (rho / rho_prev) * (alpha / omega);
+        if (!dps::is_finite(beta)) { info = -10; its = j; break; }          // non-finite
         const bool odd = j & 1;
         T* p_cur = odd ? p1 : p0;
         T* v_cur = odd ? v1 : v0;
@@ -105,7 +109,8 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
             T rv = pers::all_sum(part_rv, gridDim.x, smem, &bcast);
             rv = dps::confirm_dot(rv == T(0), rv, n, rt, v_cur);              // accurate if 0
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
-            alpha = rho / rv;                                                 // NaN goes on
+            alpha = rho / rv;
+            if (!dps::is_finite(rv) || !dps::is_finite(alpha)) { info = -10; its = j; break; }
             const dyn::LoadStabS<T, true> load{r, v_cur, inv_diag, alpha};
             T ss = T(0), ts = T(0), tt = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
@@ -132,13 +137,17 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
             // an |omega| below eps^2 is confirmed with the accurate <t, s>
             ts = dps::confirm_dot(!done && dyn::mag(ts / tt) < dyn::eps2<T>(), ts, n, t, s);
             omega = ts / tt;
+            // non-finite: x += alpha p^ only (the reference's x), -10 at j
+            const bool nonfinite = !done && !(isfinite(snorm) && dps::is_finite(ts)
+                                              && dps::is_finite(tt) && dps::is_finite(omega));
+            const bool last = done || nonfinite;
             T rho_next = T(0), rr_next = T(0);
             auto step = [&](int i) {
                 const T d = pre ? inv_diag[i] : T(1);
                 const T pi = dps::ldcg(p_cur + i);
                 const T phat = pre ? d * pi : pi;
                 T xi = dps::ldcg(x + i) + dps::mul_rn(alpha, phat);           // x += alpha p^
-                if (done) {
+                if (last) {
                     x[i] = xi;
                     return;
                 }
@@ -157,6 +166,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
                 step(i);
                 if (i + DPS_BLOCK < n) step(i + DPS_BLOCK);
             }
+            if (nonfinite) { info = -10; its = j; break; }                    // in every block
             if (done) {                                                       // in every block
                 tau_out = (double)snorm;
                 if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j + 1] = snorm;

@@ -17,8 +17,10 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/dynamic.cuh>
 
-#define DPS_GRAPH_CG 0        // status != 0 is CG's non-finite alpha (-10 at j); non-finite tau -> -10 at j + 1
-#define DPS_GRAPH_KRYLOV 1    // status < 0 is SciPy's breakdown code at j; 2 is BiCGStab's ||s|| < atol exit
+// Both modes: a non-finite tau after iteration j -> -10 at j + 1 (host_loop's test).
+#define DPS_GRAPH_CG 0        // status != 0 is CG's non-finite alpha (-10 at j)
+#define DPS_GRAPH_KRYLOV 1    // status < 0 is SciPy's code at j (a breakdown, or -10 for a
+                              // non-finite scalar); 2 is BiCGStab's ||s|| < atol exit
 
 // Before the loop: tau_0 < atol -> converged in 0 iterations, the WHILE body never runs.
 template <typename T>
@@ -48,7 +50,7 @@ __global__ void graph_step(cudaGraphConditionalHandle handle, int mode,
     if (mode == DPS_GRAPH_CG && status != 0) { info = -10; its = j; }
     else if (mode == DPS_GRAPH_KRYLOV && status < 0) { info = status; its = j; }
     else if (mode == DPS_GRAPH_KRYLOV && status == 2) { info = 0; its = j + 1; }
-    else if (mode == DPS_GRAPH_CG && !isfinite(tau)) { info = -10; its = j + 1; }
+    else if (!isfinite(tau)) { info = -10; its = j + 1; }
     else if (j + 1 >= maxiter) { info = maxiter; its = maxiter; }
     else if (tau < params[0]) { info = 0; its = j + 1; }
     else done = false;

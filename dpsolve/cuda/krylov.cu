@@ -19,18 +19,22 @@
 // Scalar kernels (one thread; the breakdown tests one block; `first` is 1 in the recorded first
 // iteration, 0 in the others):
 //   krylov_start<T>     status = 0, beta = 0, omega = 0                               (set-up)
-//   bicg_beta<T>        |rho| < tol -> -10; beta = first ? 0 : rho / rho_prev
-//   bicg_alpha<T>       <p~, q> == 0 -> -11; alpha = rho / <p~, q>; rho_prev = rho
-//   bicgstab_beta<T>    |rho| < tol -> -10; (j > 0) |omega| < tol -> -11;
-//                       beta = first ? 0 : (rho / rho_prev) * (alpha / omega)
-//   bicgstab_alpha<T>   <r~, v> == 0 -> -11; alpha = rho / <r~, v>
-//   bicgstab_snorm<T>   sqrt(|<s, s>|) < atol -> status = 2 (converged mid-iteration)
-//   bicgstab_omega<T>   omega = <t, s> / <t, t>; rho_prev = rho
+//   bicg_beta<T>        |rho| < tol or rho non-finite -> -10; beta = first ? 0 : rho / rho_prev;
+//                       beta non-finite -> -10
+//   bicg_alpha<T>       <p~, q> == 0 -> -11; alpha = rho / <p~, q>; <p~, q> or alpha
+//                       non-finite -> -10; rho_prev = rho
+//   bicgstab_beta<T>    |rho| < tol or rho non-finite -> -10; (j > 0) |omega| < tol -> -11;
+//                       beta = first ? 0 : (rho / rho_prev) * (alpha / omega); non-finite -> -10
+//   bicgstab_alpha<T>   <r~, v> == 0 -> -11; alpha = rho / <r~, v>; either non-finite -> -10
+//   bicgstab_snorm<T>   sqrt(|<s, s>|) < atol -> status = 2 (converged mid-iteration);
+//                       non-finite -> -10 (x holds x + alpha p^, as the reference returns it)
+//   bicgstab_omega<T>   omega = <t, s> / <t, t>; any of the three non-finite -> -10; rho_prev = rho
 // Before a breakdown test fails on a fast inner product (rho, <p~, q>, <r~, v>, or <t, s> for a
 // |omega| below tol), that product is recomputed accurately (dps::dot_accurate) and replaces the
 // fast one (dps_confirmed): a breakdown is reported only when it is one in the accurate sum too.
-// tol is eps**2 of T (SciPy's rhotol / omegatol). Non-finite scalars are not a breakdown: SciPy
-// iterates on with them, and so does dpsolve (|NaN| < tol and NaN == 0 are false).
+// tol is eps**2 of T (SciPy's rhotol / omegatol). A non-finite scalar stops the solve with -10
+// where the reference stops (dpsolve's extension, as CG's: SciPy iterates on NaN to maxiter);
+// the host stops on a non-finite tau (host_loop).
 #include <dpsolve/common.cuh>
 
 #define DPS_MID_STEP 2      // CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
@@ -128,11 +132,16 @@ bicg_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt, const 
     if (status[0] != T(0)) return;
     const T r = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, z);
     if (threadIdx.x != 0) return;
-    if (fabs(r) < tol) {                                 // rho breakdown
+    if (fabs(r) < tol || !dps::is_finite(r)) {           // rho breakdown, or non-finite
         status[0] = T(-10);
         return;
     }
-    beta[0] = first ? T(0) : r / rho_prev[0];
+    const T b = first ? T(0) : r / rho_prev[0];
+    if (!dps::is_finite(b)) {
+        status[0] = T(-10);
+        return;
+    }
+    beta[0] = b;
 }
 
 template <typename T>
@@ -147,7 +156,12 @@ bicg_alpha(int n, const T* __restrict__ pt, const T* __restrict__ q, const T* __
         status[0] = T(-11);
         return;
     }
-    alpha[0] = rho[0] / d;
+    const T a = rho[0] / d;
+    if (!dps::is_finite(d) || !dps::is_finite(a)) {      // non-finite: x, r, r~ untouched
+        status[0] = T(-10);
+        return;
+    }
+    alpha[0] = a;
     rho_prev[0] = rho[0];
 }
 
@@ -160,7 +174,7 @@ bicgstab_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt,
     if (status[0] != T(0)) return;
     const T rh = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, r);
     if (threadIdx.x != 0) return;
-    if (fabs(rh) < tol) {                                // rho breakdown
+    if (fabs(rh) < tol || !dps::is_finite(rh)) {         // rho breakdown, or non-finite
         status[0] = T(-10);
         return;
     }
@@ -172,7 +186,12 @@ bicgstab_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt,
         status[0] = T(-11);
         return;
     }
-    beta[0] = (rh / rho_prev[0]) * (alpha[0] / omega[0]);
+    const T b = (rh / rho_prev[0]) * (alpha[0] / omega[0]);
+    if (!dps::is_finite(b)) {
+        status[0] = T(-10);
+        return;
+    }
+    beta[0] = b;
 }
 
 template <typename T>
@@ -186,7 +205,12 @@ bicgstab_alpha(int n, const T* __restrict__ rt, const T* __restrict__ v, const T
         status[0] = T(-11);
         return;
     }
-    alpha[0] = rho[0] / d;
+    const T a = rho[0] / d;
+    if (!dps::is_finite(d) || !dps::is_finite(a)) {      // non-finite: x and r untouched
+        status[0] = T(-10);
+        return;
+    }
+    alpha[0] = a;
 }
 
 template <typename T>
@@ -194,6 +218,7 @@ __global__ void bicgstab_snorm(const T* __restrict__ ss, double atol, T* __restr
     if (status[0] != T(0)) return;
     const dps::real_t<T> snorm = sqrt(fabs(ss[0]));
     if ((double)snorm < atol) status[0] = T(DPS_MID_STEP);
+    else if (!isfinite(snorm)) status[0] = T(-10);       // x holds x + alpha p^ (the reference's)
 }
 
 template <typename T>
@@ -205,6 +230,11 @@ bicgstab_omega(dps::real_t<T> tol, int n, const T* __restrict__ t, const T* __re
     const T den = tt[0];
     const T num = dps_confirmed(ts, [&](T v) { return fabs(v / den) < tol; }, n, t, s);
     if (threadIdx.x != 0) return;
-    omega[0] = num / den;
+    const T w = num / den;
+    if (!dps::is_finite(num) || !dps::is_finite(den) || !dps::is_finite(w)) {
+        status[0] = T(-10);                              // x holds x + alpha p^ (the reference's)
+        return;
+    }
+    omega[0] = w;
     rho_prev[0] = rho[0];
 }

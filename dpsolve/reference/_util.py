@@ -57,3 +57,8 @@ def dot_accurate(a, b):
         im = _exact_sum_of_products([(a.real, b.imag), (-a.imag, b.real)])
         return dt.type(complex(re, im))
     return dt.type(_exact_sum_of_products([(a, b)]))
+
+
+def all_finite(*vals):
+    """Whether every scalar is finite (both parts of a complex one): dpsolve's non-finite stop."""
+    return all(np.isfinite(v) for v in vals)

@@ -4,10 +4,18 @@ with SciPy's preconditioning, breakdown tests and codes:
 * info = -10: rho = <r~, z> below eps**2 (rho breakdown), also when recomputed accurately (``dot_accurate``:
   dpsolve's departure from SciPy, which stops on the fast sum)
 * info = -11: <p~, A p> == 0, also when recomputed accurately
+
+dpsolve extension (as CG's): a non-finite scalar also stops the solve with info = -10 instead of
+iterating on NaNs until maxiter, as SciPy would (float32 overflow on a diverging iteration, a
+huge matrix). The tests, each before anything touches x, so x is the last finite iterate:
+
+* rho_j, then beta_j, non-finite: -10 at j (loop head, after the rho breakdown test)
+* <p~, A p> or alpha non-finite: -10 at j (after the -11 test), x untouched
+* tau = ||r_{j+1}|| non-finite: -10 at j + 1 (end of iteration j, after the callback)
 """
 import numpy as np
 
-from ._util import breakdown_tol, dot_accurate, dotprod, norm
+from ._util import all_finite, breakdown_tol, dot_accurate, dotprod, norm
 
 
 def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None):
@@ -19,8 +27,9 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
     r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0, r~_0 = r_0
     rt = r.copy()
     rho_prev = p = pt = None
+    tau = norm(r)
     for j in range(maxiter):
-        if norm(r) < atol:
+        if tau < atol:
             return x, 0, j
         z = psolve(r)
         zt = rpsolve(rt)
@@ -29,8 +38,12 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
             rho = dot_accurate(rt, z)                   #    sum before it is a breakdown
             if abs(rho) < rhotol:
                 return x, -10, j
+        if not all_finite(rho):                          #    dpsolve: non-finite -> -10
+            return x, -10, j
         if j > 0:
             beta = rho / rho_prev                        # 6. beta_j = rho_{j+1} / rho_j
+            if not all_finite(beta):
+                return x, -10, j
             p = z + beta * p                             # 7. p = z + beta p
             pt = zt + np.conj(beta) * pt                 #    p~ = z~ + conj(beta) p~
         else:
@@ -44,10 +57,15 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
             if rv == 0:
                 return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <p~, A p>
+        if not all_finite(rv, alpha):                    #    dpsolve: non-finite -> -10,
+            return x, -10, j                             #    x untouched
         x += alpha * p                                   # 4. x = x + alpha p
         r -= alpha * q                                   # 5. r = r - alpha A p
         rt -= np.conj(alpha) * qt                        #    r~ = r~ - conj(alpha) A^H p~
         rho_prev = rho
+        tau = norm(r)
         if callback is not None:
             callback(x)
+        if not all_finite(tau):                          #    dpsolve: -10 at j + 1
+            return x, -10, j + 1
     return x, maxiter, maxiter

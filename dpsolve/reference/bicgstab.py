@@ -5,8 +5,19 @@ preconditioned as in SciPy, with SciPy's breakdown tests and codes:
   dpsolve's departure from SciPy, which stops on the fast sum)
 * info = -11: omega below eps**2, or <r~, v> == 0, also with <t, s> (<r~, v>) recomputed
   accurately
+
+dpsolve extension (as CG's): a non-finite scalar also stops the solve with info = -10 instead of
+iterating on NaNs until maxiter, as SciPy would. The tests, each before x is updated with the
+scalar it guards:
+
+* rho_j non-finite: -10 at j (loop head, after the rho breakdown test); beta_j non-finite: -10
+  at j (after the omega breakdown test)
+* <r~, v> or alpha non-finite: -10 at j (after the -11 test), x untouched
+* ||s||, <t, s>, <t, t> or omega non-finite: -10 at j with x = x_j + alpha p^ (the half step the
+  ||s|| < atol exit also returns; its residual is s), without the omega s^ update
+* tau = ||r_{j+1}|| non-finite: -10 at j + 1 (end of iteration j, after the callback)
 """
-from ._util import breakdown_tol, dot_accurate, dotprod, norm
+from ._util import all_finite, breakdown_tol, dot_accurate, dotprod, norm
 
 
 def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
@@ -16,18 +27,23 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
     r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0; r~ = r_0
     rt = r.copy()
     rho_prev = omega = alpha = p = v = None
+    tau = norm(r)
     for j in range(maxiter):
-        if norm(r) < atol:
+        if tau < atol:
             return x, 0, j
         rho = dot(rt, r)                                 #    rho_j = <r~, r_j>
         if abs(rho) < tol:                             #    confirmed with the accurate
             rho = dot_accurate(rt, r)                   #    sum before it is a breakdown
             if abs(rho) < tol:
                 return x, -10, j
+        if not all_finite(rho):                          #    dpsolve: non-finite -> -10
+            return x, -10, j
         if j > 0:
             if abs(omega) < tol:
                 return x, -11, j
             beta = (rho / rho_prev) * (alpha / omega)    # 6. beta = (rho_j/rho_{j-1}) (alpha/omega)
+            if not all_finite(beta):
+                return x, -10, j
             p = r + beta * (p - omega * v)               # 7. p = r + beta (p - omega v)
         else:
             p = r.copy()                                 # 2. p_0 = r_0
@@ -39,8 +55,11 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
             if rv == 0:
                 return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <r~, v>
+        if not all_finite(rv, alpha):                    #    dpsolve: non-finite -> -10,
+            return x, -10, j                             #    x untouched
         s = r - alpha * v                                # 4. s = r - alpha v
-        if norm(s) < atol:
+        snorm = norm(s)
+        if snorm < atol:
             x += alpha * phat
             return x, 0, j + 1
         shat = psolve(s)                                 #    s^ = M s
@@ -50,9 +69,14 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
             ts = dot_accurate(t, s)
         omega = ts / tt                                  # 5. omega = <t, s> / <t, t>
         x += alpha * phat                                #    x = x + alpha p^ + omega s^
+        if not all_finite(snorm, ts, tt, omega):         #    dpsolve: non-finite -> -10, x
+            return x, -10, j                             #    with the half step alpha p^ only
         x += omega * shat
         r = s - omega * t                                #    r = s - omega t
         rho_prev = rho
+        tau = norm(r)
         if callback is not None:
             callback(x)
+        if not all_finite(tau):                          #    dpsolve: -10 at j + 1
+            return x, -10, j + 1
     return x, maxiter, maxiter

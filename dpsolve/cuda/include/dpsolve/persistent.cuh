@@ -51,10 +51,12 @@ __device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bca
 
 // The loop head of BiCG and BiCGStab at step j, by every thread of every block (same bits
 // everywhere, so every block decides alike): rho_j and tau_j = ||r_j|| from the partials of
-// <r~, z> and <r, r> (hist[j] = tau_j), then the reference's decisions in its order: j == maxiter
-// -> info maxiter; tau_j < atol -> 0 at j (SciPy's strict test); |rho_j| < eps^2 -> -10 at j, a
-// fast |rho_j| that small confirmed first with the accurate <r~, z> (a rare path,
-// dps::confirm_dot). go: none of them ended the solve.
+// <r~, z> and <r, r> (hist[j] = tau_j), then the reference's decisions in its order: tau_j
+// non-finite (j > 0) -> -10 at j (the reference's test at the end of step j-1, as
+// cg_persistent's); j == maxiter -> info maxiter; tau_j < atol -> 0 at j (SciPy's strict test);
+// |rho_j| < eps^2 -> -10 at j, a fast |rho_j| that small confirmed first with the accurate
+// <r~, z> (a rare path, dps::confirm_dot); rho_j non-finite -> -10 at j. go: none of them ended
+// the solve (the callers then test beta, which needs their own scalars).
 template <typename T>
 struct Head {
     T rho;
@@ -72,10 +74,12 @@ __device__ __forceinline__ Head<T> shadow_head(int j, int maxiter, double atol, 
     const T rr = all_sum(part_rr, gridDim.x, smem, bcast);
     const dps::real_t<T> tau = sqrt(fabs(rr));
     if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
+    if (j > 0 && !isfinite(tau)) return {rho, (double)tau, -10, j, false};
     if (j >= maxiter) return {rho, (double)tau, maxiter, maxiter, false};
     if ((double)tau < atol) return {rho, (double)tau, 0, j, false};
     rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, z);
     if (dyn::mag(rho) < dyn::eps2<T>()) return {rho, (double)tau, -10, j, false};
+    if (!dps::is_finite(rho)) return {rho, (double)tau, -10, j, false};
     return {rho, (double)tau, 0, j, true};
 }
 
