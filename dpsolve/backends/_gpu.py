@@ -470,7 +470,7 @@ def _takers(flag: str) -> str:
 OK, CONVERGED_MID_STEP = 0, 2      # negative codes are SciPy's breakdown infos (-10, -11)
 
 
-def host_loop(step, start, atol, maxiter, callback, x):
+def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=True):
     """The host-driven loop of every method, written once (cublas, cuda and merge share it).
 
     ``start()`` issues the set-up and returns (tau, status). ``step()`` runs one iteration and
@@ -478,8 +478,9 @@ def host_loop(step, start, atol, maxiter, callback, x):
     tests at the top of the next iteration, and status is OK, a SciPy breakdown code (-10, -11:
     the step stopped where the reference stops, so x is what the reference returns; -10 also
     for a non-finite scalar), or CONVERGED_MID_STEP (BiCGStab's ||s|| < atol exit: x already
-    holds the final update). A non-finite tau ends the solve with -10 after the callback, as in
-    every reference solver (dpsolve's extension: SciPy iterates on NaN to maxiter).
+    holds the final update). ``nonfinite_stops``: a non-finite tau ends the solve with -10 after
+    the callback, as every reference solver does (dpsolve's extension; False would iterate on NaN
+    to maxiter as SciPy does: no variant asks for that since BiCG and BiCGStab stop too).
     """
     tau, _ = start()
     for j in range(maxiter):
@@ -492,15 +493,15 @@ def host_loop(step, start, atol, maxiter, callback, x):
             return 0, j + 1
         if callback is not None:
             callback(x)
-        if not math.isfinite(tau):
+        if nonfinite_stops and not math.isfinite(tau):
             return -10, j + 1
     return maxiter, maxiter
 
 
 def host_cg_loop(step, start, atol, maxiter, callback, x):
     """host_loop for CG, whose step reports status 1 for a non-finite alpha (-10, as the reference
-    does)."""
+    does) and which also stops with -10 when tau turns non-finite."""
     def cg_step():
         tau, status = step()
         return tau, (-10 if status else OK)
-    return host_loop(cg_step, start, atol, maxiter, callback, x)
+    return host_loop(cg_step, start, atol, maxiter, callback, x, nonfinite_stops=True)
