@@ -194,24 +194,72 @@ def extract_mtx(tarball, dest, name: str | None = None) -> Path:
     return dest
 
 
+class MatrixFileError(ValueError):
+    """A matrix file that cannot be read. The message names the file (and the line, where the
+    reader gives one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
+
+    def __init__(self, path, message, line=None, member=False):
+        self.path, self.line, self.detail = str(path), line, message
+        where = (" (its .mtx member)" if member else "") + (f", line {line}" if line else "")
+        super().__init__(f"{path}{where}: {message}")
+
+
+_LINE = re.compile(r"^\s*line\s+(\d+)\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _reader_message(text: str) -> tuple[int | None, str]:
+    """The Matrix Market reader's "Line 4: Invalid floating-point value." as (4, "invalid
+    floating-point value"); (None, text) where it names no line."""
+    text = " ".join(str(text).split())
+    line = None
+    m = _LINE.match(text)
+    if m:
+        line, text = int(m.group(1)), m.group(2)
+    text = text.rstrip(".")
+    if len(text) > 1 and text[0].isupper() and text[1].islower():
+        text = text[0].lower() + text[1:]
+    return line, text or "unreadable"
+
+
 def read_matrix(path) -> sp.csr_array:
     """Read a .mtx or .mtx.gz file (or a SuiteSparse .tar.gz) as CSR: fast_matrix_market when
-    installed, else scipy.io.mmread."""
+    installed, else scipy.io.mmread. A file that cannot be read raises :class:`MatrixFileError`
+    naming the file and, where there is one, the line."""
+    import gzip
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no matrix file at {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a matrix file")
     if path.name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tempfile.TemporaryDirectory() as d:
-            return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
+        except tarfile.TarError:
+            raise MatrixFileError(path, "not a tar archive (or a corrupt one)") from None
+        except MatrixFileError as e:          # the member's own error, under the archive's name
+            raise MatrixFileError(path, e.detail, e.line, member=True) from None
     try:
-        import fast_matrix_market as fmm
-        m = fmm.mmread(str(path))
-    except ImportError:
-        import inspect
-        import scipy.io
-        # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where it can
-        kw = {"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters else {}
-        m = scipy.io.mmread(str(path), **kw)
+        try:
+            import fast_matrix_market as fmm
+            m = fmm.mmread(str(path))
+        except ImportError:
+            import inspect
+            import scipy.io
+            # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where
+            # it can
+            kw = ({"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters
+                  else {})
+            m = scipy.io.mmread(str(path), **kw)
+    except gzip.BadGzipFile as e:
+        head = re.search(r"\((b['\"].*)\)$", str(e))
+        raise MatrixFileError(path, "not a gzip file"
+                              + (f" (it starts with {head.group(1)})" if head else "")) from None
+    except EOFError as e:
+        raise MatrixFileError(path, f"the compressed file is cut short ({e})") from None
+    except (ValueError, UnicodeDecodeError, IndexError, OverflowError) as e:
+        line, msg = _reader_message(e)
+        raise MatrixFileError(path, msg, line) from None
     if not sp.issparse(m):
         m = sp.coo_array(m)
     return sp.csr_array(m)

@@ -93,6 +93,9 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
         label = entry.paper_name if entry else name
         return Problem(label, f"generated {name}", not name.startswith("convdiff"),
                        lambda: _m.generate(name))
+    if entry is None and p.is_dir():
+        raise IsADirectoryError(f"{spec} is a directory, not a matrix file (.mtx, .mtx.gz or "
+                                f".tar.gz)")
     if entry is not None or ("/" in spec and not spec.endswith((".mtx", ".gz"))):
         src = entry.source if entry else spec
         fetch.split_name(src)               # a clear error for a malformed GROUP/NAME

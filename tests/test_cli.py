@@ -117,6 +117,52 @@ def test_corrupt_matrix_file_is_one_line(capsys, tmp_path):
     assert code == 1 and err.count("\n") == 1 and str(bad.name) not in out
 
 
+BAD_FILES = {
+    "float.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 x\n3 3 1\n",
+                  ", line 4: invalid floating-point value"),
+    "banner.mtx": (b"garbage\n", ", line 1: not a Matrix Market file"),
+    "short.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1.0\n",
+                  ": truncated file"),
+    "bad.mtx.gz": (b"no", ": not a gzip file"),
+    "cut.mtx.gz": (None, ": the compressed file is cut short"),
+    "bad.tar.gz": (b"not a tar", ": not a tar archive"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_file_errors_name_the_file_and_line(capsys, tmp_path, name):
+    import gzip
+    content, needle = BAD_FILES[name]
+    path = tmp_path / name
+    if content is None:                       # a .gz whose end is missing
+        content = gzip.compress(BAD_FILES["float.mtx"][0] * 50)[:60]
+    path.write_bytes(content)
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1 and out == ""
+    assert f"error: {path}{needle}" in err
+
+
+def test_an_archive_member_error_names_the_archive_and_line(capsys, tmp_path):
+    import io
+    import tarfile
+    data = BAD_FILES["float.mtx"][0]
+    path = tmp_path / "m.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        info = tarfile.TarInfo("m/m.mtx")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1
+    assert f"error: {path} (its .mtx member), line 4: invalid floating-point value" in err
+
+
+def test_a_directory_is_not_taken_for_group_name(capsys, tmp_path):
+    code, out, err = run(capsys, "solve", str(tmp_path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1
+    assert f"{tmp_path} is a directory, not a matrix file" in err
+    assert "GROUP/NAME" not in err
+
+
 def test_bad_option_is_one_line_with_exit_status_2(capsys, small_mtx):
     with pytest.raises(SystemExit) as e:
         main(["solve", str(small_mtx), "--method", "gmres"])
