@@ -97,7 +97,7 @@ def cmd_solve(args) -> int:
     from .study import resolve_problem
 
     prob = resolve_problem(args.matrix, progress=not args.json)
-    A = prob.build().astype(args.dtype)
+    A = prob.load().astype(args.dtype)
     b, x_star = paper_rhs(A)
     solver = getattr(_solvers, args.method)
     x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,

@@ -78,6 +78,15 @@ class Problem:
     spd: bool | None                     # None: unknown (CG is run and reports what happens)
     build: Callable
 
+    def load(self):
+        """The matrix (:attr:`build`), checked to be square: an error naming the source, not
+        a matmul shape mismatch when b = A x* is formed."""
+        A = self.build()
+        if A.shape[0] != A.shape[1]:
+            raise ValueError(f"{self.source}: expected a square matrix, got "
+                             f"{A.shape[0]:,} x {A.shape[1]:,}")
+        return A
+
 
 def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
     """A matrix named on the command line: a .mtx / .mtx.gz / .tar.gz file, a generated problem
@@ -281,7 +290,7 @@ class _Loaded:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                self.A64 = prob.build()
+                self.A64 = prob.load()
             self.warnings = [str(w.message) for w in caught]
         except Exception as e:           # recorded against every configuration of the matrix
             self.error = f"{type(e).__name__}: {e}"

@@ -156,6 +156,14 @@ def test_an_archive_member_error_names_the_archive_and_line(capsys, tmp_path):
     assert f"error: {path} (its .mtx member), line 4: invalid floating-point value" in err
 
 
+def test_a_non_square_file_is_refused_by_name(capsys, tmp_path):
+    path = tmp_path / "rect.mtx"
+    scipy.io.mmwrite(str(path), sp.coo_matrix(sp.random(3, 4, density=0.5, random_state=0)))
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1 and out == ""
+    assert f"error: {path}: expected a square matrix, got 3 x 4" in err and "matmul" not in err
+
+
 def test_a_directory_is_not_taken_for_group_name(capsys, tmp_path):
     code, out, err = run(capsys, "solve", str(tmp_path), "--variant", "host")
     assert code == 1 and err.count("\n") == 1

@@ -152,6 +152,17 @@ def test_a_failing_configuration_is_recorded_and_the_rest_go_on(tmp_path):
     assert len(_csv(out / "results.csv")) == n + 1
 
 
+def test_a_non_square_matrix_fails_with_a_clear_error(tmp_path):
+    rect = _write_mtx(tmp_path / "rect.mtx", sp.random(3, 4, density=0.5, random_state=0))
+    out = tmp_path / "out"
+    study.run_study(_problems(str(rect), "laplace1d-5"), host_settings(), out, progress=False,
+                    log=lambda m: None)
+    res = {r["matrix"]: r for r in _csv(out / "results.csv")}
+    assert res["rect"]["status"] == "failed" and res["laplace1d-5"]["status"] == "ok"
+    assert f"{rect}: expected a square matrix, got 3 x 4" in res["rect"]["error"]
+    assert "matmul" not in res["rect"]["error"]
+
+
 def test_unsupported_and_unavailable_are_skipped_not_failed(tmp_path):
     out = tmp_path / "out"
     s = study.Settings(methods=("cg", "bicgstab"), variants=("host", "graph"), syncs=("polling",),
