@@ -28,6 +28,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+DTYPES = ("float64", "float32", "complex128", "complex64")
+
+
 def _oneline(text) -> str:
     return " ".join(str(text).split())
 
@@ -93,11 +96,16 @@ def _jsonable(v):
 
 def cmd_solve(args) -> int:
     from . import _solvers
-    from .matrices import paper_rhs
+    from .matrices import check_dtype_keeps, paper_rhs
     from .study import resolve_problem
 
     prob = resolve_problem(args.matrix, progress=not args.json)
-    A = prob.load().astype(args.dtype)
+    if args.dtype:                      # a complex file asked for in a real dtype: say so at once
+        check_dtype_keeps(prob.header_field() == "complex", args.dtype, prob.source, "--dtype")
+    A = prob.load()
+    dtype = args.dtype or ("complex128" if np.iscomplexobj(A) else "float64")
+    check_dtype_keeps(np.iscomplexobj(A), dtype, prob.source, "--dtype")
+    A = A.astype(dtype, copy=False)
     b, x_star = paper_rhs(A)
     solver = getattr(_solvers, args.method)
     x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
@@ -114,7 +122,7 @@ def cmd_solve(args) -> int:
         print(json.dumps(doc, indent=2, default=_jsonable))
         return 0
     print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, "
-          f"{args.dtype}")
+          f"{dtype}")
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
           f"{', Jacobi' if args.precond else ''}")
     print(f"report   : {rep.summary()}")
@@ -167,7 +175,7 @@ def cmd_study(args) -> int:
               "a GPU machine")
     s = Settings(
         methods=args.methods, variants=chosen, syncs=args.syncs,
-        dtypes=args.dtypes or (("float32",) if args.paper else ("float64",)),
+        dtypes=args.dtypes or (("float32",) if args.paper else None),
         formats=args.formats or (("csr-vector",) if args.paper else ("auto",)),
         rtol=args.rtol, maxiter=args.maxiter if args.maxiter is not None else
         (PAPER_MAXITER if args.paper else None),
@@ -179,7 +187,7 @@ def cmd_study(args) -> int:
         s.window = default_window(len(make_plan(problems, s)))
     print(f"study: {len(problems)} matrices x {', '.join(s.methods)} x {', '.join(s.variants)} x "
           f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
-          f"{', '.join(s.dtypes)}; rtol = {s.rtol:g}"
+          f"{', '.join(s.dtypes) if s.dtypes else 'the matrix dtype'}; rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
           f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
           f"{s.warmup} warm-up solve(s), then a {s.window:g} s window, then a {s.gap:g} s gap; "
@@ -265,7 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sync", choices=SYNC_MODES, default="polling", help="default polling")
     s.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
                    help="SpMV format on the GPU (default auto)")
-    s.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    s.add_argument("--dtype", choices=DTYPES, default=None,
+                   help="default: the file's own (float64; complex128 for a complex file); a "
+                        "real dtype for a complex file is an error")
     s.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, "
                    "SciPy's)")
     s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
@@ -299,8 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "'all' records unavailable ones as skipped")
     st.add_argument("--syncs", type=_csv_list(SYNC_MODES), default=SYNC_MODES, metavar="S1,...",
                     help="default polling,blocking")
-    st.add_argument("--dtypes", type=_csv_list(("float64", "float32")), default=None,
-                    metavar="float64,...", help="default float64 (--paper: float32)")
+    st.add_argument("--dtypes", type=_csv_list(DTYPES), default=None,
+                    metavar="float64,...", help="default: each matrix's own (float64; "
+                    "complex128 for a complex file; --paper: float32); a complex matrix in a "
+                    "real dtype is recorded as failed")
     st.add_argument("--formats", type=_csv_list(("auto",) + FORMATS), default=None,
                     metavar="F1,...", help="default auto (--paper: csr-vector)")
     st.add_argument("--rtol", type=float, default=1e-6, help="default 1e-6")

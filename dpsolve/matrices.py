@@ -265,6 +265,44 @@ def read_matrix(path) -> sp.csr_array:
     return sp.csr_array(m)
 
 
+def mtx_field(path) -> str | None:
+    """The field of a Matrix Market file's banner ("real", "complex", "integer" or "pattern"),
+    from its first line (of the .mtx member for a .tar.gz); None where it cannot be told."""
+    import gzip
+    path = Path(path)
+    try:
+        if path.name.endswith((".tar.gz", ".tgz", ".tar")):
+            with tarfile.open(path, "r:*") as tf:
+                m = next((m for m in tf if m.isfile() and m.name.endswith(".mtx")), None)
+                if m is None:
+                    return None
+                with tf.extractfile(m) as f:
+                    head = f.readline(1024).decode("ascii", "replace")
+        else:
+            opener = gzip.open if path.name.endswith(".gz") else open
+            with opener(path, "rb") as f:
+                head = f.readline(1024).decode("ascii", "replace")
+    except (OSError, EOFError, tarfile.TarError):
+        return None
+    words = head.lower().split()
+    if len(words) >= 4 and words[0] == "%%matrixmarket":
+        return words[3]
+    return None
+
+
+def own_dtype(field: str | None) -> str:
+    """The dtype a matrix is solved in unless told otherwise: complex128 for a complex file,
+    float64 for everything else."""
+    return "complex128" if field == "complex" else "float64"
+
+
+def check_dtype_keeps(A_is_complex: bool, dtype, what: str, option: str) -> None:
+    """Refuse a real dtype for a complex matrix (it would discard the imaginary part)."""
+    if A_is_complex and np.dtype(dtype).kind != "c":
+        raise ValueError(f"{what} is a complex matrix: {option} {np.dtype(dtype).name} would "
+                         f"discard its imaginary part (use complex128 or complex64)")
+
+
 def matrix_name(path) -> str:
     """``dir/bcsstk16.mtx.gz`` -> ``bcsstk16``."""
     name = Path(path).name

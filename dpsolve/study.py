@@ -77,6 +77,11 @@ class Problem:
     source: str
     spd: bool | None                     # None: unknown (CG is run and reports what happens)
     build: Callable
+    header_field: Callable = lambda: None    # its Matrix Market file's field, where it has one
+
+    def own_dtype(self) -> str:
+        """The dtype it runs in unless told: complex128 for a complex file, else float64."""
+        return _m.own_dtype(self.header_field())
 
     def load(self):
         """The matrix (:attr:`build`), checked to be square: an error naming the source, not
@@ -95,7 +100,8 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
     from . import catalog, fetch
     p = Path(spec).expanduser()
     if p.is_file():
-        return Problem(_m.matrix_name(p), str(p), None, lambda: _m.read_matrix(p))
+        return Problem(_m.matrix_name(p), str(p), None, lambda: _m.read_matrix(p),
+                       lambda: _m.mtx_field(p))
     entry = catalog.lookup(spec)
     if _m.is_generated(spec) or spec.upper() == "A252" or (entry and not entry.suitesparse):
         name = entry.source if entry else spec
@@ -110,7 +116,8 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
         fetch.split_name(src)               # a clear error for a malformed GROUP/NAME
         label = entry.paper_name if entry else src.split("/")[1]
         return Problem(label, f"SuiteSparse {src}", True if entry else None,
-                       lambda: fetch.load(src, matrix_dir, progress=progress))
+                       lambda: fetch.load(src, matrix_dir, progress=progress),
+                       lambda: _m.mtx_field(fetch.cached_path(src, matrix_dir)))
     if spec.endswith((".mtx", ".gz", ".tgz")) or "/" in spec:
         raise FileNotFoundError(f"no matrix file at {spec}")
     raise ValueError(f"unknown matrix {spec!r}: expected a .mtx/.mtx.gz file, a generated problem "
@@ -125,7 +132,7 @@ def default_problems(gpu: bool) -> list[Problem]:
     d = _m.shared_matrix_dir()
     for path in (_m.shared_spd_matrices(d) if d else []):
         probs.append(Problem(_m.matrix_name(path), f"shared {path}", True,
-                             lambda p=path: _m.read_matrix(p)))
+                             lambda p=path: _m.read_matrix(p), lambda p=path: _m.mtx_field(p)))
     return probs
 
 
@@ -175,7 +182,7 @@ class Settings:
     methods: tuple = ("cg",)
     variants: tuple = ("host",)
     syncs: tuple = SYNC_MODES
-    dtypes: tuple = ("float64",)
+    dtypes: tuple | None = ("float64",)  # None: each matrix's own (Problem.own_dtype)
     formats: tuple = ("auto",)
     rtol: float = 1e-6
     maxiter: int | None = None
@@ -192,7 +199,7 @@ class Settings:
 def make_plan(problems, settings: Settings) -> list[tuple[Problem, Config]]:
     plan, seen = [], set()
     for prob in problems:
-        for dtype in settings.dtypes:
+        for dtype in settings.dtypes or (prob.own_dtype(),):
             for method in settings.methods:
                 for fmt in settings.formats:
                     for variant in settings.variants:
@@ -283,7 +290,8 @@ class _Bar:
 
 
 class _Loaded:
-    """The current matrix in each dtype: host CSR, b, and device copies for GPU variants."""
+    """The current matrix in each dtype: host CSR, b, and device copies for GPU variants.
+    ``A64`` is the matrix as read: float64, or complex128 for a complex file."""
 
     def __init__(self, prob: Problem):
         self.prob, self.error, self.by_dtype = prob, None, {}
@@ -299,6 +307,7 @@ class _Loaded:
 
     def inputs(self, dtype, device):
         if dtype not in self.by_dtype:
+            _m.check_dtype_keeps(np.iscomplexobj(self.A64), dtype, self.prob.source, "dtype")
             A = self.A64.astype(dtype)
             b, _ = _m.paper_rhs(A)
             self.by_dtype[dtype] = {"host": (A, b)}
@@ -465,7 +474,8 @@ def prepare_out(out, settings: Settings, restart=False, extra_meta=None) -> Path
                              f"pass --restart to start over, or another --out")
     doc = {"settings": settings.fingerprint(), "plan": {
         "methods": settings.methods, "variants": settings.variants, "syncs": settings.syncs,
-        "dtypes": settings.dtypes, "formats": settings.formats, "window_s": settings.window,
+        "dtypes": settings.dtypes or "own (float64; complex128 for a complex matrix)",
+        "formats": settings.formats, "window_s": settings.window,
         "gap_s": settings.gap, "warmup": settings.warmup}}
     doc.update(extra_meta or {})
     meta.write_text(json.dumps(doc, indent=2, default=str) + "\n")

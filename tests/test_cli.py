@@ -68,6 +68,19 @@ def test_help_documents_the_options(capsys):
         assert opt in out
 
 
+@pytest.fixture
+def herm_mtx(tmp_path):
+    """A small complex Hermitian positive definite matrix in a ``complex hermitian`` file (its
+    real part alone is a different system: the imaginary parts are 0.5 off the diagonal)."""
+    import numpy as np
+    E = sp.diags_array([np.ones(15)], offsets=[1]).astype(complex)
+    A = laplace_2d(4).astype(complex) + 2 * sp.eye_array(16) + 0.5j * (E - E.T)
+    p = tmp_path / "herm.mtx"
+    scipy.io.mmwrite(str(p), sp.coo_matrix(A), symmetry="hermitian")
+    assert "complex hermitian" in p.read_text().splitlines()[0]
+    return p
+
+
 # --------------------------------------------------------------------------- solve
 def test_solve_prints_the_report(capsys, small_mtx):
     code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--rtol", "1e-8")
@@ -88,6 +101,37 @@ def test_solve_json(capsys, small_mtx):
         ("bicgstab", "host", 0, True)
     assert rep["iterations"] > 0 and doc["relative_residual"] <= 1e-10
     assert doc["relative_error"] < 1e-6
+
+
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_solve_keeps_a_complex_file_complex(capsys, herm_mtx, method):
+    code, out, err = run(capsys, "solve", str(herm_mtx), "--variant", "host", "--json",
+                         "--method", method, "--rtol", "1e-10")
+    assert code == 0, err
+    assert "imaginary" not in err and "Casting" not in err
+    doc = json.loads(out)
+    assert doc["report"]["dtype"] == "complex128" and doc["report"]["info"] == 0
+    assert doc["relative_residual"] <= 1e-10 and doc["relative_error"] < 1e-8
+    code, out, err = run(capsys, "solve", str(herm_mtx), "--variant", "host", "--dtype",
+                         "complex64")
+    assert code == 0, err
+    assert "n = 16, nnz = 70, complex64" in out and "converged" in out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_solve_refuses_a_real_dtype_for_a_complex_file(capsys, herm_mtx, dtype):
+    code, out, err = run(capsys, "solve", str(herm_mtx), "--variant", "host", "--dtype", dtype)
+    assert code == 1 and err.count("\n") == 1 and out == ""
+    assert str(herm_mtx) in err and "complex" in err and f"--dtype {dtype}" in err
+    assert "imaginary part" in err
+
+
+def test_solve_a_real_problem_in_complex(capsys):
+    code, out, err = run(capsys, "solve", "laplace2d-5", "--variant", "host", "--dtype",
+                         "complex128", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["report"]["dtype"] == "complex128" and doc["report"]["info"] == 0
 
 
 def test_solve_a_generated_problem_with_auto(capsys):
@@ -249,6 +293,31 @@ def test_study_command(capsys, tmp_path):
                          "--window", "0.05", "--out", str(out_dir), "--no-progress", "--rtol",
                          "1e-3")
     assert code == 1 and "--restart" in err and err.count("\n") == 1
+
+
+def test_study_keeps_a_complex_file_complex(capsys, tmp_path, herm_mtx):
+    import csv
+    out_dir = tmp_path / "s"
+    code, out, err = run(capsys, "study", "--matrices", f"{herm_mtx},laplace1d-6", "--variants",
+                         "host", "--window", "0.02", "--out", str(out_dir), "--no-progress")
+    assert code == 0, err
+    with open(out_dir / "results.csv", newline="") as f:
+        res = {(r["matrix"], r["dtype"]): r for r in csv.DictReader(f)}
+    assert set(res) == {("herm", "complex128"), ("laplace1d-6", "float64")}   # each its own
+    assert res["herm", "complex128"]["status"] == "ok"
+    assert float(res["herm", "complex128"]["rel_residual"]) <= 1e-6
+    # a real dtype asked for: the complex file fails with the reason, the others run
+    code, out, err = run(capsys, "study", "--matrices", f"{herm_mtx},laplace1d-6", "--variants",
+                         "host", "--window", "0.02", "--out", str(tmp_path / "t"),
+                         "--no-progress", "--dtypes", "float64,complex64")
+    assert code == 0, err
+    with open(tmp_path / "t" / "results.csv", newline="") as f:
+        res = {(r["matrix"], r["dtype"]): r for r in csv.DictReader(f)}
+    assert res["herm", "float64"]["status"] == "failed"
+    assert "imaginary part" in res["herm", "float64"]["error"]
+    assert res["herm", "complex64"]["status"] == "ok"
+    assert res["laplace1d-6", "float64"]["status"] == res["laplace1d-6", "complex64"]["status"] \
+        == "ok"
 
 
 @pytest.mark.skipif(device_status().ok, reason="the CPU-only default study")
