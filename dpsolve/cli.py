@@ -29,6 +29,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 DTYPES = ("float64", "float32", "complex128", "complex64")
+FORCE_HELP = ("build a generated problem even when its estimated memory exceeds what this "
+              "machine has available (also: DPSOLVE_NO_SIZE_GUARD=1)")
 
 
 def _oneline(text) -> str:
@@ -99,7 +101,8 @@ def cmd_solve(args) -> int:
     from .matrices import check_dtype_keeps, paper_rhs
     from .study import resolve_problem
 
-    prob = resolve_problem(args.matrix, progress=not args.json)
+    prob = resolve_problem(args.matrix, progress=not args.json, force=args.force,
+                           dtype=args.dtype or "float64")
     if args.dtype:                      # a complex file asked for in a real dtype: say so at once
         check_dtype_keeps(prob.header_field() == "complex", args.dtype, prob.source, "--dtype")
     A = prob.load()
@@ -164,7 +167,9 @@ def cmd_study(args) -> int:
             print("running the host variant (the NumPy reference solvers on the CPU) instead")
 
     if args.matrices:
-        problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress)
+        widest = max(args.dtypes or ("float64",), key=lambda d: np.dtype(d).itemsize)
+        problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress,
+                                    force=args.force, dtype=widest)
                     for m in args.matrices]
     elif args.paper:
         problems = paper_problems(args.matrix_dir, progress=not args.no_progress)
@@ -283,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--precond", choices=("jacobi",), default=None,
                    help="preconditioner (default none)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--force", action="store_true", help=FORCE_HELP)
 
     st = sub.add_parser(
         "study", help="the paper's energy study: Table 2 and Figure 7",
@@ -334,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--matrix-dir", default=None,
                     help="download cache (default $DPSOLVE_MATRIX_DIR or ~/.cache/dpsolve/matrices)")
     st.add_argument("--no-progress", action="store_true", help="no progress bar")
+    st.add_argument("--force", action="store_true", help=FORCE_HELP)
 
     f = sub.add_parser("fetch", help="download a SuiteSparse matrix into the cache",
                        description="Download GROUP/NAME (e.g. GHS_psdef/ldoor, or a paper name "

@@ -93,22 +93,35 @@ class Problem:
         return A
 
 
-def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
+def _is(path: Path, test: str) -> bool:
+    """path.is_file() / is_dir(), False where the name cannot be a path at all (too long)."""
+    try:
+        return getattr(path, test)()
+    except (OSError, ValueError):
+        return False
+
+
+def resolve_problem(spec: str, matrix_dir=None, progress=True, *, force=False,
+                    dtype="float64") -> Problem:
     """A matrix named on the command line: a .mtx / .mtx.gz / .tar.gz file, a generated problem
     (``laplace3d-64``, ``convdiff2d-256-pe100``, ``A252``), one of the paper's matrices by its name
-    or acronym (``LDOOR``, ``audi``), or any SuiteSparse matrix as ``GROUP/NAME``."""
+    or acronym (``LDOOR``, ``audi``), or any SuiteSparse matrix as ``GROUP/NAME``.
+
+    A generated problem is checked against the memory available here at once (in ``dtype``,
+    :func:`dpsolve.matrices.check_size`; ``force`` skips that), before anything is built."""
     from . import catalog, fetch
     p = Path(spec).expanduser()
-    if p.is_file():
+    if _is(p, "is_file"):
         return Problem(_m.matrix_name(p), str(p), None, lambda: _m.read_matrix(p),
                        lambda: _m.mtx_field(p))
     entry = catalog.lookup(spec)
     if _m.is_generated(spec) or spec.upper() == "A252" or (entry and not entry.suitesparse):
         name = entry.source if entry else spec
         label = entry.paper_name if entry else name
+        _m.check_size(name, dtype, force=force, override="--force")
         return Problem(label, f"generated {name}", not name.startswith("convdiff"),
-                       lambda: _m.generate(name))
-    if entry is None and p.is_dir():
+                       lambda: _m.generate(name, force=True))
+    if entry is None and _is(p, "is_dir"):
         raise IsADirectoryError(f"{spec} is a directory, not a matrix file (.mtx, .mtx.gz or "
                                 f".tar.gz)")
     if entry is not None or ("/" in spec and not spec.endswith((".mtx", ".gz"))):

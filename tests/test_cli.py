@@ -232,6 +232,56 @@ def test_the_process_exit_status(small_mtx):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stdout == ""
 
 
+# --------------------------------------------------------------------------- size guard
+@pytest.fixture
+def small_machine(monkeypatch):
+    """A machine with 24 GB available, on which nothing generated may be built (a build fails
+    the test): the guard must refuse before any work."""
+    from dpsolve import matrices
+
+    def built(*a, **k):
+        raise AssertionError("the problem was built")
+    monkeypatch.setattr(matrices, "available_memory", lambda: 24 * 10 ** 9)
+    monkeypatch.setattr(matrices, "_grid_csr", built)
+    monkeypatch.delenv("DPSOLVE_NO_SIZE_GUARD", raising=False)
+    return matrices
+
+
+@pytest.mark.parametrize("argv", [("solve", "laplace3d-500"),
+                                  ("study", "--matrices", "laplace2d-4,laplace3d-500")])
+def test_size_guard_refuses_at_once(capsys, small_machine, tmp_path, argv):
+    code, out, err = run(capsys, *argv, "--variant" if argv[0] == "solve" else "--variants",
+                         "host", *(("--out", str(tmp_path / "s")) if argv[0] == "study" else ()))
+    assert code == 1 and err.count("\n") == 1
+    assert "laplace3d-500: n = 125,000,000, nnz = 873,500,000 (float64) needs about 60.1 GB" in err
+    assert "more than the 24 GB available here" in err
+    assert "--force" in err and "DPSOLVE_NO_SIZE_GUARD=1" in err
+    assert not (tmp_path / "s").exists()                 # the study did not start
+
+
+def test_size_guard_overrides(capsys, monkeypatch):
+    from dpsolve import matrices
+    monkeypatch.setattr(matrices, "available_memory", lambda: 10 ** 6)          # 1 MB
+    monkeypatch.delenv("DPSOLVE_NO_SIZE_GUARD", raising=False)
+    code, out, err = run(capsys, "solve", "laplace2d-30", "--variant", "host")
+    assert code == 1 and "more than the 1 MB available here" in err
+    code, out, err = run(capsys, "solve", "laplace2d-30", "--variant", "host", "--force")
+    assert code == 0 and "converged" in out
+    monkeypatch.setenv("DPSOLVE_NO_SIZE_GUARD", "1")
+    code, out, err = run(capsys, "solve", "laplace2d-30", "--variant", "host")
+    assert code == 0 and "converged" in out
+
+
+@pytest.mark.parametrize("name", ["laplace1d-99999999999999999999", "laplace3d-" + "9" * 5000],
+                         ids=["20-digits", "5000-digits"])
+@pytest.mark.parametrize("force", [(), ("--force",)], ids=["guarded", "forced"])
+def test_a_problem_too_large_to_index_says_so(capsys, small_machine, name, force):
+    code, out, err = run(capsys, "solve", name, "--variant", "host", *force)
+    assert code == 1 and err.count("\n") == 1
+    assert "more than a sparse matrix can index" in err
+    assert "Maximum allowed dimension" not in err and "Exceeds the limit" not in err
+
+
 # --------------------------------------------------------------------------- fetch
 @pytest.fixture
 def server(tmp_path, monkeypatch):
