@@ -462,8 +462,17 @@ def shared_matrix_dir() -> Path | None:
     """The real test matrices: a folder named by DPSOLVE_SHARED_MATRICES, else ``.matrices/`` in
     the checkout (the git-ignored copy carried to a GPU machine), else ``../shared/matrices``
     beside the checkout; the same two relative to the current directory for a non-editable
-    install. None when none of them holds a ``*.mtx.gz``."""
-    cands = [os.environ.get("DPSOLVE_SHARED_MATRICES")]
+    install. None when none of them holds a ``*.mtx.gz``. A DPSOLVE_SHARED_MATRICES that names
+    no folder, or one without a ``*.mtx.gz``, is an error (ValueError), not a silent fallback."""
+    env = os.environ.get("DPSOLVE_SHARED_MATRICES", "")
+    if env:
+        d = Path(env).expanduser()
+        if not d.is_dir():
+            raise ValueError(f"DPSOLVE_SHARED_MATRICES={env}: no such folder")
+        if not any(d.glob("*.mtx.gz")):
+            raise ValueError(f"DPSOLVE_SHARED_MATRICES={env}: the folder holds no *.mtx.gz file")
+        return d
+    cands = []
     for base in dict.fromkeys((ROOT, Path.cwd().resolve())):
         cands += [base / ".matrices", base.parent / "shared" / "matrices"]
     for cand in cands:

@@ -370,6 +370,21 @@ def test_study_keeps_a_complex_file_complex(capsys, tmp_path, herm_mtx):
         == "ok"
 
 
+@pytest.mark.parametrize("where", ["missing", "empty", "a file"])
+def test_a_wrong_shared_matrices_folder_is_an_error(capsys, tmp_path, monkeypatch, where):
+    path = {"missing": tmp_path / "nonexistent", "empty": tmp_path,
+            "a file": tmp_path / "f.mtx.gz"}[where]
+    if where == "a file":
+        path.write_bytes(b"")
+    monkeypatch.setenv("DPSOLVE_SHARED_MATRICES", str(path))
+    code, out, err = run(capsys, "study", "--variants", "host", "--out", str(tmp_path / "s"),
+                         "--no-progress", "--window", "0.01")
+    assert code == 1 and err.count("\n") == 1
+    assert f"DPSOLVE_SHARED_MATRICES={path}" in err
+    assert ("no such folder" if where != "empty" else "holds no *.mtx.gz file") in err
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.skipif(device_status().ok, reason="the CPU-only default study")
 def test_default_study_on_a_cpu_only_machine_runs_the_host_variant(capsys, tmp_path,
                                                                     monkeypatch):
