@@ -7,25 +7,25 @@
     dpsolve fetch GROUP/NAME      download a SuiteSparse matrix into the local cache
 
 `dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
-(2 for a malformed command line).
+(2 for a malformed command line); Ctrl-C at any point, start-up included, is one line and exit
+status 130. So that this holds while modules are still being imported, this module imports only
+os and sys at its top: everything else is imported inside main().
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import sys
-import warnings
-
-import numpy as np
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a malformed command line is one line on stderr (and exit status 2)."""
+def _parser_class():
+    import argparse
 
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    class _Parser(argparse.ArgumentParser):
+        """argparse, but a malformed command line is one line on stderr (and exit status 2)."""
+
+        def error(self, message):
+            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    return _Parser
 
 
 DTYPES = ("float64", "float32", "complex128", "complex64")
@@ -46,6 +46,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def _csv_list(choices=None):
     """A comma-separated list (``cg,bicg``), each item checked against ``choices``."""
     def parse(text):
+        import argparse
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError("expected a comma-separated list")
@@ -60,6 +61,9 @@ def _csv_list(choices=None):
 
 # --------------------------------------------------------------------------- info
 def cmd_info(args) -> int:
+    import platform
+
+    import numpy as np
     import scipy
 
     from . import __version__, variants
@@ -91,12 +95,17 @@ def cmd_info(args) -> int:
 
 # --------------------------------------------------------------------------- solve
 def _jsonable(v):
+    import numpy as np
     if isinstance(v, np.generic):
         return v.item()
     return str(v)
 
 
 def cmd_solve(args) -> int:
+    import json
+
+    import numpy as np
+
     from . import _solvers
     from .matrices import check_dtype_keeps, paper_rhs
     from .study import resolve_problem
@@ -138,6 +147,10 @@ def cmd_solve(args) -> int:
 
 # --------------------------------------------------------------------------- study
 def cmd_study(args) -> int:
+    import platform
+
+    import numpy as np
+
     from . import variants
     from .backends import VARIANT_NAMES
     from .study import (CPU_GAP, CPU_WINDOW, GPU_GAP, GPU_WINDOW, PAPER_MAXITER, Settings,
@@ -249,13 +262,15 @@ def cmd_fetch(args) -> int:
 
 
 # --------------------------------------------------------------------------- main
-def build_parser() -> argparse.ArgumentParser:
+def build_parser():
+    import argparse
     from ._frontend import SYNC_MODES
     from .backends import VARIANT_NAMES
     from .formats import FORMATS
     from .study import DEFAULT_OUT, METHODS
 
-    p = _Parser(prog="dpsolve", description=__doc__,
+    _Parser = _parser_class()
+    p = _Parser(prog="dpsolve", description=__doc__.split(" So that this holds")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -358,21 +373,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_interrupted = []                      # a SIGINT arrived (main's handler), for what hides it
+
+
+def _on_sigint(signum, frame):
+    _interrupted.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    """The command line; returns the exit status. Ctrl-C anywhere (argument parsing, the imports
+    done on first use, the command) is "dpsolve: interrupted" and 130, also where an extension
+    module turned the KeyboardInterrupt into another error (NumPy's import does: "PyCapsule_Import
+    could not import module 'datetime'"): a SIGINT handler of our own records that it came."""
+    import signal
+    try:
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    except ValueError:                  # not the main thread: leave signals alone
+        previous = None
+    _interrupted.clear()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _say_interrupted()
+    except Exception:
+        if _interrupted:
+            return _say_interrupted()
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _say_interrupted() -> int:
+    print("dpsolve: interrupted", file=sys.stderr)
+    return 130
+
+
+def _main(argv=None) -> int:
+    import warnings
     args = build_parser().parse_args(argv)
     cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch}[args.cmd]
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return cmd(args)
-    except KeyboardInterrupt:
-        print("dpsolve: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:             # stdout closed early (| head): not an error to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as e:
-        if os.environ.get("DPSOLVE_DEBUG"):
+        if os.environ.get("DPSOLVE_DEBUG") or _interrupted:
             raise
         msg = str(e) if isinstance(e, (OSError, ValueError)) and str(e) else \
             f"{type(e).__name__}: {e}"

@@ -282,6 +282,42 @@ def test_a_problem_too_large_to_index_says_so(capsys, small_machine, name, force
     assert "Maximum allowed dimension" not in err and "Exceeds the limit" not in err
 
 
+# --------------------------------------------------------------------------- Ctrl-C
+_INTERRUPT_AT_IMPORT = """
+import importlib.abc, runpy, signal, sys
+class Interrupt(importlib.abc.MetaPathFinder):     # Ctrl-C while {target!r} is being imported
+    def find_spec(self, name, path, target=None):
+        if name == {target!r}:
+            try:
+                signal.raise_signal(signal.SIGINT)  # a real SIGINT, to whatever handler is set
+            except KeyboardInterrupt:
+                if {converted!r}:                   # as NumPy's C import turns it into this
+                    raise ImportError("PyCapsule_Import could not import module 'datetime'")
+                raise
+sys.meta_path.insert(0, Interrupt())
+if {entry!r} == "script":                          # what the installed `dpsolve` script runs
+    from dpsolve.cli import main
+    sys.exit(main(["info"]))
+sys.argv = ["dpsolve", "info"]                     # python -m dpsolve info
+runpy.run_module("dpsolve", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("entry", ["script", "module"])
+@pytest.mark.parametrize("target, converted", [
+    ("argparse", False), ("numpy", False), ("scipy.sparse", False), ("dpsolve._frontend", False),
+    ("numpy._core._multiarray_umath", True), ("scipy.sparse", True)])
+def test_ctrl_c_during_start_up_is_one_line(entry, target, converted):
+    """Ctrl-C in the first fraction of a second (while modules are imported) gives one line and
+    exit status 130, not a traceback, whichever import it lands in, also where the import turns
+    the KeyboardInterrupt into an ImportError."""
+    r = subprocess.run([sys.executable, "-c", _INTERRUPT_AT_IMPORT.format(
+                            target=target, entry=entry, converted=converted)],
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (r.returncode, r.stderr, r.stdout) == (130, "dpsolve: interrupted\n", "")
+
+
 # --------------------------------------------------------------------------- fetch
 @pytest.fixture
 def server(tmp_path, monkeypatch):
