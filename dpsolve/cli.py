@@ -43,6 +43,30 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"dpsolve: warning: {text}", file=sys.stderr)
 
 
+def _number(kind, low, *, strict=False):
+    """An argparse type: an int (kind int) or a finite float >= low (> low when ``strict``),
+    checked before any work starts; a bad one is a malformed command line (exit status 2)."""
+    if kind is int:
+        what = f"an integer >= {low}"
+    else:
+        what = "a positive finite number" if (strict and low == 0) else \
+            f"a finite number {'>' if strict else '>='} {low:g}"
+
+    def parse(text):
+        import argparse
+        import math
+        try:
+            v = int(text) if kind is int else float(text)
+        except ValueError:
+            v = None
+        if v is None or (kind is float and not math.isfinite(v)) or v < low or \
+                (strict and v == low):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+    parse.__name__ = kind.__name__     # argparse's fallback message names the type
+    return parse
+
+
 def _csv_list(choices=None):
     """A comma-separated list (``cg,bicg``), each item checked against ``choices``."""
     def parse(text):
@@ -296,10 +320,10 @@ def build_parser():
     s.add_argument("--dtype", choices=DTYPES, default=None,
                    help="default: the file's own (float64; complex128 for a complex file); a "
                         "real dtype for a complex file is an error")
-    s.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, "
+    s.add_argument("--rtol", type=_number(float, 0), default=1e-5, help="relative tolerance (default 1e-5, "
                    "SciPy's)")
-    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
-    s.add_argument("--maxiter", type=int, default=None, help="default 10 n")
+    s.add_argument("--atol", type=_number(float, 0), default=0.0, help="absolute tolerance (default 0)")
+    s.add_argument("--maxiter", type=_number(int, 1), default=None, help="default 10 n")
     s.add_argument("--precond", choices=("jacobi",), default=None,
                    help="preconditioner (default none)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -336,17 +360,18 @@ def build_parser():
                     "real dtype is recorded as failed")
     st.add_argument("--formats", type=_csv_list(("auto",) + FORMATS), default=None,
                     metavar="F1,...", help="default auto (--paper: csr-vector)")
-    st.add_argument("--rtol", type=float, default=1e-6, help="default 1e-6")
-    st.add_argument("--maxiter", type=int, default=None,
+    st.add_argument("--rtol", type=_number(float, 0, strict=True), default=1e-6,
+                    help="default 1e-6 (the study has no atol: rtol must be positive)")
+    st.add_argument("--maxiter", type=_number(int, 1), default=None,
                     help="iteration cap per solve (default 10 n; --paper: 20000)")
     st.add_argument("--precond", choices=("jacobi",), default=None, help="default none (the "
                     "paper's plain CG)")
-    st.add_argument("--window", type=float, default=None,
+    st.add_argument("--window", type=_number(float, 0), default=None,
                     help="seconds of repeated solves per configuration (default 2; 0.5 when only "
                          "the host variant runs)")
-    st.add_argument("--gap", type=float, default=None,
+    st.add_argument("--gap", type=_number(float, 0), default=None,
                     help="idle seconds after each configuration (default 0.5; 0.1 host only)")
-    st.add_argument("--warmup", type=int, default=1, help="warm-up solves (default 1)")
+    st.add_argument("--warmup", type=_number(int, 0), default=1, help="warm-up solves (default 1)")
     st.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     st.add_argument("--restart", action="store_true",
                     help="start over: delete the study's files in --out first")

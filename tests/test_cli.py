@@ -226,6 +226,32 @@ def test_bad_option_is_one_line_with_exit_status_2(capsys, small_mtx):
     assert e.value.code == 2 and "unknown 'warp'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (("study", "--rtol", "-1"), "argument --rtol: must be a positive finite number, got '-1'"),
+    (("study", "--rtol", "0"), "argument --rtol: must be a positive finite number, got '0'"),
+    (("study", "--rtol", "nan"), "argument --rtol"),
+    (("study", "--rtol", "x"), "argument --rtol: must be a positive finite number, got 'x'"),
+    (("study", "--maxiter", "0"), "argument --maxiter: must be an integer >= 1, got '0'"),
+    (("study", "--maxiter", "2.5"), "argument --maxiter: must be an integer >= 1, got '2.5'"),
+    (("study", "--window", "-1"), "argument --window: must be a finite number >= 0, got '-1'"),
+    (("study", "--window", "inf"), "argument --window"),
+    (("study", "--gap", "-0.5"), "argument --gap: must be a finite number >= 0, got '-0.5'"),
+    (("study", "--warmup", "-1"), "argument --warmup: must be an integer >= 0, got '-1'"),
+    (("solve", "laplace1d-5", "--rtol", "-1"), "argument --rtol: must be a finite number >= 0"),
+    (("solve", "laplace1d-5", "--atol", "-0.001"), "argument --atol: must be a finite number >= 0"),
+    (("solve", "laplace1d-5", "--maxiter", "0"), "argument --maxiter: must be an integer >= 1"),
+])
+def test_bad_numbers_exit_2_before_any_work(capsys, tmp_path, argv, needle):
+    extra = (("--out", str(tmp_path / "s"), "--variants", "host", "--matrices", "laplace1d-3",
+              "--window", "0", "--gap", "0", "--no-progress") if argv[0] == "study" else ())
+    with pytest.raises(SystemExit) as e:                 # the bad value last: it is the one used
+        main([argv[0], *extra, *argv[1:]])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and needle in err
+    assert not (tmp_path / "s").exists()                 # nothing ran
+
+
 def test_the_process_exit_status(small_mtx):
     r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", "/nonexistent.mtx"],
                        capture_output=True, text=True, cwd=ROOT)
