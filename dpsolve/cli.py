@@ -125,6 +125,20 @@ def _jsonable(v):
     return str(v)
 
 
+def _summary(rep) -> str:
+    """The report in one line, times in human units (report.summary()'s fields); the host
+    variant has no sync mode, shown as "-"."""
+    from ._units import human_time
+
+    def num(v, unit="", spec=".3g"):
+        return "n/a" if v is None else f"{v:{spec}}{unit}"
+    sync = "-" if rep.variant == "host" else rep.sync
+    return (f"{rep.method}/{rep.variant}/{rep.format or '-'}/{sync} {rep.dtype} n={rep.n} "
+            f"nnz={rep.nnz}: info={rep.info} it={rep.iterations} |r|={num(rep.residual_norm)} "
+            f"wall={human_time(rep.wall_time)} gpu={human_time(rep.gpu_time)} "
+            f"E_gpu={num(rep.gpu_energy, ' J')} cpu={human_time(rep.host_cpu_time)}")
+
+
 def cmd_solve(args) -> int:
     import json
 
@@ -155,13 +169,15 @@ def cmd_solve(args) -> int:
                "nnz": int(A.nnz), "setup": "x* = ones, b = A x*, x0 = 0",
                "precond": args.precond, "relative_residual": rel_res,
                "relative_error": rel_err, "report": rep.as_dict()}
+        if rep.variant == "host":       # no sync mode on the host (SI numbers stay as they are)
+            doc["report"]["sync"] = None
         print(json.dumps(doc, indent=2, default=_jsonable))
         return 0
     print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, "
           f"{dtype}")
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
           f"{', Jacobi' if args.precond else ''}")
-    print(f"report   : {rep.summary()}")
+    print(f"report   : {_summary(rep)}")
     state = ("converged" if info == 0 else
              f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
     print(f"result   : {state}; ||b - A x|| / ||b|| = "

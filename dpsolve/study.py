@@ -464,8 +464,9 @@ def _done_line(row):
     label = Config(*(row[k] for k in KEY)).label()
     if row["status"] != "ok":
         return f"{label}: {row['status']} - {row.get('error', '')}"
+    from ._units import human_time
     e = row.get("gpu_energy_j")
-    line = (f"{label}: {_cell(row['time_s'], 1e3)} ms/solve, {row['iterations']} it, "
+    line = (f"{label}: {human_time(row['time_s'])}/solve, {row['iterations']} it, "
             f"{_cell(e) + ' J/solve' if e is not None else 'GPU energy n/a'}, {row['reps']} reps")
     return line + (f" ({row['error']})" if row.get("error") else "")
 

@@ -86,8 +86,41 @@ def test_solve_prints_the_report(capsys, small_mtx):
     code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--rtol", "1e-8")
     assert code == 0, err
     assert "poisson" in out and "n = 49, nnz = 217" in out
-    assert "cg/host/-/polling float64 n=49 nnz=217: info=0" in out
+    assert "cg/host/-/- float64 n=49 nnz=217: info=0" in out
     assert "converged" in out
+
+
+def test_solve_prints_times_in_human_units(capsys, small_mtx, monkeypatch):
+    import numpy as np
+    from dpsolve import _solvers
+    from dpsolve.report import SolveReport
+
+    def slow(A, b, **kw):                 # a solve that took 2.38 s of wall time
+        rep = SolveReport(variant="cuda", format="ell", sync="blocking", method="cg",
+                          dtype="float64", n=49, nnz=217, iterations=12, info=0, converged=True,
+                          residual_norm=1e-9, wall_time=2.38, gpu_time=0.0238,
+                          host_cpu_time=75.0, gpu_energy=512.0)
+        return np.ones(A.shape[0]), 0, rep
+    monkeypatch.setattr(_solvers, "cg", slow)
+    code, out, err = run(capsys, "solve", str(small_mtx))
+    assert code == 0, err
+    report = next(ln for ln in out.splitlines() if ln.startswith("report"))
+    assert "wall=2.38 s gpu=23.8 ms" in report and "cpu=1 min 15 s" in report
+    assert "e+0" not in report and "E_gpu=512 J" in report
+    code, out, err = run(capsys, "solve", str(small_mtx), "--json")
+    rep = json.loads(out)["report"]                      # the JSON keeps SI numbers
+    assert (rep["wall_time"], rep["gpu_time"], rep["host_cpu_time"]) == (2.38, 0.0238, 75.0)
+
+
+def test_the_host_report_has_no_sync_mode(capsys, small_mtx):
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--sync",
+                         "blocking")
+    assert code == 0, err
+    report = next(ln for ln in out.splitlines() if ln.startswith("report"))
+    assert "cg/host/-/- float64 n=49 nnz=217: info=0" in report
+    assert "polling" not in report and "blocking" not in report
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host", "--json")
+    assert json.loads(out)["report"]["sync"] is None
 
 
 def test_solve_json(capsys, small_mtx):
