@@ -33,6 +33,11 @@ FORCE_HELP = ("build a generated problem even when its estimated memory exceeds 
               "machine has available (also: DPSOLVE_NO_SIZE_GUARD=1)")
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """"1 matrix", "2 matrices", "0 warm-up solves"."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def _oneline(text) -> str:
     return " ".join(str(text).split())
 
@@ -243,12 +248,13 @@ def cmd_study(args) -> int:
         warmup=args.warmup)
     if args.window is None and gpu and not (args.matrices or args.paper):
         s.window = default_window(len(make_plan(problems, s)))
-    print(f"study: {len(problems)} matrices x {', '.join(s.methods)} x {', '.join(s.variants)} x "
+    print(f"study: {_count(len(problems), 'matrix', 'matrices')} x {', '.join(s.methods)} x "
+          f"{', '.join(s.variants)} x "
           f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
           f"{', '.join(s.dtypes) if s.dtypes else 'the matrix dtype'}; rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
           f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
-          f"{s.warmup} warm-up solve(s), then a {s.window:g} s window, then a {s.gap:g} s gap; "
+          f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, then a {s.gap:g} s gap; "
           f"output in {args.out}/")
     from . import _device
     meta = {"machine": {"python": platform.python_version(), "platform": platform.platform(),

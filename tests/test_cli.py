@@ -491,7 +491,19 @@ def test_default_study_on_a_cpu_only_machine_runs_the_host_variant(capsys, tmp_p
     assert code == 0
     assert "running the host variant" in out and "need a usable CUDA device" in out
     assert "Table 2 cannot be formed" in out
-    assert "1 matrices x cg x host" in out
+    assert "study: 1 matrix x cg x host" in out and "1 warm-up solve," in out
+
+
+def test_study_header_counts_in_words(capsys, tmp_path):
+    for mats, warm, words in (("laplace1d-4", "0", ("1 matrix x", "0 warm-up solves,")),
+                              ("laplace1d-4,laplace1d-5", "2", ("2 matrices x",
+                                                                 "2 warm-up solves,"))):
+        code, out, err = run(capsys, "study", "--matrices", mats, "--variants", "host",
+                             "--window", "0", "--gap", "0", "--warmup", warm, "--no-progress",
+                             "--out", str(tmp_path / warm))
+        assert code == 0, err
+        header = next(ln for ln in out.splitlines() if ln.startswith("study:"))
+        assert all(w in header for w in words) and "(s)" not in header
 
 
 def test_scripts_study_wrapper(tmp_path):
