@@ -471,8 +471,7 @@ def _main(argv=None) -> int:
     except Exception as e:
         if os.environ.get("DPSOLVE_DEBUG") or _interrupted:
             raise
-        msg = str(e) if isinstance(e, (OSError, ValueError)) and str(e) else \
-            f"{type(e).__name__}: {e}"
+        msg = str(e) or type(e).__name__   # the message alone; DPSOLVE_DEBUG=1: the traceback
         if isinstance(e, FileNotFoundError) and e.filename:
             msg = f"no such file: {e.filename}"
         print(f"dpsolve {args.cmd}: error: {_oneline(msg)}", file=sys.stderr)

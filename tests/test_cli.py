@@ -187,6 +187,27 @@ def test_errors_are_one_line_with_exit_status_1(capsys, argv, needle):
     assert needle in err
 
 
+@pytest.mark.parametrize("exc, line", [
+    (None, "variant 'cublas' cannot run here: no usable CUDA device here"),
+    (RuntimeError("the kernel failed"), "the kernel failed"),
+    (KeyError(), "KeyError"),                       # no message: the class says what it was
+])
+def test_the_error_line_is_the_message_alone(capsys, monkeypatch, exc, line):
+    from dpsolve import BackendUnavailableError, cli
+    if exc is None:
+        exc = BackendUnavailableError("cublas", "no usable CUDA device here")
+
+    def fails(args):
+        raise exc
+    monkeypatch.setattr(cli, "cmd_info", fails)
+    monkeypatch.delenv("DPSOLVE_DEBUG", raising=False)
+    code, out, err = run(capsys, "info")
+    assert (code, err) == (1, f"dpsolve info: error: {line}\n")
+    monkeypatch.setenv("DPSOLVE_DEBUG", "1")            # the traceback instead
+    with pytest.raises(type(exc)):
+        main(["info"])
+
+
 def test_corrupt_matrix_file_is_one_line(capsys, tmp_path):
     bad = tmp_path / "bad.mtx"
     bad.write_text("this is not matrix market\n")
