@@ -211,18 +211,24 @@ def cmd_study(args) -> int:
     else:
         chosen = args.variants
     gpu = any(n != "host" and info[n].available for n in chosen)
-    unavailable = [n for n in gpu_names if not info[n].available]
-    if unavailable:
-        reasons = {}
-        for n in unavailable:
+    # the GPU variants the study tried: all of them by default (and for "all"), else those named
+    tried = gpu_names if args.variants in (None, ("all",)) else [n for n in chosen if n != "host"]
+    reasons = {}
+    for n in tried:
+        if not info[n].available:
             reasons.setdefault(info[n].reason, []).append(n)
-        for reason, names in reasons.items():
-            need = ("need a usable CUDA device, and this machine has none"
-                    if "not implemented" not in (reason or "") else "are not part of this build")
-            print(f"GPU variants {', '.join(names)} {need}: {reason}"
-                  + (" - skipped" if args.variants is None else ""))
-        if not gpu:
-            print("running the host variant (the NumPy reference solvers on the CPU) instead")
+    for reason, names in reasons.items():
+        one = len(names) == 1
+        need = ((f"need{'s' if one else ''} a usable CUDA device, and this machine has none")
+                if "not implemented" not in (reason or "") else
+                f"{'is' if one else 'are'} not part of this build")
+        print(f"GPU variant{'' if one else 's'} {', '.join(names)} {need}: {reason} - "
+              f"{'skipped' if args.variants is None else 'recorded as skipped'}")
+    if not gpu and args.variants is None:
+        print("running the host variant (the NumPy reference solvers on the CPU) instead")
+    elif not gpu and "host" not in chosen:
+        print("none of the variants asked for can run here: every configuration is recorded as "
+              "skipped")
 
     if args.matrices:
         widest = max(args.dtypes or ("float64",), key=lambda d: np.dtype(d).itemsize)
@@ -251,7 +257,7 @@ def cmd_study(args) -> int:
     print(f"study: {_count(len(problems), 'matrix', 'matrices')} x {', '.join(s.methods)} x "
           f"{', '.join(s.variants)} x "
           f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
-          f"{', '.join(s.dtypes) if s.dtypes else 'the matrix dtype'}; rtol = {s.rtol:g}"
+          f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
           f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
           f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, then a {s.gap:g} s gap; "
