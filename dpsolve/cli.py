@@ -263,8 +263,10 @@ def cmd_study(args) -> int:
           f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, then a {s.gap:g} s gap; "
           f"output in {args.out}/")
     from . import _device
+    dev = _device.status()
     meta = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
-                        "device": _device.status().name or _device.status().reason},
+                        "device": dev.name,               # the GPU's name, or null
+                        "device_unavailable": None if dev.ok else dev.reason},
             "matrices": [{"name": p.name, "source": p.source} for p in problems]}
     prefetch(problems, args.matrix_dir, progress=not args.no_progress)
     try:

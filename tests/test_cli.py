@@ -562,6 +562,22 @@ def test_study_names_only_the_variants_asked_for(capsys, tmp_path, no_gpu_varian
         assert text not in head
 
 
+@pytest.mark.parametrize("dev", [
+    dict(ok=False, reason="no CUDA device (test)"),
+    dict(ok=False, reason="Old GPU has compute capability 6.0 (test)", name="Old GPU"),
+    dict(ok=True, name="Fake GPU")], ids=["none", "unusable", "usable"])
+def test_study_json_keeps_the_device_and_the_reason_apart(capsys, tmp_path, monkeypatch, dev):
+    from dpsolve import _device
+    monkeypatch.setattr(_device, "status", lambda: _device.DeviceStatus(**dev))
+    code, out, err = run(capsys, "study", "--matrices", "laplace1d-4", "--variants", "host",
+                         "--window", "0", "--gap", "0", "--no-progress", "--out",
+                         str(tmp_path / "s"))
+    assert code == 0, err
+    machine = json.loads((tmp_path / "s" / "study.json").read_text())["machine"]
+    assert machine["device"] == dev.get("name")          # a name or null, never a reason
+    assert machine["device_unavailable"] == dev.get("reason")
+
+
 def test_scripts_study_wrapper(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "study"), "--help"],
                        capture_output=True, text=True, cwd=tmp_path,
