@@ -271,7 +271,9 @@ def _num(v):
 
 # --------------------------------------------------------------------------- running
 class _Bar:
-    """tqdm over the plan when installed and wanted, else plain "[i/N]" lines."""
+    """tqdm over the plan when installed and wanted, else plain "[i/N]" lines: the progress, on
+    stderr. Each finished configuration's line is a result: it goes to stdout (tqdm clears and
+    redraws its bar around it), so that ``> file`` keeps it with the tables."""
 
     def __init__(self, total, initial, enabled):
         self.i, self.total, self.enabled, self.bar = initial, total, enabled, None
@@ -293,9 +295,9 @@ class _Bar:
         self.i += 1
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.write(line, file=sys.stderr)
+            self.bar.write(f"  {line}", file=sys.stdout)
         else:                            # without a bar too: one line per configuration
-            print(f"  {line}", file=sys.stderr, flush=True)
+            print(f"  {line}", file=sys.stdout, flush=True)
 
     def close(self):
         if self.bar is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -576,6 +577,23 @@ def test_study_json_keeps_the_device_and_the_reason_apart(capsys, tmp_path, monk
     machine = json.loads((tmp_path / "s" / "study.json").read_text())["machine"]
     assert machine["device"] == dev.get("name")          # a name or null, never a reason
     assert machine["device_unavailable"] == dev.get("reason")
+
+
+@pytest.mark.parametrize("progress", ["none", "plain"])
+def test_study_results_on_stdout_progress_on_stderr(capsys, tmp_path, monkeypatch, progress):
+    monkeypatch.setitem(sys.modules, "tqdm", None)       # the plain [i/N] progress lines
+    code, out, err = run(capsys, "study", "--matrices", "laplace1d-4,laplace1d-5", "--variants",
+                         "host", "--window", "0", "--gap", "0", "--out", str(tmp_path / "s"),
+                         *(("--no-progress",) if progress == "none" else ()))
+    assert code == 0, err
+    for m in ("laplace1d-4", "laplace1d-5"):             # one result line per configuration
+        assert re.search(rf"^  {m} cg float64 host: .*/solve, \d+ it, ", out, re.M)
+        assert f"{m} cg float64 host:" not in err
+    assert "study: 2 matrices" in out and "# Table 2" in out
+    if progress == "plain":
+        assert "[1/2] laplace1d-4 cg float64 host ..." in err and "[1/2]" not in out
+    else:
+        assert "[1/2]" not in err + out
 
 
 def test_scripts_study_wrapper(tmp_path):

@@ -220,17 +220,17 @@ def test_progress_bar_fallback_without_tqdm(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)
     study.run_study(_problems("laplace1d-10", "laplace1d-11"), host_settings(), tmp_path / "o",
                     progress=True, log=lambda m: None)
-    err = capsys.readouterr().err
-    assert "[1/2] laplace1d-10 cg float64 host ..." in err
-    assert "[2/2] laplace1d-11" in err and re.search(r"\d (s|ms|us)/solve", err)
+    out, err = capsys.readouterr()
+    assert "[1/2] laplace1d-10 cg float64 host ..." in err            # progress: stderr
+    assert "[2/2] laplace1d-11" in err and re.search(r"\d (s|ms|us)/solve", out)   # results
 
 
 def test_progress_bar_with_tqdm(tmp_path, capsys):
     pytest.importorskip("tqdm")
     study.run_study(_problems("laplace1d-10"), host_settings(), tmp_path / "o", progress=True,
                     log=lambda m: None)
-    err = capsys.readouterr().err
-    assert "1/1" in err and "laplace1d-10 cg float64 host: " in err
+    out, err = capsys.readouterr()
+    assert "1/1" in err and "laplace1d-10 cg float64 host: " in out
 
 
 def test_progress_lines_print_human_times():
