@@ -469,7 +469,8 @@ def _done_line(row):
     from ._units import human_time
     e = row.get("gpu_energy_j")
     line = (f"{label}: {human_time(row['time_s'])}/solve, {row['iterations']} it, "
-            f"{_cell(e) + ' J/solve' if e is not None else 'GPU energy n/a'}, {row['reps']} reps")
+            f"{_cell(e) + ' J/solve' if e is not None else 'GPU energy n/a'}, {row['reps']} "
+            f"rep{'' if row['reps'] == 1 else 's'}")
     return line + (f" ({row['error']})" if row.get("error") else "")
 
 
