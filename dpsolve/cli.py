@@ -230,15 +230,18 @@ def cmd_study(args) -> int:
         print("none of the variants asked for can run here: every configuration is recorded as "
               "skipped")
 
+    # the size guard checks generated problems in the widest dtype asked for
+    widest = max(args.dtypes or (("float32",) if args.paper else ("float64",)),
+                 key=lambda d: np.dtype(d).itemsize)
     if args.matrices:
-        widest = max(args.dtypes or ("float64",), key=lambda d: np.dtype(d).itemsize)
         problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress,
                                     force=args.force, dtype=widest)
                     for m in args.matrices]
     elif args.paper:
-        problems = paper_problems(args.matrix_dir, progress=not args.no_progress)
+        problems = paper_problems(args.matrix_dir, progress=not args.no_progress,
+                                  force=args.force, dtype=widest)
     else:
-        problems = default_problems(gpu)
+        problems = default_problems(gpu, force=args.force, dtype=widest)
     if args.paper and not gpu:
         print("note: the paper's matrices on the host variant take hours; the study is meant for "
               "a GPU machine")

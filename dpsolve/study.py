@@ -138,10 +138,10 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True, *, force=False,
                      f"matrix ({', '.join(e.paper_name for e in catalog.PAPER)}) or GROUP/NAME")
 
 
-def default_problems(gpu: bool) -> list[Problem]:
+def default_problems(gpu: bool, *, force=False, dtype="float64") -> list[Problem]:
     """Generated Laplace problems, plus every SPD matrix of the shared folder when there is one."""
     names = DEFAULT_GENERATED + (DEFAULT_GENERATED_GPU if gpu else ())
-    probs = [resolve_problem(n) for n in names]
+    probs = [resolve_problem(n, force=force, dtype=dtype) for n in names]
     d = _m.shared_matrix_dir()
     for path in (_m.shared_spd_matrices(d) if d else []):
         probs.append(Problem(_m.matrix_name(path), f"shared {path}", True,
@@ -162,9 +162,11 @@ def prefetch(problems, matrix_dir=None, progress=True, log=print) -> None:
                 log(f"could not download {p.name}: {e}")
 
 
-def paper_problems(matrix_dir=None, progress=True) -> list[Problem]:
+def paper_problems(matrix_dir=None, progress=True, *, force=False,
+                   dtype="float32") -> list[Problem]:
     from .catalog import PAPER
-    return [resolve_problem(e.paper_name, matrix_dir, progress) for e in PAPER]
+    return [resolve_problem(e.paper_name, matrix_dir, progress, force=force, dtype=dtype)
+            for e in PAPER]
 
 
 # --------------------------------------------------------------------------- the plan

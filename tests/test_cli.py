@@ -340,6 +340,23 @@ def test_size_guard_refuses_at_once(capsys, small_machine, tmp_path, argv):
     assert not (tmp_path / "s").exists()                 # the study did not start
 
 
+def test_size_guard_applies_to_the_paper_set_and_force_passes_it(capsys, monkeypatch, tmp_path):
+    from dpsolve import matrices, study
+    monkeypatch.setattr(matrices, "available_memory", lambda: 4 * 10 ** 9)      # 4 GB
+    monkeypatch.delenv("DPSOLVE_NO_SIZE_GUARD", raising=False)
+    code, out, err = run(capsys, "study", "--paper", "--variants", "host", "--out",
+                         str(tmp_path / "s"))
+    assert code == 1 and "laplace3d-252: n = 16,003,008, nnz = 111,640,032 (float32) needs" in err
+    assert not (tmp_path / "s").exists()
+    # --force gets past the guard (the problems are then only resolved, not run, here)
+    seen = []
+    monkeypatch.setattr(study, "paper_problems", lambda *a, **k: seen.append(k) or [])
+    monkeypatch.setattr("dpsolve.study.run_study", lambda *a, **k: [])
+    run(capsys, "study", "--paper", "--variants", "host", "--out", str(tmp_path / "t"),
+        "--force")
+    assert seen and seen[0]["force"] is True
+
+
 def test_size_guard_overrides(capsys, monkeypatch):
     from dpsolve import matrices
     monkeypatch.setattr(matrices, "available_memory", lambda: 10 ** 6)          # 1 MB
