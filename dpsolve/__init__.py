@@ -4,16 +4,37 @@ reporting what each solve cost in time and energy.
     x, info = dpsolve.cg(A, b)                                   # SciPy's semantics
     x, info, report = dpsolve.cg(A, b, variant="host", full_output=True)
     P = dpsolve.prepare(A, "cg"); x, info = P.solve(b)           # set up once, solve many times
+
+The solvers, prepare, variants() and SolveReport are imported on first use (PEP 562), so that
+``import dpsolve.cli`` loads neither NumPy nor SciPy: the command line catches Ctrl-C from its
+very first line, imports included.
 """
 from ._errors import (BackendUnavailableError, DpsolveError, DpsolveWarning, FormatError,
                       KernelCompileError)
-from ._prepared import PreparedSystem, prepare
-from ._solvers import bicg, bicgstab, cg
-from .backends import VariantInfo, variants
-from .report import SolveReport
 
 __version__ = "0.1.0"
 
-__all__ = ["cg", "bicg", "bicgstab", "prepare", "PreparedSystem", "variants", "VariantInfo", "SolveReport",
-           "DpsolveError", "BackendUnavailableError", "FormatError", "KernelCompileError",
+__all__ = ["cg", "bicg", "bicgstab", "prepare", "PreparedSystem", "variants", "VariantInfo",
+           "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError", "KernelCompileError",
            "DpsolveWarning", "__version__"]
+
+_LAZY = {"cg": "_solvers", "bicg": "_solvers", "bicgstab": "_solvers",
+         "prepare": "_prepared", "PreparedSystem": "_prepared",
+         "variants": "backends", "VariantInfo": "backends", "SolveReport": "report"}
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("__"):       # dpsolve.backends etc. without importing them first
+        import importlib.util
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

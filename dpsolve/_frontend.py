@@ -126,14 +126,18 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
                    full_output)
 
 
-def prepared(backend, system, fmt, sync, **kw):
-    """The back end's state for this system, its device work finished (waiting as ``sync``
-    says), so that the solve's time is the solve's."""
+def prepared(backend, system, fmt, sync, wait=False, **kw):
+    """The back end's state for this system. ``wait``: wait (as ``sync`` says) for its device
+    work. The one-shot call does not: its set-up's device work (allocations' memsets, a format's
+    layout) is queued ahead of the solve on the same stream, and a host wait between them would
+    cost a blocking-sync wake-up per call, so ``setup_time`` is the host's part of the set-up
+    and ``solve_time`` includes what of it the GPU had still queued (``gpu_time`` is the
+    iterations' own)."""
     state = backend.prepare(system, fmt, **kw)
     stream = getattr(state, "stream", None)
-    if stream is not None:
-        from ._setup import wait
-        wait(stream, sync)
+    if wait and stream is not None:
+        from ._setup import wait as wait_stream
+        wait_stream(stream, sync)
     return state
 
 

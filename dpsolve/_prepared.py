@@ -71,7 +71,7 @@ class PreparedSystem:
             base = host_system(self.method, A, o["M"], o["dtype"])
         backend, fmt = fe.pick(base, o["variant"], o["format"], None)
         kw = {"cache": False} if backend.name == "graph" else {}
-        state = fe.prepared(backend, base, fmt, self.sync, **kw)
+        state = fe.prepared(backend, base, fmt, self.sync, wait=True, **kw)
         # everything or nothing: a failed update leaves the previous system in place
         self._base, self._backend, self._state, self._device = base, backend, state, device
         self.variant, self.format = backend.name, fmt

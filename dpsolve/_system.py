@@ -101,14 +101,15 @@ def check_matrix(A):
         is_operator = True
         A = aslinearoperator(A)
     else:
+        given = type(A).__name__            # named in errors: not NumPy's conversion of A
         try:
             A = np.asarray(A)
         except Exception:
             raise TypeError(f"A must be a sparse matrix, a 2-D array or a LinearOperator, "
-                            f"got {type(A).__name__}") from None
+                            f"got {given}") from None
         if A.dtype == object or A.ndim != 2:
             raise TypeError(f"A must be a sparse matrix, a 2-D array or a LinearOperator, "
-                            f"got {type(A).__name__} with shape {A.shape}")
+                            f"got {given}" + (f" with shape {A.shape}" if A.ndim else ""))
     shape = tuple(int(s) for s in A.shape)
     if shape[0] != shape[1]:
         raise ValueError(f"expected square matrix, but got shape={(shape,)}")

@@ -7,25 +7,35 @@
     dpsolve fetch GROUP/NAME      download a SuiteSparse matrix into the local cache
 
 `dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
-(2 for a malformed command line).
+(2 for a malformed command line); Ctrl-C at any point, start-up included, is one line and exit
+status 130. So that this holds while modules are still being imported, this module imports only
+os and sys at its top: everything else is imported inside main().
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import sys
-import warnings
-
-import numpy as np
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a malformed command line is one line on stderr (and exit status 2)."""
+def _parser_class():
+    import argparse
 
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    class _Parser(argparse.ArgumentParser):
+        """argparse, but a malformed command line is one line on stderr (and exit status 2)."""
+
+        def error(self, message):
+            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    return _Parser
+
+
+DTYPES = ("float64", "float32", "complex128", "complex64")
+FORCE_HELP = ("build a generated problem even when its estimated memory exceeds what this "
+              "machine has available (also: DPSOLVE_NO_SIZE_GUARD=1)")
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """"1 matrix", "2 matrices", "0 warm-up solves"."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def _oneline(text) -> str:
@@ -38,9 +48,34 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"dpsolve: warning: {text}", file=sys.stderr)
 
 
+def _number(kind, low, *, strict=False):
+    """An argparse type: an int (kind int) or a finite float >= low (> low when ``strict``),
+    checked before any work starts; a bad one is a malformed command line (exit status 2)."""
+    if kind is int:
+        what = f"an integer >= {low}"
+    else:
+        what = "a positive finite number" if (strict and low == 0) else \
+            f"a finite number {'>' if strict else '>='} {low:g}"
+
+    def parse(text):
+        import argparse
+        import math
+        try:
+            v = int(text) if kind is int else float(text)
+        except ValueError:
+            v = None
+        if v is None or (kind is float and not math.isfinite(v)) or v < low or \
+                (strict and v == low):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+    parse.__name__ = kind.__name__     # argparse's fallback message names the type
+    return parse
+
+
 def _csv_list(choices=None):
     """A comma-separated list (``cg,bicg``), each item checked against ``choices``."""
     def parse(text):
+        import argparse
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError("expected a comma-separated list")
@@ -55,6 +90,9 @@ def _csv_list(choices=None):
 
 # --------------------------------------------------------------------------- info
 def cmd_info(args) -> int:
+    import platform
+
+    import numpy as np
     import scipy
 
     from . import __version__, variants
@@ -86,18 +124,43 @@ def cmd_info(args) -> int:
 
 # --------------------------------------------------------------------------- solve
 def _jsonable(v):
+    import numpy as np
     if isinstance(v, np.generic):
         return v.item()
     return str(v)
 
 
+def _summary(rep) -> str:
+    """The report in one line, times in human units (report.summary()'s fields); the host
+    variant has no sync mode, shown as "-"."""
+    from ._units import human_time
+
+    def num(v, unit="", spec=".3g"):
+        return "n/a" if v is None else f"{v:{spec}}{unit}"
+    sync = "-" if rep.variant == "host" else rep.sync
+    return (f"{rep.method}/{rep.variant}/{rep.format or '-'}/{sync} {rep.dtype} n={rep.n} "
+            f"nnz={rep.nnz}: info={rep.info} it={rep.iterations} |r|={num(rep.residual_norm)} "
+            f"wall={human_time(rep.wall_time)} gpu={human_time(rep.gpu_time)} "
+            f"E_gpu={num(rep.gpu_energy, ' J')} cpu={human_time(rep.host_cpu_time)}")
+
+
 def cmd_solve(args) -> int:
+    import json
+
+    import numpy as np
+
     from . import _solvers
-    from .matrices import paper_rhs
+    from .matrices import check_dtype_keeps, paper_rhs
     from .study import resolve_problem
 
-    prob = resolve_problem(args.matrix, progress=not args.json)
-    A = prob.build().astype(args.dtype)
+    prob = resolve_problem(args.matrix, progress=not args.json, force=args.force,
+                           dtype=args.dtype or "float64")
+    if args.dtype:                      # a complex file asked for in a real dtype: say so at once
+        check_dtype_keeps(prob.header_field() == "complex", args.dtype, prob.source, "--dtype")
+    A = prob.load()
+    dtype = args.dtype or ("complex128" if np.iscomplexobj(A) else "float64")
+    check_dtype_keeps(np.iscomplexobj(A), dtype, prob.source, "--dtype")
+    A = A.astype(dtype, copy=False)
     b, x_star = paper_rhs(A)
     solver = getattr(_solvers, args.method)
     x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
@@ -111,13 +174,15 @@ def cmd_solve(args) -> int:
                "nnz": int(A.nnz), "setup": "x* = ones, b = A x*, x0 = 0",
                "precond": args.precond, "relative_residual": rel_res,
                "relative_error": rel_err, "report": rep.as_dict()}
+        if rep.variant == "host":       # no sync mode on the host (SI numbers stay as they are)
+            doc["report"]["sync"] = None
         print(json.dumps(doc, indent=2, default=_jsonable))
         return 0
     print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, "
-          f"{args.dtype}")
+          f"{dtype}")
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
           f"{', Jacobi' if args.precond else ''}")
-    print(f"report   : {rep.summary()}")
+    print(f"report   : {_summary(rep)}")
     state = ("converged" if info == 0 else
              f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
     print(f"result   : {state}; ||b - A x|| / ||b|| = "
@@ -127,6 +192,10 @@ def cmd_solve(args) -> int:
 
 # --------------------------------------------------------------------------- study
 def cmd_study(args) -> int:
+    import platform
+
+    import numpy as np
+
     from . import variants
     from .backends import VARIANT_NAMES
     from .study import (CPU_GAP, CPU_WINDOW, GPU_GAP, GPU_WINDOW, PAPER_MAXITER, Settings,
@@ -142,32 +211,43 @@ def cmd_study(args) -> int:
     else:
         chosen = args.variants
     gpu = any(n != "host" and info[n].available for n in chosen)
-    unavailable = [n for n in gpu_names if not info[n].available]
-    if unavailable:
-        reasons = {}
-        for n in unavailable:
+    # the GPU variants the study tried: all of them by default (and for "all"), else those named
+    tried = gpu_names if args.variants in (None, ("all",)) else [n for n in chosen if n != "host"]
+    reasons = {}
+    for n in tried:
+        if not info[n].available:
             reasons.setdefault(info[n].reason, []).append(n)
-        for reason, names in reasons.items():
-            need = ("need a usable CUDA device, and this machine has none"
-                    if "not implemented" not in (reason or "") else "are not part of this build")
-            print(f"GPU variants {', '.join(names)} {need}: {reason}"
-                  + (" - skipped" if args.variants is None else ""))
-        if not gpu:
-            print("running the host variant (the NumPy reference solvers on the CPU) instead")
+    for reason, names in reasons.items():
+        one = len(names) == 1
+        need = ((f"need{'s' if one else ''} a usable CUDA device, and this machine has none")
+                if "not implemented" not in (reason or "") else
+                f"{'is' if one else 'are'} not part of this build")
+        print(f"GPU variant{'' if one else 's'} {', '.join(names)} {need}: {reason} - "
+              f"{'skipped' if args.variants is None else 'recorded as skipped'}")
+    if not gpu and args.variants is None:
+        print("running the host variant (the NumPy reference solvers on the CPU) instead")
+    elif not gpu and "host" not in chosen:
+        print("none of the variants asked for can run here: every configuration is recorded as "
+              "skipped")
 
+    # the size guard checks generated problems in the widest dtype asked for
+    widest = max(args.dtypes or (("float32",) if args.paper else ("float64",)),
+                 key=lambda d: np.dtype(d).itemsize)
     if args.matrices:
-        problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress)
+        problems = [resolve_problem(m, args.matrix_dir, progress=not args.no_progress,
+                                    force=args.force, dtype=widest)
                     for m in args.matrices]
     elif args.paper:
-        problems = paper_problems(args.matrix_dir, progress=not args.no_progress)
+        problems = paper_problems(args.matrix_dir, progress=not args.no_progress,
+                                  force=args.force, dtype=widest)
     else:
-        problems = default_problems(gpu)
+        problems = default_problems(gpu, force=args.force, dtype=widest)
     if args.paper and not gpu:
         print("note: the paper's matrices on the host variant take hours; the study is meant for "
               "a GPU machine")
     s = Settings(
         methods=args.methods, variants=chosen, syncs=args.syncs,
-        dtypes=args.dtypes or (("float32",) if args.paper else ("float64",)),
+        dtypes=args.dtypes or (("float32",) if args.paper else None),
         formats=args.formats or (("csr-vector",) if args.paper else ("auto",)),
         rtol=args.rtol, maxiter=args.maxiter if args.maxiter is not None else
         (PAPER_MAXITER if args.paper else None),
@@ -177,16 +257,19 @@ def cmd_study(args) -> int:
         warmup=args.warmup)
     if args.window is None and gpu and not (args.matrices or args.paper):
         s.window = default_window(len(make_plan(problems, s)))
-    print(f"study: {len(problems)} matrices x {', '.join(s.methods)} x {', '.join(s.variants)} x "
+    print(f"study: {_count(len(problems), 'matrix', 'matrices')} x {', '.join(s.methods)} x "
+          f"{', '.join(s.variants)} x "
           f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
-          f"{', '.join(s.dtypes)}; rtol = {s.rtol:g}"
+          f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
           f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
-          f"{s.warmup} warm-up solve(s), then a {s.window:g} s window, then a {s.gap:g} s gap; "
+          f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, then a {s.gap:g} s gap; "
           f"output in {args.out}/")
     from . import _device
+    dev = _device.status()
     meta = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
-                        "device": _device.status().name or _device.status().reason},
+                        "device": dev.name,               # the GPU's name, or null
+                        "device_unavailable": None if dev.ok else dev.reason},
             "matrices": [{"name": p.name, "source": p.source} for p in problems]}
     prefetch(problems, args.matrix_dir, progress=not args.no_progress)
     try:
@@ -236,13 +319,15 @@ def cmd_fetch(args) -> int:
 
 
 # --------------------------------------------------------------------------- main
-def build_parser() -> argparse.ArgumentParser:
+def build_parser():
+    import argparse
     from ._frontend import SYNC_MODES
     from .backends import VARIANT_NAMES
     from .formats import FORMATS
     from .study import DEFAULT_OUT, METHODS
 
-    p = _Parser(prog="dpsolve", description=__doc__,
+    _Parser = _parser_class()
+    p = _Parser(prog="dpsolve", description=__doc__.split(" So that this holds")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -265,14 +350,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sync", choices=SYNC_MODES, default="polling", help="default polling")
     s.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
                    help="SpMV format on the GPU (default auto)")
-    s.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    s.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, "
+    s.add_argument("--dtype", choices=DTYPES, default=None,
+                   help="default: the file's own (float64; complex128 for a complex file); a "
+                        "real dtype for a complex file is an error")
+    s.add_argument("--rtol", type=_number(float, 0), default=1e-5, help="relative tolerance (default 1e-5, "
                    "SciPy's)")
-    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
-    s.add_argument("--maxiter", type=int, default=None, help="default 10 n")
+    s.add_argument("--atol", type=_number(float, 0), default=0.0, help="absolute tolerance (default 0)")
+    s.add_argument("--maxiter", type=_number(int, 1), default=None, help="default 10 n")
     s.add_argument("--precond", choices=("jacobi",), default=None,
                    help="preconditioner (default none)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--force", action="store_true", help=FORCE_HELP)
 
     st = sub.add_parser(
         "study", help="the paper's energy study: Table 2 and Figure 7",
@@ -299,21 +387,24 @@ def build_parser() -> argparse.ArgumentParser:
                                            "'all' records unavailable ones as skipped")
     st.add_argument("--syncs", type=_csv_list(SYNC_MODES), default=SYNC_MODES, metavar="S1,...",
                     help="default polling,blocking")
-    st.add_argument("--dtypes", type=_csv_list(("float64", "float32")), default=None,
-                    metavar="float64,...", help="default float64 (--paper: float32)")
+    st.add_argument("--dtypes", type=_csv_list(DTYPES), default=None,
+                    metavar="float64,...", help="default: each matrix's own (float64; "
+                    "complex128 for a complex file; --paper: float32); a complex matrix in a "
+                    "real dtype is recorded as failed")
     st.add_argument("--formats", type=_csv_list(("auto",) + FORMATS), default=None,
                     metavar="F1,...", help="default auto (--paper: csr-vector)")
-    st.add_argument("--rtol", type=float, default=1e-6, help="default 1e-6")
-    st.add_argument("--maxiter", type=int, default=None,
+    st.add_argument("--rtol", type=_number(float, 0, strict=True), default=1e-6,
+                    help="default 1e-6 (the study has no atol: rtol must be positive)")
+    st.add_argument("--maxiter", type=_number(int, 1), default=None,
                     help="iteration cap per solve (default 10 n; --paper: 20000)")
     st.add_argument("--precond", choices=("jacobi",), default=None, help="default none (the "
                     "paper's plain CG)")
-    st.add_argument("--window", type=float, default=None,
+    st.add_argument("--window", type=_number(float, 0), default=None,
                     help="seconds of repeated solves per configuration (default 2; 0.5 when only "
                          "the host variant runs)")
-    st.add_argument("--gap", type=float, default=None,
+    st.add_argument("--gap", type=_number(float, 0), default=None,
                     help="idle seconds after each configuration (default 0.5; 0.1 host only)")
-    st.add_argument("--warmup", type=int, default=1, help="warm-up solves (default 1)")
+    st.add_argument("--warmup", type=_number(int, 0), default=1, help="warm-up solves (default 1)")
     st.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     st.add_argument("--restart", action="store_true",
                     help="start over: delete the study's files in --out first")
@@ -322,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--matrix-dir", default=None,
                     help="download cache (default $DPSOLVE_MATRIX_DIR or ~/.cache/dpsolve/matrices)")
     st.add_argument("--no-progress", action="store_true", help="no progress bar")
+    st.add_argument("--force", action="store_true", help=FORCE_HELP)
 
     f = sub.add_parser("fetch", help="download a SuiteSparse matrix into the cache",
                        description="Download GROUP/NAME (e.g. GHS_psdef/ldoor, or a paper name "
@@ -339,24 +431,58 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_interrupted = []                      # a SIGINT arrived (main's handler), for what hides it
+
+
+def _on_sigint(signum, frame):
+    _interrupted.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    """The command line; returns the exit status. Ctrl-C anywhere (argument parsing, the imports
+    done on first use, the command) is "dpsolve: interrupted" and 130, also where an extension
+    module turned the KeyboardInterrupt into another error (NumPy's import does: "PyCapsule_Import
+    could not import module 'datetime'"): a SIGINT handler of our own records that it came."""
+    import signal
+    try:
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    except ValueError:                  # not the main thread: leave signals alone
+        previous = None
+    _interrupted.clear()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _say_interrupted()
+    except Exception:
+        if _interrupted:
+            return _say_interrupted()
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _say_interrupted() -> int:
+    print("dpsolve: interrupted", file=sys.stderr)
+    return 130
+
+
+def _main(argv=None) -> int:
+    import warnings
     args = build_parser().parse_args(argv)
     cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch}[args.cmd]
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return cmd(args)
-    except KeyboardInterrupt:
-        print("dpsolve: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:             # stdout closed early (| head): not an error to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as e:
-        if os.environ.get("DPSOLVE_DEBUG"):
+        if os.environ.get("DPSOLVE_DEBUG") or _interrupted:
             raise
-        msg = str(e) if isinstance(e, (OSError, ValueError)) and str(e) else \
-            f"{type(e).__name__}: {e}"
+        msg = str(e) or type(e).__name__   # the message alone; DPSOLVE_DEBUG=1: the traceback
         if isinstance(e, FileNotFoundError) and e.filename:
             msg = f"no such file: {e.filename}"
         print(f"dpsolve {args.cmd}: error: {_oneline(msg)}", file=sys.stderr)

@@ -9,7 +9,8 @@ order), by default :data:`DEFAULT_URLS`. The cache is ``DPSOLVE_MATRIX_DIR``, by
 * What is cached is never downloaded again (no request is made).
 * The tarball is written to a temporary file in the cache and the matrix is extracted through
   another one, renamed into place at the end: an interrupted or short download (fewer bytes than
-  the server announced) leaves no file behind, and the next call starts again.
+  the server announced) leaves no file behind, and the next call starts again. Nor does a failed
+  download (or Ctrl-C) leave the folders it created for it (``<GROUP>/``, the cache itself).
 * A progress bar (tqdm when installed, else a line every 10 %) goes to stderr.
 * n and nnz are checked against the paper's catalog once the matrix is read
   (:func:`load`); a mismatch warns.
@@ -160,7 +161,29 @@ def fetch(spec: str, directory=None, *, progress: bool = True, retries: int = 2,
     dest = cached_path(spec, directory)
     if dest.is_file():
         return dest
+    made = _missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _fetch_into(dest, group, name, progress, retries, timeout)
+    except BaseException:
+        for d in made:                      # deepest first; a folder someone else filled stays
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders that creating ``folder`` would create, deepest first."""
+    made = []
+    while not folder.exists() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    return made
+
+
+def _fetch_into(dest: Path, group: str, name: str, progress, retries, timeout) -> Path:
     errors = []
     for attempt in range(1 + max(0, retries)):
         if attempt:

@@ -1,12 +1,15 @@
 """Test problems: generators, Matrix Market reading, the shared test matrices, the paper's set-up.
 
-Generators build CSR directly from Kronecker sums of 1-D stencils, with no dense or Python-loop
-intermediate, so the paper's A252 (252^3 = 16,003,008 rows) is generated in seconds:
+Generators write the CSR arrays of the stencil (the Kronecker sums of 1-D stencils) directly into
+arrays of the final size, CHUNK_ROWS rows at a time: no dense, Kronecker or sum intermediate, so
+the paper's A252 (252^3 = 16,003,008 rows) is generated in seconds in little more than its own
+memory, and Ctrl-C stops a build within one chunk:
 
     laplace_1d(n), laplace_2d(nx[, ny]), laplace_3d(nx[, ny, nz])    SPD
     convdiff_2d(nx[, ny], peclet=..., angle=...)                      nonsymmetric (bicg/bicgstab)
 
-``generate("laplace3d-64")`` builds a problem from its name (see :func:`generate`).
+``generate("laplace3d-64")`` builds a problem from its name (see :func:`generate`), after a size
+guard (:func:`check_size`) that refuses at once what would not fit in the memory available.
 """
 from __future__ import annotations
 
@@ -24,28 +27,74 @@ ROOT = Path(__file__).resolve().parents[1]       # the checkout, for an editable
 
 
 # --------------------------------------------------------------------------- generators
+CHUNK_ROWS = 1 << 18      # rows built per step: no single NumPy call runs long, so Ctrl-C is seen
+
+
+def _between_chunks():
+    """Called after every chunk of rows (a test hook; the Python step itself lets a pending
+    signal, Ctrl-C, be raised here rather than after the whole matrix)."""
+
+
+def _index_dtype(n: int, nnz: int):
+    return np.int32 if max(n, nnz) <= np.iinfo(np.int32).max else np.int64
+
+
+def _grid_csr(dims, diag, lower, upper, dtype) -> sp.csr_array:
+    """The CSR matrix of a (2 d + 1)-point stencil on a grid of ``dims`` (x fastest), Dirichlet
+    boundary: ``diag`` on the diagonal, ``lower[k]`` / ``upper[k]`` for the neighbour one step
+    down / up in dimension k. Built directly, CHUNK_ROWS rows at a time, into arrays of the
+    final size: no Kronecker or sum intermediates, columns sorted, no duplicates."""
+    dims = [int(d) for d in dims]
+    n = int(np.prod(dims, dtype=object))
+    strides = [int(np.prod(dims[:k], dtype=object)) for k in range(len(dims))]
+    nnz = n + sum(2 * (d - 1) * (n // d) for d in dims)
+    # neighbours in increasing column order: down in the slowest dimension first
+    offs = ([(k, -1) for k in reversed(range(len(dims)))] + [(None, 0)]
+            + [(k, +1) for k in range(len(dims))])
+    vals = np.array([lower[k] if s < 0 else upper[k] if s > 0 else diag for k, s in offs],
+                    dtype=dtype)
+    idx = _index_dtype(n, nnz)
+    data = np.empty(nnz, dtype=dtype)
+    indices = np.empty(nnz, dtype=idx)
+    indptr = np.empty(n + 1, dtype=idx)
+    indptr[0] = 0
+    pos = 0
+    for r0 in range(0, n, CHUNK_ROWS):
+        rows = np.arange(r0, min(n, r0 + CHUNK_ROWS), dtype=np.int64)
+        cols = np.empty((rows.size, len(offs)), dtype=np.int64)
+        keep = np.ones((rows.size, len(offs)), dtype=bool)
+        for j, (k, s) in enumerate(offs):
+            cols[:, j] = rows if k is None else rows + s * strides[k]
+            if k is not None:
+                coord = (rows // strides[k]) % dims[k]
+                keep[:, j] = coord > 0 if s < 0 else coord < dims[k] - 1
+        m = int(np.count_nonzero(keep))
+        indices[pos:pos + m] = cols[keep]
+        data[pos:pos + m] = np.broadcast_to(vals, keep.shape)[keep]
+        indptr[rows + 1] = pos + np.cumsum(keep.sum(axis=1))
+        pos += m
+        _between_chunks()
+    assert pos == nnz
+    A = sp.csr_array((data, indices, indptr), shape=(n, n), copy=False)
+    A.has_sorted_indices = True
+    A.has_canonical_format = True
+    return A
+
+
 def laplace_1d(n: int, dtype=np.float64) -> sp.csr_array:
     """Tridiagonal [-1, 2, -1] of order n (n >= 1)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    return sp.diags_array([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], offsets=[-1, 0, 1],
-                          shape=(n, n), format="csr", dtype=dtype)
-
-
-def _eye(n, dtype):
-    return sp.eye_array(n, dtype=dtype, format="csr")
+    return _grid_csr([n], 2, [-1], [-1], dtype)
 
 
 def laplace_2d(nx: int, ny: int | None = None, dtype=np.float64) -> sp.csr_array:
-    """5-point Laplacian on an nx x ny grid (Dirichlet boundary), n = nx*ny."""
+    """5-point Laplacian on an nx x ny grid (Dirichlet boundary), n = nx*ny: the Kronecker sum
+    I (x) T_nx + T_ny (x) I of 1-D Laplacians (built directly)."""
     ny = nx if ny is None else ny
-    Tx, Ty = laplace_1d(nx, dtype), laplace_1d(ny, dtype)
-    # format="csr": left to itself, kron picks BSR for small grids, whose dense blocks would
-    # store explicit zeros (nnz 325 instead of 105 at 5 x 5)
-    A = (sp.kron(_eye(ny, dtype), Tx, format="csr") + sp.kron(Ty, _eye(nx, dtype), format="csr"))
-    A = A.tocsr()
-    A.sum_duplicates()
-    return A
+    if nx < 1 or ny < 1:
+        raise ValueError(f"grid sizes must be >= 1, got {nx} x {ny}")
+    return _grid_csr([nx, ny], 4, [-1, -1], [-1, -1], dtype)
 
 
 def laplace_3d(nx: int, ny: int | None = None, nz: int | None = None,
@@ -56,20 +105,9 @@ def laplace_3d(nx: int, ny: int | None = None, nz: int | None = None,
     """
     ny = nx if ny is None else ny
     nz = nx if nz is None else nz
-    A = sp.kron(_eye(nz, dtype), laplace_2d(nx, ny, dtype), format="csr")
-    A = A + sp.kron(laplace_1d(nz, dtype), _eye(nx * ny, dtype), format="csr")
-    A = A.tocsr()
-    A.sum_duplicates()
-    return A
-
-
-def _upwind_1d(n: int, c: float, dtype) -> sp.csr_array:
-    """|c| times the first-order upwind difference for velocity c (times h): backward for c > 0
-    (u_i - u_{i-1}), forward for c < 0 (u_i - u_{i+1}). Diagonal |c|, one off-diagonal -|c|."""
-    off = -1 if c >= 0 else 1
-    a = abs(c)
-    return sp.diags_array([a * np.ones(n), -a * np.ones(n - 1)], offsets=[0, off], shape=(n, n),
-                          format="csr", dtype=dtype)
+    if nx < 1 or ny < 1 or nz < 1:
+        raise ValueError(f"grid sizes must be >= 1, got {nx} x {ny} x {nz}")
+    return _grid_csr([nx, ny, nz], 6, [-1, -1, -1], [-1, -1, -1], dtype)
 
 
 def convdiff_2d(nx: int, ny: int | None = None, peclet: float = 100.0, angle: float = np.pi / 4,
@@ -81,6 +119,9 @@ def convdiff_2d(nx: int, ny: int | None = None, peclet: float = 100.0, angle: fl
     global Peclet number |w| L / eps (L = 1, eps = 1); the mesh Peclet number is peclet * h / 2.
     Upwinding keeps the matrix an M-matrix (nonsingular, positive diagonal, nonpositive
     off-diagonals) at every Peclet number; peclet = 0 gives laplace_2d. n = nx*ny, 5 entries a row.
+
+    The matrix is laplace_2d + I (x) U_x + U_y (x) I, U_c = |c| times the upwind difference for
+    velocity c (backward for c >= 0, forward for c < 0), summed in that order in ``dtype``.
     """
     ny = nx if ny is None else ny
     if nx < 1 or ny < 1:
@@ -89,12 +130,12 @@ def convdiff_2d(nx: int, ny: int | None = None, peclet: float = 100.0, angle: fl
         raise ValueError(f"peclet must be a finite number >= 0, got {peclet}")
     h = 1.0 / (nx + 1)
     cx, cy = peclet * h * np.cos(angle), peclet * h * np.sin(angle)
-    A = laplace_2d(nx, ny, dtype)
-    A = A + sp.kron(_eye(ny, dtype), _upwind_1d(nx, cx, dtype), format="csr")
-    A = A + sp.kron(_upwind_1d(ny, cy, dtype), _eye(nx, dtype), format="csr")
-    A = A.tocsr()
-    A.sum_duplicates()
-    return A
+    one, four = np.array(1, dtype), np.array(4, dtype)
+    ax, ay = np.array(abs(cx), dtype), np.array(abs(cy), dtype)
+    diag = (four + ax) + ay
+    lower = [-one - ax if cx >= 0 else -one, -one - ay if cy >= 0 else -one]
+    upper = [-one if cx >= 0 else -one - ax, -one if cy >= 0 else -one - ay]
+    return _grid_csr([nx, ny], diag, lower, upper, dtype)
 
 
 _GEN = re.compile(r"^(laplace1d|laplace2d|laplace3d|convdiff2d)-(\d+)(?:-pe([0-9.]+))?$")
@@ -133,26 +174,130 @@ def is_generated(name: str) -> bool:
     return bool(_GEN.match(name))
 
 
-def generate(name: str, dtype=np.float64) -> sp.csr_array:
-    """Build a generated problem from its name: ``laplace1d-N``, ``laplace2d-N`` (N^2 rows),
-    ``laplace3d-N`` (N^3 rows; ``A252`` is ``laplace3d-252``), ``convdiff2d-N[-peP]`` (N^2 rows,
-    Peclet number P, default 100)."""
+def _parse_generated(name: str):
+    """``laplace3d-64`` -> ("laplace3d", 64, None); a clear error for what is not one."""
     if name.upper() == "A252":
         name = "laplace3d-252"
     m = _GEN.match(name)
     if not m:
         raise ValueError(f"unknown generated problem {name!r}; expected laplace1d-N, laplace2d-N, "
                          f"laplace3d-N or convdiff2d-N[-peP]")
-    kind, size, pe = m.group(1), int(m.group(2)), m.group(3)
+    kind, digits, pe = m.group(1), m.group(2), m.group(3)
     if pe is not None and kind != "convdiff2d":
         raise ValueError(f"{name!r}: only convdiff2d takes a Peclet number")
+    if pe is not None:
+        try:
+            pe = float(pe)
+        except ValueError:
+            raise ValueError(f"{name!r}: the Peclet number {pe!r} is not a number") from None
+    if len(digits.lstrip("0")) > 30:            # beyond any index (and int()'s digit limit)
+        raise ValueError(f"{name[:40]}...: a grid size of {len(digits)} digits is far more than a "
+                         f"sparse matrix can index (at most 2^63 - 1 entries)")
+    return kind, int(digits), pe
+
+
+def generated_size(name: str) -> tuple[int, int]:
+    """(n, nnz) of a generated problem, from its formula, without building it."""
+    kind, k, _ = _parse_generated(name)
+    dims = {"laplace1d": 1, "laplace2d": 2, "laplace3d": 3, "convdiff2d": 2}[kind]
+    n = k ** dims
+    return n, (n + dims * 2 * (k - 1) * (n // k) if k else 0)
+
+
+# --------------------------------------------------------------------------- the size guard
+SIZE_GUARD_ENV = "DPSOLVE_NO_SIZE_GUARD"
+CSR_COPIES = 4            # the matrix as built, the solver's checked copy, A^H (host), slack
+VECTORS = 16              # b, x*, x and the solver's work vectors, with slack
+BASE_BYTES = 200 * 2**20  # the interpreter, NumPy and SciPy
+
+
+class ProblemTooLargeError(MemoryError):
+    """A generated problem whose estimated memory exceeds what this machine has available."""
+
+
+def memory_estimate(n: int, nnz: int, dtype="float64") -> int:
+    """Bytes that building and solving a system of order n with nnz entries takes, roughly and
+    on the safe side (measured: laplace3d-160 float64 on the host variant peaked at 1.5 GB for
+    an estimate of 2.1 GB): CSR_COPIES copies of the CSR matrix and VECTORS vectors."""
+    item = np.dtype(dtype).itemsize
+    idx = np.dtype(_index_dtype(n, nnz)).itemsize
+    csr = nnz * (item + idx) + (n + 1) * idx
+    return CSR_COPIES * csr + VECTORS * n * item + BASE_BYTES
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process: MemAvailable (Linux), else the physical
+    memory, capped by a cgroup (v2) limit where there is one; None where it cannot be told."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, AttributeError):
+            return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            avail = min(avail, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def human_bytes(nbytes) -> str:
+    """3 significant digits in decimal units: 27.9 GB, 512 MB."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB", "EB"):
+        if nbytes < 999.5 or unit == "EB":
+            break
+        nbytes /= 1000
+    return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.3g} {unit}"
+
+
+def check_size(name: str, dtype="float64", *, force=False, override="force=True") -> None:
+    """Refuse (ProblemTooLargeError, at once) a generated problem whose :func:`memory_estimate`
+    exceeds :func:`available_memory`, naming both and the way past: ``override`` (the command
+    line's --force) or DPSOLVE_NO_SIZE_GUARD=1. A problem too large to index at all is a
+    ValueError even then."""
+    n, nnz = generated_size(name)
+    if nnz > np.iinfo(np.int64).max or n > np.iinfo(np.int64).max:
+        raise ValueError(f"{name}: n = {n:,} rows and nnz = {nnz:,} entries are more than a "
+                         f"sparse matrix can index (at most 2^63 - 1)")
+    if force or os.environ.get(SIZE_GUARD_ENV, "") not in ("", "0"):
+        return
+    need, avail = memory_estimate(n, nnz, dtype), available_memory()
+    if avail is not None and need > avail:
+        raise ProblemTooLargeError(
+            f"{name}: n = {n:,}, nnz = {nnz:,} ({np.dtype(dtype).name}) needs about "
+            f"{human_bytes(need)} of memory to build and solve, more than the "
+            f"{human_bytes(avail)} available here; pass {override} (or set "
+            f"{SIZE_GUARD_ENV}=1) to try anyway")
+
+
+def generate(name: str, dtype=np.float64, *, force: bool = False) -> sp.csr_array:
+    """Build a generated problem from its name: ``laplace1d-N``, ``laplace2d-N`` (N^2 rows),
+    ``laplace3d-N`` (N^3 rows; ``A252`` is ``laplace3d-252``), ``convdiff2d-N[-peP]`` (N^2 rows,
+    Peclet number P, default 100).
+
+    First :func:`check_size`: a problem whose estimated memory exceeds what is available is
+    refused at once (``force=True`` or DPSOLVE_NO_SIZE_GUARD=1 builds it anyway). The build goes
+    CHUNK_ROWS rows at a time, so Ctrl-C stops it within one chunk."""
+    check_size(name, dtype, force=force)
+    kind, size, pe = _parse_generated(name)
     if kind == "laplace1d":
         return laplace_1d(size, dtype)
     if kind == "laplace2d":
         return laplace_2d(size, dtype=dtype)
     if kind == "laplace3d":
         return laplace_3d(size, dtype=dtype)
-    return convdiff_2d(size, peclet=100.0 if pe is None else float(pe), dtype=dtype)
+    return convdiff_2d(size, peclet=100.0 if pe is None else pe, dtype=dtype)
 
 
 def paper_rhs(A, dtype=None):
@@ -194,27 +339,113 @@ def extract_mtx(tarball, dest, name: str | None = None) -> Path:
     return dest
 
 
+class MatrixFileError(ValueError):
+    """A matrix file that cannot be read. The message names the file (and the line, where the
+    reader gives one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
+
+    def __init__(self, path, message, line=None, member=False):
+        self.path, self.line, self.detail = str(path), line, message
+        where = (" (its .mtx member)" if member else "") + (f", line {line}" if line else "")
+        super().__init__(f"{path}{where}: {message}")
+
+
+_LINE = re.compile(r"^\s*line\s+(\d+)\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _reader_message(text: str) -> tuple[int | None, str]:
+    """The Matrix Market reader's "Line 4: Invalid floating-point value." as (4, "invalid
+    floating-point value"); (None, text) where it names no line."""
+    text = " ".join(str(text).split())
+    line = None
+    m = _LINE.match(text)
+    if m:
+        line, text = int(m.group(1)), m.group(2)
+    text = text.rstrip(".")
+    if len(text) > 1 and text[0].isupper() and text[1].islower():
+        text = text[0].lower() + text[1:]
+    return line, text or "unreadable"
+
+
 def read_matrix(path) -> sp.csr_array:
     """Read a .mtx or .mtx.gz file (or a SuiteSparse .tar.gz) as CSR: fast_matrix_market when
-    installed, else scipy.io.mmread."""
+    installed, else scipy.io.mmread. A file that cannot be read raises :class:`MatrixFileError`
+    naming the file and, where there is one, the line."""
+    import gzip
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no matrix file at {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a matrix file")
     if path.name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tempfile.TemporaryDirectory() as d:
-            return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
+        except tarfile.TarError:
+            raise MatrixFileError(path, "not a tar archive (or a corrupt one)") from None
+        except MatrixFileError as e:          # the member's own error, under the archive's name
+            raise MatrixFileError(path, e.detail, e.line, member=True) from None
     try:
-        import fast_matrix_market as fmm
-        m = fmm.mmread(str(path))
-    except ImportError:
-        import inspect
-        import scipy.io
-        # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where it can
-        kw = {"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters else {}
-        m = scipy.io.mmread(str(path), **kw)
+        try:
+            import fast_matrix_market as fmm
+            m = fmm.mmread(str(path))
+        except ImportError:
+            import inspect
+            import scipy.io
+            # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where
+            # it can
+            kw = ({"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters
+                  else {})
+            m = scipy.io.mmread(str(path), **kw)
+    except gzip.BadGzipFile as e:
+        head = re.search(r"\((b['\"].*)\)$", str(e))
+        raise MatrixFileError(path, "not a gzip file"
+                              + (f" (it starts with {head.group(1)})" if head else "")) from None
+    except EOFError as e:
+        raise MatrixFileError(path, f"the compressed file is cut short ({e})") from None
+    except (ValueError, UnicodeDecodeError, IndexError, OverflowError) as e:
+        line, msg = _reader_message(e)
+        raise MatrixFileError(path, msg, line) from None
     if not sp.issparse(m):
         m = sp.coo_array(m)
     return sp.csr_array(m)
+
+
+def mtx_field(path) -> str | None:
+    """The field of a Matrix Market file's banner ("real", "complex", "integer" or "pattern"),
+    from its first line (of the .mtx member for a .tar.gz); None where it cannot be told."""
+    import gzip
+    path = Path(path)
+    try:
+        if path.name.endswith((".tar.gz", ".tgz", ".tar")):
+            with tarfile.open(path, "r:*") as tf:
+                m = next((m for m in tf if m.isfile() and m.name.endswith(".mtx")), None)
+                if m is None:
+                    return None
+                with tf.extractfile(m) as f:
+                    head = f.readline(1024).decode("ascii", "replace")
+        else:
+            opener = gzip.open if path.name.endswith(".gz") else open
+            with opener(path, "rb") as f:
+                head = f.readline(1024).decode("ascii", "replace")
+    except (OSError, EOFError, tarfile.TarError):
+        return None
+    words = head.lower().split()
+    if len(words) >= 4 and words[0] == "%%matrixmarket":
+        return words[3]
+    return None
+
+
+def own_dtype(field: str | None) -> str:
+    """The dtype a matrix is solved in unless told otherwise: complex128 for a complex file,
+    float64 for everything else."""
+    return "complex128" if field == "complex" else "float64"
+
+
+def check_dtype_keeps(A_is_complex: bool, dtype, what: str, option: str) -> None:
+    """Refuse a real dtype for a complex matrix (it would discard the imaginary part)."""
+    if A_is_complex and np.dtype(dtype).kind != "c":
+        raise ValueError(f"{what} is a complex matrix: {option} {np.dtype(dtype).name} would "
+                         f"discard its imaginary part (use complex128 or complex64)")
 
 
 def matrix_name(path) -> str:
@@ -231,8 +462,17 @@ def shared_matrix_dir() -> Path | None:
     """The real test matrices: a folder named by DPSOLVE_SHARED_MATRICES, else ``.matrices/`` in
     the checkout (the git-ignored copy carried to a GPU machine), else ``../shared/matrices``
     beside the checkout; the same two relative to the current directory for a non-editable
-    install. None when none of them holds a ``*.mtx.gz``."""
-    cands = [os.environ.get("DPSOLVE_SHARED_MATRICES")]
+    install. None when none of them holds a ``*.mtx.gz``. A DPSOLVE_SHARED_MATRICES that names
+    no folder, or one without a ``*.mtx.gz``, is an error (ValueError), not a silent fallback."""
+    env = os.environ.get("DPSOLVE_SHARED_MATRICES", "")
+    if env:
+        d = Path(env).expanduser()
+        if not d.is_dir():
+            raise ValueError(f"DPSOLVE_SHARED_MATRICES={env}: no such folder")
+        if not any(d.glob("*.mtx.gz")):
+            raise ValueError(f"DPSOLVE_SHARED_MATRICES={env}: the folder holds no *.mtx.gz file")
+        return d
+    cands = []
     for base in dict.fromkeys((ROOT, Path.cwd().resolve())):
         cands += [base / ".matrices", base.parent / "shared" / "matrices"]
     for cand in cands:

@@ -77,28 +77,60 @@ class Problem:
     source: str
     spd: bool | None                     # None: unknown (CG is run and reports what happens)
     build: Callable
+    header_field: Callable = lambda: None    # its Matrix Market file's field, where it has one
+
+    def own_dtype(self) -> str:
+        """The dtype it runs in unless told: complex128 for a complex file, else float64."""
+        return _m.own_dtype(self.header_field())
+
+    def load(self):
+        """The matrix (:attr:`build`), checked to be square: an error naming the source, not
+        a matmul shape mismatch when b = A x* is formed."""
+        A = self.build()
+        if A.shape[0] != A.shape[1]:
+            raise ValueError(f"{self.source}: expected a square matrix, got "
+                             f"{A.shape[0]:,} x {A.shape[1]:,}")
+        return A
 
 
-def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
+def _is(path: Path, test: str) -> bool:
+    """path.is_file() / is_dir(), False where the name cannot be a path at all (too long)."""
+    try:
+        return getattr(path, test)()
+    except (OSError, ValueError):
+        return False
+
+
+def resolve_problem(spec: str, matrix_dir=None, progress=True, *, force=False,
+                    dtype="float64") -> Problem:
     """A matrix named on the command line: a .mtx / .mtx.gz / .tar.gz file, a generated problem
     (``laplace3d-64``, ``convdiff2d-256-pe100``, ``A252``), one of the paper's matrices by its name
-    or acronym (``LDOOR``, ``audi``), or any SuiteSparse matrix as ``GROUP/NAME``."""
+    or acronym (``LDOOR``, ``audi``), or any SuiteSparse matrix as ``GROUP/NAME``.
+
+    A generated problem is checked against the memory available here at once (in ``dtype``,
+    :func:`dpsolve.matrices.check_size`; ``force`` skips that), before anything is built."""
     from . import catalog, fetch
     p = Path(spec).expanduser()
-    if p.is_file():
-        return Problem(_m.matrix_name(p), str(p), None, lambda: _m.read_matrix(p))
+    if _is(p, "is_file"):
+        return Problem(_m.matrix_name(p), str(p), None, lambda: _m.read_matrix(p),
+                       lambda: _m.mtx_field(p))
     entry = catalog.lookup(spec)
     if _m.is_generated(spec) or spec.upper() == "A252" or (entry and not entry.suitesparse):
         name = entry.source if entry else spec
         label = entry.paper_name if entry else name
+        _m.check_size(name, dtype, force=force, override="--force")
         return Problem(label, f"generated {name}", not name.startswith("convdiff"),
-                       lambda: _m.generate(name))
+                       lambda: _m.generate(name, force=True))
+    if entry is None and _is(p, "is_dir"):
+        raise IsADirectoryError(f"{spec} is a directory, not a matrix file (.mtx, .mtx.gz or "
+                                f".tar.gz)")
     if entry is not None or ("/" in spec and not spec.endswith((".mtx", ".gz"))):
         src = entry.source if entry else spec
         fetch.split_name(src)               # a clear error for a malformed GROUP/NAME
         label = entry.paper_name if entry else src.split("/")[1]
         return Problem(label, f"SuiteSparse {src}", True if entry else None,
-                       lambda: fetch.load(src, matrix_dir, progress=progress))
+                       lambda: fetch.load(src, matrix_dir, progress=progress),
+                       lambda: _m.mtx_field(fetch.cached_path(src, matrix_dir)))
     if spec.endswith((".mtx", ".gz", ".tgz")) or "/" in spec:
         raise FileNotFoundError(f"no matrix file at {spec}")
     raise ValueError(f"unknown matrix {spec!r}: expected a .mtx/.mtx.gz file, a generated problem "
@@ -106,14 +138,14 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True) -> Problem:
                      f"matrix ({', '.join(e.paper_name for e in catalog.PAPER)}) or GROUP/NAME")
 
 
-def default_problems(gpu: bool) -> list[Problem]:
+def default_problems(gpu: bool, *, force=False, dtype="float64") -> list[Problem]:
     """Generated Laplace problems, plus every SPD matrix of the shared folder when there is one."""
     names = DEFAULT_GENERATED + (DEFAULT_GENERATED_GPU if gpu else ())
-    probs = [resolve_problem(n) for n in names]
+    probs = [resolve_problem(n, force=force, dtype=dtype) for n in names]
     d = _m.shared_matrix_dir()
     for path in (_m.shared_spd_matrices(d) if d else []):
         probs.append(Problem(_m.matrix_name(path), f"shared {path}", True,
-                             lambda p=path: _m.read_matrix(p)))
+                             lambda p=path: _m.read_matrix(p), lambda p=path: _m.mtx_field(p)))
     return probs
 
 
@@ -130,9 +162,11 @@ def prefetch(problems, matrix_dir=None, progress=True, log=print) -> None:
                 log(f"could not download {p.name}: {e}")
 
 
-def paper_problems(matrix_dir=None, progress=True) -> list[Problem]:
+def paper_problems(matrix_dir=None, progress=True, *, force=False,
+                   dtype="float32") -> list[Problem]:
     from .catalog import PAPER
-    return [resolve_problem(e.paper_name, matrix_dir, progress) for e in PAPER]
+    return [resolve_problem(e.paper_name, matrix_dir, progress, force=force, dtype=dtype)
+            for e in PAPER]
 
 
 # --------------------------------------------------------------------------- the plan
@@ -163,7 +197,7 @@ class Settings:
     methods: tuple = ("cg",)
     variants: tuple = ("host",)
     syncs: tuple = SYNC_MODES
-    dtypes: tuple = ("float64",)
+    dtypes: tuple | None = ("float64",)  # None: each matrix's own (Problem.own_dtype)
     formats: tuple = ("auto",)
     rtol: float = 1e-6
     maxiter: int | None = None
@@ -180,7 +214,7 @@ class Settings:
 def make_plan(problems, settings: Settings) -> list[tuple[Problem, Config]]:
     plan, seen = [], set()
     for prob in problems:
-        for dtype in settings.dtypes:
+        for dtype in settings.dtypes or (prob.own_dtype(),):
             for method in settings.methods:
                 for fmt in settings.formats:
                     for variant in settings.variants:
@@ -239,7 +273,9 @@ def _num(v):
 
 # --------------------------------------------------------------------------- running
 class _Bar:
-    """tqdm over the plan when installed and wanted, else plain "[i/N]" lines."""
+    """tqdm over the plan when installed and wanted, else plain "[i/N]" lines: the progress, on
+    stderr. Each finished configuration's line is a result: it goes to stdout (tqdm clears and
+    redraws its bar around it), so that ``> file`` keeps it with the tables."""
 
     def __init__(self, total, initial, enabled):
         self.i, self.total, self.enabled, self.bar = initial, total, enabled, None
@@ -261,9 +297,9 @@ class _Bar:
         self.i += 1
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.write(line, file=sys.stderr)
+            self.bar.write(f"  {line}", file=sys.stdout)
         else:                            # without a bar too: one line per configuration
-            print(f"  {line}", file=sys.stderr, flush=True)
+            print(f"  {line}", file=sys.stdout, flush=True)
 
     def close(self):
         if self.bar is not None:
@@ -271,14 +307,15 @@ class _Bar:
 
 
 class _Loaded:
-    """The current matrix in each dtype: host CSR, b, and device copies for GPU variants."""
+    """The current matrix in each dtype: host CSR, b, and device copies for GPU variants.
+    ``A64`` is the matrix as read: float64, or complex128 for a complex file."""
 
     def __init__(self, prob: Problem):
         self.prob, self.error, self.by_dtype = prob, None, {}
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                self.A64 = prob.build()
+                self.A64 = prob.load()
             self.warnings = [str(w.message) for w in caught]
         except Exception as e:           # recorded against every configuration of the matrix
             self.error = f"{type(e).__name__}: {e}"
@@ -287,6 +324,7 @@ class _Loaded:
 
     def inputs(self, dtype, device):
         if dtype not in self.by_dtype:
+            _m.check_dtype_keeps(np.iscomplexobj(self.A64), dtype, self.prob.source, "dtype")
             A = self.A64.astype(dtype)
             b, _ = _m.paper_rhs(A)
             self.by_dtype[dtype] = {"host": (A, b)}
@@ -366,7 +404,11 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
     if why:
         row.update(status="skipped", error=why)
         return row, []
-    bnorm = float(np.linalg.norm(loaded.by_dtype[cfg.dtype]["host"][1]))
+    # ||b|| without BLAS: OpenBLAS's worker threads spin for a while after a large dot, and that
+    # spinning would be billed to the measurement window as host CPU (seen on the H100: 30
+    # threads at 0.13 s each in a 1.5 s window; scripts/cpu-threads)
+    from ._system import vector_norm
+    bnorm = vector_norm(loaded.by_dtype[cfg.dtype]["host"][1])
     solver = _solver(cfg.method)
     kw = dict(rtol=s.rtol, maxiter=s.maxiter, M=M, variant=cfg.variant,
               sync="polling" if cfg.sync == NO_SYNC else cfg.sync,
@@ -430,9 +472,11 @@ def _done_line(row):
     label = Config(*(row[k] for k in KEY)).label()
     if row["status"] != "ok":
         return f"{label}: {row['status']} - {row.get('error', '')}"
+    from ._units import human_time
     e = row.get("gpu_energy_j")
-    line = (f"{label}: {_cell(row['time_s'], 1e3)} ms/solve, {row['iterations']} it, "
-            f"{_cell(e) + ' J/solve' if e is not None else 'GPU energy n/a'}, {row['reps']} reps")
+    line = (f"{label}: {human_time(row['time_s'])}/solve, {row['iterations']} it, "
+            f"{_cell(e) + ' J/solve' if e is not None else 'GPU energy n/a'}, {row['reps']} "
+            f"rep{'' if row['reps'] == 1 else 's'}")
     return line + (f" ({row['error']})" if row.get("error") else "")
 
 
@@ -453,7 +497,8 @@ def prepare_out(out, settings: Settings, restart=False, extra_meta=None) -> Path
                              f"pass --restart to start over, or another --out")
     doc = {"settings": settings.fingerprint(), "plan": {
         "methods": settings.methods, "variants": settings.variants, "syncs": settings.syncs,
-        "dtypes": settings.dtypes, "formats": settings.formats, "window_s": settings.window,
+        "dtypes": settings.dtypes or "own (float64; complex128 for a complex matrix)",
+        "formats": settings.formats, "window_s": settings.window,
         "gap_s": settings.gap, "warmup": settings.warmup}}
     doc.update(extra_meta or {})
     meta.write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -1,4 +1,5 @@
-"""Shared fixtures: GPU detection (tests marked ``gpu`` skip with the reason) and the shared matrices."""
+"""Shared fixtures: GPU detection (tests marked ``gpu`` skip with the reason), the shared matrices,
+and the skip summary (one line per distinct skip reason)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,3 +28,23 @@ def matrix_dir():
     if d is None:
         pytest.skip("the shared matrices (../shared/matrices) are not present")
     return d
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per distinct skip reason, with its count (a CPU machine skips every GPU test for
+    the same reason); ``-rs`` (or ``-ra``) lists each skipped test instead."""
+    chars = config.getoption("reportchars") or ""
+    if any(c in chars for c in "saA"):
+        return
+    counts = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+        counts[reason] = counts.get(reason, 0) + 1
+    if not counts:
+        return
+    terminalreporter.write_sep("=", "skipped, by reason (-rs lists each test)")
+    width = len(str(max(counts.values())))
+    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f"{n:>{width}} {reason}")

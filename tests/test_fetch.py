@@ -192,6 +192,35 @@ def test_corrupt_tarball_is_an_error_with_no_file(server, env):
     assert _files(env) == []
 
 
+def _folders(d: Path):
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("how", ["404", "corrupt", "interrupted", "ctrl-c"])
+def test_a_failed_fetch_leaves_no_empty_folders(server, env, monkeypatch, how):
+    server.add("Old/kept", make_tarball("kept", laplace_2d(3)))
+    if how == "corrupt":
+        server.add("Grp/x", b"this is not a tarball" * 100)
+    elif how == "interrupted":
+        server.interrupt[server.add("Grp/x", make_tarball("x", laplace_2d(30)))] = 10
+    elif how == "ctrl-c":
+        def interrupted(*a, **k):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(fetch, "_download", interrupted)
+    with pytest.raises(KeyboardInterrupt if how == "ctrl-c" else fetch.FetchError):
+        fetch.fetch("Grp/x", progress=False, retries=0)
+    assert not env.exists()                  # the cache did not exist: nothing is left of it
+    monkeypatch.undo()
+    monkeypatch.setenv("DPSOLVE_SUITESPARSE_URL", server.url)
+    monkeypatch.setenv("DPSOLVE_MATRIX_DIR", str(env))
+    fetch.fetch("Old/kept", progress=False)
+    if how == "ctrl-c":
+        monkeypatch.setattr(fetch, "_download", interrupted)
+    with pytest.raises(KeyboardInterrupt if how == "ctrl-c" else fetch.FetchError):
+        fetch.fetch("Grp/x", progress=False, retries=0)
+    assert _folders(env) == ["Old"] and _files(env) == ["Old/kept.mtx"]   # what was there stays
+
+
 def test_mirrors_are_tried_in_order(server, env, monkeypatch):
     server.add("Grp/small", make_tarball("small", laplace_2d(3)))
     dead = "http://127.0.0.1:9/MM"                   # nothing listens on the discard port

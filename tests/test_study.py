@@ -3,6 +3,7 @@ synthetic rows with known variations, Figure 7, and the problems it is given."""
 from __future__ import annotations
 
 import csv
+import re
 import sys
 from pathlib import Path
 
@@ -152,6 +153,17 @@ def test_a_failing_configuration_is_recorded_and_the_rest_go_on(tmp_path):
     assert len(_csv(out / "results.csv")) == n + 1
 
 
+def test_a_non_square_matrix_fails_with_a_clear_error(tmp_path):
+    rect = _write_mtx(tmp_path / "rect.mtx", sp.random(3, 4, density=0.5, random_state=0))
+    out = tmp_path / "out"
+    study.run_study(_problems(str(rect), "laplace1d-5"), host_settings(), out, progress=False,
+                    log=lambda m: None)
+    res = {r["matrix"]: r for r in _csv(out / "results.csv")}
+    assert res["rect"]["status"] == "failed" and res["laplace1d-5"]["status"] == "ok"
+    assert f"{rect}: expected a square matrix, got 3 x 4" in res["rect"]["error"]
+    assert "matmul" not in res["rect"]["error"]
+
+
 def test_unsupported_and_unavailable_are_skipped_not_failed(tmp_path):
     out = tmp_path / "out"
     s = study.Settings(methods=("cg", "bicgstab"), variants=("host", "graph"), syncs=("polling",),
@@ -208,17 +220,26 @@ def test_progress_bar_fallback_without_tqdm(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)
     study.run_study(_problems("laplace1d-10", "laplace1d-11"), host_settings(), tmp_path / "o",
                     progress=True, log=lambda m: None)
-    err = capsys.readouterr().err
-    assert "[1/2] laplace1d-10 cg float64 host ..." in err
-    assert "[2/2] laplace1d-11" in err and "ms/solve" in err
+    out, err = capsys.readouterr()
+    assert "[1/2] laplace1d-10 cg float64 host ..." in err            # progress: stderr
+    assert "[2/2] laplace1d-11" in err and re.search(r"\d (s|ms|us)/solve", out)   # results
 
 
 def test_progress_bar_with_tqdm(tmp_path, capsys):
     pytest.importorskip("tqdm")
     study.run_study(_problems("laplace1d-10"), host_settings(), tmp_path / "o", progress=True,
                     log=lambda m: None)
-    err = capsys.readouterr().err
-    assert "1/1" in err and "laplace1d-10 cg float64 host: " in err
+    out, err = capsys.readouterr()
+    assert "1/1" in err and "laplace1d-10 cg float64 host: " in out
+
+
+def test_progress_lines_print_human_times():
+    row = {**{k: v for k, v in zip(study.KEY, ("m", "cg", "cuda", "polling", "float64", "ell"))},
+           "status": "ok", "time_s": 2.38, "iterations": 40, "gpu_energy_j": 1.5, "reps": 3}
+    assert study._done_line(row) == \
+        "m cg float64 cuda/polling ell: 2.38 s/solve, 40 it, 1.50 J/solve, 3 reps"
+    row["time_s"], row["reps"] = 4.2e-5, 1
+    assert study._done_line(row).endswith(": 42.0 us/solve, 40 it, 1.50 J/solve, 1 rep")
 
 
 # --------------------------------------------------------------------------- Table 2, Figure 7
@@ -410,6 +431,87 @@ def test_generators_scale_without_dense_intermediates():
     assert A.shape[0] == 10 ** 6 and A.nnz == 7 * 10 ** 6 - 6 * 10 ** 4
     assert C.shape[0] == 490_000
     assert time.perf_counter() - t < 30
+
+
+def _kron_sum(dims, dtype):
+    """The Laplacian as the Kronecker sum of 1-D ones (the textbook construction)."""
+    def t(k):
+        return sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1],
+                              shape=(k, k), dtype=dtype)
+    A = None
+    for i, k in enumerate(dims):
+        left = sp.eye_array(int(np.prod(dims[i + 1:])), dtype=dtype)
+        right = sp.eye_array(int(np.prod(dims[:i])), dtype=dtype)
+        term = sp.kron(sp.kron(left, t(k)), right, format="csr")
+        A = term if A is None else A + term
+    A = sp.csr_array(A)
+    A.sum_duplicates()
+    return A
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex64])
+def test_generators_equal_the_kronecker_sums(dtype):
+    from dpsolve import matrices
+    for dims in ([1], [6], [1, 1], [3, 1], [1, 4], [5, 4], [1, 1, 1], [2, 3, 4], [4, 1, 3]):
+        f = {1: matrices.laplace_1d, 2: matrices.laplace_2d, 3: matrices.laplace_3d}[len(dims)]
+        A, K = f(*dims, dtype=dtype), _kron_sum(dims, dtype)
+        assert A.dtype == dtype and A.shape == K.shape and A.has_canonical_format
+        for attr in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(A, attr), getattr(K, attr)), (dims, attr)
+    # convection-diffusion: Laplacian + I (x) U_x + U_y (x) I (upwind differences)
+    for pe, angle in ((100.0, np.pi / 4), (37.0, 2.0), (5.0, -1.0), (0.0, 0.0)):
+        C = matrices.convdiff_2d(5, 4, peclet=pe, angle=angle, dtype=dtype)
+        h = 1 / 6
+        cx, cy = pe * h * np.cos(angle), pe * h * np.sin(angle)
+
+        def up(k, c):
+            return sp.diags_array([abs(c) * np.ones(k), -abs(c) * np.ones(k - 1)],
+                                  offsets=[0, -1 if c >= 0 else 1], shape=(k, k), dtype=dtype)
+        K = (_kron_sum([5, 4], dtype) + sp.kron(sp.eye_array(4, dtype=dtype), up(5, cx))
+             + sp.kron(up(4, cy), sp.eye_array(5, dtype=dtype))).tocsr()
+        K.sum_duplicates()
+        assert C.dtype == dtype and np.array_equal(C.indices, K.indices)
+        assert np.array_equal(C.indptr, K.indptr) and np.array_equal(C.data, K.data.astype(dtype))
+
+
+def test_generators_build_in_chunks_so_ctrl_c_gets_through(monkeypatch):
+    """No NumPy call handles more than CHUNK_ROWS rows, and Python runs between chunks: a
+    KeyboardInterrupt (Ctrl-C) raised there stops the build after that chunk."""
+    from dpsolve import matrices
+    calls = []
+
+    def between():
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(matrices, "CHUNK_ROWS", 100)
+    monkeypatch.setattr(matrices, "_between_chunks", between)
+    with pytest.raises(KeyboardInterrupt):
+        matrices.generate("laplace3d-20")               # 8,000 rows: 80 chunks
+    assert len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(matrices, "_between_chunks", lambda: calls.append(1))
+    A = matrices.generate("laplace3d-20")
+    assert len(calls) == 80 and A.nnz == 7 * 8000 - 6 * 400
+
+
+def test_size_guard_in_the_api(monkeypatch):
+    from dpsolve import matrices
+    monkeypatch.delenv("DPSOLVE_NO_SIZE_GUARD", raising=False)
+    monkeypatch.setattr(matrices, "available_memory", lambda: 24 * 10 ** 9)
+    assert matrices.generated_size("laplace3d-500") == (125 * 10 ** 6, 873_500_000)
+    with pytest.raises(matrices.ProblemTooLargeError, match=r"force=True .*NO_SIZE_GUARD=1"):
+        matrices.generate("laplace3d-500")
+    with pytest.raises(matrices.ProblemTooLargeError):
+        study.resolve_problem("laplace3d-500")
+    with pytest.raises(ValueError, match="more than a sparse matrix can index"):
+        matrices.generate("laplace1d-99999999999999999999", force=True)
+    for name in ("laplace1d-7", "laplace2d-5", "laplace3d-4", "convdiff2d-6-pe3", "A252"):
+        n, nnz = matrices.generated_size(name)
+        if n < 10 ** 6:
+            A = matrices.generate(name)
+            assert (A.shape[0], A.nnz) == (n, nnz)
+    assert matrices.generated_size("A252") == (16_003_008, 111_640_032)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8])

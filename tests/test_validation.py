@@ -50,6 +50,16 @@ def test_A_not_a_matrix():
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("A, name", [(None, "NoneType"), (3.0, "float"), ("abc", "str"),
+                                     ([1.0, 2.0], "list")])
+def test_A_of_the_wrong_type_is_named(method, A, name):
+    # the type the caller passed, not that of NumPy's conversion of it (an ndarray of shape ())
+    with pytest.raises(TypeError, match=rf"A must be .*, got {name}\b") as e:
+        call(A, np.ones(2), method)
+    assert "ndarray" not in str(e.value)
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("shape", [(N + 1,), (N, 2), (1, N), (N, 1, 1), ()],
                          ids=["too-long", "two-columns", "row", "3d", "scalar"])
 def test_b_shape_mismatch(method, shape):

@@ -1,0 +1,306 @@
+"""Fuzz test (hypothesis, CPU): dpsolve.cg / bicg / bicgstab with ``variant="host"`` against SciPy.
+
+Systems of order 1-60 of five kinds: SPD, nonsymmetric (diagonally dominant), symmetric
+indefinite, complex Hermitian positive definite, and singular (symmetric positive semidefinite of
+rank n-1, with a consistent or an inconsistent right-hand side); A as a CSR array or a dense
+array; rtol and atol each in {0, 1e-300, 1e-5, 1e-2, inf} (the edge values the brief asks for,
+plus two ordinary ones so that the comparison below has cases to compare); maxiter in
+{1, 2, 5, None}; every kind of M: None, "jacobi" (where the diagonal has no zero), a 1-D inverse
+diagonal, a diagonal sparse matrix, a general LinearOperator; x0 None or random; b of scale 1,
+1e-300 or 1e+300.
+
+Invariants, on every example:
+
+1. No exception: every input is valid (Jacobi is used only where the diagonal has no zero).
+2. Nothing the caller passed in is modified (A, b, x0, M compared with copies taken before).
+3. ``info == 0`` only when the true residual meets the tolerance: ||b - A x|| <= max(atol,
+   rtol ||b||), both norms computed without overflow or underflow (scaled), with a relative slack
+   of 1e-10 for the rounding of the norms themselves. SciPy's rule applies: atol = max(atol,
+   rtol ||b||), so rtol = atol = 0 asks for an exact zero residual, which never counts as reached
+   on a recurrence (SciPy's ``norm(r) < atol`` is strict) and is met only by b = 0.
+4. The same sign of ``info`` as SciPy (0: converged, > 0: not converged, < 0: breakdown) where
+   SciPy is *not chaotic*, defined as all of:
+   * b of scale 1 (no inner product or norm overflows or underflows);
+   * a well-conditioned system of a kind the method is meant for: CG on the SPD or Hermitian
+     positive definite kinds (eigenvalues in [1, 1000]) with no M or a Hermitian positive definite
+     one; BiCG and BiCGStab on those or on the nonsymmetric kind (diagonally dominant), any M;
+   * a tolerance tol = max(atol, rtol ||b||) that is infinite, or at least 1e-6 ||b|| (far above
+     the accuracy these systems reach, cond * eps ||b|| <= 1e-12 ||b||): never 0 (with tol = 0
+     SciPy iterates on after an exact solution, 0/0 gives NaN, and its info is maxiter while
+     dpsolve's CG stops with -10), never 1e-300 ||b|| (SciPy's recurrence residual keeps falling
+     below the attainable true residual and can underflow, so its info 0 there is luck);
+   * SciPy's sign of info is the same when the tolerance is moved by -1 % and by +1 % (the
+     residual does not cross the tolerance within rounding distance of it at the last iteration).
+
+Settings: derandomize=True and no example database, so that every run tries the same examples;
+a bounded number of examples per case, under 60 s in all on 2 cores.
+
+The tests: ``test_host_solvers_against_scipy`` checks all four invariants on b of scale 1;
+``test_host_solvers_at_extreme_scales`` checks invariants 1 and 2 on b of scale 1e-300 and
+1e+300 (invariant 4 does not apply there); ``test_extreme_scales_solve_as_scale_1_does`` checks
+invariant 3 there, and that a system scaled by s gives the sign of info it gives at scale 1
+(atol = 0, so that the tolerance scales too; where SciPy at scale 1 is not chaotic). The last is
+an xfail, strict, for a known bug it found in files outside this test's reach
+(``_system.vector_norm``, the host back end's ``residual_norm``, the reference solvers' norms
+and inner products): they are plain sums of squares, which underflow for b of scale 1e-300
+(||b|| becomes 0, so dpsolve returns x = 0 with info 0 while ||b - A x|| ~ 1e-300 > tol) and
+overflow for b of scale 1e+300 (||b|| becomes inf: CG stops with info -10, "not positive
+definite", on an SPD system; BiCG and BiCGStab run to maxiter on NaNs). Strict: once the bug is
+fixed, the xfail marker must go.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from scipy.sparse.linalg import LinearOperator
+
+import dpsolve
+
+METHODS = ("cg", "bicg", "bicgstab")
+KINDS = ("spd", "nonsym", "indefinite", "hermitian", "singular")
+TOLS = (0.0, 1e-300, 1e-5, 1e-2, np.inf)
+MAXITERS = (1, 2, 5, None)
+PRECONDS = ("none", "jacobi", "inv-diag", "diag-sparse", "operator")
+SCALES = (1.0, 1e-300, 1e300)
+SLACK = 1e-10
+FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
+
+
+# --------------------------------------------------------------------------- the systems
+def scaled_norm(v) -> float:
+    """||v||_2 without overflow or underflow (as BLAS nrm2 does): max|v| * ||v / max|v|||."""
+    v = np.asarray(v)
+    s = float(np.max(np.abs(v))) if v.size else 0.0
+    if s == 0.0 or not np.isfinite(s):
+        return s
+    return s * float(np.linalg.norm(v / s))
+
+
+def _orthogonal(rng, n, complex_):
+    G = rng.standard_normal((n, n))
+    if complex_:
+        G = G + 1j * rng.standard_normal((n, n))
+    Q, _ = np.linalg.qr(G)
+    return Q
+
+
+def make_matrix(kind, n, rng) -> np.ndarray:
+    """A dense matrix of the kind; the SPD / Hermitian ones have eigenvalues in [1, 1000]."""
+    if kind in ("spd", "hermitian"):
+        Q = _orthogonal(rng, n, kind == "hermitian")
+        ev = np.exp(rng.uniform(0, np.log(1000), n))
+        A = (Q * ev) @ Q.conj().T
+        return (A + A.conj().T) / 2
+    if kind == "nonsym":                     # diagonally dominant, positive diagonal
+        A = rng.standard_normal((n, n)) * (rng.random((n, n)) < min(1.0, 4.0 / n))
+        np.fill_diagonal(A, 0.0)
+        d = np.abs(A).sum(axis=1) + rng.uniform(1.0, 10.0, n)
+        return A + np.diag(d)
+    if kind == "indefinite":
+        Q = _orthogonal(rng, n, False)
+        ev = rng.uniform(1, 100, n) * rng.choice([-1.0, 1.0], n)
+        A = (Q * ev) @ Q.T
+        return (A + A.T) / 2
+    Q = _orthogonal(rng, n, False)           # singular: PSD of rank n - 1
+    ev = rng.uniform(1, 100, n)
+    ev[0] = 0.0
+    A = (Q * ev) @ Q.T
+    return (A + A.T) / 2
+
+
+def make_preconditioner(kind, A, rng):
+    """(M for dpsolve, M for SciPy, Hermitian positive definite?) or None where it does not apply
+    (Jacobi on a zero diagonal entry)."""
+    n = A.shape[0]
+    d = np.diag(A)
+    if kind == "none":
+        return None, None, True
+    if kind == "jacobi":
+        if np.any(d == 0):
+            return None
+        return "jacobi", sp.diags_array(1.0 / d), bool(np.all(d.real > 0))
+    if kind == "inv-diag":
+        inv = rng.uniform(0.5, 2.0, n) / np.where(d == 0, 1.0, np.abs(d))
+        return inv, sp.diags_array(inv), True
+    if kind == "diag-sparse":
+        inv = rng.uniform(0.5, 2.0, n) / np.where(d == 0, 1.0, np.abs(d))
+        Md = sp.diags_array(inv, format="csr")
+        return Md, Md, True
+    G = rng.standard_normal((n, n))          # a general (dense) Hermitian positive definite P
+    P = np.diag(1.0 / np.maximum(np.abs(d), 1.0)) + 0.01 * (G @ G.T) / n
+    op = LinearOperator((n, n), matvec=lambda v: P @ v, rmatvec=lambda v: P.T @ v,
+                        dtype=np.float64)
+    op.P = P
+    return op, op, True
+
+
+def _copy(M):
+    if isinstance(M, np.ndarray):
+        return M.copy()
+    if sp.issparse(M):
+        return M.copy()
+    if isinstance(M, LinearOperator):
+        return M.P.copy()
+    return M
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, LinearOperator):
+        a = a.P
+    if sp.issparse(a):
+        a, b = sp.csr_array(a), sp.csr_array(b)
+        return (np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+                and np.array_equal(a.data, b.data))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    return a == b
+
+
+@st.composite
+def problems(draw, scale):
+    method = draw(st.sampled_from(METHODS))
+    kind = draw(st.sampled_from(KINDS))
+    n = draw(st.integers(1, 60))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    return dict(
+        method=method, kind=kind, n=n, seed=seed, scale=scale,
+        dense=draw(st.booleans()), consistent=draw(st.booleans()),
+        x0=draw(st.booleans()), rtol=draw(st.sampled_from(TOLS)), atol=draw(st.sampled_from(TOLS)),
+        maxiter=draw(st.sampled_from(MAXITERS)), precond=draw(st.sampled_from(PRECONDS)))
+
+
+def build(p):
+    """The inputs of one example: A (CSR or dense), b, x0, M (dpsolve's and SciPy's)."""
+    rng = np.random.default_rng(p["seed"])
+    n, kind = p["n"], p["kind"]
+    Ad = make_matrix(kind, n, rng)
+    cplx = np.iscomplexobj(Ad)
+    if kind == "singular" and p["consistent"]:
+        b = Ad @ rng.standard_normal(n)
+    else:
+        b = rng.standard_normal(n) + (1j * rng.standard_normal(n) if cplx else 0)
+    b = b / max(np.max(np.abs(b)), 1e-300) * p["scale"]
+    x0 = None
+    if p["x0"]:
+        x0 = (rng.standard_normal(n) + (1j * rng.standard_normal(n) if cplx else 0)) * p["scale"]
+    pre = make_preconditioner(p["precond"], Ad, rng)
+    A = Ad if p["dense"] else sp.csr_array(Ad)
+    return A, Ad, b, x0, pre
+
+
+def tolerance(p, b) -> float:
+    """SciPy's rule, max(atol, rtol ||b||), with ||b|| computed without overflow or underflow
+    (0 * inf, for rtol = 0 and an infinite ||b||, does not arise: the scaled norm is finite)."""
+    return max(p["atol"], p["rtol"] * scaled_norm(b))
+
+
+def not_chaotic(p, b, Mherm, scipy_solve) -> bool:
+    """Where the sign of SciPy's info can be compared with dpsolve's (see the module docstring)."""
+    if p["scale"] != 1.0 or p["kind"] not in ("spd", "hermitian", "nonsym"):
+        return False
+    if p["method"] == "cg" and (p["kind"] == "nonsym" or not Mherm):
+        return False
+    tol, bn = tolerance(p, b), scaled_norm(b)
+    if not (tol == np.inf or tol >= 1e-6 * bn):
+        return False
+    base = np.sign(scipy_solve(1.0))
+    return all(np.sign(scipy_solve(f)) == base for f in (0.99, 1.01))
+
+
+def run_both(p, A, b, x0, pre):
+    Md, Ms, _ = pre
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x, info, rep = getattr(dpsolve, p["method"])(
+            A, b, x0, rtol=p["rtol"], atol=p["atol"], maxiter=p["maxiter"], M=Md,
+            variant="host", full_output=True)
+    return x, info, rep
+
+
+def scipy_info(p, A, b, x0, Ms, factor=1.0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, info = getattr(sla, p["method"])(A, b, None if x0 is None else x0.copy(),
+                                            rtol=p["rtol"] * factor, atol=p["atol"] * factor,
+                                            maxiter=p["maxiter"], M=Ms)
+    return info
+
+
+def check(p, check_residual=True):
+    A, Ad, b, x0, pre = build(p)
+    if pre is None:                          # Jacobi on a zero diagonal entry: not a valid input
+        return
+    Md, Ms, Mherm = pre
+    saved = (A.copy(), b.copy(), None if x0 is None else x0.copy(), _copy(Md))
+    x, info, rep = run_both(p, A, b, x0, pre)                              # invariant 1
+    # 2. nothing the caller passed in is modified
+    assert _same(A, saved[0]) and _same(b, saved[1]), "A or b was modified"
+    assert x0 is None or _same(x0, saved[2]), "x0 was modified"
+    assert _same(Md, saved[3]), "M was modified"
+    assert x.shape == b.shape and isinstance(info, int)
+    # 3. info == 0 only when the true residual meets the tolerance
+    if info == 0 and check_residual:
+        tol = tolerance(p, b)
+        res = scaled_norm(b - Ad @ x)
+        assert res <= tol * (1 + SLACK), \
+            f"info 0 but ||b - A x|| = {res:.3e} > tol = {tol:.3e} ({rep.iterations} it)"
+    # 4. the sign of info is SciPy's where SciPy is not chaotic
+    if p["scale"] == 1.0 and not_chaotic(p, b, Mherm,
+                                         lambda f: scipy_info(p, A, b, x0, Ms, f)):
+        s = scipy_info(p, A, b, x0, Ms)
+        assert np.sign(info) == np.sign(s), f"info {info} (dpsolve) vs {s} (SciPy)"
+
+
+# --------------------------------------------------------------------------- the tests
+@settings(FUZZ, max_examples=1000)
+@given(p=problems(1.0))
+def test_host_solvers_against_scipy(p):
+    """Every invariant on b of scale 1."""
+    check(p)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e300], ids=["b-1e-300", "b-1e+300"])
+@settings(FUZZ, max_examples=200)
+@given(data=st.data())
+def test_host_solvers_at_extreme_scales(scale, data):
+    """Invariants 1 and 2 (no exception, inputs untouched) on b of scale 1e-300 and 1e+300;
+    invariant 3 there is the xfail case below."""
+    check(data.draw(problems(scale)), check_residual=False)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known bug (dpsolve/_system.py vector_norm, backends/host.py residual_norm, the reference "
+    "solvers' norm and dot): ||b||, ||r|| and the inner products are plain sums of squares, which "
+    "underflow for b of scale 1e-300 (||b|| is 0: dpsolve returns x = 0 with info 0 while "
+    "||b - A x|| ~ 1e-300 > tol) and overflow for b of scale 1e+300 (||b|| is inf: CG stops with "
+    "info -10 on an SPD system, BiCG and BiCGStab run to maxiter on NaNs); fix: scaled norms (as "
+    "BLAS nrm2) and scaling, e.g. solve for b / max|b| and scale x back"))
+@pytest.mark.parametrize("scale", [1e-300, 1e300], ids=["b-1e-300", "b-1e+300"])
+@settings(FUZZ, max_examples=150, phases=[Phase.explicit, Phase.generate])     # no shrinking
+@given(data=st.data())
+def test_extreme_scales_solve_as_scale_1_does(scale, data):
+    """Invariant 3 at b of scale 1e-300 and 1e+300, and scale invariance: with atol = 0 (so that
+    the tolerance scales with b) the sign of info at scale s is the one at scale 1 (x0 scaled
+    too), where SciPy at scale 1 is not chaotic."""
+    p = data.draw(problems(scale))
+    check(p)
+    if p["atol"] != 0 or p["rtol"] == 0:
+        return
+    p1 = {**p, "scale": 1.0}
+    A1, _, b1, x01, pre1 = build(p1)
+    if pre1 is None or not not_chaotic(p1, b1, pre1[2],
+                                       lambda f: scipy_info(p1, A1, b1, x01, pre1[1], f)):
+        return
+    _, info1, _ = run_both(p1, A1, b1, x01, pre1)
+    A, _, b, x0, pre = build(p)
+    _, info, _ = run_both(p, A, b, x0, pre)
+    assert np.sign(info) == np.sign(info1), \
+        f"info {info} at b of scale {scale:g}, {info1} at scale 1"
