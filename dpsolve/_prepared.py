@@ -145,6 +145,7 @@ def _device_rhs(b, x0, dtype, sync):
     from . import _setup
     res = _setup.resources()
     stream = res.stream
+    _setup.follow_caller(stream, res)         # the caller's arrays may still be in flight
     b_host, x_host = not _is_cupy(b), x0 is not None and not _is_cupy(x0)
     up = _setup.upload([b if b_host else None, x0 if x_host else None], stream, res)
     rb = _setup.Readback(stream, res)

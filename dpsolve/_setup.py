@@ -44,6 +44,7 @@ class Resources:
         self.wait_events = {"polling": cupy.cuda.Event(block=False, disable_timing=True),
                             "blocking": cupy.cuda.Event(block=True, disable_timing=True)}
         self.t_start, self.t_end = cupy.cuda.Event(), cupy.cuda.Event()
+        self.caller_event = cupy.cuda.Event(disable_timing=True)
         # readback: SLOTS slots of SLOT bytes on the device and in pinned host memory
         self.scratch = cupy.zeros(SLOTS * SLOT // 8, np.float64)
         self.scratch_mem = cupy.cuda.alloc_pinned_memory(SLOTS * SLOT)
@@ -102,6 +103,17 @@ def resources() -> Resources:
         with cupy.cuda.Device(dev):
             r = _local.by_device[dev] = Resources()
     return r
+
+
+def follow_caller(stream, res: Resources | None = None) -> None:
+    """Order ``stream`` after the work the caller queued on its current stream (CuPy's current
+    stream, the legacy default one unless the caller chose another): the caller's CuPy arrays may
+    still be in flight there (a copy from pageable memory returns before its DMA lands), and
+    dpsolve's stream is non-blocking, so nothing else orders the two. One event, no host wait."""
+    import cupy
+    ev = (res or resources()).caller_event
+    ev.record(cupy.cuda.get_current_stream())
+    stream.wait_event(ev)
 
 
 def wait(stream, sync: str = "polling", res: Resources | None = None) -> None:

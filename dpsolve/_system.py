@@ -214,6 +214,7 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
         x0 = check_vector(x0, shape, "x0")
     res = _setup.resources()
     stream = res.stream
+    _setup.follow_caller(stream, res)         # the caller's arrays may still be in flight
     arrays = _setup.matrix_arrays(A) if not is_operator else None
     mat_host = arrays is not None and not _is_cupy(arrays[2])
     uploads = list(arrays[:3]) if mat_host else []
