@@ -31,7 +31,8 @@ import time
 import numpy as np
 
 from . import _frontend as fe
-from ._system import System, check_vector, device_system, host_system, vector_norm
+from ._system import (System, check_vector, device_system, host_system, host_vector,
+                      vector_norm)
 from .formats.csr import _is_cupy
 from .report import SolveReport
 
@@ -129,38 +130,26 @@ class PreparedSystem:
 
 
 def _host_rhs(b, x0, dtype):
-    from ._system import _all_finite, _host
-    b = _host(b).astype(dtype, copy=True)
-    if not _all_finite(b):
-        raise ValueError("b contains NaN or Inf")
+    """b and x0 as private copies in ``dtype``, checked, and ||b|| (the host variant)."""
+    b = host_vector(b, dtype, "b")
     if x0 is not None:
-        x0 = _host(x0).astype(dtype, copy=True)
-        if not _all_finite(x0):
-            raise ValueError("x0 contains NaN or Inf")
+        x0 = host_vector(x0, dtype, "x0")
     return b, x0, vector_norm(b)
 
 
 def _device_rhs(b, x0, dtype, sync):
-    """b and x0 on the device in ``dtype`` (private copies), ||b||, x0 checked: one host wait."""
+    """b and x0 on the device in ``dtype`` (not copied: only read from here on), ||b||, x0
+    checked: one host wait."""
     from . import _setup
     res = _setup.resources()
     stream = res.stream
     _setup.follow_caller(stream, res)         # the caller's arrays may still be in flight
-    b_host, x_host = not _is_cupy(b), x0 is not None and not _is_cupy(x0)
-    up = _setup.upload([b if b_host else None, x0 if x_host else None], stream, res)
+    up = _setup.upload([_setup.host_part(b), _setup.host_part(x0)], stream, res)
     rb = _setup.Readback(stream, res)
-    with stream:
-        # only read from here on (the state copies b in; initial_x copies x0): no copies
-        b = (up[0] if b_host else b).astype(dtype, copy=False)
-        if x0 is not None:
-            x0 = (up[1] if x_host else x0).astype(dtype, copy=False)
-        kb = _setup.queue_norm2(b, rb)
-        kx = _setup.queue_norm2(x0, rb) if x0 is not None else None
+    vectors = _setup.PendingVectors(b, x0, up[0], up[1], dtype, rb)
     rb.fetch(sync)
-    bnrm2 = _setup.norm_result(rb, kb, b, "b")
-    if kx is not None:
-        _setup.norm_result(rb, kx, x0, "x0")
-    return b, x0, bnrm2
+    bnrm2 = vectors.finish()
+    return vectors.b, vectors.x0, bnrm2
 
 
 def prepare(A, method="cg", *, M=None, variant="auto", format="auto", sync="polling",

@@ -290,8 +290,51 @@ def norm_result(rb: Readback, k: int, v, what: str) -> float:
     with rb.stream:
         if not bool(cupy.isfinite(v).all()):
             raise ValueError(f"{what} contains NaN or Inf")
+    return scaled_norm(v, rb.stream)
+
+
+def scaled_norm(v, stream) -> float:
+    """||v|| of a device vector whose squares overflow: max|v| * ||v / max|v||| (a NaN or Inf
+    max, or 0, is returned as it is). The rare path behind a non-finite sum of squares."""
+    import cupy
+    with stream:
         scale = float(cupy.abs(v).max())
+        if not np.isfinite(scale) or scale == 0:
+            return scale
         return scale * float(cupy.linalg.norm(v / scale))
+
+
+def host_part(v):
+    """``v`` flattened when it is a host array (to upload), else None (a CuPy array, or None)."""
+    from .formats.csr import _is_cupy
+    return None if v is None or _is_cupy(v) else v.ravel()
+
+
+class PendingVectors:
+    """b and x0 (either may be None) on the device in ``dtype`` with ||b||^2 and ||x0||^2
+    queued; ``finish()`` (after the readback) checks them and returns ||b||.
+
+    ``up_b`` / ``up_x``: their uploads where they were host arrays (``host_part``), else None
+    and the caller's CuPy arrays are used. Nothing is copied: from here on b and x0 are only
+    read (a back end's state copies b in, ``initial_x`` copies x0), so the caller's arrays are
+    never touched."""
+
+    def __init__(self, b, x0, up_b, up_x, dtype, rb: Readback):
+        self.rb = rb
+        with rb.stream:
+            self.b = None if b is None else (up_b if up_b is not None else b.ravel()).astype(
+                dtype, copy=False)
+            self.x0 = None if x0 is None else (up_x if up_x is not None else x0.ravel()).astype(
+                dtype, copy=False)
+            self.kb = queue_norm2(self.b, rb) if self.b is not None else None
+            self.kx = queue_norm2(self.x0, rb) if self.x0 is not None else None
+
+    def finish(self):
+        """||b|| (None without b); NaN or Inf in b, then in x0, raise ValueError naming it."""
+        bnorm = norm_result(self.rb, self.kb, self.b, "b") if self.kb is not None else None
+        if self.kx is not None:
+            norm_result(self.rb, self.kx, self.x0, "x0")
+        return bnorm
 
 
 # --------------------------------------------------------------------------- matrices
@@ -366,9 +409,7 @@ class PendingCSR:
                 m.sum_duplicates()
                 if not m.has_sorted_indices:
                     m.sort_indices()
-                csr = _checked(m.indptr, m.indices, m.data, self.n, cupy)
-                csr.max_row = None
-                return csr
+                return _checked(m.indptr, m.indices, m.data, self.n, cupy)
         csr = CSR(ip, ix, self.data, self.n)
         csr.max_row = longest
         return csr

@@ -24,7 +24,8 @@ def solve(method, A, b, x0, **kw):
 _COMMON_DOC = """
     Parameters
     ----------
-    A : {{sparse matrix or array, ndarray, cupy.ndarray, cupyx sparse matrix, LinearOperator, PreparedSystem}}
+    A : {{sparse matrix or array, ndarray, cupy.ndarray, cupyx sparse matrix, LinearOperator,
+         PreparedSystem}}
         The real or complex N-by-N matrix of the linear system.{extra_A} A system prepared
         with :func:`dpsolve.prepare` solves with what it holds (its M, variant, format, sync).
     b : ndarray or cupy.ndarray

@@ -139,6 +139,26 @@ def matrix_char(A) -> str:
     return np.dtype(A.dtype).char
 
 
+def host_vector(v, dtype, what: str):
+    """A checked b or x0 as a private 1-D copy in ``dtype`` (where it lives), finite: the
+    caller's array is never touched."""
+    v = v.astype(dtype, copy=True).ravel()
+    if not _all_finite(v):
+        raise ValueError(f"{what} contains NaN or Inf")
+    return v
+
+
+def _host_matrix(A, is_operator, dtype):
+    """(csr, operator) of a checked A: a LinearOperator as it is, else a checked CSR copy in
+    ``dtype`` (in A's own memory space) with finite values."""
+    if is_operator:
+        return None, A
+    csr = to_csr(A, dtype)
+    if not _all_finite(csr.data):
+        raise ValueError("A contains NaN or Inf")
+    return csr, None
+
+
 def make_system(method, A, b, x0, M) -> System:
     """The System of a host-side solve: every check with NumPy (or CuPy, where the input lives)."""
     A, is_operator, shape = check_matrix(A)
@@ -148,27 +168,15 @@ def make_system(method, A, b, x0, M) -> System:
     out_cupy = _is_cupy(b)
     b = check_vector(b, shape, "b")
     dtype = coerce(matrix_char(A), b.dtype.char)
-    b = b.astype(dtype, copy=True).ravel()      # a copy: the caller's b is never touched
-    if not _all_finite(b):
-        raise ValueError("b contains NaN or Inf")
+    b = host_vector(b, dtype, "b")
 
     # ---- x0
     if x0 is not None:
         if isinstance(x0, str):
             raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
-        x0 = check_vector(x0, shape, "x0").astype(dtype, copy=True).ravel()
-        if not _all_finite(x0):
-            raise ValueError("x0 contains NaN or Inf")
+        x0 = host_vector(check_vector(x0, shape, "x0"), dtype, "x0")
 
-    # ---- A to CSR (in its own memory space), checked
-    csr = op = None
-    if is_operator:
-        op = A
-    else:
-        csr = to_csr(A, dtype)
-        if not _all_finite(csr.data):
-            raise ValueError("A contains NaN or Inf")
-
+    csr, op = _host_matrix(A, is_operator, dtype)
     return System(method, n, dtype, csr, op, b, x0, make_preconditioner(M, csr, n, dtype), out_cupy)
 
 
@@ -177,13 +185,7 @@ def host_system(method, A, M, dtype=None) -> System:
     A, is_operator, shape = check_matrix(A)
     ch = matrix_char(A)
     dtype = coerce(ch, ch) if dtype is None else np.dtype(dtype)
-    csr = op = None
-    if is_operator:
-        op = A
-    else:
-        csr = to_csr(A, dtype)
-        if not _all_finite(csr.data):
-            raise ValueError("A contains NaN or Inf")
+    csr, op = _host_matrix(A, is_operator, dtype)
     n = shape[0]
     return System(method, n, dtype, csr, op, None, None, make_preconditioner(M, csr, n, dtype),
                   False)
@@ -217,30 +219,20 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     _setup.follow_caller(stream, res)         # the caller's arrays may still be in flight
     arrays = _setup.matrix_arrays(A) if not is_operator else None
     mat_host = arrays is not None and not _is_cupy(arrays[2])
-    uploads = list(arrays[:3]) if mat_host else []
-    b_host = b is not None and not _is_cupy(b)
-    x_host = x0 is not None and not _is_cupy(x0)
-    uploads += [b.ravel() if b_host else None, x0.ravel() if x_host else None]
+    uploads = ((list(arrays[:3]) if mat_host else [])
+               + [_setup.host_part(b), _setup.host_part(x0)])
     up = _setup.upload(uploads, stream, res)
     if mat_host:
         arrays = (*up[:3], arrays[3])
     rb = _setup.Readback(stream, res)
-    with stream:
-        # in the working dtype; only read from here on (the back end's state copies b in,
-        # initial_x copies x0), so the caller's arrays are never touched
-        b_dev = None if b is None else (up[-2] if b_host else b.ravel()).astype(dtype, copy=False)
-        x_dev = None if x0 is None else (up[-1] if x_host else x0.ravel()).astype(dtype, copy=False)
-        kb = _setup.queue_norm2(b_dev, rb) if b_dev is not None else None
-        kx = _setup.queue_norm2(x_dev, rb) if x_dev is not None else None
-        pending = (_setup.PendingCSR(*arrays, dtype, rb, copy=copy and not mat_host)
-                   if arrays is not None else None)
+    vectors = _setup.PendingVectors(b, x0, up[-2], up[-1], dtype, rb)
+    pending = (_setup.PendingCSR(*arrays, dtype, rb, copy=copy and not mat_host)
+               if arrays is not None else None)
     rb.fetch(sync)                           # the host waits as the call's sync mode says
-    bnorm = _setup.norm_result(rb, kb, b_dev, "b") if kb is not None else None
-    if kx is not None:
-        _setup.norm_result(rb, kx, x_dev, "x0")
+    bnorm = vectors.finish()
     csr = pending.finish() if pending is not None else None
-    system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, b_dev, x_dev,
-                    make_preconditioner(M, csr, n, dtype), out_cupy)
+    system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, vectors.b,
+                    vectors.x0, make_preconditioner(M, csr, n, dtype), out_cupy)
     return system, bnorm
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._device import status as device_status
 from ..cuda import ops
 from ..formats import FORMATS
-from .._setup import Readback, resources
+from .._setup import Readback, resources, scaled_norm, wait
 from ..measure import GpuEnergyMeter, Stopwatch, no_rapl
 from .base import Backend, Run
 
@@ -61,8 +61,7 @@ class SyncMode:
 
     def __init__(self, mode: str, res=None):
         self.mode = mode
-        res = res or resources()
-        self.event = res.wait_events[mode]
+        self.res = res or resources()
         self.waits = 0
         self._old = None
 
@@ -84,8 +83,7 @@ class SyncMode:
 
     def wait(self, stream):
         """Block the host until everything issued on ``stream`` so far has finished."""
-        self.event.record(stream)
-        self.event.synchronize()
+        wait(stream, self.mode, self.res)
         self.waits += 1
 
 
@@ -420,13 +418,9 @@ class GpuBackend(Backend):
         sq = float(np.real(rb.value(k, state.dtype)))
         if np.isfinite(sq):
             return float(np.sqrt(sq))
-        import cupy                                # overflowing squares, or a non-finite x
-        with state.stream:
+        with state.stream:                         # overflowing squares, or a non-finite x
             r = state.b - state.v
-            scale = float(cupy.abs(r).max())
-            if not np.isfinite(scale) or scale == 0:
-                return scale
-            return scale * float(cupy.linalg.norm(r / scale))
+        return scaled_norm(r, state.stream)
 
     def solve_loop(self, state, x, *, atol, maxiter, sync, callback):
         """Run up to ``maxiter`` iterations; return (info, iterations, extra report fields), or a

@@ -94,9 +94,7 @@ class DynamicState(GpuState):
         if maxiter > HISTORY_MAX_ITER:
             return
         if self.hist is None or self.hist.size < maxiter + 1:
-            import cupy
-            with self.stream:
-                self.hist = cupy.full(maxiter + 1, np.nan, self.real_dtype)
+            self.hist = poisoned(maxiter + 1, self.real_dtype, 1, self.stream)[0]
             if self.hist_host is None:
                 self.hist_host = HostScalars(HISTORY_HEAD, self.real_dtype)
 

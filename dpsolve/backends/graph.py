@@ -107,8 +107,9 @@ class GraphBackend(MergeBackend):
             arrays.append(system.M.inv_diag)
         if system.csr.on_device:
             import cupy
+            from .._setup import resources
             digest = ops.fingerprint([cupy.asarray(a) for a in arrays],
-                                     stream=_stream_of(system))
+                                     stream=resources().stream)
         else:
             if sum(a.nbytes for a in arrays) > CACHE_MAX_BYTES:
                 return None
@@ -210,11 +211,6 @@ class GraphBackend(MergeBackend):
         return self._launch(st, x, atol, maxiter)
 
     bicg = bicgstab = cg
-
-
-def _stream_of(system):
-    from .._setup import resources
-    return resources().stream
 
 
 def _capture_info(rt, stream):
