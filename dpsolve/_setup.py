@@ -23,9 +23,12 @@ import threading
 import numpy as np
 
 from ._errors import FormatError
+from .cuda import abi
 
-# csr_check's bits (check.cu's DPS_CHECK_*; tests/test_setup.py ties the two together)
-CHECK_INDPTR, CHECK_COLUMN, CHECK_UNSORTED, CHECK_NONFINITE, CHECK_ENDS = 1, 2, 4, 8, 16
+# csr_check's bits (abi.cuh's DPS_CHECK_*)
+CHECK_INDPTR, CHECK_COLUMN, CHECK_UNSORTED, CHECK_NONFINITE, CHECK_ENDS = (
+    abi.DPS_CHECK_INDPTR, abi.DPS_CHECK_COLUMN, abi.DPS_CHECK_UNSORTED, abi.DPS_CHECK_NONFINITE,
+    abi.DPS_CHECK_ENDS)
 INDEX_MAX = np.iinfo(np.int32).max
 PACK_MAX = 4 << 20           # host arrays up to this many bytes in all go in one packed copy
 CHUNK = 16 << 20             # larger ones move in chunks of this size, two pinned buffers

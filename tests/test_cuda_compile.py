@@ -70,9 +70,13 @@ def test_options_add_rdc_on_request():
 
 
 def test_source_text_starts_with_line_directive():
+    """The file's text follows a #line directive naming it (after one comment line: the hash of
+    the headers, for CuPy's kernel cache)."""
     for name, src in _loader.SOURCES.items():
-        text = _loader.source_text(name)
-        assert text.startswith(f'#line 1 "{_loader.CUDA_DIR / src.file}"\n')
+        first, rest = _loader.source_text(name).split("\n", 1)
+        assert first == f"// dpsolve headers {_loader.headers_digest()}"
+        assert rest.startswith(f'#line 1 "{_loader.CUDA_DIR / src.file}"\n')
+        assert rest.split("\n", 1)[1] == (_loader.CUDA_DIR / src.file).read_text()
 
 
 def test_unsupported_dtype_has_no_kernels():
@@ -151,9 +155,10 @@ def test_adaptive_descriptor_layout_matches_dynamic_cuh():
 
 
 def test_dynamic_format_codes_match_dynamic_cuh():
-    """The loader's W codes of the device-driven kernels are dynamic.cuh's (a mismatch would
-    instantiate a kernel for the wrong row loop, and show only on a GPU)."""
-    header = (_loader.INCLUDE_DIR / "dpsolve" / "dynamic.cuh").read_text()
+    """The loader's W codes of the device-driven kernels are the headers' (abi.cuh, which
+    dynamic.cuh reads; a mismatch would instantiate a kernel for the wrong row loop, and show
+    only on a GPU)."""
+    header = (_loader.INCLUDE_DIR / "dpsolve" / "abi.cuh").read_text()
     defined = {m.group(1): int(m.group(2))
                for m in re.finditer(r"#define (DYN_ELL|DYN_CSR_SCALAR|DYN_ADAPTIVE) (\d+)", header)}
     assert defined == {"DYN_ELL": _loader.DYN_ELL, "DYN_CSR_SCALAR": _loader.DYN_CSR_SCALAR,

@@ -14,7 +14,7 @@ from dpsolve.matrices import laplace_2d
 
 
 def test_check_bits_mirror_check_cu():
-    text = (CUDA_DIR / "check.cu").read_text()
+    text = (CUDA_DIR / "include" / "dpsolve" / "abi.cuh").read_text()     # check.cu's bits
     defines = {m.group(1): int(m.group(2))
                for m in re.finditer(r"#define DPS_CHECK_(\w+) (\d+)", text)}
     ours = {name[len("CHECK_"):]: getattr(_setup, name) for name in dir(_setup)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .._device import status as device_status
-from ..cuda import ops
+from ..cuda import abi, ops
 from ..formats import FORMATS
 from .._setup import Readback, resources, scaled_norm, wait
 from ..measure import GpuEnergyMeter, Stopwatch, no_rapl
@@ -32,9 +32,11 @@ ENERGY_MIN_SECONDS = 0.25
 _SCHED = {"polling": SCHED_SPIN, "blocking": SCHED_BLOCKING}
 GPU_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
-# Slots of GpuState.scal, the device-side scalars of the CG back ends. TAU and STATUS are adjacent
-# so that one device-to-host copy reads both.
-SIGMA, PV, ALPHA, ZETA, RR, BETA, TAU, STATUS, ONE = range(9)
+# Slots of GpuState.scal, the device-side scalars (abi.cuh's DPS_SLOT_*). CG's: TAU and STATUS
+# are adjacent so that one device-to-host copy reads both (and graph.cu reads them as a pair).
+SIGMA, PV, ALPHA, ZETA, RR, BETA, TAU, STATUS, ONE = (
+    abi.DPS_SLOT_SIGMA, abi.DPS_SLOT_PV, abi.DPS_SLOT_ALPHA, abi.DPS_SLOT_ZETA, abi.DPS_SLOT_RR,
+    abi.DPS_SLOT_BETA, abi.DPS_SLOT_TAU, abi.DPS_SLOT_STATUS, abi.DPS_SLOT_ONE)
 
 # Slots of BiCG and BiCGStab on the host-driven variants (cuda, merge; dpsolve/cuda/krylov.cu,
 # bicg_merge.cu, bicgstab_merge.cu). They keep TAU and STATUS above for the host's one read per
@@ -42,7 +44,10 @@ SIGMA, PV, ALPHA, ZETA, RR, BETA, TAU, STATUS, ONE = range(9)
 # CONVERGED_MID_STEP. RHO_PREV: rho of the previous iteration (cuda). RV: <p~, q> (BiCG) or
 # <r~, v> (BiCGStab). TS, TT, SS: <t, s>, <t, t>, <s, s> (BiCGStab, cuda). PENDING: a breakdown
 # the merge kernels found for the next iteration, raised by that iteration's first kernel.
-RHO, RHO_PREV, RV, BI_ALPHA, BI_BETA, OMEGA, TS, TT, SS, PENDING = range(9, 19)
+RHO, RHO_PREV, RV, BI_ALPHA, BI_BETA, OMEGA, TS, TT, SS, PENDING = (
+    abi.DPS_SLOT_RHO, abi.DPS_SLOT_RHO_PREV, abi.DPS_SLOT_RV, abi.DPS_SLOT_BI_ALPHA,
+    abi.DPS_SLOT_BI_BETA, abi.DPS_SLOT_OMEGA, abi.DPS_SLOT_TS, abi.DPS_SLOT_TT, abi.DPS_SLOT_SS,
+    abi.DPS_SLOT_PENDING)
 
 
 def _cudart():
@@ -122,7 +127,7 @@ class HostScalars:
 class GpuState:
     """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
 
-    N_SCALARS = 32          # slots 0..8 are the CG layout below; other methods use 9..31
+    N_SCALARS = abi.DPS_SLOTS   # slots 0..8 are the CG layout; BiCG / BiCGStab use 9..18
 
     def __init__(self, system, fmt):
         import cupy
@@ -460,8 +465,9 @@ def _takers(flag: str) -> str:
     return ", ".join(repr(n) for n in names)
 
 
-# step() status codes of the host-driven loops
-OK, CONVERGED_MID_STEP = 0, 2      # negative codes are SciPy's breakdown infos (-10, -11)
+# step() status codes of the host-driven loops (abi.cuh); negative codes are SciPy's breakdown
+# infos (-10, -11)
+OK, CONVERGED_MID_STEP = abi.DPS_OK, abi.DPS_MID_STEP
 
 
 def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=True):

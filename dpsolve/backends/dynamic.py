@@ -62,7 +62,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._device import status as device_status
-from ..cuda import ops
+from ..cuda import abi, ops
 from ._gpu import GpuBackend, GpuState, HostScalars, poisoned
 
 
@@ -189,7 +189,8 @@ def device_result(st, hist, launches_per_iter, variant):
     hres = st.hist_host.copy_async(hist[:head], stream) if hist is not None else None
 
     def finish():
-        info, its, state, err = int(res[0]), int(res[1]), float(res[2]), int(res[3])
+        info, its = int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
+        state, err = float(res[abi.DYN_STATE]), int(res[abi.DYN_ERROR])
         if state != ops.DYNAMIC_DONE:
             what = (f"a device-side launch failed with cudaError {err}"
                     if state == ops.DYNAMIC_LAUNCH_FAILED else "the solve ended without a result")

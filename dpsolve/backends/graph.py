@@ -31,14 +31,14 @@ import zlib
 
 import numpy as np
 
-from ..cuda import ops
+from ..cuda import abi, ops
 from ..cuda._loader import get_kernel
 from ._gpu import STATUS, TAU, GpuState, HostScalars, poisoned
 from .merge import MergeBackend
 
 CACHE_MAX_BYTES = 64 << 20       # host matrix + D^-1 bytes hashed for the cache key, at most
 CACHE_ENTRIES = 4                # prepared systems kept (each holds its device buffers)
-MODE = {"cg": 0, "bicg": 1, "bicgstab": 1}     # DPS_GRAPH_CG / DPS_GRAPH_KRYLOV in graph.cu
+MODE = {"cg": abi.DPS_GRAPH_CG, "bicg": abi.DPS_GRAPH_KRYLOV, "bicgstab": abi.DPS_GRAPH_KRYLOV}
 
 
 def _rt():
@@ -200,7 +200,8 @@ class GraphBackend(MergeBackend):
         build, st.build_time = st.build_time, 0.0
 
         def finish():
-            info, its, state = int(res[0]), int(res[1]), float(res[2])
+            info, its = int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
+            state = float(res[abi.DYN_STATE])
             if state != ops.DYNAMIC_DONE:
                 raise RuntimeError("variant 'graph': the graph ended without a result")
             return info, its, {"device_launches_per_iter": 0.0, "residuals": None,

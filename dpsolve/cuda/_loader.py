@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from .._errors import KernelCompileError
 from ..formats.adaptive import GROUPS
+from . import abi
 
 CUDA_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = CUDA_DIR / "include"
@@ -30,9 +32,9 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 
-# the W template arguments of the dynamic / persistent kernels (dynamic.cuh's DYN_ELL,
-# DYN_CSR_SCALAR and DYN_ADAPTIVE; CSR-vector passes its width)
-DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE = 0, 1, 64
+# the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
+# width)
+DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE = abi.DYN_ELL, abi.DYN_CSR_SCALAR, abi.DYN_ADAPTIVE
 DYNAMIC_CODES = (DYN_ELL, DYN_CSR_SCALAR) + CSR_VECTOR_WIDTHS + (DYN_ADAPTIVE,)
 
 
@@ -109,10 +111,21 @@ def options(rdc: bool = False) -> tuple:
     return OPTIONS + (("-rdc=true",) if rdc else ())
 
 
+@functools.lru_cache(maxsize=None)
+def headers_digest() -> str:
+    """A hash of every header under include/: CuPy's on-disk kernel cache is keyed by the source
+    text and the options, not by what the source includes, so the text carries this hash and a
+    changed header can never bring back a module compiled against the old one."""
+    h = hashlib.sha256()
+    for p in sorted(INCLUDE_DIR.rglob("*.cuh")):
+        h.update(p.relative_to(INCLUDE_DIR).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def source_text(name: str) -> str:
     """The exact text handed to NVRTC for source ``name``."""
     path = CUDA_DIR / SOURCES[name].file
-    return f'#line 1 "{path}"\n' + path.read_text()
+    return f'// dpsolve headers {headers_digest()}\n#line 1 "{path}"\n' + path.read_text()
 
 
 def expressions(name: str, dtype) -> list:

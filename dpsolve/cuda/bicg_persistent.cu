@@ -37,7 +37,7 @@
 // reads D^-1 when preconditioned (3n*s); and gridDim.x^2 * s * 3 of partials read from L2 by the
 // redundant finishes.
 //
-// Result (double status[8], dynamic.cuh's layout): [0] info, [1] iterations, [2] state (1 done),
+// Result (abi.cuh's DYN_* layout): [0] info, [1] iterations, [2] state (1 done),
 // [4] the last tau. Residual history (optional, hist != nullptr): hist[j] = tau_j = ||r_j|| for
 // every j tested, j = 0 .. iterations (maxiter + 1 entries at most), as in bicg_dynamic.cu.
 #include <dpsolve/persistent.cuh>

@@ -75,7 +75,7 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-#define DPS_MID_STEP 2      // CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
+// DPS_MID_STEP (abi.cuh): CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
 
 // Vector updates round each product on its own (dps::mul_rn), as NumPy does in the reference.
 // (The dots keep their FMAs: how they round is part of the reduction order anyway.)

@@ -43,7 +43,7 @@
 // r~ (and D^-1) (5n*s) and writes r (n*s); and gridDim.x^2 * s * 6 of partials read from L2 by
 // the redundant finishes.
 //
-// Result (double status[8], dynamic.cuh's layout): [0] info, [1] iterations, [2] state (1 done),
+// Result (abi.cuh's DYN_* layout): [0] info, [1] iterations, [2] state (1 done),
 // [4] the last residual norm tested. Residual history (optional, hist != nullptr), as in
 // bicgstab_dynamic.cu: hist[j] = ||r_j|| for every loop head j tested and, after the ||s|| < atol
 // exit of iteration j, hist[j + 1] = ||s||; iterations + 1 entries, maxiter + 1 at most.

@@ -29,8 +29,8 @@
 // Template scheme: cg_dyn_*<T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), or the CSR-vector lane
 // width (2, 4, 8, 16, 32). Only cg_dyn_start needs a name expression; it instantiates the rest.
 //
-// Result (double status[8]): [0] info, [1] iterations, [2] state (0 running, 1 done, 2 a device
-// launch failed), [3] the cudaError_t of a failed launch, [4] the last tau.
+// Result (abi.cuh's DYN_* layout): [0] info, [1] iterations, [2] state (0 running, 1 done, 2 a
+// device launch failed), [3] the cudaError_t of a failed launch, [4] the last tau.
 #include <dpsolve/dynamic.cuh>     // status layout, for_rows, gathers, sum_partials, finish
 
 namespace dyn {

@@ -6,19 +6,15 @@
 //                   range before anything narrows it). Each thread takes rows (grid-strided) and
 //                   walks them: row pointers non-decreasing and inside [0, nnz], column indices in
 //                   [0, n) and strictly increasing (sorted, no duplicates), values finite. It ORs
-//                   what it found into out[0] (the DPS_CHECK_* bits, mirrored in
-//                   dpsolve/formats/csr.py) and writes the longest row to out[1] (atomicMax): the
+//                   what it found into out[0] (the DPS_CHECK_* bits of abi.cuh,
+//                   mirrored in dpsolve/cuda/abi.py) and writes the longest row to out[1] (atomicMax): the
 //                   format choice and ELL's width need it, and it costs nothing here.
 //                   Reads (n + 1) * sizeof(I) + nnz * (sizeof(I) + sizeof(T)) bytes once.
 // resid_partial<T>  stage 1 of ||b - v||^2 (v = A x computed before it): per-block partial sums
 //                   of |b_i - v_i|^2; blas1's dot_final<T> finishes them. Reads 2 * n * s bytes.
 #include <dpsolve/common.cuh>
 
-#define DPS_CHECK_INDPTR 1      // a row pointer decreases, or lies outside [0, nnz]
-#define DPS_CHECK_COLUMN 2      // a column index outside [0, n)
-#define DPS_CHECK_UNSORTED 4    // columns not strictly increasing in a row (unsorted, duplicates)
-#define DPS_CHECK_NONFINITE 8   // a value is NaN or Inf
-#define DPS_CHECK_ENDS 16       // indptr[0] != 0 or indptr[n] != nnz
+// the DPS_CHECK_* bits: abi.cuh
 
 template <typename T, typename I>
 __global__ void __launch_bounds__(DPS_BLOCK)

@@ -17,10 +17,13 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/dynamic.cuh>
 
-// Both modes: a non-finite tau after iteration j -> -10 at j + 1 (host_loop's test).
-#define DPS_GRAPH_CG 0        // status != 0 is CG's non-finite alpha (-10 at j)
-#define DPS_GRAPH_KRYLOV 1    // status < 0 is SciPy's code at j (a breakdown, or -10 for a
-                              // non-finite scalar); 2 is BiCGStab's ||s|| < atol exit
+static_assert(DPS_SLOT_STATUS == DPS_SLOT_TAU + 1, "graph.cu reads TAU and STATUS as a pair");
+
+// Modes (abi.cuh): DPS_GRAPH_CG, where STATUS != 0 is CG's non-finite alpha (-10 at j), and
+// DPS_GRAPH_KRYLOV, where STATUS < 0 is SciPy's code at j (a breakdown, or -10 for a non-finite
+// scalar) and DPS_MID_STEP is BiCGStab's ||s|| < atol exit. Both: a non-finite tau after
+// iteration j -> -10 at j + 1 (host_loop's test). tau_status points at the TAU slot; STATUS is
+// the next one (abi.cuh).
 
 // Before the loop: tau_0 < atol -> converged in 0 iterations, the WHILE body never runs.
 template <typename T>
@@ -43,13 +46,13 @@ __global__ void graph_step(cudaGraphConditionalHandle handle, int mode,
                            int* __restrict__ ctl, double* __restrict__ result) {
     const int j = ctl[0];
     const double tau = (double)dps::real(tau_status[0]);
-    const int status = (int)dps::real(tau_status[1]);
+    const int status = (int)dps::real(tau_status[DPS_SLOT_STATUS - DPS_SLOT_TAU]);
     const int maxiter = (int)params[1];
     int info = 0, its = 0;
     bool done = true;
     if (mode == DPS_GRAPH_CG && status != 0) { info = -10; its = j; }
     else if (mode == DPS_GRAPH_KRYLOV && status < 0) { info = status; its = j; }
-    else if (mode == DPS_GRAPH_KRYLOV && status == 2) { info = 0; its = j + 1; }
+    else if (mode == DPS_GRAPH_KRYLOV && status == DPS_MID_STEP) { info = 0; its = j + 1; }
     else if (!isfinite(tau)) { info = -10; its = j + 1; }
     else if (j + 1 >= maxiter) { info = maxiter; its = maxiter; }
     else if (tau < params[0]) { info = 0; its = j + 1; }

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formats import CSR, ELL, DEFAULT_MAX_FILL, RowBins
+from . import abi
 from ._loader import CSR_VECTOR_WIDTHS, DYN_ADAPTIVE, DYN_CSR_SCALAR, DYN_ELL, get_kernel
 
-BLOCK = 256            # DPS_BLOCK in common.cuh
+BLOCK = abi.DPS_BLOCK  # threads per block of every kernel dpsolve launches
 DOT_MAX_PARTIALS = 1024
 
 
@@ -371,8 +372,8 @@ def merge_beta(nparts: int, partials, preconditioned: bool, sigma, zeta, rr, bet
 # --- variant "dynamic" (cg_dynamic.cu): one host launch starts the whole CDP2 tail-launch chain ---
 
 DYNAMIC_LAUNCHES_PER_ITER = 2      # cg_dyn_spmv + cg_dyn_update, tail-launched by the device
-DYNAMIC_STATUS = 8                 # doubles: info, iterations, state, launch error, tau
-DYNAMIC_DONE, DYNAMIC_LAUNCH_FAILED = 1.0, 2.0
+DYNAMIC_STATUS = abi.DYN_STATUS_WORDS   # doubles: info, iterations, state, launch error, tau
+DYNAMIC_DONE, DYNAMIC_LAUNCH_FAILED = abi.DYN_DONE, abi.DYN_LAUNCH_FAILED
 _DYN_NULL = np.uint64(0)           # a null device pointer, passed by value
 
 
@@ -412,7 +413,8 @@ DYNAMIC_PARTIAL_SETS = 6                 # DOT partial arrays the dynamic chains
 
 
 def adaptive_descriptor(A: DeviceMatrix):
-    """csr-adaptive's row bins as dynamic.cuh's Bins<T> reads them: 11 64-bit words on the device
+    """csr-adaptive's row bins as dynamic.cuh's Bins<T> reads them: abi.DPS_BINS_WORDS (11) 64-bit
+    words on the device
     (the pointers short, medium, long, chunk_long, chunk_begin, first_chunk, counters, partials;
     then n_short, n_med, n_chunks), built once per prepared matrix and kept with its bins (which
     keep the arrays the pointers name alive)."""
@@ -423,6 +425,7 @@ def adaptive_descriptor(A: DeviceMatrix):
         ptrs = [bins.short, bins.medium, bins.long, bins.chunk_long, bins.chunk_begin,
                 bins.first_chunk, bins.counters, bins.partials]
         words = [a.data.ptr if a.size else 0 for a in ptrs] + [ns, nm, bins.nchunks]
+        assert len(words) == abi.DPS_BINS_WORDS
         bins.descriptor = cupy.asarray(np.array(words, dtype=np.uint64))
     return bins.descriptor
 

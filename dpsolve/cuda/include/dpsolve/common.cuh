@@ -5,11 +5,9 @@
 // runtime headers are needed.
 #pragma once
 
-#define DPS_BLOCK 256          // threads per block of every element-wise and SpMV kernel
-#define DPS_WARP 32
+#include <dpsolve/abi.cuh>    // DPS_BLOCK, DPS_WARP, DPS_CHUNK and the rest shared with Python
+
 #define DPS_FULL_MASK 0xffffffffu
-#define DPS_CHUNK 4096         // entries of a block-mapped csr-adaptive row per block: CHUNK in
-                               // dpsolve/formats/adaptive.py
 
 namespace dps {
 

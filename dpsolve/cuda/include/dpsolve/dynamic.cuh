@@ -8,8 +8,9 @@
 // Template scheme of every chain: kernels <T, W> with W = DYN_ELL (0), DYN_CSR_SCALAR (1), the
 // CSR-vector lane width (2, 4, 8, 16, 32), or DYN_ADAPTIVE (64: csr-adaptive's row bins).
 //
-// Result area (double status[8]): [0] info, [1] iterations, [2] state (0 running, 1 done, 2 a
-// device launch failed), [3] the cudaError_t of a failed launch, [4] the last residual norm tested.
+// Result area (double status[DYN_STATUS_WORDS], abi.cuh): DYN_INFO, DYN_ITERS, DYN_STATE (running,
+// done, or a device launch failed), DYN_ERROR (the cudaError_t of a failed launch), DYN_TAU (the
+// last residual norm tested).
 #pragma once
 
 #include <dpsolve/common.cuh>
@@ -18,19 +19,7 @@
 #define cudaStreamTailLaunch ((cudaStream_t)0x3)
 #endif
 
-#define DYN_ELL 0
-#define DYN_CSR_SCALAR 1
-#define DYN_ADAPTIVE 64
-
-#define DYN_INFO 0
-#define DYN_ITERS 1
-#define DYN_STATE 2
-#define DYN_ERROR 3
-#define DYN_TAU 4
-
-#define DYN_RUNNING 0.0
-#define DYN_DONE 1.0
-#define DYN_LAUNCH_FAILED 2.0
+// DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE and the result area's DYN_* indices and states: abi.cuh
 
 namespace dyn {
 
@@ -140,6 +129,7 @@ struct Bins {
     int* counters;
     T* partials;
     int n_short, n_med, n_chunks;
+    static_assert(DPS_BINS_WORDS == 11, "Bins::load reads DPS_BINS_WORDS words: keep them in step");
     __device__ __forceinline__ static Bins load(const unsigned long long* __restrict__ d) {
         return {reinterpret_cast<const int*>(d[0]), reinterpret_cast<const int*>(d[1]),
                 reinterpret_cast<const int*>(d[2]), reinterpret_cast<const int*>(d[3]),

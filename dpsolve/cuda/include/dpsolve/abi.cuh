@@ -1,0 +1,74 @@
+// dpsolve/abi.cuh - every number the kernels and the Python side must agree on, named once.
+//
+// dpsolve/cuda/abi.py mirrors this file name for name; tests/test_abi.py parses both and fails
+// when they disagree (a value changed on one side only, or a name on one side only). Change a
+// value here and in abi.py together. Only plain `#define NAME <integer or float>` lines belong
+// here: the test reads them as such.
+#pragma once
+
+// ---- launch geometry
+#define DPS_BLOCK 256            // threads per block of every element-wise and SpMV kernel
+#define DPS_WARP 32
+#define DPS_CHUNK 4096           // entries of a block-mapped csr-adaptive row per block
+
+// ---- W, the row-mapping template argument of the dynamic / persistent kernels; CSR-vector
+// passes its lane width (2 .. 32) instead
+#define DYN_ELL 0
+#define DYN_CSR_SCALAR 1
+#define DYN_ADAPTIVE 64
+
+// ---- the result area of a device-driven solve (dynamic, persistent, graph): doubles
+#define DYN_STATUS_WORDS 8
+#define DYN_INFO 0               // SciPy's info
+#define DYN_ITERS 1              // iterations run
+#define DYN_STATE 2              // DYN_RUNNING, DYN_DONE or DYN_LAUNCH_FAILED
+#define DYN_ERROR 3              // the cudaError_t of a failed device-side launch
+#define DYN_TAU 4                // the last residual norm tested
+#define DYN_RUNNING 0.0
+#define DYN_DONE 1.0
+#define DYN_LAUNCH_FAILED 2.0
+
+// ---- csr-adaptive's row-bin descriptor (dynamic.cuh's Bins<T>::load): 64-bit words, the
+// pointers short_rows, med_rows, long_rows, chunk_long, chunk_begin, first_chunk, counters,
+// partials, then n_short, n_med, n_chunks
+#define DPS_BINS_WORDS 11
+
+// ---- the step status of the host-driven loops (the STATUS slot); negative values are SciPy's
+// breakdown codes (-10, -11)
+#define DPS_OK 0
+#define DPS_MID_STEP 2           // BiCGStab's ||s|| < atol exit: converged mid-iteration
+
+// ---- graph.cu's loop modes
+#define DPS_GRAPH_CG 0           // STATUS != 0 is CG's non-finite alpha (-10 at j)
+#define DPS_GRAPH_KRYLOV 1       // STATUS < 0 is SciPy's code at j; DPS_MID_STEP the ||s|| exit
+
+// ---- check.cu's csr_check flags (ORed)
+#define DPS_CHECK_INDPTR 1       // a row pointer decreases, or lies outside [0, nnz]
+#define DPS_CHECK_COLUMN 2       // a column index outside [0, n)
+#define DPS_CHECK_UNSORTED 4     // columns not strictly increasing in a row (unsorted, duplicates)
+#define DPS_CHECK_NONFINITE 8    // a value is NaN or Inf
+#define DPS_CHECK_ENDS 16        // indptr[0] != 0 or indptr[n] != nnz
+
+// ---- the device scalar slots of a GPU solve (GpuState.scal, DPS_SLOTS values of T). Kernels
+// take pointers to single slots; graph.cu reads TAU and STATUS as one pair, so STATUS must be
+// TAU + 1. CG: slots 0-8; BiCG / BiCGStab on the host-driven variants add 9-18.
+#define DPS_SLOTS 32
+#define DPS_SLOT_SIGMA 0
+#define DPS_SLOT_PV 1
+#define DPS_SLOT_ALPHA 2
+#define DPS_SLOT_ZETA 3
+#define DPS_SLOT_RR 4
+#define DPS_SLOT_BETA 5
+#define DPS_SLOT_TAU 6
+#define DPS_SLOT_STATUS 7
+#define DPS_SLOT_ONE 8
+#define DPS_SLOT_RHO 9
+#define DPS_SLOT_RHO_PREV 10
+#define DPS_SLOT_RV 11
+#define DPS_SLOT_BI_ALPHA 12
+#define DPS_SLOT_BI_BETA 13
+#define DPS_SLOT_OMEGA 14
+#define DPS_SLOT_TS 15
+#define DPS_SLOT_TT 16
+#define DPS_SLOT_SS 17
+#define DPS_SLOT_PENDING 18

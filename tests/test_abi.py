@@ -1,0 +1,106 @@
+"""The device ABI: dpsolve/cuda/include/dpsolve/abi.cuh and its Python mirror dpsolve/cuda/abi.py
+name every number the kernels and the Python side share, once each. These tests fail when the two
+disagree, when a kernel source defines one of those names again, or when a Python module keeps a
+number of its own instead of taking it from the mirror. Runs everywhere (no GPU)."""
+import re
+
+import pytest
+
+from dpsolve.cuda import abi
+from dpsolve.cuda._loader import CUDA_DIR
+
+HEADER_TEXT = abi.HEADER.read_text()
+
+
+def test_header_and_mirror_agree():
+    header = abi.parse(HEADER_TEXT)
+    assert len(header) >= 40
+    assert abi.compare(header, abi.mirror()) == []
+
+
+@pytest.mark.parametrize("name", sorted(abi.parse(HEADER_TEXT)))
+def test_a_changed_header_value_is_caught(name):
+    """Mutation: change one define's value in the header text; compare() names it."""
+    value = abi.parse(HEADER_TEXT)[name]
+    new = value + 1 if isinstance(value, int) else value + 0.5
+    pattern = re.compile(rf"^(\s*#define\s+{name}\s+)\S+", re.M)
+    text, k = pattern.subn(lambda m: m.group(1) + repr(new), HEADER_TEXT)
+    assert k == 1
+    problems = abi.compare(abi.parse(text), abi.mirror())
+    assert any(p.startswith(f"{name}:") for p in problems), problems
+
+
+@pytest.mark.parametrize("name", sorted(abi.mirror()))
+def test_a_changed_mirror_value_is_caught(name):
+    """Mutation: change one value on the Python side; compare() names it."""
+    mirror = abi.mirror()
+    mirror[name] = mirror[name] + (1 if isinstance(mirror[name], int) else 0.5)
+    problems = abi.compare(abi.parse(HEADER_TEXT), mirror)
+    assert any(name in p for p in problems), problems
+
+
+def test_a_name_on_one_side_only_is_caught():
+    text = HEADER_TEXT.replace("#define DPS_CHUNK 4096", "")
+    assert "DPS_CHUNK is defined in abi.py but not in abi.cuh" in abi.compare(
+        abi.parse(text), abi.mirror())
+    extra = dict(abi.mirror(), DPS_NEW_THING=3)
+    assert "DPS_NEW_THING is defined in abi.py but not in abi.cuh" in abi.compare(
+        abi.parse(HEADER_TEXT), extra)
+
+
+def test_slot_rules_are_checked():
+    bad = dict(abi.mirror(), DPS_SLOT_STATUS=abi.DPS_SLOT_TAU + 2)
+    assert any("TAU + 1" in p for p in abi.compare(abi.parse(HEADER_TEXT), bad))
+    bad = dict(abi.mirror(), DPS_SLOT_PENDING=abi.DPS_SLOT_RHO)
+    assert any("distinct" in p for p in abi.compare(abi.parse(HEADER_TEXT), bad))
+
+
+def test_no_kernel_source_defines_an_abi_name_again():
+    names = set(abi.parse(HEADER_TEXT))
+    again = []
+    for path in sorted(CUDA_DIR.rglob("*.cu*")):
+        if path == abi.HEADER:
+            continue
+        for m in re.finditer(r"^\s*#define\s+(\w+)", path.read_text(), re.M):
+            if m.group(1) in names:
+                again.append(f"{path.name}: {m.group(1)}")
+    assert again == []
+
+
+def test_python_modules_take_their_numbers_from_the_mirror():
+    from dpsolve import _setup
+    from dpsolve.backends import _gpu, graph
+    from dpsolve.cuda import _loader, ops
+    from dpsolve.formats import adaptive
+    assert ops.BLOCK == abi.DPS_BLOCK
+    assert adaptive.CHUNK == abi.DPS_CHUNK
+    assert (ops.DYNAMIC_STATUS, ops.DYNAMIC_DONE, ops.DYNAMIC_LAUNCH_FAILED) == (
+        abi.DYN_STATUS_WORDS, abi.DYN_DONE, abi.DYN_LAUNCH_FAILED)
+    assert (_loader.DYN_ELL, _loader.DYN_CSR_SCALAR, _loader.DYN_ADAPTIVE) == (
+        abi.DYN_ELL, abi.DYN_CSR_SCALAR, abi.DYN_ADAPTIVE)
+    for name in ("INDPTR", "COLUMN", "UNSORTED", "NONFINITE", "ENDS"):
+        assert getattr(_setup, f"CHECK_{name}") == getattr(abi, f"DPS_CHECK_{name}")
+    for name in ("SIGMA", "PV", "ALPHA", "ZETA", "RR", "BETA", "TAU", "STATUS", "ONE", "RHO",
+                 "RHO_PREV", "RV", "BI_ALPHA", "BI_BETA", "OMEGA", "TS", "TT", "SS", "PENDING"):
+        assert getattr(_gpu, name) == getattr(abi, f"DPS_SLOT_{name}")
+    assert _gpu.GpuState.N_SCALARS == abi.DPS_SLOTS
+    assert (_gpu.OK, _gpu.CONVERGED_MID_STEP) == (abi.DPS_OK, abi.DPS_MID_STEP)
+    assert set(graph.MODE.values()) == {abi.DPS_GRAPH_CG, abi.DPS_GRAPH_KRYLOV}
+
+
+def test_a_header_change_changes_the_compiled_text(tmp_path, monkeypatch):
+    """CuPy's kernel cache keys on the source text: the text carries a hash of the headers."""
+    from dpsolve.cuda import _loader
+    before = _loader.source_text("graph")
+    inc = tmp_path / "include" / "dpsolve"
+    inc.mkdir(parents=True)
+    for p in (CUDA_DIR / "include" / "dpsolve").glob("*.cuh"):
+        (inc / p.name).write_text(p.read_text())
+    (inc / "abi.cuh").write_text(HEADER_TEXT.replace("#define DPS_BLOCK 256",
+                                                     "#define DPS_BLOCK 128"))
+    monkeypatch.setattr(_loader, "INCLUDE_DIR", tmp_path / "include")
+    _loader.headers_digest.cache_clear()
+    try:
+        assert _loader.source_text("graph") != before
+    finally:
+        _loader.headers_digest.cache_clear()
