@@ -28,7 +28,8 @@ AUTO_PREFERENCE = ("persistent", "graph", "dynamic", "merge", "cuda", "cublas")
 
 _DESCRIPTIONS = {
     "host": "pure-NumPy reference solvers on the CPU (the specification)",
-    "cublas": "host loop; cuBLAS vector ops with host-side scalars; dpsolve SpMV (the paper's CUBLASL)",
+    "cublas": ("host loop; cuBLAS vector ops with host-side scalars; dpsolve SpMV "
+               "(the paper's CUBLASL)"),
     "cuda": "host loop; dpsolve kernels for every op, scalars kept on the device",
     "merge": "host loop over the fused macro-kernels of the paper's Figure 2",
     "dynamic": "one host launch; the loop chained on the GPU with CDP2 tail launches",

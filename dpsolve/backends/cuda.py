@@ -126,8 +126,9 @@ class CudaBackend(HostDrivenBackend):
                 ops.dot(pt, q, s(RV), parts, stream)                       # <p~, q>
                 ops.scalar("krylov", "bicg_alpha", dt, n, pt, q, s(RHO), s(RV), s(BI_ALPHA),
                            s(RHO_PREV), status, stream=stream, block=True)  # -11; alpha
-                ops.axpy_guarded(status, s(BI_ALPHA), p, x, stream=stream)             # x += alpha p
-                ops.axpy_guarded(status, s(BI_ALPHA), q, r, sign=-1.0, stream=stream)  # r -= alpha q
+                ops.axpy_guarded(status, s(BI_ALPHA), p, x, stream=stream)  # x += alpha p
+                # r -= alpha q
+                ops.axpy_guarded(status, s(BI_ALPHA), q, r, sign=-1.0, stream=stream)
                 ops.axpy_guarded(status, s(BI_ALPHA), qt, rt, sign=-1.0, conj=True,
                                  stream=stream)                            # r~ -= conj(alpha) q~
                 ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
@@ -155,15 +156,16 @@ class CudaBackend(HostDrivenBackend):
                 ops.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, n, rt, r,
                            s(RHO), s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
                            stream=stream, block=True)                      # -10, -11; beta
-                ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)      # p = r + beta (p - omega v)
+                ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)  # p = r + beta (p - omega v)
                 if pre:
                     st.psolve(p, phat)                                     # p^ = M p
                 ops.spmv(A, phat, v, stream)                               # v = A p^
                 ops.dot(rt, v, s(RV), parts, stream)                       # <r~, v>
                 ops.scalar("krylov", "bicgstab_alpha", dt, n, rt, v, s(RHO), s(RV), s(BI_ALPHA),
                            status, stream=stream, block=True)              # -11; alpha
-                ops.axpy_guarded(status, s(BI_ALPHA), phat, x, stream=stream)          # x += alpha p^
-                ops.axpy_guarded(status, s(BI_ALPHA), v, r, sign=-1.0, stream=stream)  # s = r - alpha v
+                ops.axpy_guarded(status, s(BI_ALPHA), phat, x, stream=stream)  # x += alpha p^
+                # s = r - alpha v
+                ops.axpy_guarded(status, s(BI_ALPHA), v, r, sign=-1.0, stream=stream)
                 ops.dot(r, r, s(SS), parts, stream)                        # <s, s>
                 ops.scalar("krylov", "bicgstab_snorm", dt, s(SS), np.float64(atol), status,
                            stream=stream)                                  # ||s|| < atol: status 2
@@ -175,8 +177,9 @@ class CudaBackend(HostDrivenBackend):
                 ops.scalar("krylov", "bicgstab_omega", dt, tol, n, t, r, s(TS), s(TT), s(RHO),
                            s(OMEGA), s(RHO_PREV), status, stream=stream,
                            block=True)                                     # omega; rho_prev = rho
-                ops.axpy_guarded(status, s(OMEGA), shat, x, stream=stream)             # x += omega s^
-                ops.axpy_guarded(status, s(OMEGA), t, r, sign=-1.0, stream=stream)     # r = s - omega t
+                ops.axpy_guarded(status, s(OMEGA), shat, x, stream=stream)  # x += omega s^
+                # r = s - omega t
+                ops.axpy_guarded(status, s(OMEGA), t, r, sign=-1.0, stream=stream)
                 ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
             return plan
 

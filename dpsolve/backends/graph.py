@@ -5,7 +5,8 @@ The graph is built by stream capture from the merge variant's own program (the s
 the same fused kernels per iteration, dpsolve/backends/merge.py), so the two variants compute the
 same thing; only the control moves to the device:
 
-    params H2D -> set-up (merge) -> graph_head -> WHILE { merge's iteration -> graph_step } -> result D2H
+    params H2D -> set-up (merge) -> graph_head
+        -> WHILE { merge's iteration -> graph_step } -> result D2H
 
 graph_head / graph_step (dpsolve/cuda/graph.cu) make the host loop's decisions on the device and
 set the WHILE condition with cudaGraphSetConditional. On Hopper a kernel node costs ~1 us where a

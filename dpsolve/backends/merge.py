@@ -64,7 +64,8 @@ class MergeBackend(HostDrivenBackend):
         def setup():
             st.cg_setup(x)                                             # r, z, sigma, tau, p
 
-        # the slots the fused kernels write; zeta and rr are distinct slots (rr = zeta unpreconditioned)
+        # the slots the fused kernels write; zeta and rr are distinct slots (rr = zeta
+        # unpreconditioned)
         sigma, pv, alpha, zeta, rrs, beta, tau, status = (s(SIGMA), s(PV), s(ALPHA), s(ZETA), s(RR),
                                                           s(BETA), s(TAU), s(STATUS))
         inv_diag = st.inv_diag
@@ -127,12 +128,12 @@ class MergeBackend(HostDrivenBackend):
                                pending, status, stream)        # rho, tau, pending; beta = 0
 
         with ops.record() as iteration:                                           # captured once
-            ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)         # {rho check, p, p~}
-            nparts = ops.bicg_merge_spmv2_dot(A, AH, p, pt, q, qt, part_rv,       # {SpMV x2, DOT_ini}
+            ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)  # {rho check, p, p~}
+            nparts = ops.bicg_merge_spmv2_dot(A, AH, p, pt, q, qt, part_rv,  # {SpMV x2, DOT_ini}
                                               stream)
-            ops.bicg_merge_alpha(nparts, part_rv, pt, q, rho, rv, alpha, status,   # {DOT_fin, alpha}
+            ops.bicg_merge_alpha(nparts, part_rv, pt, q, rho, rv, alpha, status,  # {DOT_fin, alpha}
                                  stream)
-            nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,      # {x, r, r~, psolve,
+            nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,  # {x, r, r~, psolve,
                                            inv_diag, z, zt, part_rho, part_rr,    #  DOT_ini x2}
                                            stream)
             if general:                     # z = M r, z~ = M^H r~, then partials of <r~, z>
@@ -175,18 +176,19 @@ class MergeBackend(HostDrivenBackend):
                                  phat, stream)                                      #  psolve}
             if general:
                 st.psolve(p, phat)                                                  # p^ = M p
-            n_v = ops.bicgstab_merge_spmv_dot(A, phat, v, rt, part_rv, stream)      # {SpMV, DOT_ini}
-            ops.bicg_merge_alpha(n_v, part_rv, rt, v, rho, rv, alpha, status,       # {DOT_fin, alpha}
+            n_v = ops.bicgstab_merge_spmv_dot(A, phat, v, rt, part_rv, stream)  # {SpMV, DOT_ini}
+            ops.bicg_merge_alpha(n_v, part_rv, rt, v, rho, rv, alpha, status,  # {DOT_fin, alpha}
                                  stream)
             n_s = ops.bicgstab_merge_s(status, alpha, phat if general else p, v, x, r,  # {x, s,
-                                       inv_diag, phat, shat, part_ss, stream)       # psolve, DOT_ini}
+                                       inv_diag, phat, shat, part_ss, stream)  # psolve, DOT_ini}
             if general:
                 st.psolve(r, shat)                                                  # s^ = M s
             n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre or general else r, t, r,  # {SpMV,
                                                part_ts, part_tt, stream)            #  DOT_ini x2}
             ops.bicgstab_merge_omega(n_s, part_ss, n_t, part_ts, part_tt, st.params,  # {DOT_fin x3,
                                      tol, t, r, omega, status, stream)              #  ||s||, omega}
-            n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,  # {x, r, DOT_ini x2}
+            # {x, r, DOT_ini x2}
+            n_r = ops.bicgstab_merge_r(status, omega, shat, t, x, r, rt, part_rho,
                                        part_rr, stream)
             ops.bicgstab_merge_rho(n_r, part_rho, part_rr, False, tol, rt, r, rho,  # {DOT_fin x2,
                                    alpha, omega, beta, tau, pending, status,        #  tau, beta,

@@ -83,7 +83,8 @@ SOURCES = {
                               "bicgstab_spmv_dot2_csr<{T}>", "bicgstab_spmv_dot2_ell<{T}>",
                               "bicgstab_dot2_partial<{T}>", "bicgstab_merge_omega<{T}>",
                               "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")),
-    # variant "graph": the loop control of the conditional-WHILE graph (rdc: cudaGraphSetConditional)
+    # variant "graph": the loop control of the conditional-WHILE graph (rdc:
+    # cudaGraphSetConditional)
     "graph": Source("graph.cu", ("graph_head<{T}>", "graph_step<{T}>"), rdc=True),
     # variant "persistent": one cooperative kernel per solve (rdc: it shares dynamic.cuh)
     "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
@@ -148,7 +149,8 @@ def nvcc_command(name: str, out_dir: Path, arch: str = "sm_90") -> tuple[list, P
             k += 1
     tu = Path(out_dir) / f"{name}_check.cu"
     tu.write_text("".join(lines))
-    argv = ["nvcc", f"-arch={arch}", *options(src.rdc), "-c", str(tu), "-o", str(tu.with_suffix(".o"))]
+    argv = ["nvcc", f"-arch={arch}", *options(src.rdc), "-c", str(tu),
+            "-o", str(tu.with_suffix(".o"))]
     return argv, tu
 
 

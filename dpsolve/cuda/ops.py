@@ -199,12 +199,14 @@ def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
     elif A.format == "csr-scalar":
         k = get_kernel("spmv", "spmv_csr_scalar<{T}>", A.dtype, defines=defines)
         c = A.csr
-        launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y), stream)
+        launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y),
+               stream)
     elif A.format == "csr-vector":
         k = get_kernel("spmv", f"spmv_csr_vector<{{T}}, {A.width}>", A.dtype,
                        defines=defines)
         c = A.csr
-        launch(k, (grid_for(n * A.width),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y),
+        launch(k, (grid_for(n * A.width),), (BLOCK,),
+               (np.int32(n), c.indptr, c.indices, c.data, x, y),
                stream)
     elif A.format == "csr-adaptive":
         c, bins = A.csr, A.bins
@@ -221,7 +223,8 @@ def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
     else:
         k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype, defines=defines)
         e = A.ell
-        launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), np.int32(e.width), e.indices, e.data, x, y),
+        launch(k, (grid_for(n),), (BLOCK,),
+               (np.int32(n), np.int32(e.width), e.indices, e.data, x, y),
                stream)
 
 
@@ -340,7 +343,8 @@ def merge_spmv_dot(A: DeviceMatrix, p, v, partials, stream=None) -> int:
 
 
 def merge_alpha(nparts: int, partials, sigma, pv, alpha, status, stream=None) -> None:
-    """{O2b}: pv = sum(partials[:nparts]); alpha = sigma / pv (non-finite: status = 1, alpha = 0)."""
+    """{O2b}: pv = sum(partials[:nparts]); alpha = sigma / pv (non-finite: status = 1,
+    alpha = 0)."""
     launch(get_kernel("cg_merge", "cg_merge_alpha<{T}>", partials.dtype), (1,), (BLOCK,),
            (np.int32(nparts), partials, sigma, pv, alpha, status), stream)
 
@@ -762,7 +766,7 @@ def bicgstab_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rt, r, 
             np.int32(rt.shape[0]), rt, r, rho, alpha, omega, beta, tau, pending, status), stream)
 
 
-# ------------------------------------------------------------------- persistent (one cooperative kernel)
+# ------------------------------------------------------- persistent (one cooperative kernel)
 _ACTIVE_BLOCKS: dict = {}
 
 
