@@ -15,8 +15,8 @@ from ._errors import (BackendUnavailableError, DpsolveError, DpsolveWarning, For
 __version__ = "0.1.0"
 
 __all__ = ["cg", "bicg", "bicgstab", "prepare", "PreparedSystem", "variants", "VariantInfo",
-           "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError", "KernelCompileError",
-           "DpsolveWarning", "__version__"]
+           "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError",
+           "KernelCompileError", "DpsolveWarning", "__version__"]
 
 _LAZY = {"cg": "_solvers", "bicg": "_solvers", "bicgstab": "_solvers",
          "prepare": "_prepared", "PreparedSystem": "_prepared",

@@ -31,7 +31,8 @@ def status() -> DeviceStatus:
     try:
         import cupy
     except ImportError as e:
-        return DeviceStatus(False, f"CuPy is not installed ({e}); install dpsolve[cuda13] or dpsolve[cuda12]")
+        return DeviceStatus(False, f"CuPy is not installed ({e}); "
+                                   "install dpsolve[cuda13] or dpsolve[cuda12]")
     except Exception as e:  # a broken CuPy install raises other things
         return DeviceStatus(False, f"CuPy failed to import: {e}")
     rt = cupy.cuda.runtime
@@ -45,7 +46,8 @@ def status() -> DeviceStatus:
     if driver == 0:
         return DeviceStatus(False, "no NVIDIA driver is loaded", **base)
     if driver // 1000 < runtime // 1000:
-        return DeviceStatus(False, f"the NVIDIA driver is too old: it supports CUDA {_ver(driver)}, "
+        return DeviceStatus(False,
+                            f"the NVIDIA driver is too old: it supports CUDA {_ver(driver)}, "
                             f"but this CuPy needs CUDA {runtime // 1000}.x", **base)
     try:
         count = rt.getDeviceCount()
@@ -63,5 +65,6 @@ def status() -> DeviceStatus:
     base.update(name=name, compute_capability=cc, multiprocessors=props["multiProcessorCount"])
     if cc < MIN_COMPUTE_CAPABILITY:
         return DeviceStatus(False, f"{name} has compute capability {cc[0]}.{cc[1]}; dpsolve needs "
-                            f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]} or newer", **base)
+                            f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]} or newer",
+                            **base)
     return DeviceStatus(True, None, **base)

@@ -22,7 +22,8 @@ _COERCE = {('f', 'f'): 'f', ('f', 'd'): 'd', ('f', 'F'): 'F', ('f', 'D'): 'D',
 
 
 def _check_dtype(dt, what):
-    """Reject dtypes SciPy would mangle or choke on; integers, bools and float16 upcast as SciPy does."""
+    """Reject dtypes SciPy would mangle or choke on; integers, bools and float16 upcast as SciPy
+    does."""
     dt = np.dtype(dt)
     if dt.kind in "biuf" and dt.char not in "gG":
         return dt
@@ -61,7 +62,8 @@ def _all_finite(a) -> bool:
 
 @dataclass
 class Preconditioner:
-    """``kind`` is "none", "jacobi" (``inv_diag`` holds D^-1) or "operator" (``op`` a LinearOperator)."""
+    """``kind`` is "none", "jacobi" (``inv_diag`` holds D^-1) or "operator" (``op`` a
+    LinearOperator)."""
     kind: str
     inv_diag: object = None
     op: LinearOperator | None = None
@@ -243,7 +245,8 @@ def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
         return Preconditioner("none")
     if isinstance(M, str):
         if M != "jacobi":
-            raise ValueError(f"unknown preconditioner M={M!r}; expected 'jacobi', an array or an operator")
+            raise ValueError(f"unknown preconditioner M={M!r}; "
+                             "expected 'jacobi', an array or an operator")
         if csr is None:
             raise ValueError("M='jacobi' needs A as a matrix, not a LinearOperator")
         d = _host(csr.diagonal())

@@ -1,4 +1,5 @@
-"""variant="auto" and format="auto": the fastest (variant, format) measured on a system like this one.
+"""variant="auto" and format="auto": the fastest (variant, format) measured on a system like this
+one.
 
 The rule is data, not code: ``auto_rule.json`` (next to this file) holds, for sample problems of
 several sizes and row lengths and for each method, the time per iteration of every device-side

@@ -113,7 +113,9 @@ def cmd_info(args) -> int:
     ok, detail = nvml_energy_support()
     print(f"GPU energy    : {'yes' if ok else 'no'} - {detail}")
     rapl = RaplMeter()
-    print(f"host energy   : {'RAPL (' + str(len(rapl.domains)) + ' package domains)' if rapl.available else 'no - RAPL not present or not readable'}")
+    host_energy = ("RAPL (" + str(len(rapl.domains)) + " package domains)" if rapl.available
+                   else "no - RAPL not present or not readable")
+    print(f"host energy   : {host_energy}")
     print("variants:")
     for v in variants():
         state = "available" if v.available else f"unavailable: {v.reason}"
@@ -260,10 +262,12 @@ def cmd_study(args) -> int:
     print(f"study: {_count(len(problems), 'matrix', 'matrices')} x {', '.join(s.methods)} x "
           f"{', '.join(s.variants)} x "
           f"{', '.join(s.syncs) if any(v != 'host' for v in s.variants) else 'no sync (host)'} x "
-          f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; rtol = {s.rtol:g}"
+          f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; "
+          f"rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
           f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
-          f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, then a {s.gap:g} s gap; "
+          f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, "
+          f"then a {s.gap:g} s gap; "
           f"output in {args.out}/")
     from . import _device
     dev = _device.status()
@@ -353,9 +357,10 @@ def build_parser():
     s.add_argument("--dtype", choices=DTYPES, default=None,
                    help="default: the file's own (float64; complex128 for a complex file); a "
                         "real dtype for a complex file is an error")
-    s.add_argument("--rtol", type=_number(float, 0), default=1e-5, help="relative tolerance (default 1e-5, "
-                   "SciPy's)")
-    s.add_argument("--atol", type=_number(float, 0), default=0.0, help="absolute tolerance (default 0)")
+    s.add_argument("--rtol", type=_number(float, 0), default=1e-5,
+                   help="relative tolerance (default 1e-5, SciPy's)")
+    s.add_argument("--atol", type=_number(float, 0), default=0.0,
+                   help="absolute tolerance (default 0)")
     s.add_argument("--maxiter", type=_number(int, 1), default=None, help="default 10 n")
     s.add_argument("--precond", choices=("jacobi",), default=None,
                    help="preconditioner (default none)")
@@ -411,7 +416,8 @@ def build_parser():
     st.add_argument("--retry-failed", action="store_true",
                     help="run failed configurations again when resuming")
     st.add_argument("--matrix-dir", default=None,
-                    help="download cache (default $DPSOLVE_MATRIX_DIR or ~/.cache/dpsolve/matrices)")
+                    help="download cache "
+                         "(default $DPSOLVE_MATRIX_DIR or ~/.cache/dpsolve/matrices)")
     st.add_argument("--no-progress", action="store_true", help="no progress bar")
     st.add_argument("--force", action="store_true", help=FORCE_HELP)
 

@@ -35,7 +35,8 @@ DEFAULT_URLS = ("https://sparse.tamu.edu/MM",
                 "https://suitesparse-collection-website.herokuapp.com/MM")
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 CHUNK = 1 << 20
-RETRY_PAUSE = 2.0            # seconds before the second round of attempts, twice that before the third
+RETRY_PAUSE = 2.0            # seconds before the second round of attempts, twice that before
+                             # the third
 
 
 class FetchError(DpsolveError, OSError):
@@ -58,7 +59,8 @@ def base_urls() -> list[str]:
 
 
 def split_name(spec: str) -> tuple[str, str]:
-    """``"GHS_psdef/ldoor"`` -> ``("GHS_psdef", "ldoor")``, refusing anything but two plain names."""
+    """``"GHS_psdef/ldoor"`` -> ``("GHS_psdef", "ldoor")``, refusing anything but two plain
+    names."""
     parts = spec.strip().strip("/").split("/")
     if len(parts) != 2 or not all(_NAME.match(p) and p not in (".", "..") for p in parts):
         raise ValueError(f"expected a SuiteSparse matrix as GROUP/NAME (e.g. GHS_psdef/ldoor), "
@@ -146,7 +148,8 @@ def _download(url: str, dest_dir: Path, desc: str, progress: bool, timeout: floa
         if isinstance(e, urllib.error.URLError):
             raise FetchError(f"{url}: {e.reason}") from None
         if isinstance(e, (OSError, EOFError)) or type(e).__module__ == "http.client":
-            raise FetchError(f"download of {url} was interrupted: {type(e).__name__}: {e}") from None
+            raise FetchError(f"download of {url} was interrupted: "
+                             f"{type(e).__name__}: {e}") from None
         raise
 
 

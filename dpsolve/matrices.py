@@ -161,8 +161,8 @@ def power_law(n: int = 10**6, mean: float = 16.0, heavy=(10**4, 3 * 10**4, 10**5
 
 
 def banded(n: int, entries: int = 201, dtype=np.float64) -> sp.csr_array:
-    """A symmetric positive definite banded matrix with ``entries`` (odd) entries a row (long, regular
-    rows; crankseg_2 has ~200 a row)."""
+    """A symmetric positive definite banded matrix with ``entries`` (odd) entries a row (long,
+    regular rows; crankseg_2 has ~200 a row)."""
     half = entries // 2
     offs = list(range(-half, half + 1))
     diags = [np.full(n - abs(k), -1.0 / (1 + abs(k))) for k in offs]

@@ -55,6 +55,7 @@ class SolveReport:
         return (f"{self.method}/{self.variant}/{self.format or '-'}/{self.sync} {self.dtype} "
                 f"n={self.n} nnz={self.nnz}: info={self.info} it={self.iterations} "
                 f"|r|={fmt(self.residual_norm)} wall={fmt(self.wall_time, ' ms', 1e3)} "
-                f"(setup={fmt(self.setup_time, ' ms', 1e3)} solve={fmt(self.solve_time, ' ms', 1e3)}) "
+                f"(setup={fmt(self.setup_time, ' ms', 1e3)} "
+                f"solve={fmt(self.solve_time, ' ms', 1e3)}) "
                 f"gpu={fmt(self.gpu_time, ' ms', 1e3)} E_gpu={fmt(self.gpu_energy, ' J')} "
                 f"cpu={fmt(self.host_cpu_time, ' s')}")

@@ -28,7 +28,7 @@ import math
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -381,7 +381,8 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
     """Measure one configuration; return its results.csv row and its raw.csv rows."""
     from ._errors import BackendUnavailableError, FormatError
     row = {k: getattr(cfg, k) for k in KEY}
-    row.update(source=loaded.prob.source, finished=datetime.datetime.now().isoformat(timespec="seconds"))
+    row.update(source=loaded.prob.source,
+               finished=datetime.datetime.now().isoformat(timespec="seconds"))
     if loaded.error:
         row.update(status="failed", error=f"loading the matrix: {loaded.error}")
         return row, []
@@ -620,10 +621,10 @@ def _groups(results):
 
 def table2_markdown(results) -> str:
     lines = ["# Table 2: variation (%) of time and energy per solve against cublas + polling", "",
-             "As in the paper's Table 2: for every variant x sync mode, the % variation of the time "
-             "and of the energy of one solve with respect to `cublas` (the paper's CUBLASL) in "
-             "polling mode on the same matrix, summarised over the matrices: **min** and **max** "
-             "are the variations of smallest and largest *absolute value* (the paper's "
+             "As in the paper's Table 2: for every variant x sync mode, the % variation of the "
+             "time and of the energy of one solve with respect to `cublas` (the paper's CUBLASL) "
+             "in polling mode on the same matrix, summarised over the matrices: **min** and "
+             "**max** are the variations of smallest and largest *absolute value* (the paper's "
              "convention, so both can be negative), **avg** the mean. Negative is better. Time is "
              "the wall time of one `dpsolve` call (inputs already on the device); energy is the "
              "GPU's (NVML) over the measurement window, per solve. Per-matrix values are in "
@@ -708,7 +709,8 @@ def absolute_markdown(results) -> str:
         n, nnz = _num(rows[0].get("n")), _num(rows[0].get("nnz"))
         size = f"n = {int(n):,}, nnz = {int(nnz):,}" if n is not None and nnz is not None else ""
         lines += [f"## {name}", "", f"{size}{'; ' if size else ''}{rows[0].get('source', '')}", "",
-                  head, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  head,
+                  "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         rows.sort(key=lambda r: (r["method"], r["dtype"], r["format"],
                                  _series_key((r["variant"], r["sync"]))))
         for r in rows:

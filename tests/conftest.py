@@ -39,7 +39,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts = {}
     for rep in terminalreporter.stats.get("skipped", []):
         longrepr = rep.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = (longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3
+                  else str(longrepr))
         reason = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
         counts[reason] = counts.get(reason, 0) + 1
     if not counts:

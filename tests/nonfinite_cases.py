@@ -86,8 +86,8 @@ def t0(dtype):
 def _integers(A, b, e):
     def build(dtype):
         dt = np.dtype(dtype)
-        return (sp.csr_array(np.array(A, float), dtype=dt), (np.array(b, float) * 2.0 ** e).astype(dt),
-                None)
+        return (sp.csr_array(np.array(A, float), dtype=dt),
+                (np.array(b, float) * 2.0 ** e).astype(dt), None)
     return build
 
 

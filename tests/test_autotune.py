@@ -15,7 +15,8 @@ RULE = {"points": [
     {"problem": "small", "method": "cg", "n": 4096, "mean_row": 5.0,
      "us_per_iter": {"persistent/csr-scalar": 7.0, "graph/ell": 9.0, "merge/csr-scalar": 60.0}},
     {"problem": "big", "method": "cg", "n": 4_000_000, "mean_row": 7.0,
-     "us_per_iter": {"persistent/ell": 380.0, "dynamic/csr-scalar": 287.0, "persistent/csr-scalar": 268.0}},
+     "us_per_iter": {"persistent/ell": 380.0, "dynamic/csr-scalar": 287.0,
+                     "persistent/csr-scalar": 268.0}},
     {"problem": "long rows", "method": "cg", "n": 200_000, "mean_row": 65.0,
      "us_per_iter": {"graph/csr-vector": 30.0, "persistent/ell": 25.0}},
     {"problem": "small", "method": "bicgstab", "n": 4096, "mean_row": 5.0,
@@ -92,6 +93,7 @@ def test_auto_takes_the_measured_best_on_this_gpu(method):
     x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, full_output=True)
     assert info == 0 and (rep.variant, rep.format) == want[0]
     calls = []
-    x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, callback=calls.append, full_output=True)
+    x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, callback=calls.append,
+                                            full_output=True)
     host_driven = [p for p in want if not get_backend(p[0]).device_driven]
     assert info == 0 and (rep.variant, rep.format) == host_driven[0] and calls

@@ -143,7 +143,8 @@ def test_adaptive_descriptor_layout_matches_dynamic_cuh():
     import inspect
     from dpsolve.cuda import ops
     header = (_loader.INCLUDE_DIR / "dpsolve" / "dynamic.cuh").read_text()
-    body = header[header.index("struct Bins {"):header.index("__device__ __forceinline__ static Bins load")]
+    body = header[header.index("struct Bins {"):
+                  header.index("__device__ __forceinline__ static Bins load")]
     fields = re.findall(r"(\w+);", body.replace("int n_short, n_med, n_chunks;",
                                                 "int n_short; int n_med; int n_chunks;"))
     src = inspect.getsource(ops.adaptive_descriptor)

@@ -72,7 +72,8 @@ def _dense_of_dup_unsorted():
 INPUTS = {
     **{f"{fmt}_{kind}": (lambda fmt=fmt, kind=kind: getattr(sp, f"{fmt}_{kind}")(
         _dense_of_dup_unsorted()))
-       for fmt in ("csr", "csc", "coo", "dia", "lil", "bsr", "dok") for kind in ("matrix", "array")},
+       for fmt in ("csr", "csc", "coo", "dia", "lil", "bsr", "dok")
+       for kind in ("matrix", "array")},
     "dense-ndarray": _dense_of_dup_unsorted,
     "dense-fortran": lambda: np.asfortranarray(_dense_of_dup_unsorted()),
     "csr-duplicates-unsorted": _dup_unsorted_csr,
@@ -143,8 +144,8 @@ def test_to_csr_rejects_non_2d():
 
 # --------------------------------------------------------------------------- CSR.validate
 def _good():
-    return dict(indptr=np.array([0, 2, 3, 5], np.int32), indices=np.array([0, 2, 1, 0, 2], np.int32),
-                data=np.arange(1.0, 6.0), n=3)
+    return dict(indptr=np.array([0, 2, 3, 5], np.int32),
+                indices=np.array([0, 2, 1, 0, 2], np.int32), data=np.arange(1.0, 6.0), n=3)
 
 
 CORRUPT = {
@@ -156,8 +157,10 @@ CORRUPT = {
     "index-negative": (dict(indices=np.array([0, 2, -1, 0, 2], np.int32)), "out of range"),
     "index-too-large": (dict(indices=np.array([0, 2, 1, 0, 3], np.int32)), "out of range"),
     "unsorted-row": (dict(indices=np.array([2, 0, 1, 0, 2], np.int32)), "not sorted and unique"),
-    "duplicate-in-row": (dict(indices=np.array([0, 2, 1, 2, 2], np.int32)), "not sorted and unique"),
-    "unsorted-last-row": (dict(indices=np.array([0, 2, 1, 2, 0], np.int32)), "not sorted and unique"),
+    "duplicate-in-row": (dict(indices=np.array([0, 2, 1, 2, 2], np.int32)),
+                         "not sorted and unique"),
+    "unsorted-last-row": (dict(indices=np.array([0, 2, 1, 2, 0], np.int32)),
+                          "not sorted and unique"),
 }
 
 
@@ -332,7 +335,8 @@ def test_ell_boundary_exactly_twice_is_accepted():
     assert ell.fill() == 2.0
     # 3x3: row 0 full, others empty -> 9 for 3 nonzeros: refused
     with pytest.raises(FormatError):
-        ELL.from_csr(to_csr(np.array([[1.0, 1.0, 1.0], [0, 0, 0], [0, 0, 0]]), np.dtype(np.float64)))
+        ELL.from_csr(to_csr(np.array([[1.0, 1.0, 1.0], [0, 0, 0], [0, 0, 0]]),
+                            np.dtype(np.float64)))
 
 
 # --------------------------------------------------------------------------- choose_format
@@ -397,7 +401,7 @@ def test_unknown_format_name(name):
         choose_format(_long_row(5), name)
 
 
-# --------------------------------------------------------------------------- csr-adaptive's row bins
+# -------------------------------------------------------------------------- csr-adaptive's row bins
 def test_row_bins_partition_the_rows_by_length():
     from dpsolve.formats import RowBins
     from dpsolve.matrices import power_law

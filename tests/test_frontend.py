@@ -669,7 +669,8 @@ def test_gpu_variants_name_who_takes_operators():
         assert "general preconditioner runs on 'host', 'cublas', 'cuda', 'merge'" in \
             get_backend(name).why_not(m_sys)
     for name in ("cublas", "cuda", "merge"):
-        assert get_backend(name).why_not(op_sys) is None and get_backend(name).why_not(m_sys) is None
+        assert (get_backend(name).why_not(op_sys) is None
+                and get_backend(name).why_not(m_sys) is None)
     assert get_backend("merge").why_not(op_sys) is None
 
 

@@ -45,7 +45,8 @@ def _reference_iterations(A, b, rtol):
 
 
 def _true_residual(A, b, x):
-    return np.linalg.norm(b.astype(np.float64) - sp.csr_array(A, dtype=np.float64) @ x.astype(np.float64))
+    return np.linalg.norm(b.astype(np.float64)
+                          - sp.csr_array(A, dtype=np.float64) @ x.astype(np.float64))
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=list(DTYPES))
@@ -68,7 +69,8 @@ def test_cg_matches_reference(variant, fmt, dtype):
         tol = rtol * np.linalg.norm(b.astype(np.float64))
         res = _true_residual(A, b, x)
         if info == 0:
-            # the true residual (in float64 here) meets the tolerance, up to float32 evaluation noise
+            # the true residual (in float64 here) meets the tolerance, up to float32 evaluation
+            # noise
             slack = 1.0 if dt == np.float64 else 1.5
             assert res <= tol * slack, f"{name}: info 0 but true residual {res:.3e} > tol {tol:.3e}"
             assert rep.residual_norm <= tol
@@ -76,7 +78,8 @@ def test_cg_matches_reference(variant, fmt, dtype):
             assert dt == np.float32 and name not in WELL_CONDITIONED, f"{name}: info={info}"
         if name in WELL_CONDITIONED or dt == np.float64:
             ref = _reference_iterations(A, b, rtol)
-            assert abs(rep.iterations - ref) <= 1, f"{name}: {rep.iterations} iterations, reference {ref}"
+            assert abs(rep.iterations - ref) <= 1, \
+                f"{name}: {rep.iterations} iterations, reference {ref}"
         assert not np.any(x0), "x0 was modified"
 
 
@@ -132,8 +135,9 @@ def test_jacobi_preconditioned(variant):
     s = sp.diags_array(rng.uniform(0.1, 10, 900))
     A = (s @ A @ s).tocsr()                           # badly scaled SPD
     b = rng.standard_normal(900)
-    _, info_ref, its_ref = reference.cg(A.__matmul__, b, np.zeros(900), atol=1e-8 * np.linalg.norm(b),
-                                        maxiter=9000, psolve=lambda r, d=1 / A.diagonal(): d * r)
+    _, info_ref, its_ref = reference.cg(A.__matmul__, b, np.zeros(900),
+                                        atol=1e-8 * np.linalg.norm(b), maxiter=9000,
+                                        psolve=lambda r, d=1 / A.diagonal(): d * r)
     x, info, rep = dpsolve.cg(A, b, rtol=1e-8, M="jacobi", variant=variant, full_output=True)
     assert info == 0 and abs(rep.iterations - its_ref) <= 1
 
@@ -172,7 +176,8 @@ def test_shared_spd_matrices(variant, matrix_dir):
         b = A @ np.ones(A.shape[0])
         x, info, rep = dpsolve.cg(A, b, rtol=1e-8, M="jacobi", variant=variant, full_output=True)
         ref_x, ref_info, ref_its = reference.cg(A.__matmul__, b, np.zeros_like(b),
-                                                atol=1e-8 * np.linalg.norm(b), maxiter=10 * A.shape[0],
+                                                atol=1e-8 * np.linalg.norm(b),
+                                                maxiter=10 * A.shape[0],
                                                 psolve=lambda r, d=1 / A.diagonal(): d * r)
         assert info == 0, f"{name}: info {info}"
         assert rep.residual_norm <= 1e-8 * np.linalg.norm(b)

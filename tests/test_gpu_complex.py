@@ -40,7 +40,8 @@ def _hermitian(L, shift, skew, seed):
 def _nonhermitian(A, scale, seed):
     """A with an imaginary part on every stored entry (same pattern): non-Hermitian."""
     A = sp.csr_array(A, dtype=np.complex128)
-    A.data = A.data + 1j * scale * np.random.default_rng(seed).uniform(-1, 1, A.nnz) * np.abs(A.data)
+    A.data = (A.data
+              + 1j * scale * np.random.default_rng(seed).uniform(-1, 1, A.nnz) * np.abs(A.data))
     return A
 
 
@@ -89,12 +90,14 @@ def _check_against_host(method, variant, systems, fmt, dtype, M):
                                                 format=fmt, full_output=True)
         _, info_h, ref = getattr(dpsolve, method)(A, b, rtol=rtol, M=M, variant="host",
                                                   full_output=True)
-        what = f"{name}: info {info} in {rep.iterations} its, host info {info_h} in {ref.iterations}"
+        what = (f"{name}: info {info} in {rep.iterations} its, "
+                f"host info {info_h} in {ref.iterations}")
         assert isinstance(x, np.ndarray) and x.dtype == dt and not np.any(x0)
         assert rep.variant == variant and rep.format == fmt
         assert info == info_h == 0, what
         # complex128: the counts do not move with the reduction order (+-1); complex64 does
-        assert abs(rep.iterations - ref.iterations) <= (1 if double else max(3, 0.25 * ref.iterations)), what
+        assert abs(rep.iterations - ref.iterations) <= (
+            1 if double else max(3, 0.25 * ref.iterations)), what
         tol = rtol * np.linalg.norm(b.astype(np.complex128))
         assert _true_residual(A, b, x) <= tol * (1.0 if double else 1.5), what
         assert rep.residual_norm <= tol

@@ -38,8 +38,8 @@ def convdiff(m, c=0.3):
     """Nonsymmetric 2-D convection-diffusion (central differences, mesh Peclet c < 1), n = m^2."""
     T = sp.diags_array([(-1 - c) * np.ones(m - 1), 2 * np.ones(m), (-1 + c) * np.ones(m - 1)],
                        offsets=[-1, 0, 1], shape=(m, m))
-    I = sp.eye_array(m)
-    return (sp.kron(I, T) + sp.kron(T, I)).tocsr()
+    eye = sp.eye_array(m)
+    return (sp.kron(eye, T) + sp.kron(T, eye)).tocsr()
 
 
 def rand_diag_dominant(n=300, per_row=20, seed=3):
@@ -78,7 +78,8 @@ def reference_run(method, A, b, atol, maxiter, inv_diag=None, monkeypatch=None):
     """(x, info, its, expected residual history) of the reference. The history is one entry per
     iterate x_k: the norm the reference tests at the head of iteration k (for BiCGStab ||r_k||,
     not the mid-iteration ||s||, except after the ||s|| < atol exit, where ||s|| is the residual of
-    the returned x). CG needs a preconditioner here: without one it tests sqrt(<r, r>), not norm()."""
+    the returned x). CG needs a preconditioner here: without one it tests sqrt(<r, r>), not
+    norm()."""
     rec = NormRecorder(method, monkeypatch)
     A = sp.csr_array(A)
     kw = dict(atol=atol, maxiter=maxiter)
@@ -161,7 +162,8 @@ def test_one_host_launch_one_host_wait(method, sync, variant):
     assert info == 0 and rep.restarts == 0 and rep.iterations > 5
     assert rep.host_launches == 1
     assert rep.host_syncs == 1
-    assert rep.device_launches_per_iter == (LAUNCHES_PER_ITER[method] if variant == "dynamic" else 0)
+    assert rep.device_launches_per_iter == (LAUNCHES_PER_ITER[method] if variant == "dynamic"
+                                            else 0)
 
 
 def test_launches_per_iter_match_the_module_docs(variant):
@@ -171,7 +173,7 @@ def test_launches_per_iter_match_the_module_docs(variant):
     assert ops.BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER == LAUNCHES_PER_ITER["bicgstab"]
 
 
-# --------------------------------------------------------------------------- every format x dtype x M
+# ------------------------------------------------------------------------- every format x dtype x M
 PROBLEMS = {"convdiff": lambda: convdiff(23, 0.5), "randdd": rand_diag_dominant}
 
 

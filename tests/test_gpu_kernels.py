@@ -154,7 +154,8 @@ def test_csr_adaptive_spmv_matches_scipy(n, dtype, group):
     from dpsolve.cuda import ops
     from dpsolve.formats import RowBins
     from dpsolve.matrices import power_law
-    A = power_law(n, mean=6.0, heavy=(min(n, 3000), min(n, 1200), min(n, 200), min(n, 9000)), seed=n)
+    A = power_law(n, mean=6.0, heavy=(min(n, 3000), min(n, 1200), min(n, 200), min(n, 9000)),
+                  seed=n)
     A = sp.csr_array(A, dtype=dtype)
     if np.dtype(dtype).kind == "c":
         A.data = A.data * (1 + 0.5j)

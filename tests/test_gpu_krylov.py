@@ -74,7 +74,7 @@ def _solve(method, *args, **kw):
     return getattr(dpsolve, method)(*args, **kw)
 
 
-# ------------------------------------------------------------------------------- against the reference
+# ---------------------------------------------------------------------------- against the reference
 @pytest.mark.parametrize("M", [None, "jacobi"], ids=["none", "jacobi"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -96,7 +96,8 @@ def test_matches_reference(method, variant, fmt, dtype, M):
         assert rep.variant == variant and rep.format == fmt and rep.method == method
         assert not np.any(x0), "x0 was modified"
         tol = rtol * np.linalg.norm(b.astype(np.float64))
-        what = f"{name}: info {info} in {rep.iterations} its, reference info {info_ref} in {ref.iterations}"
+        what = (f"{name}: info {info} in {rep.iterations} its, "
+                f"reference info {info_ref} in {ref.iterations}")
         if dt == np.float64:
             # iteration counts of these systems do not move with the reduction order (checked
             # against the reference with blocked sums): +-1
@@ -109,7 +110,8 @@ def test_matches_reference(method, variant, fmt, dtype, M):
             assert info == info_ref == 0, what
             assert abs(rep.iterations - ref.iterations) <= max(3, 0.25 * ref.iterations), what
         if info == 0:
-            # the true residual (in float64 here) meets the tolerance, up to float32 evaluation noise
+            # the true residual (in float64 here) meets the tolerance, up to float32 evaluation
+            # noise
             slack = 1.0 if dt == np.float64 else 1.5
             assert _true_residual(A, b, x) <= tol * slack, what
             assert rep.residual_norm <= tol
@@ -178,7 +180,7 @@ def test_breakdown_codes_match_scipy(method, variant, fmt, dtype):
     assert ran
 
 
-# ------------------------------------------------------------------------------- maxiter, x0, callbacks
+# --------------------------------------------------------------------------- maxiter, x0, callbacks
 @pytest.mark.parametrize("maxiter", [1, 2, 7])
 @pytest.mark.parametrize("method,variant", CASES)
 def test_maxiter_is_honoured_exactly(method, variant, maxiter):
@@ -374,7 +376,7 @@ def test_host_driven_variants_declare_both_methods():
         assert {"cg", "bicg", "bicgstab"} <= set(get_backend(name).methods), name
 
 
-# ------------------------------------------------------------------------------- csr-adaptive's mappings
+# -------------------------------------------------------------------------- csr-adaptive's mappings
 def _heavy_rows(n, symmetric, seed):
     """Off-diagonal power-law structure (n = 20000) with rows of about 9000 (three chunks), 5200
     (two), 1450 (one chunk) and 300 entries (warp-mapped) after duplicates, besides the short rows;
@@ -388,11 +390,11 @@ def _heavy_rows(n, symmetric, seed):
     def offdiag(s):
         P = sp.csr_array(power_law(n, mean=6.0, heavy=heavy, seed=s))
         return (P - sp.diags_array(P.diagonal())).tocsr()
-    O = offdiag(seed)
-    O = O + O.T if symmetric else O + offdiag(seed + 1).T
-    d = np.asarray(np.maximum(abs(O).sum(axis=1), abs(O).sum(axis=0))).ravel() + 1.0
+    off = offdiag(seed)
+    off = off + off.T if symmetric else off + offdiag(seed + 1).T
+    d = np.asarray(np.maximum(abs(off).sum(axis=1), abs(off).sum(axis=0))).ravel() + 1.0
     s = sp.diags_array(1.0 / np.sqrt(d))
-    return (s @ (O + sp.diags_array(d)) @ s).tocsr()
+    return (s @ (off + sp.diags_array(d)) @ s).tocsr()
 
 
 ADAPTIVE_CASES = [pytest.param(m, v, id=f"{m}-{v}") for m in ("cg",) + METHODS

@@ -20,11 +20,13 @@ REFUSE_M = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None and v not
 
 def _system(method, n=400):
     side = int(round(n ** 0.5))
-    L = sp.diags_array([-np.ones(side - 1), np.full(side, 2.0), -np.ones(side - 1)], offsets=[-1, 0, 1])
+    L = sp.diags_array([-np.ones(side - 1), np.full(side, 2.0), -np.ones(side - 1)],
+                       offsets=[-1, 0, 1])
     A = (sp.kron(sp.eye_array(side), L) + sp.kron(L, sp.eye_array(side))).tocsr()
     if method != "cg":     # nonsymmetric: convection, and a shift that keeps BiCG's count stable
         conv = sp.kron(sp.eye_array(side), sp.diags_array([-0.5 * np.ones(side - 1)], offsets=[-1]))
-        A = (A + conv + sp.eye_array(side * side)).tocsr()   # (unshifted: 226-296 its under 1e-15 noise)
+        # (unshifted: 226-296 its under 1e-15 noise)
+        A = (A + conv + sp.eye_array(side * side)).tocsr()
     b = np.random.default_rng(0).standard_normal(A.shape[0])
     return A, b
 
@@ -76,9 +78,11 @@ def test_general_preconditioner(variant, method):
     count as the host reference with that M (+-1), and far fewer than without it."""
     A, b = _system(method, 900)
     ilu = sla.spilu(A.tocsc(), drop_tol=1e-3)
-    M = LinearOperator(A.shape, matvec=ilu.solve, rmatvec=lambda v: ilu.solve(v, "H"), dtype=A.dtype)
+    M = LinearOperator(A.shape, matvec=ilu.solve, rmatvec=lambda v: ilu.solve(v, "H"),
+                       dtype=A.dtype)
     x, info, rep = getattr(dpsolve, method)(A, b, rtol=1e-8, M=M, variant=variant, full_output=True)
-    _, info_h, ref = getattr(dpsolve, method)(A, b, rtol=1e-8, M=M, variant="host", full_output=True)
+    _, info_h, ref = getattr(dpsolve, method)(A, b, rtol=1e-8, M=M, variant="host",
+                                              full_output=True)
     _, _, plain = getattr(dpsolve, method)(A, b, rtol=1e-8, variant=variant, full_output=True)
     assert info == info_h == 0
     assert abs(rep.iterations - ref.iterations) <= 1 and rep.iterations < plain.iterations / 2

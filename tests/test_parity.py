@@ -118,7 +118,8 @@ def test_maxiter_one_and_x0_untouched(variant, method, name, dtype):
 def test_tolerance_grid(variant, method, rtol, atol):
     A, b = build("poisson1d" if method == "cg" else "nonsym-posdef", np.float64)
     _skip_if_unsupported(variant, method, A, b)
-    maxiter = 5          # with rtol = atol = 0 both must run to maxiter (exact convergence is not reached)
+    maxiter = 5          # with rtol = atol = 0 both must run to maxiter (exact convergence is
+                         # not reached)
     with np.errstate(all="ignore"):
         xs, infos = getattr(sla, method)(A, b, rtol=rtol, atol=atol, maxiter=maxiter)
         xd, infod = getattr(dpsolve, method)(A, b, rtol=rtol, atol=atol, maxiter=maxiter,

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script_module(name):
-    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(ROOT / "scripts" / name))
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"),
+                                                  str(ROOT / "scripts" / name))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
@@ -23,7 +24,8 @@ def _script_module(name):
 
 
 def test_sanitize_cases_refuses_an_unknown_value_type():
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "sanitize-cases"), "all", "float16"],
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "sanitize-cases"), "all",
+                          "float16"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0
     assert "float16" in res.stderr and "complex128" in res.stderr     # names the bad and the good
@@ -44,7 +46,8 @@ def test_bench_spmv_floor_counts_what_every_format_must_move():
     bench = _script_module("bench-spmv")
     n, nnz = 4_096_000, 28_518_400                                     # 3-D Laplace 160^3
     bw = {"read": 3.0e12, "write": 2.0e12, "copy": 1.0}
-    assert bench.floor_seconds(n, nnz, bw) == pytest.approx((12 * nnz + 8 * n) / 3.0e12 + 8 * n / 2.0e12)
+    assert bench.floor_seconds(n, nnz, bw) == pytest.approx(
+        (12 * nnz + 8 * n) / 3.0e12 + 8 * n / 2.0e12)
     ell_bytes = 12 * 7 * n + 8 * n                                     # width 7, no row pointers
     assert bench.floor_seconds(n, nnz, bw) <= ell_bytes / bw["read"] + 8 * n / bw["write"]
     # the copy bandwidth does not enter the floor
@@ -55,8 +58,8 @@ def test_nonfinite_table_runs_on_the_host(tmp_path):
     """scripts/nonfinite-table on a CPU machine (the host variant only): a few systems, the
     Markdown table last on stdout, exit 0 (no variant returned a non-finite x)."""
     out = tmp_path / "t.md"
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "nonfinite-table"), "--systems", "3",
-                          "--grid", "8", "--variants", "host", "--out", str(out)],
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "nonfinite-table"),
+                          "--systems", "3", "--grid", "8", "--variants", "host", "--out", str(out)],
                          capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,7 +294,8 @@ def test_table2_total_energy_where_rapl_was_readable():
         r["host_energy_j"] = "0"            # host energy 0 J: total = GPU, so the same numbers
     md = study.table2_markdown(rows)
     assert "GPU + host (RAPL) energy" in md
-    assert md.count("| blocking | merge | -1.00 | -3.00 | -2.00 | -10.00 | -14.00 | -12.00 | 3 |") == 2
+    assert md.count("| blocking | merge "
+                    "| -1.00 | -3.00 | -2.00 | -10.00 | -14.00 | -12.00 | 3 |") == 2
 
 
 def test_table2_groups_and_missing_baselines(fake_gpu):
@@ -436,8 +436,8 @@ def test_generators_scale_without_dense_intermediates():
 def _kron_sum(dims, dtype):
     """The Laplacian as the Kronecker sum of 1-D ones (the textbook construction)."""
     def t(k):
-        return sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)], offsets=[-1, 0, 1],
-                              shape=(k, k), dtype=dtype)
+        return sp.diags_array([-np.ones(k - 1), 2 * np.ones(k), -np.ones(k - 1)],
+                              offsets=[-1, 0, 1], shape=(k, k), dtype=dtype)
     A = None
     for i, k in enumerate(dims):
         left = sp.eye_array(int(np.prod(dims[i + 1:])), dtype=dtype)

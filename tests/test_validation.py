@@ -68,7 +68,8 @@ def test_b_shape_mismatch(method, shape):
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("shape", [(N - 1,), (N, 2), (1, N)], ids=["too-short", "two-columns", "row"])
+@pytest.mark.parametrize("shape", [(N - 1,), (N, 2), (1, N)],
+                         ids=["too-short", "two-columns", "row"])
 def test_x0_shape_mismatch(method, shape):
     with pytest.raises(ValueError, match=r"shapes of A .* and x0 .* are incompatible"):
         call(spd(), np.ones(N), method, x0=np.ones(shape))
@@ -175,7 +176,8 @@ def test_unsupported_dtype_message_names_operand():
 
 # --------------------------------------------------------------------------- options
 @pytest.mark.parametrize("kw, what", [
-    (dict(variant="gpu"), "variant"), (dict(variant="HOST"), "variant"), (dict(variant=None), "variant"),
+    (dict(variant="gpu"), "variant"), (dict(variant="HOST"), "variant"),
+    (dict(variant=None), "variant"),
     (dict(sync="spin"), "sync"), (dict(sync=1), "sync"),
     (dict(format="coo"), "format"), (dict(format="ELL"), "format"),
 ], ids=["variant-gpu", "variant-HOST", "variant-None", "sync-spin", "sync-int", "format-coo",
@@ -204,7 +206,8 @@ def test_numpy_integer_maxiter_accepted():
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("atol", [-1.0, None, "legacy", np.nan], ids=["negative", "None", "legacy", "nan"])
+@pytest.mark.parametrize("atol", [-1.0, None, "legacy", np.nan],
+                         ids=["negative", "None", "legacy", "nan"])
 def test_invalid_atol(method, atol):
     with pytest.raises(ValueError, match="invalid `atol`"):
         call(spd(), np.ones(N), method, atol=atol)
@@ -345,7 +348,8 @@ def _assert_same(A, snap):
 
 
 @pytest.mark.parametrize("A_kind", ["csr", "coo-with-duplicates", "dense"])
-@pytest.mark.parametrize("case", [c[1] for c in _failing_calls()], ids=[c[0] for c in _failing_calls()])
+@pytest.mark.parametrize("case", [c[1] for c in _failing_calls()],
+                         ids=[c[0] for c in _failing_calls()])
 def test_failing_call_leaves_inputs_untouched(A_kind, case):
     case = dict(case)
     dense = spd().toarray()

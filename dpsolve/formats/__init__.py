@@ -30,11 +30,11 @@ def choose_format(csr: CSR, requested: str = "auto", allowed=FORMATS) -> str:
     """Resolve ``format=``. Explicit names are returned as they are; ``auto`` picks from row stats
     among ``allowed`` (the variant's formats).
 
-    ``auto`` rule where the measured rule (dpsolve/autotune.py) has nothing to say: CSR-adaptive when
-    a heavy tail of long rows would stall a thread- or warp-mapped kernel (longest row > 1024 and
-    > 16x the mean); ELL when rows are regular (padding at most 1.25x the nonzeros); CSR-vector when
-    rows are long (mean >= 12 entries); CSR-scalar otherwise. ``auto`` never picks ELL when ELL
-    would refuse.
+    ``auto`` rule where the measured rule (dpsolve/autotune.py) has nothing to say: CSR-adaptive
+    when a heavy tail of long rows would stall a thread- or warp-mapped kernel (longest row > 1024
+    and > 16x the mean); ELL when rows are regular (padding at most 1.25x the nonzeros); CSR-vector
+    when rows are long (mean >= 12 entries); CSR-scalar otherwise. ``auto`` never picks ELL when
+    ELL would refuse.
     """
     if requested not in FORMATS + ("auto",):
         raise ValueError(f"unknown format {requested!r}; expected one of "

@@ -31,9 +31,11 @@ from .csr import CSR
 
 T_WARP = 1024
 T_THREAD_RANGE = (4, 32)
-CHUNK = 4096          # entries of a block-mapped row per block (16 per thread); DPS_CHUNK in common.cuh
+CHUNK = 4096          # entries of a block-mapped row per block (16 per thread); DPS_CHUNK in
+                      # common.cuh
 GROUPS = (1, 2, 4, 8)  # lanes per short row: the spmv_csr_adaptive<T, G> the loader compiles
-LOCAL_SPREAD = 32768   # columns (256 KB of float64 x): at most this mean |j - i|, one thread per row
+LOCAL_SPREAD = 32768   # columns (256 KB of float64 x): at most this mean |j - i|, one thread per
+                       # row
 
 
 def short_group(mean_short: float, spread: float) -> int:
@@ -102,7 +104,8 @@ class RowBins:
             raise ValueError(f"csr-adaptive needs 1 <= t_thread <= t_warp, got {tt}, {tw}")
         g = short_group(*short_stats(csr, host_lengths, tt)) if group is None else int(group)
         if g not in GROUPS:
-            raise ValueError(f"csr-adaptive's lanes per short row must be one of {GROUPS}, got {group}")
+            raise ValueError(f"csr-adaptive's lanes per short row must be one of {GROUPS}, "
+                             f"got {group}")
         rows = xp.arange(csr.n, dtype=np.int32)
         long = rows[lengths > tw]
         # chunks of the block-mapped rows

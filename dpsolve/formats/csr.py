@@ -118,7 +118,8 @@ class CSR:
         if ip.shape != (self.n + 1,):
             raise FormatError(f"CSR indptr has shape {ip.shape}, expected ({self.n + 1},)")
         if int(ip[0]) != 0 or int(ip[-1]) != self.nnz:
-            raise FormatError(f"CSR indptr must run from 0 to nnz={self.nnz}, got {int(ip[0])}..{int(ip[-1])}")
+            raise FormatError(f"CSR indptr must run from 0 to nnz={self.nnz}, "
+                              f"got {int(ip[0])}..{int(ip[-1])}")
         if self.nnz == 0:
             return
         if bool((xp.diff(ip) < 0).any()):

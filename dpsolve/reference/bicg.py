@@ -1,8 +1,8 @@
 """BiConjugate Gradient (Saad, Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 7.3),
 with SciPy's preconditioning, breakdown tests and codes:
 
-* info = -10: rho = <r~, z> below eps**2 (rho breakdown), also when recomputed accurately (``dot_accurate``:
-  dpsolve's departure from SciPy, which stops on the fast sum)
+* info = -10: rho = <r~, z> below eps**2 (rho breakdown), also when recomputed accurately
+  (``dot_accurate``: dpsolve's departure from SciPy, which stops on the fast sum)
 * info = -11: <p~, A p> == 0, also when recomputed accurately
 
 dpsolve extension (as CG's): a non-finite scalar also stops the solve with info = -10 instead of
