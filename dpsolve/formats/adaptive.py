@@ -27,12 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cuda import abi
 from .csr import CSR
 
 T_WARP = 1024
 T_THREAD_RANGE = (4, 32)
-CHUNK = 4096          # entries of a block-mapped row per block (16 per thread); DPS_CHUNK in
-                      # common.cuh
+CHUNK = abi.DPS_CHUNK  # entries of a block-mapped row per block (16 per thread)
 GROUPS = (1, 2, 4, 8)  # lanes per short row: the spmv_csr_adaptive<T, G> the loader compiles
 LOCAL_SPREAD = 32768   # columns (256 KB of float64 x): at most this mean |j - i|, one thread per
                        # row
