@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from dpsolve.cuda import _loader
+from dpsolve.cuda import _loader, abi
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
@@ -159,9 +159,8 @@ def test_dynamic_format_codes_match_dynamic_cuh():
     """The loader's W codes of the device-driven kernels are the headers' (abi.cuh, which
     dynamic.cuh reads; a mismatch would instantiate a kernel for the wrong row loop, and show
     only on a GPU)."""
-    header = (_loader.INCLUDE_DIR / "dpsolve" / "abi.cuh").read_text()
-    defined = {m.group(1): int(m.group(2))
-               for m in re.finditer(r"#define (DYN_ELL|DYN_CSR_SCALAR|DYN_ADAPTIVE) (\d+)", header)}
+    header = abi.parse((_loader.INCLUDE_DIR / "dpsolve" / "abi.cuh").read_text())
+    defined = {k: header[k] for k in ("DYN_ELL", "DYN_CSR_SCALAR", "DYN_ADAPTIVE")}
     assert defined == {"DYN_ELL": _loader.DYN_ELL, "DYN_CSR_SCALAR": _loader.DYN_CSR_SCALAR,
                        "DYN_ADAPTIVE": _loader.DYN_ADAPTIVE}
     assert not set(_loader.CSR_VECTOR_WIDTHS) & set(defined.values())

@@ -1,7 +1,6 @@
 """The GPU set-up (dpsolve/_setup.py, check.cu): one-pass matrix checks, staged uploads, norms.
 
 The first test runs everywhere (the Python mirror of check.cu's bits); the rest need a GPU."""
-import re
 
 import numpy as np
 import pytest
@@ -9,14 +8,14 @@ import scipy.sparse as sp
 
 import dpsolve
 from dpsolve import _setup
-from dpsolve.cuda._loader import CUDA_DIR
+from dpsolve.cuda import abi
 from dpsolve.matrices import laplace_2d
 
 
 def test_check_bits_mirror_check_cu():
-    text = (CUDA_DIR / "include" / "dpsolve" / "abi.cuh").read_text()     # check.cu's bits
-    defines = {m.group(1): int(m.group(2))
-               for m in re.finditer(r"#define DPS_CHECK_(\w+) (\d+)", text)}
+    defines = {name[len("DPS_CHECK_"):]: value                            # check.cu's bits
+               for name, value in abi.parse(abi.HEADER.read_text()).items()
+               if name.startswith("DPS_CHECK_")}
     ours = {name[len("CHECK_"):]: getattr(_setup, name) for name in dir(_setup)
             if name.startswith("CHECK_")}
     assert defines == ours and len(ours) == 5

@@ -233,25 +233,29 @@ def dot_partials(n: int) -> int:
     return max(1, min(-(-n // (2 * BLOCK)), 4 * _sm_count(), DOT_MAX_PARTIALS))
 
 
-def dot(x, y, out, partials, stream=None) -> None:
-    """out[0] = <x, y>, in two kernels: per-block partials, then one block finishes."""
+def _two_stage(stage1, stage2, x, y, out, partials, stream) -> None:
+    """The two-stage reduction over vectors of x's length: ``stage1`` (source, name) writes one
+    partial per block from (n, x, y, partials), then ``stage2`` finishes them in one block into
+    out[0]. The DOT, the norm and the true residual's norm are this with their own kernels."""
     n = x.shape[0]
     nparts = dot_partials(n)
-    k1 = get_kernel("blas1", "dot_partial<{T}>", x.dtype)
-    k2 = get_kernel("blas1", "dot_final<{T}>", x.dtype)
-    launch(k1, (nparts,), (BLOCK,), (np.int32(n), x, y, partials), stream)
-    launch(k2, (1,), (BLOCK,), (np.int32(nparts), partials, out), stream)
+    launch(get_kernel(stage1[0], stage1[1], x.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), x, y, partials), stream)
+    launch(get_kernel(stage2[0], stage2[1], x.dtype), (1,), (BLOCK,),
+           (np.int32(nparts), partials, out), stream)
+
+
+def dot(x, y, out, partials, stream=None) -> None:
+    """out[0] = <x, y>, in two kernels: per-block partials, then one block finishes."""
+    _two_stage(("blas1", "dot_partial<{T}>"), ("blas1", "dot_final<{T}>"), x, y, out, partials,
+               stream)
 
 
 def resid_norm2(b, v, out, partials, stream=None) -> None:
     """out[0] = ||b - v||^2 (check.cu's resid_partial, then dot_final): the true residual's
     norm once v = A x."""
-    n = b.shape[0]
-    nparts = dot_partials(n)
-    launch(get_kernel("check", "resid_partial<{T}>", b.dtype), (nparts,), (BLOCK,),
-           (np.int32(n), b, v, partials), stream)
-    launch(get_kernel("blas1", "dot_final<{T}>", b.dtype), (1,), (BLOCK,),
-           (np.int32(nparts), partials, out), stream)
+    _two_stage(("check", "resid_partial<{T}>"), ("blas1", "dot_final<{T}>"), b, v, out,
+               partials, stream)
 
 
 def fingerprint(arrays, stream=None) -> tuple[int, int]:
@@ -565,12 +569,8 @@ def bicgstab_p(r, beta, omega, v, p, stream=None) -> None:
 
 def nrm2(x, out, partials, stream=None) -> None:
     """out[0] = ||x||, in two kernels: blas1's dot_partial(x, x), then krylov's nrm2_final."""
-    n = x.shape[0]
-    nparts = dot_partials(n)
-    launch(get_kernel("blas1", "dot_partial<{T}>", x.dtype), (nparts,), (BLOCK,),
-           (np.int32(n), x, x, partials), stream)
-    launch(get_kernel("krylov", "nrm2_final<{T}>", x.dtype), (1,), (BLOCK,),
-           (np.int32(nparts), partials, out), stream)
+    _two_stage(("blas1", "dot_partial<{T}>"), ("krylov", "nrm2_final<{T}>"), x, x, out, partials,
+               stream)
 
 
 def dot_partial(x, y, partials, stream=None) -> int:
