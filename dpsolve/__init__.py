@@ -5,22 +5,24 @@ reporting what each solve cost in time and energy.
     x, info, report = dpsolve.cg(A, b, variant="host", full_output=True)
     P = dpsolve.prepare(A, "cg"); x, info = P.solve(b)           # set up once, solve many times
 
-The solvers, prepare, variants() and SolveReport are imported on first use (PEP 562), so that
-``import dpsolve.cli`` loads neither NumPy nor SciPy: the command line catches Ctrl-C from its
-very first line, imports included.
+The solvers (one per method of the method table, ``dpsolve.methods``), prepare, variants() and
+SolveReport are imported on first use (PEP 562), so that ``import dpsolve.cli`` loads neither
+NumPy nor SciPy: the command line catches Ctrl-C from its very first line, imports included.
 """
 from ._errors import (BackendUnavailableError, DpsolveError, DpsolveWarning, FormatError,
                       KernelCompileError)
+from .methods import names as _method_names
 
 __version__ = "0.1.0"
 
-__all__ = ["cg", "bicg", "bicgstab", "prepare", "PreparedSystem", "variants", "VariantInfo",
+# one public function per method of the method table (dpsolve/methods): cg, bicg, bicgstab, ...
+_LAZY = {name: "_solvers" for name in _method_names()}
+_LAZY.update({"prepare": "_prepared", "PreparedSystem": "_prepared",
+              "variants": "backends", "VariantInfo": "backends", "SolveReport": "report"})
+
+__all__ = [*_method_names(), "prepare", "PreparedSystem", "variants", "VariantInfo",
            "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError",
            "KernelCompileError", "DpsolveWarning", "__version__"]
-
-_LAZY = {"cg": "_solvers", "bicg": "_solvers", "bicgstab": "_solvers",
-         "prepare": "_prepared", "PreparedSystem": "_prepared",
-         "variants": "backends", "VariantInfo": "backends", "SolveReport": "report"}
 
 
 def __getattr__(name):

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from . import autotune
+from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
 from ._system import device_system, make_system, vector_norm
@@ -106,15 +107,18 @@ def pick(system, variant, format, callback):
 
 
 def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, format,
-          full_output, energy=False):
-    """The one-shot call: set up (on the GPU where one runs), solve once, and let go."""
+          full_output, energy=False, options=None):
+    """The one-shot call: set up (on the GPU where one runs), solve once, and let go.
+    ``options``: the method's own parameters, checked (dpsolve.methods.Method.check_options)."""
     t0, c0 = time.perf_counter(), time.process_time()
     check_options(variant, sync, format, maxiter, callback)
+    options = method_table.get(method).check_options(options or {})
     if on_device(variant):
         system, bnrm2 = device_system(method, A, b, x0, M, sync=sync)
     else:
         system = make_system(method, A, b, x0, M)
         bnrm2 = vector_norm(system.b)
+    system.options = options
     tol = _get_atol_rtol(method, bnrm2, atol, rtol)
     backend, fmt = pick(system, variant, format, callback)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,

@@ -31,12 +31,12 @@ import time
 import numpy as np
 
 from . import _frontend as fe
+from . import methods as method_table
 from ._system import (System, check_vector, device_system, host_system, host_vector,
                       vector_norm)
 from .formats.csr import _is_cupy
 from .report import SolveReport
 
-METHODS = ("cg", "bicg", "bicgstab")
 
 
 class PreparedSystem:
@@ -49,8 +49,7 @@ class PreparedSystem:
 
     def __init__(self, A, method="cg", *, M=None, variant="auto", format="auto",
                  sync="polling", dtype=None):
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        method_table.get(method)                 # an unknown method is a ValueError naming them
         fe.check_options(variant, sync, format)
         if dtype is not None:
             dtype = np.dtype(dtype)
@@ -101,12 +100,14 @@ class PreparedSystem:
         return v.ravel()
 
     def solve(self, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, callback=None,
-              full_output=False, energy=False):
+              full_output=False, energy=False, **options):
         """Solve ``A x = b`` with the prepared method: SciPy's arguments, defaults and
-        ``(x, info)`` codes, as :func:`dpsolve.cg` (``full_output``, ``energy`` likewise)."""
+        ``(x, info)`` codes, as :func:`dpsolve.cg` (``full_output``, ``energy`` likewise);
+        ``options``: the method's own (GMRES's ``restart``, ...)."""
         t0, c0 = time.perf_counter(), time.process_time()
         fe.check_options(self._options["variant"], self.sync, self._options["format"], maxiter,
                          callback)
+        options = method_table.get(self.method).check_options(options)
         out_cupy = _is_cupy(b)
         b = self._vector(b, "b")
         if x0 is not None:
@@ -118,7 +119,7 @@ class PreparedSystem:
         else:
             b, x0, bnrm2 = _host_rhs(b, x0, self.dtype)
         system = System(self.method, self.n, self.dtype, self._base.csr, self._base.operator, b,
-                        x0, self._base.M, out_cupy)
+                        x0, self._base.M, out_cupy, options)
         tol = fe._get_atol_rtol(self.method, bnrm2, atol, rtol)
         report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
                              method=self.method, dtype=str(self.dtype), n=self.n, nnz=self.nnz,
@@ -154,7 +155,8 @@ def _device_rhs(b, x0, dtype, sync):
 
 def prepare(A, method="cg", *, M=None, variant="auto", format="auto", sync="polling",
             dtype=None) -> PreparedSystem:
-    """Prepare ``A`` once for many solves with ``method`` ("cg", "bicg" or "bicgstab").
+    """Prepare ``A`` once for many solves with ``method`` (a name of ``dpsolve.methods``: "cg",
+    "bicg", "bicgstab", ...).
 
     ``M``, ``variant``, ``format`` and ``sync`` are those of :func:`dpsolve.cg`; ``dtype`` fixes
     the working type (default: A's, integers as float64). Returns a :class:`PreparedSystem`

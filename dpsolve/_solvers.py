@@ -1,12 +1,18 @@
-"""dpsolve.cg, dpsolve.bicg and dpsolve.bicgstab: SciPy's signatures, defaults and info codes."""
+"""The public solvers: one function per method of the method table (``dpsolve.methods``), with
+SciPy's signature, defaults and info codes, then dpsolve's own keywords. ``dpsolve.cg`` is
+``make_solver("cg")``; a new method gets its function without an edit here.
+"""
 from __future__ import annotations
 
+import inspect
+
+from . import methods as method_table
 from ._frontend import solve as _solve
 from ._prepared import PreparedSystem
 
 
-def solve(method, A, b, x0, **kw):
-    """One call of cg / bicg / bicgstab: a PreparedSystem as ``A`` solves with what it holds."""
+def solve(method, A, b, x0, options=None, **kw):
+    """One call of a method's function: a PreparedSystem as ``A`` solves with what it holds."""
     if isinstance(A, PreparedSystem):
         if A.method != method:
             raise ValueError(f"this system was prepared for {A.method}, not {method}; use "
@@ -18,8 +24,8 @@ def solve(method, A, b, x0, **kw):
                                  f"dpsolve.prepare, not to dpsolve.{method}(P, b)")
         return A.solve(b, x0, rtol=kw["rtol"], atol=kw["atol"], maxiter=kw["maxiter"],
                        callback=kw["callback"], full_output=kw["full_output"],
-                       energy=kw["energy"])
-    return _solve(method, A, b, x0, **kw)
+                       energy=kw["energy"], **(options or {}))
+    return _solve(method, A, b, x0, options=options, **kw)
 
 _COMMON_DOC = """
     Parameters
@@ -45,7 +51,7 @@ _COMMON_DOC = """
         is taken as ``D^-1`` itself.
     callback : function, optional
         User-supplied function to call after each iteration. It is called as ``callback(xk)``,
-        where ``xk`` is the current solution vector.
+        where ``xk`` is the current solution vector.{options}
     variant : str, optional
         Back end: ``"auto"`` (default), ``"host"``, or a GPU variant; see :func:`dpsolve.variants`.
         ``"auto"`` on a machine without a usable CUDA device runs ``"host"`` and warns once.
@@ -80,37 +86,42 @@ _COMMON_DOC = """
 """
 
 
-def cg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-       variant="auto", sync="polling", format="auto", full_output=False, energy=False):
-    return solve("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 variant=variant, sync=sync, format=format, full_output=full_output, energy=energy)
+
+# dpsolve's keywords after SciPy's, in this order (tests/test_frontend.py holds them to it)
+_EXTRAS = (("variant", "auto"), ("sync", "polling"), ("format", "auto"), ("full_output", False),
+           ("energy", False))
+_COMMON_DEFAULTS = {"rtol": 1e-05, "atol": 0.0, "maxiter": None, "M": None, "callback": None}
 
 
-def bicg(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-         variant="auto", sync="polling", format="auto", full_output=False, energy=False):
-    return solve("bicg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 variant=variant, sync=sync, format=format, full_output=full_output, energy=energy)
+def make_solver(name: str):
+    """The public function of method ``name``: SciPy's signature (``scipy_keywords``, the
+    method's options among them at SciPy's place) plus dpsolve's keywords, checked once."""
+    m = method_table.get(name)
+    opts = m.option_defaults()
+
+    def solver(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
+               variant="auto", sync="polling", format="auto", full_output=False, energy=False,
+               **options):
+        return solve(name, A, b, x0, options, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                     callback=callback, variant=variant, sync=sync, format=format,
+                     full_output=full_output, energy=energy)
+
+    P, K = inspect.Parameter, inspect.Parameter.KEYWORD_ONLY
+    params = [P("A", P.POSITIONAL_OR_KEYWORD), P("b", P.POSITIONAL_OR_KEYWORD),
+              P("x0", P.POSITIONAL_OR_KEYWORD, default=None)]
+    params += [P(k, K, default=opts[k] if k in opts else _COMMON_DEFAULTS[k])
+               for k in m.scipy_keywords]
+    params += [P(k, K, default=opts[k]) for k in opts if k not in m.scipy_keywords]
+    params += [P(k, K, default=d) for k, d in _EXTRAS]
+    solver.__signature__ = inspect.Signature(params)
+    solver.__name__ = solver.__qualname__ = name
+    solver.__module__ = "dpsolve"
+    option_docs = "".join(f"\n    {o.name} : {o.doc}" for o in m.options)
+    solver.__doc__ = (f"Solve ``Ax = b`` with {m.title}.\n"
+                      + _COMMON_DOC.format(name=name, extra_A=m.doc_A, breakdown=m.breakdown,
+                                           options=option_docs))
+    return solver
 
 
-def bicgstab(A, b, x0=None, *, rtol=1e-05, atol=0.0, maxiter=None, M=None, callback=None,
-             variant="auto", sync="polling", format="auto", full_output=False, energy=False):
-    return solve("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                 callback=callback, variant=variant, sync=sync, format=format,
-                 full_output=full_output, energy=energy)
-
-
-cg.__doc__ = ("Solve ``Ax = b`` with the Conjugate Gradient method, for a Hermitian positive "
-              "definite `A`.\n" + _COMMON_DOC.format(
-                  name="cg", extra_A=" `A` must be Hermitian positive definite.",
-                  breakdown=" (dpsolve: -10 when a step gives a non-finite scalar, i.e. A is "
-                            "not positive definite)"))
-_NONFINITE = (";\n                 dpsolve: also -10 when a step gives a non-finite scalar (an "
-              "overflow), where\n                 SciPy iterates on NaN to maxiter; x is then the "
-              "last finite iterate")
-bicg.__doc__ = ("Solve ``Ax = b`` with the BIConjugate Gradient method.\n" + _COMMON_DOC.format(
-    name="bicg", extra_A=" A LinearOperator must provide ``rmatvec`` (A^H x).",
-    breakdown=": -10 rho breakdown, -11 <p~, A p> == 0 (SciPy's codes)" + _NONFINITE))
-bicgstab.__doc__ = ("Solve ``Ax = b`` with the BIConjugate Gradient STABilized method.\n"
-                    + _COMMON_DOC.format(name="bicgstab", extra_A="",
-                                         breakdown=": -10 rho breakdown, -11 omega or <r~, v> "
-                                                   "breakdown (SciPy's codes)" + _NONFINITE))
+for _name in method_table.names():
+    globals()[_name] = make_solver(_name)

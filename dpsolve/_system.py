@@ -5,7 +5,7 @@ where SciPy has one), and never modifies what the caller passed in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,6 +80,7 @@ class System:
     x0: object | None            # 1-D copy, dtype, or None for a zero guess
     M: Preconditioner
     out_cupy: bool               # return CuPy arrays (b was a CuPy array)
+    options: dict = field(default_factory=dict)   # the method's own (methods.Method.options)
 
     @property
     def nnz(self):

@@ -62,7 +62,7 @@ from scipy.sparse.linalg import LinearOperator
 
 import dpsolve
 
-METHODS = ("cg", "bicg", "bicgstab")
+METHODS = dpsolve.methods.names()     # the method table: every method
 KINDS = ("spd", "nonsym", "indefinite", "hermitian", "singular")
 TOLS = (0.0, 1e-300, 1e-5, 1e-2, np.inf)
 MAXITERS = (1, 2, 5, None)

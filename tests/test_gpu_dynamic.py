@@ -11,13 +11,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import dpsolve
-from dpsolve import reference
+from dpsolve import methods, reference
 from dpsolve.backends import get_backend
 from dpsolve.matrices import laplace_2d
 
 pytestmark = pytest.mark.gpu
 
-METHODS = ("cg", "bicg", "bicgstab")
+METHODS = methods.methods_of("dynamic")      # the method table's (persistent runs the same)
 FORMATS = ("csr-scalar", "csr-vector", "ell")
 LAUNCHES_PER_ITER = {"cg": 2, "bicg": 2, "bicgstab": 3}
 # persistent shares dynamic's device state, result area and residual history (one kernel instead
@@ -89,7 +89,7 @@ def reference_run(method, A, b, atol, maxiter, inv_diag=None, monkeypatch=None):
         kw["rmatvec"] = A.conj().T.tocsr().__matmul__
         if inv_diag is not None:
             kw["rpsolve"] = lambda r, d=np.conj(inv_diag): d * r
-    x, info, its = reference.SOLVERS[method](A.__matmul__, b, np.zeros_like(b), **kw)
+    x, info, its = methods.get(method).reference_solver()(A.__matmul__, b, np.zeros_like(b), **kw)
     seq = rec.values
     if method == "bicgstab":
         heads = seq[0::2]
@@ -213,7 +213,7 @@ def test_maxiter_is_honoured_exactly(method, maxiter, variant):
     assert info == maxiter and rep.iterations == maxiter
     assert len(rep.residuals) == maxiter + 1
     kw = {"rmatvec": A.T.tocsr().__matmul__} if method == "bicg" else {}
-    xr, info_r, its_r = reference.SOLVERS[method](A.__matmul__, b, np.zeros_like(b),
+    xr, info_r, its_r = methods.get(method).reference_solver()(A.__matmul__, b, np.zeros_like(b),
                                                   atol=1e-14 * np.linalg.norm(b), maxiter=maxiter,
                                                   **kw)
     assert (info_r, its_r) == (maxiter, maxiter)

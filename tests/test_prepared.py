@@ -127,8 +127,8 @@ def test_prepared_solve_semantics(variant):
 
 def test_prepared_options_are_checked():
     A, b = _system("cg", np.float64)
-    with pytest.raises(ValueError, match="unknown method 'gmres'"):
-        dpsolve.prepare(A, "gmres")
+    with pytest.raises(ValueError, match="unknown method 'minres'"):
+        dpsolve.prepare(A, "minres")
     with pytest.raises(ValueError, match="unknown variant"):
         dpsolve.prepare(A, "cg", variant="fast")
     with pytest.raises(TypeError, match="dtype must be"):

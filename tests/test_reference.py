@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from scipy.sparse.linalg import LinearOperator
 
-from dpsolve import reference
+from dpsolve import methods, reference
 from dpsolve.matrices import laplace_1d, laplace_2d
 import nonfinite_cases
 from scipy_cases import sym_nonpd
@@ -29,7 +29,7 @@ def run_ref(method, A, b, *, atol, maxiter, x0=None, inv_diag=None, callback=Non
         kw["rmatvec"] = AH.__matmul__
         if inv_diag is not None:
             kw["rpsolve"] = lambda r, d=np.conj(inv_diag): d * r
-    return reference.SOLVERS[method](A.__matmul__, b, x, **kw)
+    return methods.get(method).reference_solver()(A.__matmul__, b, x, **kw)
 
 
 class Iterates:
@@ -123,7 +123,7 @@ def test_x_updated_in_place_and_returned(method):
     A = laplace_1d(10)
     b = np.ones(10)
     x = np.zeros(10)
-    out, info, _ = reference.SOLVERS[method](
+    out, info, _ = methods.get(method).reference_solver()(
         A.__matmul__, b, x, atol=1e-10, maxiter=100,
         **({"rmatvec": A.T.__matmul__} if method == "bicg" else {}))
     assert out is x

@@ -13,7 +13,7 @@ import dpsolve
 from dpsolve.formats import ELL, FormatError, to_csr
 from dpsolve.matrices import laplace_1d, read_matrix
 
-METHODS = ("cg", "bicg", "bicgstab")
+METHODS = dpsolve.methods.names()     # the method table: every method
 N = 6
 
 

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .. import methods as method_table
 from .._device import status as device_status
 from ..cuda import abi, ops
 from ..formats import FORMATS
@@ -187,6 +188,7 @@ class GpuState:
         for op in (self.A, self.AH, self.M, self.MH):
             if isinstance(op, ops.OperatorMatrix):
                 op.on_device = system.out_cupy
+        self.options = system.options        # the method's own parameters (GMRES's restart)
 
     def psolve(self, r, z):
         """z = M r: the Jacobi kernel, or the user's preconditioner."""
@@ -249,11 +251,11 @@ class GpuState:
     # --- BiCG / BiCGStab on the host-driven variants ------------------------------------------
 
     def krylov_vectors(self):
-        """Allocate (poisoned) the named work vectors of this state's BiCG / BiCGStab, so that no
-        allocation happens inside a measured run. q is ``v``; z is ``r`` unpreconditioned."""
-        pre = self.preconditioned
-        names = {"bicg": ("rt", "pt", "qt") + (("zt",) if pre else ()),
-                 "bicgstab": ("rt", "t") + (("phat", "shat") if pre else ())}.get(self.method, ())
+        """Allocate (poisoned) the named work vectors of this state's method (its descriptor's
+        ``gpu_vectors``), so that no allocation happens inside a measured run. BiCG's q is ``v``;
+        z is ``r`` unpreconditioned."""
+        m = method_table.get(self.method)
+        names = m.gpu_vectors + (m.gpu_vectors_preconditioned if self.preconditioned else ())
         for name in names:
             self.vec(name)
         self.partial_sets(6)
@@ -295,13 +297,22 @@ class GpuState:
 
 
 class GpuBackend(Backend):
-    """A back end that runs on the GPU. Subclasses implement ``solve_loop``."""
+    """A back end that runs on the GPU. A subclass runs a method by defining a function of the
+    method's name, ``cg(self, state, x, *, atol, maxiter, sync, callback)``: defining the class
+    enters it in the method table (dpsolve.methods), from which ``solve_loop`` dispatches."""
 
-    methods = ("cg",)
     State = GpuState
     formats = FORMATS            # the SpMV formats this variant runs
     takes_operator_A = False     # A as an operator, called every iteration (host-driven variants)
     takes_operator_M = False     # a general M, called every iteration (variants that do not fuse M)
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:                 # a variant (not an abstract base)
+            for m in method_table.names():
+                fn = getattr(cls, m, None)
+                if callable(fn):
+                    method_table.implement(m, cls.name, fn)
 
     def availability(self):
         st = device_status()
@@ -323,9 +334,11 @@ class GpuBackend(Backend):
 
     def why_not(self, system):
         """None if this back end can take ``system``, else the reason (for a clear error)."""
-        if system.method not in self.methods:
+        if not method_table.implemented(system.method, self.name):
+            takers = method_table.variants_of(system.method)
             return (f"variant {self.name!r} implements {', '.join(self.methods)}, "
-                    f"not {system.method}; use variant='host'")
+                    f"not {system.method}; {system.method} runs on "
+                    f"{', '.join(repr(v) for v in takers)}")
         if system.dtype not in GPU_DTYPES:
             return (f"variant {self.name!r} supports {', '.join(str(d) for d in GPU_DTYPES)}, not "
                     f"{system.dtype}; use variant='host'")
@@ -372,7 +385,9 @@ class GpuBackend(Backend):
                 f"'host') for callbacks")
         cb = None
         if callback is not None:
-            cb = (lambda xk: callback(xk)) if system.out_cupy else (lambda xk: callback(xk.get()))
+            # arrays reach the callback as the caller's kind (a method may pass a norm instead)
+            cb = callback if system.out_cupy else (
+                lambda xk: callback(xk.get() if hasattr(xk, "get") else xk))
         res = resources()
         # energy only on request: an NVML read costs milliseconds of host time
         meter = GpuEnergyMeter(cupy.cuda.Device().id) if energy else None
@@ -430,10 +445,10 @@ class GpuBackend(Backend):
     def solve_loop(self, state, x, *, atol, maxiter, sync, callback):
         """Run up to ``maxiter`` iterations; return (info, iterations, extra report fields), or a
         callable returning them once the run's final host wait is over (device-driven variants:
-        their one wait is that one). Dispatches to the method's ``cg`` / ``bicg`` / ``bicgstab``,
-        each taking the same arguments."""
-        return getattr(self, state.method)(state, x, atol=atol, maxiter=maxiter, sync=sync,
-                                           callback=callback)
+        their one wait is that one). Dispatches through the method table: ``(method, variant)``
+        -> the implementation, each taking the same arguments."""
+        fn = method_table.implementation(state.method, self.name)
+        return fn(self, state, x, atol=atol, maxiter=maxiter, sync=sync, callback=callback)
 
     def residual_norm(self, state, system, x):
         rb = Readback(state.stream)
@@ -450,7 +465,6 @@ class HostDrivenBackend(GpuBackend):
     calls an operator A every iteration, and allocates the BiCG / BiCGStab work vectors when the
     system is prepared, outside the measured run."""
 
-    methods = ("cg", "bicg", "bicgstab")
     takes_operator_A = True
 
     def prepare(self, system, fmt):

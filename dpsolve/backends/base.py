@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..methods import methods_of
+
 
 @dataclass
 class Run:
@@ -19,6 +21,11 @@ class Backend:
     name = "?"
     device_driven = False      # the loop runs on the device: no Python callback mid-solve
     uses_format = True         # reads format= (the host variant does not)
+
+    @property
+    def methods(self) -> tuple:
+        """The methods this variant runs: its entries in the method table (dpsolve.methods)."""
+        return methods_of(self.name)
 
     def availability(self):
         """(True, None) if this back end can run here, else (False, reason)."""

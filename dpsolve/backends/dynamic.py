@@ -123,7 +123,6 @@ class DynamicBackend(GpuBackend):
     uses_cdp = True          # CUDA dynamic parallelism: compute-sanitizer racecheck cannot run it
     formats = ("csr-scalar", "csr-vector", "ell", "csr-adaptive")   # dynamic.cuh's row loops
     State = DynamicState
-    methods = ("cg", "bicg", "bicgstab")
 
     @staticmethod
     def _probe():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import reference
+from .. import methods as method_table
 from ..measure import Stopwatch, no_rapl
 from .base import Backend, Run
 
@@ -56,9 +56,10 @@ class HostBackend(Backend):
         state.b = _to_numpy(system.b)
 
     def run(self, state, system, x, *, atol, maxiter, callback, sync, energy=False):
-        solver = reference.SOLVERS[system.method]
-        kw = dict(atol=atol, maxiter=maxiter, psolve=state.psolve, callback=callback)
-        if system.method == "bicg":
+        solver = method_table.implementation(system.method, "host")     # the reference solver
+        kw = dict(atol=atol, maxiter=maxiter, psolve=state.psolve, callback=callback,
+                  **system.options)
+        if method_table.get(system.method).adjoint:
             kw.update(rmatvec=state.rmatvec, rpsolve=state.rpsolve)
         with Stopwatch(None if energy else no_rapl()) as sw:
             x, info, its = solver(state.matvec, state.b, x, **kw)

@@ -8,11 +8,12 @@ Each solver takes callables rather than matrices:
 iteration budget ran out, negative on breakdown. ``iterations`` is the number of iterations run.
 The convergence test is SciPy's: ``||r|| < atol`` on the recurrence residual, checked before each
 iteration. The front end re-checks the true residual afterwards.
+
+Which solver is which method's is the method table's knowledge (``dpsolve.methods``:
+``get(name).reference_solver()``); a method in its own folder keeps its reference there.
 """
 from .cg import cg
 from .bicg import bicg
 from .bicgstab import bicgstab
 
-SOLVERS = {"cg": cg, "bicg": bicg, "bicgstab": bicgstab}
-
-__all__ = ["cg", "bicg", "bicgstab", "SOLVERS"]
+__all__ = ["cg", "bicg", "bicgstab"]

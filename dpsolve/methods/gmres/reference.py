@@ -1,0 +1,118 @@
+"""Restarted GMRES on the host: the specification of ``dpsolve.gmres``.
+
+Left-preconditioned (the inner iteration minimises ||M (b - A x)||), Arnoldi with modified
+Gram-Schmidt, the Hessenberg matrix reduced by Givens rotations as it grows. Each restart cycle
+ends with the true residual r = b - A x, which is what the convergence test ``||r|| <= atol``
+reads (SciPy's). The inner iteration stops when the rotated right-hand side says the
+preconditioned residual is below ``ptol``, a tolerance adapted per cycle as SciPy adapts it
+(scipy/scipy gh-8400): starting from ||M b|| * min(1, atol / ||b||), tightened when a cycle met
+it but the true residual did not, loosened otherwise.
+
+    gmres(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, restart=None,
+          callback_type=None) -> (x, info, iterations)
+
+``iterations`` and ``maxiter`` count restart cycles (inner iterations with ``callback_type=
+"legacy"``). ``info``: 0 when the true residual meets ``atol``, else ``maxiter``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...reference._util import dotprod, norm
+
+
+def _rotation(f, g):
+    """(c, s, r) with c real and [[c, s], [-conj(s), c]] @ [f, g] = [r, 0]."""
+    if g == 0:
+        return 1.0, 0.0 * g, f
+    if f == 0:
+        return 0.0, np.conj(g) / abs(g), abs(g) + 0 * g
+    d = np.hypot(abs(f), abs(g))
+    phase = f / abs(f)
+    return abs(f) / d, phase * np.conj(g) / d, phase * d
+
+
+def _upper_solve(R, g, k):
+    """y with R[:k+1, :k+1] y = g[:k+1], R upper triangular; a zero pivot gives y_i = 0 (the
+    least-squares problem is then singular in that direction)."""
+    y = np.zeros(k + 1, dtype=R.dtype)
+    for i in range(k, -1, -1):
+        num = g[i] - R[i, i + 1:k + 1] @ y[i + 1:]
+        y[i] = num / R[i, i] if R[i, i] != 0 else 0
+    return y
+
+
+def gmres(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, restart=None,
+          callback_type=None):
+    dot = dotprod(x)
+    psolve = psolve or (lambda v: v)
+    n = b.shape[0]
+    dt = x.dtype
+    eps = np.finfo(dt).eps
+    m = min(restart or 20, n)
+    if callback is None:
+        callback_type = None
+    elif callback_type is None:
+        callback_type = "legacy"
+    legacy = callback_type == "legacy"
+    bnrm2 = norm(b)
+    factor = 1.0
+    ptol = norm(psolve(b)) * min(factor, atol / bnrm2)
+    V = np.empty((m + 1, n), dtype=dt)           # the Krylov basis, one vector per row
+    R = np.zeros((m + 1, m), dtype=dt)           # the Hessenberg matrix, rotated to triangular
+    rot = []                                     # the Givens rotations (c, s) of this cycle
+    inner = 0
+    r = b - matvec(x) if x.any() else b.copy()
+    if norm(r) < atol:
+        return x, 0, 0
+    for cycle in range(maxiter):
+        w = psolve(r)
+        beta = norm(w)
+        V[0] = w / beta
+        g = np.zeros(m + 1, dtype=dt)            # the rotated right-hand side beta e_1
+        g[0] = beta
+        R[:] = 0
+        rot.clear()
+        breakdown = False
+        presid = 0.0
+        for k in range(m):
+            w = psolve(matvec(V[k]))
+            h0 = norm(w)
+            for i in range(k + 1):               # modified Gram-Schmidt
+                R[i, k] = dot(V[i], w)
+                w = w - R[i, k] * V[i]
+            h = norm(w)
+            if h <= eps * h0:                    # w in the span: the Krylov space is invariant
+                R[k + 1, k] = 0
+                breakdown = True
+            else:
+                R[k + 1, k] = h
+                V[k + 1] = w / h
+            for i, (c, s) in enumerate(rot):     # the previous rotations on the new column
+                R[i, k], R[i + 1, k] = (c * R[i, k] + s * R[i + 1, k],
+                                        -np.conj(s) * R[i, k] + c * R[i + 1, k])
+            c, s, R[k, k] = _rotation(R[k, k], R[k + 1, k])
+            R[k + 1, k] = 0
+            rot.append((c, s))
+            g[k], g[k + 1] = c * g[k], -np.conj(s) * g[k]
+            presid = abs(g[k + 1])
+            inner += 1
+            if callback_type in ("legacy", "pr_norm"):
+                callback(presid / bnrm2)
+            if (legacy and inner == maxiter) or presid <= ptol or breakdown:
+                break
+        y = _upper_solve(R, g, k)
+        x += y @ V[:k + 1]
+        r = b - matvec(x)
+        rnorm = norm(r)
+        if legacy and inner == maxiter:
+            return x, (0 if rnorm <= atol else maxiter), inner
+        if callback_type == "x":
+            callback(x)
+        if rnorm <= atol:
+            return x, 0, inner if legacy else cycle + 1
+        if breakdown:                            # the exact solution of a rounded problem
+            break
+        factor = max(eps, 0.25 * factor) if presid <= ptol else min(1.0, 1.5 * factor)
+        ptol = presid * min(factor, atol / rnorm)
+    return x, maxiter, inner if legacy else cycle + 1
