@@ -522,8 +522,8 @@ def test_a_wrong_shared_matrices_folder_is_an_error(capsys, tmp_path, monkeypatc
 def test_default_study_on_a_cpu_only_machine_runs_the_host_variant(capsys, tmp_path,
                                                                     monkeypatch):
     from dpsolve import study
-    monkeypatch.setattr(study, "DEFAULT_GENERATED", ("laplace2d-8",))
-    monkeypatch.setattr(study._m, "shared_matrix_dir", lambda: None)
+    monkeypatch.setattr(study.plan, "DEFAULT_GENERATED", ("laplace2d-8",))
+    monkeypatch.setattr(study.plan._m, "shared_matrix_dir", lambda: None)
     code, out, err = run(capsys, "study", "--out", str(tmp_path / "d"), "--no-progress",
                          "--window", "0.02")
     assert code == 0

@@ -378,7 +378,7 @@ def test_make_plan_orders_by_matrix_and_gives_host_no_sync():
 
 
 def test_default_problems_without_and_with_the_shared_folder(monkeypatch, tmp_path):
-    monkeypatch.setattr(study._m, "shared_matrix_dir", lambda: None)
+    monkeypatch.setattr(study.plan._m, "shared_matrix_dir", lambda: None)
     assert [p.name for p in study.default_problems(gpu=False)] == list(study.DEFAULT_GENERATED)
     assert [p.name for p in study.default_problems(gpu=True)] == \
         list(study.DEFAULT_GENERATED + study.DEFAULT_GENERATED_GPU)
