@@ -162,5 +162,5 @@ for _mod in pkgutil.iter_modules(__path__):
     if _mod.ispkg:
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-__all__ = ["Method", "Option", "METHODS", "TABLE", "define", "implement", "implemented", "implementation",
-           "names", "get", "variants_of", "methods_of", "resolve"]
+__all__ = ["Method", "Option", "METHODS", "TABLE", "define", "implement", "implemented",
+           "implementation", "names", "get", "variants_of", "methods_of", "resolve"]

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Callable
 
 from .. import matrices as _m
+from .. import methods as method_table
 
 BASELINE = ("cublas", "polling")
 SYNC_MODES = ("polling", "blocking")
-METHODS = ("cg", "bicg", "bicgstab")
+METHODS = method_table.names()     # the method table's (dpsolve/methods)
 NO_SYNC = "-"                      # the host variant has no sync mode and no device format
 
 KEY = ("matrix", "method", "variant", "sync", "dtype", "format")
@@ -184,12 +185,17 @@ class Settings:
 
 
 def make_plan(problems, settings: Settings) -> list[tuple[Problem, Config]]:
+    """The configurations, in run order: (method, variant) pairs that the method table holds
+    (a variant that does not run a method is not planned)."""
+    from .. import backends  # noqa: F401  (the GPU variants enter the table when imported)
     plan, seen = [], set()
     for prob in problems:
         for dtype in settings.dtypes or (prob.own_dtype(),):
             for method in settings.methods:
                 for fmt in settings.formats:
                     for variant in settings.variants:
+                        if not method_table.implemented(method, variant):
+                            continue
                         host = variant == "host"
                         for sync in ((NO_SYNC,) if host else settings.syncs):
                             c = Config(prob.name, method, variant, sync, dtype,
