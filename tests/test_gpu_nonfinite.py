@@ -15,7 +15,7 @@ import pytest
 import dpsolve
 import nonfinite_cases
 from dpsolve.backends import VARIANT_NAMES, get_backend
-from dpsolve.backends._gpu import CONVERGED_MID_STEP, OK, host_cg_loop, host_loop
+from dpsolve.backends._gpu import BREAKDOWN, CONVERGED_MID_STEP, OK, head_test, host_loop
 
 
 # ------------------------------------------------------------------------------- host_loop (CPU)
@@ -36,8 +36,8 @@ def test_host_loop_stops_on_a_nonfinite_tau_after_the_callback(bad):
     # also on the last iteration allowed: -10, not maxiter
     step, start = _scripted([(0.5, OK), (bad, OK)])
     assert host_loop(step, start, 1e-3, 2, None, "x") == (-10, 2)
-    step, start = _scripted([(0.5, OK), (bad, 0)])
-    assert host_cg_loop(step, start, 1e-3, 5, None, "x") == (-10, 2)
+    step, start = _scripted([(0.5, OK), (bad, 0)])            # CG's step, as every method's
+    assert host_loop(step, start, 1e-3, 5, None, "x") == (-10, 2)
 
 
 def test_host_loop_codes_from_the_step_come_first():
@@ -48,10 +48,36 @@ def test_host_loop_codes_from_the_step_come_first():
         assert host_loop(step, start, 1e-3, 10, None, "x") == (status, 1)
     step, start = _scripted([(0.5, OK), (math.nan, CONVERGED_MID_STEP)])
     assert host_loop(step, start, 1e-3, 10, None, "x") == (0, 2)
-    step, start = _scripted([(0.5, OK), (math.nan, 1)])              # CG's non-finite alpha
-    assert host_cg_loop(step, start, 1e-3, 10, None, "x") == (-10, 1)
+    step, start = _scripted([(0.5, OK), (math.nan, BREAKDOWN)])      # CG's non-finite alpha
+    assert host_loop(step, start, 1e-3, 10, None, "x") == (-10, 1)
     step, start = _scripted([(0.5, OK), (1e-4, OK)])
     assert host_loop(step, start, 1e-3, 10, None, "x") == (0, 2)
+
+
+def test_head_test_is_the_reference_order():
+    """The one stop rule (host: head_test; device: stop.cuh's dps::head_test): a non-finite tau
+    first (not at j = 0), then the budget (a tau below atol at j = maxiter is still maxiter, as
+    SciPy returns it), then SciPy's strict tau < atol (NaN goes on)."""
+    assert head_test(0, math.nan, 1.0, 5) == (0, 0, True)          # j = 0: NaN goes on
+    assert head_test(2, math.inf, 1.0, 5) == (BREAKDOWN, 2, False)
+    assert head_test(5, math.nan, 1.0, 5) == (BREAKDOWN, 5, False)  # before the budget
+    assert head_test(5, 0.5, 1.0, 5) == (5, 5, False)               # the budget before tau
+    assert head_test(3, 0.5, 1.0, 5) == (0, 3, False)
+    assert head_test(3, 1.0, 1.0, 5) == (0, 3, True)                # strict <
+
+
+def test_the_device_rule_is_written_once():
+    """No kernel source restates the head tests: they call dps::head_test / step_test."""
+    import re
+    from dpsolve.cuda._loader import CUDA_DIR
+    from pathlib import Path
+    files = list(Path(CUDA_DIR).glob("*.cu")) + list(Path(CUDA_DIR).glob("include/dpsolve/*.cuh"))
+    restated = [f.name for f in files if f.name != "stop.cuh"
+                and re.search(r"!\s*isfinite\(\s*tau\s*\)", f.read_text())]
+    assert restated == []
+    users = [f.name for f in files if re.search(r"dps::(head|step)_test", f.read_text())]
+    assert set(users) >= {"graph.cu", "cg_dynamic.cu", "bicg_dynamic.cu", "bicgstab_dynamic.cu",
+                          "cg_persistent.cu", "persistent.cuh"}
 
 
 # ------------------------------------------------------------------------------- every GPU variant

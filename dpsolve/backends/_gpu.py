@@ -479,12 +479,26 @@ def _takers(flag: str) -> str:
     return ", ".join(repr(n) for n in names)
 
 
-# step() status codes of the host-driven loops (abi.cuh); negative codes are SciPy's breakdown
-# infos (-10, -11)
-OK, CONVERGED_MID_STEP = abi.DPS_OK, abi.DPS_MID_STEP
+# step() status codes of the host-driven loops (abi.cuh), the same for every method; negative
+# codes are SciPy's breakdown infos (-10, -11)
+OK, CONVERGED_MID_STEP, BREAKDOWN = abi.DPS_OK, abi.DPS_MID_STEP, abi.DPS_BREAKDOWN
 
 
-def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=True):
+def head_test(j, tau, atol, maxiter):
+    """The stop rule at the head of iteration j (tau = ||r_j||): (info, iterations, go). The
+    device's twin is dpsolve/cuda/include/dpsolve/stop.cuh's ``dps::head_test``, the same tests
+    in the same order, the reference solvers' order: a non-finite tau after a step is -10 at j;
+    a spent budget is maxiter (whatever tau says); SciPy's strict ``tau < atol`` is 0 at j."""
+    if j > 0 and not math.isfinite(tau):
+        return BREAKDOWN, j, False
+    if j >= maxiter:
+        return maxiter, maxiter, False
+    if tau < atol:
+        return 0, j, False
+    return 0, j, True
+
+
+def host_loop(step, start, atol, maxiter, callback, x):
     """The host-driven loop of every method, written once (cublas, cuda and merge share it).
 
     ``start()`` issues the set-up and returns (tau, status). ``step()`` runs one iteration and
@@ -492,14 +506,16 @@ def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=True):
     tests at the top of the next iteration, and status is OK, a SciPy breakdown code (-10, -11:
     the step stopped where the reference stops, so x is what the reference returns; -10 also
     for a non-finite scalar), or CONVERGED_MID_STEP (BiCGStab's ||s|| < atol exit: x already
-    holds the final update). ``nonfinite_stops``: a non-finite tau ends the solve with -10 after
-    the callback, as every reference solver does (dpsolve's extension; False would iterate on NaN
-    to maxiter as SciPy does: no variant asks for that since BiCG and BiCGStab stop too).
+    holds the final update). After the step and its callback, ``head_test`` decides (a
+    non-finite tau ends the solve with -10 after the callback, as every reference solver does;
+    graph.cu's ``dps::step_test`` is this on the device).
     """
     tau, _ = start()
-    for j in range(maxiter):
-        if tau < atol:
-            return 0, j
+    j = 0
+    while True:
+        info, its, go = head_test(j, tau, atol, maxiter)
+        if not go:
+            return info, its
         tau, status = step()
         if status < 0:
             return status, j
@@ -507,15 +523,4 @@ def host_loop(step, start, atol, maxiter, callback, x, nonfinite_stops=True):
             return 0, j + 1
         if callback is not None:
             callback(x)
-        if nonfinite_stops and not math.isfinite(tau):
-            return -10, j + 1
-    return maxiter, maxiter
-
-
-def host_cg_loop(step, start, atol, maxiter, callback, x):
-    """host_loop for CG, whose step reports status 1 for a non-finite alpha (-10, as the reference
-    does) and which also stops with -10 when tau turns non-finite."""
-    def cg_step():
-        tau, status = step()
-        return tau, (-10 if status else OK)
-    return host_loop(cg_step, start, atol, maxiter, callback, x, nonfinite_stops=True)
+        j += 1

@@ -157,7 +157,7 @@ class CublasBackend(HostDrivenBackend):
                 pv = cb.dot(st.p, st.v)                          # O2 (host wait)
                 alpha = state["sigma"] / pv if pv != 0 else math.inf
                 if not np.isfinite(alpha):
-                    return math.nan, 1
+                    return math.nan, _gpu.BREAKDOWN
                 cb.axpy(alpha, st.p, x)                          # O3
                 cb.axpy(-alpha, st.v, st.r)                      # O4
                 if pre:
@@ -170,7 +170,7 @@ class CublasBackend(HostDrivenBackend):
                 tau = float(cb.nrm2(st.r)) if pre else math.sqrt(abs(zeta))   # O9
                 return tau, 0
 
-            info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+            info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
     @staticmethod

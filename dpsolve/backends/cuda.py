@@ -93,7 +93,7 @@ class CudaBackend(HostDrivenBackend):
             iteration.run(stream)
             return st.read_tau(sync)
 
-        info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):

@@ -39,7 +39,6 @@ from .merge import MergeBackend
 
 CACHE_MAX_BYTES = 64 << 20       # host matrix + D^-1 bytes hashed for the cache key, at most
 CACHE_ENTRIES = 4                # prepared systems kept (each holds its device buffers)
-MODE = {"cg": abi.DPS_GRAPH_CG, "bicg": abi.DPS_GRAPH_KRYLOV, "bicgstab": abi.DPS_GRAPH_KRYLOV}
 
 
 def _rt():
@@ -176,8 +175,7 @@ class GraphBackend(MergeBackend):
                     "cudaStreamBeginCaptureToGraph(body)")
                 try:
                     iteration.run(body)
-                    step((1,), (1,), (h, np.int32(MODE[st.method]), tau_status, st.params, st.ctl,
-                                      st.result), stream=body)
+                    step((1,), (1,), (h, tau_status, st.params, st.ctl, st.result), stream=body)
                 finally:
                     _ok(rt.cudaStreamEndCapture(body.ptr), "cudaStreamEndCapture(body)")
                 _update_dependencies(rt, stream, node)

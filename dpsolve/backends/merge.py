@@ -89,7 +89,7 @@ class MergeBackend(HostDrivenBackend):
     def cg(self, st, x, *, atol, maxiter, sync, callback):
         setup, iteration = self.cg_program(st, x)
         start, step = self._host_steps(st, setup, iteration, atol, sync)
-        info, its = _gpu.host_cg_loop(step, start, atol, maxiter, callback, x)
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
     @staticmethod

@@ -39,10 +39,7 @@ DPS_BINS_WORDS = 11
 # the step status of the host-driven loops
 DPS_OK = 0
 DPS_MID_STEP = 2
-
-# graph.cu's loop modes
-DPS_GRAPH_CG = 0
-DPS_GRAPH_KRYLOV = 1
+DPS_BREAKDOWN = -10
 
 # check.cu's csr_check flags
 DPS_CHECK_INDPTR = 1

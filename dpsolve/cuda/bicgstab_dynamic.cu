@@ -100,16 +100,14 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
     // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
     // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-    const bool suspect = !(j > 0 && !isfinite(tau)) && j < a.maxiter && !((double)tau < a.atol)
-                         && dyn::mag(rho) < dyn::eps2<T>();
+    const dps::Stop head = dps::head_test(j, (double)tau, a.atol, a.maxiter);   // stop.cuh
+    const bool suspect = head.go && dyn::mag(rho) < dyn::eps2<T>();
     rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.r);
     if (threadIdx.x == 0) {
         const T beta = (j > 0) ? (rho / rho_prev) * (alpha / omega) : T(0);
-        int info = 0, its = j;
+        int info = head.info, its = head.its;
         bool go = false;
-        if (j > 0 && !isfinite(tau)) info = -10;                   // -10 at j (step j-1 made it)
-        else if (j >= a.maxiter) info = its = a.maxiter;
-        else if ((double)tau < a.atol) info = 0;                   // SciPy's strict test
+        if (!head.go) {}
         else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;       // rho breakdown at j
         else if (!dps::is_finite(rho)) info = -10;                 // non-finite at j
         else if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) info = -11;   // omega breakdown at j

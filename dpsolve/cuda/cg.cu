@@ -3,8 +3,9 @@
 // AXPY and XPAY and spmv.cu's SpMV, one kernel per operation.
 //
 //   cg_start<T>   sigma = <r,z>, tau = sqrt(<r,r>), status = 0             (set-up)
-//   cg_alpha<T>   alpha = sigma / <p,v>; a non-finite alpha sets status = 1  (O2, scalar part)
-//                 and alpha = 0, so the AXPYs that follow leave x and r untouched
+//   cg_alpha<T>   alpha = sigma / <p,v>; a non-finite alpha sets status = DPS_BREAKDOWN (-10,
+//                 as every method's step) and alpha = 0, so the AXPYs that follow leave x and r
+//                 untouched                                               (O2, scalar part)
 //   cg_beta<T>    beta = zeta / sigma; sigma = zeta; tau = sqrt(<r,r>)     (O6, O7, O9)
 //   jacobi<T>     z = D^-1 r                                               (reads 2n, writes n)
 #include <dpsolve/common.cuh>
@@ -22,7 +23,7 @@ __global__ void cg_alpha(const T* __restrict__ sigma, const T* __restrict__ pv,
                          T* __restrict__ alpha, T* __restrict__ status) {
     T a = sigma[0] / pv[0];
     if (!isfinite(a)) {
-        status[0] = T(1);
+        status[0] = T(DPS_BREAKDOWN);
         a = T(0);
     }
     alpha[0] = a;

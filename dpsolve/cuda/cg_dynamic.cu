@@ -76,12 +76,9 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
     const T rr = pre ? dyn::sum_partials(a.part_rr, (int)gridDim.x, smem) : zeta;
     if (threadIdx.x == 0) {
         const dps::real_t<T> tau = sqrt(fabs(rr));
-        int info = 0, its = j;
-        bool go = false;
-        if (j > 0 && !isfinite(tau)) info = -10;                  // -10 at j (the step j-1 made it)
-        else if (j >= a.maxiter) info = its = a.maxiter;
-        else if ((double)tau < a.atol) info = 0;                  // SciPy's strict test
-        else go = true;
+        const dps::Stop s = dps::head_test(j, (double)tau, a.atol, a.maxiter);   // stop.cuh
+        const bool go = s.go;
+        const int info = s.info, its = s.its;
         sh_go = go;
         sh_beta = (j > 0) ? zeta / sigma_prev : T(0);
         if (blockIdx.x == 0) {

@@ -68,7 +68,7 @@ cg_spmv_dot_ell(int n, int width, const int* __restrict__ indices, const T* __re
 }
 
 // {O2b}: one block reduces the nparts partials to pv and computes alpha = sigma / pv.
-// A non-finite alpha (pv == 0, overflow, NaN) sets status = 1 and alpha = 0, so the update that
+// A non-finite alpha (pv == 0, overflow, NaN) sets status = -10 and alpha = 0, so the update that
 // follows leaves x and r untouched (the contract of cg.cu's cg_alpha).
 // Reads nparts*s + s (sigma); writes 2*s (pv, alpha) + s (status, only on breakdown).
 template <typename T>
@@ -83,7 +83,7 @@ cg_merge_alpha(int nparts, const T* __restrict__ partials, const T* __restrict__
         pv[0] = sum;
         T a = sigma[0] / sum;
         if (!isfinite(a)) {
-            status[0] = T(1);
+            status[0] = T(DPS_BREAKDOWN);
             a = T(0);
         }
         alpha[0] = a;

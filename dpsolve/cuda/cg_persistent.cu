@@ -66,9 +66,8 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
         const T rrs = pre ? pers::all_sum(part_rr, gridDim.x, smem, &bcast) : zeta;
         tau = sqrt(fabs((double)dps::real(rrs)));
         if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
-        if (j > 0 && !isfinite(tau)) { info = -10; its = j; break; }
-        if (tau < atol) { info = 0; its = j; break; }
-        if (j == maxiter) { info = maxiter; its = maxiter; break; }
+        const dps::Stop s = dps::head_test(j, tau, atol, maxiter);      // stop.cuh
+        if (!s.go) { info = s.info; its = s.its; break; }
         const T beta = (j > 0) ? zeta / sigma : T(0);
         sigma = zeta;
         T* p_cur = (j & 1) ? p1 : p0;

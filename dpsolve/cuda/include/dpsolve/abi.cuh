@@ -33,14 +33,11 @@
 // partials, then n_short, n_med, n_chunks
 #define DPS_BINS_WORDS 11
 
-// ---- the step status of the host-driven loops (the STATUS slot); negative values are SciPy's
-// breakdown codes (-10, -11)
+// ---- the step status of the host-driven loops (the STATUS slot), the same for every method;
+// negative values are SciPy's breakdown codes (-10, -11). The stop rule: stop.cuh
 #define DPS_OK 0
 #define DPS_MID_STEP 2           // BiCGStab's ||s|| < atol exit: converged mid-iteration
-
-// ---- graph.cu's loop modes
-#define DPS_GRAPH_CG 0           // STATUS != 0 is CG's non-finite alpha (-10 at j)
-#define DPS_GRAPH_KRYLOV 1       // STATUS < 0 is SciPy's code at j; DPS_MID_STEP the ||s|| exit
+#define DPS_BREAKDOWN -10        // SciPy's -10; dpsolve's code for a non-finite scalar too
 
 // ---- check.cu's csr_check flags (ORed)
 #define DPS_CHECK_INDPTR 1       // a row pointer decreases, or lies outside [0, nnz]

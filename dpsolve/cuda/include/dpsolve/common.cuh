@@ -5,7 +5,8 @@
 // runtime headers are needed.
 #pragma once
 
-#include <dpsolve/abi.cuh>    // DPS_BLOCK, DPS_WARP, DPS_CHUNK and the rest shared with Python
+#include <dpsolve/abi.cuh>
+#include <dpsolve/stop.cuh>   // the stop rule of every device-side loop    // DPS_BLOCK, DPS_WARP, DPS_CHUNK and the rest shared with Python
 
 #define DPS_FULL_MASK 0xffffffffu
 

@@ -74,9 +74,8 @@ __device__ __forceinline__ Head<T> shadow_head(int j, int maxiter, double atol, 
     const T rr = all_sum(part_rr, gridDim.x, smem, bcast);
     const dps::real_t<T> tau = sqrt(fabs(rr));
     if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
-    if (j > 0 && !isfinite(tau)) return {rho, (double)tau, -10, j, false};
-    if (j >= maxiter) return {rho, (double)tau, maxiter, maxiter, false};
-    if ((double)tau < atol) return {rho, (double)tau, 0, j, false};
+    const dps::Stop s = dps::head_test(j, (double)tau, atol, maxiter);   // stop.cuh
+    if (!s.go) return {rho, (double)tau, s.info, s.its, false};
     rho = dps::confirm_dot(dyn::mag(rho) < dyn::eps2<T>(), rho, n, rt, z);
     if (dyn::mag(rho) < dyn::eps2<T>()) return {rho, (double)tau, -10, j, false};
     if (!dps::is_finite(rho)) return {rho, (double)tau, -10, j, false};
