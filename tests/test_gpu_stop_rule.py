@@ -12,9 +12,11 @@ from dpsolve.backends import VARIANT_NAMES, get_backend
 
 pytestmark = pytest.mark.gpu
 
+# GMRES counts restart cycles (its own tests); BiCGStab may converge inside an iteration
+# (||s|| < atol), which no budget stops: on the H100 it does so on this system
 PAIRS = [(m, v) for m in methods.names() for v in VARIANT_NAMES
          if methods.implemented(m, v) and get_backend(v) is not None
-         and not methods.get(m).options]           # GMRES counts restart cycles: its own tests
+         and not methods.get(m).options and m != "bicgstab"]
 
 
 def _system(n=30):

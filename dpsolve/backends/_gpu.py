@@ -20,6 +20,7 @@ import numpy as np
 from .. import methods as method_table
 from .._device import status as device_status
 from ..cuda import abi, ops
+from ..cuda.executor import Executor
 from ..formats import FORMATS
 from .._setup import Readback, resources, scaled_norm, wait
 from ..measure import GpuEnergyMeter, Stopwatch, no_rapl
@@ -167,7 +168,9 @@ class GpuState:
             self.z = vecs[4] if self.preconditioned else self.r
             self.scal = cupy.zeros(self.N_SCALARS, dt)
             self.scal[ONE] = 1
-            self.partials = cupy.zeros(2 * ops.DOT_MAX_PARTIALS, dt)
+            # the executor runs this state's operations on its stream (dpsolve/cuda/executor.py)
+            self.ex = Executor(self.stream, dt)
+            self.partials = self.ex.partials
             # (atol, maxiter) as kernels read them from device memory (merge's BiCGStab, graph)
             self.params = cupy.zeros(2, np.float64)
         self.host = HostScalars(self.N_SCALARS, dt)
@@ -193,14 +196,14 @@ class GpuState:
     def psolve(self, r, z):
         """z = M r: the Jacobi kernel, or the user's preconditioner."""
         if self.M is not None:
-            ops.spmv(self.M, r, z, self.stream)
+            self.ex.spmv(self.M, r, z)
         else:
-            ops.jacobi(self.inv_diag, r, z, self.stream)
+            self.ex.jacobi(self.inv_diag, r, z)
 
     def rpsolve(self, r, z):
         """z = M^H r (BiCG's psolve of r~): conj(D^-1) r, or the user's M.rmatvec."""
         if self.MH is not None:
-            ops.spmv(self.MH, r, z, self.stream)
+            self.ex.spmv(self.MH, r, z)
         else:
             ops.jacobi_conj(self.inv_diag, r, z, self.stream)
 
@@ -226,27 +229,24 @@ class GpuState:
         cublas's confirmation of a breakdown test that failed on a fast inner product (rho,
         <p~, q>, <r~, v>, <t, s>) before it reports -10 / -11 (a rare path; see common.cuh).
         Uses the RHO slot as scratch."""
-        ops.LAUNCHES.add()
+        self.ex.count()
         ops.dot_accurate(a, b, self.s(RHO), self.stream)
         return self.host.fetch(self.s(RHO), self.stream, sync)[0]
 
     def cg_setup(self, x):
         """Issue the CG set-up with dpsolve's unfused kernels: r = b - A x, z = D^-1 r,
         sigma = <r, z>, tau = ||r||, status = 0, p = z. Shared by the host-driven variants."""
-        import cupy
-        s, stream, pre = self.s, self.stream, self.preconditioned
-        cupy.copyto(self.r, self.b)
-        ops.LAUNCHES.add()
-        ops.spmv(self.A, x, self.v, stream)
-        ops.axpy(s(ONE), self.v, self.r, sign=-1.0, stream=stream)
+        ex, s, pre = self.ex, self.s, self.preconditioned
+        ex.copy(self.b, self.r)
+        ex.spmv(self.A, x, self.v)
+        ex.axpy(s(ONE), self.v, self.r, sign=-1.0)                     # r = b - A x
         if pre:
             self.psolve(self.r, self.z)
-            ops.dot(self.r, self.r, s(RR), self.partials, stream)
-        ops.dot(self.r, self.z, s(ZETA), self.partials, stream)
-        ops.scalar("cg", "cg_start", self.dtype, s(ZETA), s(RR if pre else ZETA), s(SIGMA),
-                   s(TAU), s(STATUS), stream=stream)
-        cupy.copyto(self.p, self.z)
-        ops.LAUNCHES.add()
+            ex.dot(self.r, self.r, s(RR))
+        ex.dot(self.r, self.z, s(ZETA))
+        ex.scalar("cg", "cg_start", self.dtype, s(ZETA), s(RR if pre else ZETA), s(SIGMA),
+                  s(TAU), s(STATUS))
+        ex.copy(self.z, self.p)
 
     # --- BiCG / BiCGStab on the host-driven variants ------------------------------------------
 
@@ -280,20 +280,15 @@ class GpuState:
         """Issue the BiCG / BiCGStab set-up with unfused kernels: r = b - A x, r~ = r, the
         vectors in ``zero`` set to 0 (p, p~, v: the first iteration's beta = 0 then gives p = z
         or p = r exactly), status = beta = omega = 0, tau = ||r||. Shared by cuda and merge."""
-        import cupy
-        s, stream = self.s, self.stream
-        cupy.copyto(self.r, self.b)
-        ops.LAUNCHES.add()
-        ops.spmv(self.A, x, self.v, stream)
-        ops.axpy(s(ONE), self.v, self.r, sign=-1.0, stream=stream)
-        cupy.copyto(self.vec("rt"), self.r)
-        ops.LAUNCHES.add()
+        ex, s = self.ex, self.s
+        ex.copy(self.b, self.r)
+        ex.spmv(self.A, x, self.v)
+        ex.axpy(s(ONE), self.v, self.r, sign=-1.0)                     # r = b - A x
+        ex.copy(self.r, self.vec("rt"))
         for v in zero:
-            v.fill(0)
-            ops.LAUNCHES.add()
-        ops.scalar("krylov", "krylov_start", self.dtype, s(STATUS), s(BI_BETA), s(OMEGA),
-                   stream=stream)
-        ops.nrm2(self.r, s(TAU), self.partials, stream)
+            ex.fill(v, 0)
+        ex.scalar("krylov", "krylov_start", self.dtype, s(STATUS), s(BI_BETA), s(OMEGA))
+        ex.nrm2(self.r, s(TAU))
 
 
 class GpuBackend(Backend):
@@ -392,9 +387,10 @@ class GpuBackend(Backend):
         # energy only on request: an NVML read costs milliseconds of host time
         meter = GpuEnergyMeter(cupy.cuda.Device().id) if energy else None
         t_start, t_end = res.t_start, res.t_end
-        launches0 = ops.LAUNCHES.count
+        ex = state.ex
+        launches0 = ex.launches
         stream = state.stream
-        with SyncMode(sync, res) as sm:
+        with SyncMode(sync, res) as sm, ex:            # the state's executor counts the launches
             if meter is not None:
                 stream.synchronize()               # the window starts on an idle stream
                 meter.start()
@@ -404,7 +400,7 @@ class GpuBackend(Backend):
                     result = self.solve_loop(state, x, atol=atol, maxiter=maxiter,
                                              sync=sm, callback=cb)
                 t_end.record(stream)
-                launches = ops.LAUNCHES.count - launches0      # the iterations' own
+                launches = ex.launches - launches0             # the iterations' own
                 # the true residual ||b - A x|| is queued behind the solve and read with its
                 # final wait: one host wait for both (its launches are the check's, not counted)
                 rb = Readback(stream, res)

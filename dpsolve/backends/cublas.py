@@ -57,7 +57,7 @@ _BLAS_NAMES = {"f": ("s", "sdot", "snrm2"), "d": ("d", "ddot", "dnrm2"),
 class _Cublas:
     """Thin host-pointer-mode wrappers over CuPy's cuBLAS bindings for one dtype."""
 
-    def __init__(self, dtype, stream, sync):
+    def __init__(self, dtype, stream, sync, ex):
         import cupy
         from cupy_backends.cuda.libs import cublas
         self.lib = cublas
@@ -70,6 +70,7 @@ class _Cublas:
         self.host = np.zeros(2, dtype=dtype)            # [result, alpha]: host-side scalars
         self.host_norm = np.zeros(1, dtype=np.finfo(dtype).dtype)   # NRM2's result is real
         self.stream, self.sync = stream, sync
+        self.ex = ex                                     # counts the cuBLAS calls as launches
 
     def __enter__(self):
         self.old_mode = self.lib.getPointerMode(self.h)
@@ -87,32 +88,32 @@ class _Cublas:
         return self.host.ctypes.data
 
     def dot(self, x, y):
-        ops.LAUNCHES.add()
+        self.ex.count()
         self._dot(self.h, x.size, x.data.ptr, 1, y.data.ptr, 1, self._result())
         self.sync.waits += 1          # host pointer mode: the call returned only once the GPU did
         return self.host[0]
 
     def nrm2(self, x):
-        ops.LAUNCHES.add()
+        self.ex.count()
         self._nrm2(self.h, x.size, x.data.ptr, 1, self.host_norm.ctypes.data)
         self.sync.waits += 1
         return self.host_norm[0]
 
     def axpy(self, alpha, x, y):
-        ops.LAUNCHES.add()
+        self.ex.count()
         self.host[1] = alpha
         self._axpy(self.h, x.size, self.host.ctypes.data + self.host.itemsize, x.data.ptr, 1,
                    y.data.ptr, 1)
 
     def scal(self, alpha, x):
-        ops.LAUNCHES.add()
+        self.ex.count()
         self.host[1] = alpha
         self._scal(self.h, x.size, self.host.ctypes.data + self.host.itemsize, x.data.ptr, 1)
 
     def copy(self, x, y):
         """y = x: cublas<t>copy where CuPy binds it, else a device-to-device copy on the same
         stream (CuPy 14.2's cuBLAS bindings have no copy)."""
-        ops.LAUNCHES.add()
+        self.ex.count()
         if self._copy is not None:
             self._copy(self.h, x.size, x.data.ptr, 1, y.data.ptr, 1)
         else:
@@ -138,10 +139,10 @@ class CublasBackend(HostDrivenBackend):
         A, stream = st.A, st.stream
         pre = st.preconditioned
         state = {}
-        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
+        with _Cublas(st.dtype, stream, sync, st.ex) as cb, np.errstate(all="ignore"):
             def start():
                 cupy.copyto(st.r, st.b)                          # r = b - A x
-                ops.LAUNCHES.add()
+                st.ex.count()
                 ops.spmv(A, x, st.v, stream)
                 cb.axpy(-1.0, st.v, st.r)
                 if pre:
@@ -149,7 +150,7 @@ class CublasBackend(HostDrivenBackend):
                 state["sigma"] = cb.dot(st.r, st.z)
                 tau = float(cb.nrm2(st.r)) if pre else math.sqrt(abs(state["sigma"]))
                 cupy.copyto(st.p, st.z)
-                ops.LAUNCHES.add()
+                st.ex.count()
                 return tau, 0
 
             def step():
@@ -178,7 +179,7 @@ class CublasBackend(HostDrivenBackend):
         """r = b - A x; r~ = r; returns (||r||, OK). Shared by BiCG and BiCGStab."""
         import cupy
         cupy.copyto(st.r, st.b)
-        ops.LAUNCHES.add()
+        st.ex.count()
         ops.spmv(st.A, x, st.v, st.stream)
         cb.axpy(-1.0, st.v, st.r)
         cb.copy(st.r, st.vec("rt"))
@@ -191,7 +192,7 @@ class CublasBackend(HostDrivenBackend):
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
         tol = st.breakdown_tol
         state = {"rho_prev": None}
-        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
+        with _Cublas(st.dtype, stream, sync, st.ex) as cb, np.errstate(all="ignore"):
             def start():
                 state["rho_prev"] = None
                 return self._residual_start(st, x, cb)
@@ -244,7 +245,7 @@ class CublasBackend(HostDrivenBackend):
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
         tol = st.breakdown_tol
         state = {}
-        with _Cublas(st.dtype, stream, sync) as cb, np.errstate(all="ignore"):
+        with _Cublas(st.dtype, stream, sync, st.ex) as cb, np.errstate(all="ignore"):
             def start():
                 state.clear()
                 return self._residual_start(st, x, cb)

@@ -65,41 +65,42 @@ class CudaBackend(HostDrivenBackend):
     name = "cuda"
     takes_operator_M = True
 
+    # Each loop is written over the state's executor (dpsolve/cuda/executor.py): ex.spmv, ex.dot,
+    # ex.axpy ... issue dpsolve's kernels on the state's stream; ex.record() captures an
+    # iteration once, replayed each iteration with no Python wrapper running.
+
     def cg(self, st, x, *, atol, maxiter, sync, callback):
-        A, s, stream, dt = st.A, st.s, st.stream, st.dtype
+        ex, A, s, dt = st.ex, st.A, st.s, st.dtype
         pre = st.preconditioned
-        parts = st.partials
         rr = RR if pre else ZETA
 
         def start():
             st.cg_setup(x)                                             # r, z, sigma, tau, p
             return st.read_tau(sync)
 
-        with ops.record() as iteration:                                # captured once, replayed
-            ops.spmv(A, st.p, st.v, stream)                            # O1  v = A p
-            ops.dot(st.p, st.v, s(PV), parts, stream)                  # O2  <p, v>
-            ops.scalar("cg", "cg_alpha", dt, s(SIGMA), s(PV), s(ALPHA), s(STATUS), stream=stream)
-            ops.axpy(s(ALPHA), st.p, x, stream=stream)                 # O3  x += alpha p
-            ops.axpy(s(ALPHA), st.v, st.r, sign=-1.0, stream=stream)   # O4  r -= alpha v
+        with ex.record() as iteration:                                 # captured once, replayed
+            ex.spmv(A, st.p, st.v)                                     # O1  v = A p
+            ex.dot(st.p, st.v, s(PV))                                  # O2  <p, v>
+            ex.scalar("cg", "cg_alpha", dt, s(SIGMA), s(PV), s(ALPHA), s(STATUS))
+            ex.axpy(s(ALPHA), st.p, x)                                 # O3  x += alpha p
+            ex.axpy(s(ALPHA), st.v, st.r, sign=-1.0)                   # O4  r -= alpha v
             if pre:
                 st.psolve(st.r, st.z)                                  #     z = M r
-                ops.dot(st.r, st.r, s(RR), parts, stream)
-            ops.dot(st.r, st.z, s(ZETA), parts, stream)                # O5  zeta = <r, z>
-            ops.scalar("cg", "cg_beta", dt, s(ZETA), s(rr), s(SIGMA), s(BETA), s(TAU),
-                       stream=stream)                                  # O6 O7 O9
-            ops.xpay(st.z, s(BETA), st.p, stream)                      # O8  p = z + beta p
+                ex.dot(st.r, st.r, s(RR))
+            ex.dot(st.r, st.z, s(ZETA))                                # O5  zeta = <r, z>
+            ex.scalar("cg", "cg_beta", dt, s(ZETA), s(rr), s(SIGMA), s(BETA), s(TAU))  # O6 O7 O9
+            ex.xpay(st.z, s(BETA), st.p)                               # O8  p = z + beta p
 
         def step():
-            iteration.run(stream)
+            iteration.run(st.stream)
             return st.read_tau(sync)
 
         info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
         return info, its, {}
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
-        A, AH, s, stream, dt = st.A, st.AH, st.s, st.stream, st.dtype
+        ex, A, AH, s, stream, dt = st.ex, st.A, st.AH, st.s, st.stream, st.dtype
         pre = st.preconditioned
-        parts = st.partials
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
         tol = st.breakdown_tol
@@ -111,35 +112,33 @@ class CudaBackend(HostDrivenBackend):
             return st.read_tau(sync)
 
         def record(first):
-            with ops.record() as plan:
+            with ex.record() as plan:
                 if pre:
                     st.psolve(r, z)                                        # z = M r
                     st.rpsolve(rt, zt)                                     # z~ = M^H r~
-                ops.dot(rt, z, s(RHO), parts, stream)                      # rho = <r~, z>
-                ops.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, n, rt, z, s(RHO),
-                           s(RHO_PREV), s(BI_BETA), status, stream=stream,
-                           block=True)                                     # -10; beta
+                ex.dot(rt, z, s(RHO))                                      # rho = <r~, z>
+                ex.scalar("krylov", "bicg_beta", dt, np.int32(first), tol, n, rt, z, s(RHO),
+                          s(RHO_PREV), s(BI_BETA), status, block=True)     # -10; beta
                 ops.xpay_conj(z, s(BI_BETA), p, conj=False, stream=stream)  # p = z + beta p
                 ops.xpay_conj(zt, s(BI_BETA), pt, stream=stream)           # p~ = z~ + conj(beta) p~
-                ops.spmv(A, p, q, stream)                                  # q = A p
-                ops.spmv(AH, pt, qt, stream)                               # q~ = A^H p~
-                ops.dot(pt, q, s(RV), parts, stream)                       # <p~, q>
-                ops.scalar("krylov", "bicg_alpha", dt, n, pt, q, s(RHO), s(RV), s(BI_ALPHA),
-                           s(RHO_PREV), status, stream=stream, block=True)  # -11; alpha
+                ex.spmv(A, p, q)                                           # q = A p
+                ex.spmv(AH, pt, qt)                                        # q~ = A^H p~
+                ex.dot(pt, q, s(RV))                                       # <p~, q>
+                ex.scalar("krylov", "bicg_alpha", dt, n, pt, q, s(RHO), s(RV), s(BI_ALPHA),
+                          s(RHO_PREV), status, block=True)                 # -11; alpha
                 ops.axpy_guarded(status, s(BI_ALPHA), p, x, stream=stream)  # x += alpha p
                 # r -= alpha q
                 ops.axpy_guarded(status, s(BI_ALPHA), q, r, sign=-1.0, stream=stream)
                 ops.axpy_guarded(status, s(BI_ALPHA), qt, rt, sign=-1.0, conj=True,
                                  stream=stream)                            # r~ -= conj(alpha) q~
-                ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
+                ex.nrm2(r, s(TAU))                                         # tau = ||r||
             return plan
 
         return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
-        A, s, stream, dt = st.A, st.s, st.stream, st.dtype
+        ex, A, s, stream, dt = st.ex, st.A, st.s, st.stream, st.dtype
         pre = st.preconditioned
-        parts = st.partials
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
         tol = st.breakdown_tol
@@ -151,36 +150,35 @@ class CudaBackend(HostDrivenBackend):
             return st.read_tau(sync)
 
         def record(first):
-            with ops.record() as plan:
-                ops.dot(rt, r, s(RHO), parts, stream)                      # rho = <r~, r>
-                ops.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, n, rt, r,
-                           s(RHO), s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
-                           stream=stream, block=True)                      # -10, -11; beta
+            with ex.record() as plan:
+                ex.dot(rt, r, s(RHO))                                      # rho = <r~, r>
+                ex.scalar("krylov", "bicgstab_beta", dt, np.int32(first), tol, n, rt, r,
+                          s(RHO), s(RHO_PREV), s(BI_ALPHA), s(OMEGA), s(BI_BETA), status,
+                          block=True)                                      # -10, -11; beta
                 ops.bicgstab_p(r, s(BI_BETA), s(OMEGA), v, p, stream)  # p = r + beta (p - omega v)
                 if pre:
                     st.psolve(p, phat)                                     # p^ = M p
-                ops.spmv(A, phat, v, stream)                               # v = A p^
-                ops.dot(rt, v, s(RV), parts, stream)                       # <r~, v>
-                ops.scalar("krylov", "bicgstab_alpha", dt, n, rt, v, s(RHO), s(RV), s(BI_ALPHA),
-                           status, stream=stream, block=True)              # -11; alpha
+                ex.spmv(A, phat, v)                                        # v = A p^
+                ex.dot(rt, v, s(RV))                                       # <r~, v>
+                ex.scalar("krylov", "bicgstab_alpha", dt, n, rt, v, s(RHO), s(RV), s(BI_ALPHA),
+                          status, block=True)                              # -11; alpha
                 ops.axpy_guarded(status, s(BI_ALPHA), phat, x, stream=stream)  # x += alpha p^
                 # s = r - alpha v
                 ops.axpy_guarded(status, s(BI_ALPHA), v, r, sign=-1.0, stream=stream)
-                ops.dot(r, r, s(SS), parts, stream)                        # <s, s>
-                ops.scalar("krylov", "bicgstab_snorm", dt, s(SS), np.float64(atol), status,
-                           stream=stream)                                  # ||s|| < atol: status 2
+                ex.dot(r, r, s(SS))                                        # <s, s>
+                ex.scalar("krylov", "bicgstab_snorm", dt, s(SS), np.float64(atol),
+                          status)                                          # ||s|| < atol: status 2
                 if pre:
                     st.psolve(r, shat)                                     # s^ = M s
-                ops.spmv(A, shat, t, stream)                               # t = A s^
-                ops.dot(t, r, s(TS), parts, stream)                        # <t, s>
-                ops.dot(t, t, s(TT), parts, stream)                        # <t, t>
-                ops.scalar("krylov", "bicgstab_omega", dt, tol, n, t, r, s(TS), s(TT), s(RHO),
-                           s(OMEGA), s(RHO_PREV), status, stream=stream,
-                           block=True)                                     # omega; rho_prev = rho
+                ex.spmv(A, shat, t)                                        # t = A s^
+                ex.dot(t, r, s(TS))                                        # <t, s>
+                ex.dot(t, t, s(TT))                                        # <t, t>
+                ex.scalar("krylov", "bicgstab_omega", dt, tol, n, t, r, s(TS), s(TT), s(RHO),
+                          s(OMEGA), s(RHO_PREV), status, block=True)       # omega; rho_prev = rho
                 ops.axpy_guarded(status, s(OMEGA), shat, x, stream=stream)  # x += omega s^
                 # r = s - omega t
                 ops.axpy_guarded(status, s(OMEGA), t, r, sign=-1.0, stream=stream)
-                ops.nrm2(r, s(TAU), parts, stream)                         # tau = ||r||
+                ex.nrm2(r, s(TAU))                                         # tau = ||r||
             return plan
 
         return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)

@@ -73,7 +73,7 @@ class MergeBackend(HostDrivenBackend):
         general = st.M is not None          # a user's M: applied between the fused kernels
         m = ops.DOT_MAX_PARTIALS
 
-        with ops.record() as iteration:                                           # captured once
+        with st.ex.record() as iteration:                                   # captured once
             nparts = ops.merge_spmv_dot(A, st.p, st.v, parts, stream)             # {O1-O2a}
             ops.merge_alpha(nparts, parts, sigma, pv, alpha, status, stream)      # {O2b}
             nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, inv_diag, z,    # {O3-O4-O5a}
@@ -127,7 +127,7 @@ class MergeBackend(HostDrivenBackend):
             ops.bicg_merge_rho(nparts, part_rho, part_rr, True, tol, rt, z, rho, beta, tau,
                                pending, status, stream)        # rho, tau, pending; beta = 0
 
-        with ops.record() as iteration:                                           # captured once
+        with st.ex.record() as iteration:                                   # captured once
             ops.bicg_merge_p(pending, status, beta, z, zt, p, pt, stream)  # {rho check, p, p~}
             nparts = ops.bicg_merge_spmv2_dot(A, AH, p, pt, q, qt, part_rv,  # {SpMV x2, DOT_ini}
                                               stream)
@@ -171,7 +171,7 @@ class MergeBackend(HostDrivenBackend):
             ops.bicgstab_merge_rho(nparts, part_rho, part_rr, True, tol, rt, r, rho, alpha, omega,
                                    beta, tau, pending, status, stream)  # rho, tau, pending
 
-        with ops.record() as iteration:                                             # captured once
+        with st.ex.record() as iteration:                                   # captured once
             ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
                                  phat, stream)                                      #  psolve}
             if general:

@@ -1,6 +1,8 @@
 """Host wrappers of the kernels: one function per kernel family, each computing its own grid.
 
-Arguments are CuPy arrays already on the device; nothing here copies to or from the host.
+Arguments are CuPy arrays already on the device; nothing here copies to or from the host. The
+common ones are also methods of the executor (``dpsolve/cuda/executor.py``), which counts and
+records the launches made here.
 """
 from __future__ import annotations
 
@@ -11,81 +13,14 @@ import numpy as np
 from ..formats import CSR, ELL, DEFAULT_MAX_FILL, RowBins
 from . import abi
 from ._loader import CSR_VECTOR_WIDTHS, DYN_ADAPTIVE, DYN_CSR_SCALAR, DYN_ELL, get_kernel
+from .executor import host_call, launch
 
 BLOCK = abi.DPS_BLOCK  # threads per block of every kernel dpsolve launches
 DOT_MAX_PARTIALS = 1024
 
 
-class LaunchCounter:
-    """Counts kernel launches issued by the host through these wrappers (and cuBLAS calls that
-    back ends report with ``add``)."""
-
-    def __init__(self):
-        self.count = 0
-
-    def add(self, k=1):
-        self.count += k
-
-
-LAUNCHES = LaunchCounter()
-
-
-_RECORDING = None
-
-
-def host_call(fn) -> None:
-    """Run ``fn()`` (Python code between kernels: a user's operator) now or, inside ``record()``,
-    at its place in the recorded plan."""
-    if _RECORDING is not None:
-        _RECORDING.append((fn, None, None, None, None))
-        return
-    fn()
-
-
-def launch(kernel, grid, block, args, stream=None, shared_mem=0):
-    """Every host-side kernel launch of dpsolve goes through here, so launches can be counted
-    (and, inside ``record()``, captured into a plan instead of issued)."""
-    if _RECORDING is not None:
-        _RECORDING.append((kernel, grid, block, args, shared_mem))
-        return
-    LAUNCHES.count += 1
-    kernel(grid, block, args, stream=stream, shared_mem=shared_mem)
-
-
-class Plan:
-    """A recorded sequence of launches with fixed arguments, replayed as it is: the host-driven
-    loops record one iteration once and replay it, so no Python wrapper runs per iteration."""
-
-    def __init__(self):
-        self.launches = []
-
-    def run(self, stream) -> None:
-        for kernel, grid, block, args, shared_mem in self.launches:
-            if grid is None:
-                kernel()                   # a host_call
-            else:
-                kernel(grid, block, args, stream=stream, shared_mem=shared_mem)
-        LAUNCHES.count += len(self.launches)
-
-    def __len__(self):
-        return len(self.launches)
-
-
-class record:
-    """``with ops.record() as plan: ...`` captures the launches of the wrapped ops calls."""
-
-    def __enter__(self) -> Plan:
-        global _RECORDING
-        if _RECORDING is not None:
-            raise RuntimeError("ops.record() does not nest")
-        self.plan = Plan()
-        _RECORDING = self.plan.launches
-        return self.plan
-
-    def __exit__(self, *exc):
-        global _RECORDING
-        _RECORDING = None
-        return False
+# launches are counted on (or recorded into) the executor active on this thread
+# (dpsolve/cuda/executor.py): every wrapper here launches through ``launch``
 
 
 def real_scalar(dtype, value):
