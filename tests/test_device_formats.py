@@ -16,7 +16,7 @@ from dpsolve.formats import FORMATS, to_csr
 from dpsolve.matrices import power_law
 
 SM = 100                 # the stubbed multiprocessor count
-FUSED = {"csr-scalar": "_csr", "ell": "_ell"}
+FUSED = ("csr-scalar", "ell")       # one thread per row: fused SpMV + DOT kernels
 ALL = FORMATS + ("operator",)
 
 
@@ -165,9 +165,14 @@ def test_merge_kernels_fused_or_not(csr, record):
             nparts, launches = record(call, A)
             if fmt in FUSED:
                 [(src, expr, grid, args)] = launches
-                assert (src, expr) == (source, f"{base}{FUSED[fmt]}<{{T}}>")
+                assert (src, expr) == (source, f"{base}<{{T}}, {A.dynamic_code}>")
                 assert grid == nparts == ops.merge_parts(n)
                 check_launch(src, expr, args)
+                # (n, width, indptr, indices, data, ...): CSR passes width 0, ELL a null indptr
+                if fmt == "ell":
+                    assert args[1] == A.ell.width and args[2] == 0 and args[3] is A.ell.indices
+                else:
+                    assert args[1] == 0 and args[2] is A.csr.indptr and args[3] is A.csr.indices
             elif base == "bicg_spmv2_dot" and fmt == "csr-vector":     # A p, A^H p~ together
                 (src, expr, grid, args), dot = launches
                 assert expr == f"bicg_spmv2_vector<{{T}}, {A.width}>" and grid == grid_for(A.work)
@@ -180,6 +185,7 @@ def test_merge_kernels_fused_or_not(csr, record):
                            for s in launches[:spmvs])
                 check_launch(*launches[-1][:2], launches[-1][3])
     assert set(dm.UNFUSED_SPMV) == set(ALL) - set(FUSED) == set(ops.UNFUSED_SPMV)
+    assert {matrix(f, csr).dynamic_code for f in FUSED} == set(_loader.FUSED_CODES)
 
 
 @pytest.mark.parametrize("persistent", [False, True])

@@ -11,11 +11,12 @@ they never branch on the format:
   of the dynamic and persistent kernels;
 * ``dynamic_code``: the W template argument of the kernels built on dynamic.cuh's ``for_rows``
   (abi.cuh's DYN_* codes, or the CSR-vector width), and ``dyn_args()``: their matrix arguments;
-* ``fused_kernel(base)``: the merge variant's fused SpMV + DOT kernel ``base`` for this row mapping
-  (``<base>_csr`` / ``<base>_ell``), or None where SpMV and DOT cannot share a kernel (the merge
-  variant then runs the SpMV, then the DOT); ``merge_args()``: the matrix arguments of the merge
-  kernels; ``spmv2_kernel()``: BiCG's A p and A^H p~ in one kernel where there is no fused one
-  (CSR-vector), else None.
+* ``fused_kernel(base)``: the merge variant's fused SpMV + DOT kernel ``base<T, W>`` (W its
+  ``dynamic_code``: the formats with one thread per row), or None where SpMV and DOT cannot share a
+  kernel (the merge variant then runs the SpMV, then the DOT); ``merge_args()``: the matrix
+  arguments of its merge kernels (the fused ones take (width, indptr, indices, data), as the
+  dynamic kernels do); ``spmv2_kernel()``: BiCG's A p and A^H p~ in one kernel where there is no
+  fused one (CSR-vector), else None.
 
 A new format is one class here (and its kernels), listed in ``FORMAT_CLASSES``. Nothing here
 launches a kernel: ops.launch does (it counts launches and records plans); the grid helpers come in
@@ -65,7 +66,8 @@ class DeviceMatrix:
     ``bins`` are None / 0 where a format has none, so every matrix answers them.
     """
     format = ""
-    fusable = False          # has the merge variant's fused SpMV + DOT kernels (a thread per row)
+    fusable = False          # has the merge variant's fused SpMV + DOT kernels (a thread per row:
+                             # _loader.FUSED_CODES)
     csr: CSR | None = None
     ell: ELL | None = None
     width = 0                # CSR-vector lanes per row
@@ -105,14 +107,15 @@ class DeviceMatrix:
         raise NotImplementedError
 
     def merge_args(self) -> tuple:
-        """The matrix's arguments of the merge kernels, after n: (indptr, indices, data) or
-        (width, indices, data)."""
+        """The matrix's arguments of its merge kernels, after n: (width, indptr or null, indices,
+        data) for the fused kernels; (indptr, indices, data) for CSR-vector's spmv2 kernel."""
         raise NotImplementedError
 
     def fused_kernel(self, base: str) -> str | None:
         """The expression of the merge variant's fused SpMV + DOT kernel ``base`` for this row
-        mapping, or None: the SpMV and the DOT run as two kernels."""
-        return None
+        mapping (``base<T, W>``, W the dynamic code), or None: the SpMV and the DOT run as two
+        kernels."""
+        return f"{base}<{{T}}, {self.dynamic_code}>" if self.fusable else None
 
     def spmv2_kernel(self) -> str | None:
         """bicg_merge.cu's expression of A p and A^H p~ in one kernel (without the DOT), for a
@@ -154,8 +157,9 @@ class CsrScalarMatrix(_CsrMatrix):
         return ("spmv_csr_scalar<{T}>", grid_for(self.n),
                 (np.int32(self.n), c.indptr, c.indices, c.data))
 
-    def fused_kernel(self, base: str) -> str:
-        return f"{base}_csr<{{T}}>"
+    def merge_args(self) -> tuple:
+        c = self.csr
+        return (np.int32(0), c.indptr, c.indices, c.data)
 
 
 class CsrVectorMatrix(_CsrMatrix):
@@ -238,14 +242,11 @@ class EllMatrix(DeviceMatrix):
 
     def merge_args(self) -> tuple:
         e = self.ell
-        return (np.int32(e.width), e.indices, e.data)
+        return (np.int32(e.width), _NULL, e.indices, e.data)
 
     def dyn_args(self) -> tuple:
         e = self.ell
         return e.width, _NULL, e.indices, e.data, _NULL
-
-    def fused_kernel(self, base: str) -> str:
-        return f"{base}_ell<{{T}}>"
 
 
 class OperatorMatrix(DeviceMatrix):
