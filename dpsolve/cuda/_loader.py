@@ -36,6 +36,8 @@ CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 # width)
 DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE = abi.DYN_ELL, abi.DYN_CSR_SCALAR, abi.DYN_ADAPTIVE
 DYNAMIC_CODES = (DYN_ELL, DYN_CSR_SCALAR) + CSR_VECTOR_WIDTHS + (DYN_ADAPTIVE,)
+# the W of the merge variant's fused SpMV + DOT kernels: the formats with one thread per row
+FUSED_CODES = (DYN_ELL, DYN_CSR_SCALAR)
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,9 @@ SOURCES = {
     "check": Source("check.cu", ("csr_check<{T}, int>", "csr_check<{T}, long long>",
                                  "resid_partial<{T}>", "fingerprint")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
-    "cg_merge": Source("cg_merge.cu", ("cg_spmv_dot_csr<{T}>", "cg_spmv_dot_ell<{T}>",
-                                       "cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
-                                       "cg_merge_beta<{T}>")),
+    "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
+                                       "cg_merge_beta<{T}>")
+                       + tuple(f"cg_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)),
     "cg_dynamic": Source("cg_dynamic.cu", tuple(f"cg_dyn_start<{{T}}, {w}>"
                                                for w in DYNAMIC_CODES), rdc=True),
     "bicg_dynamic": Source("bicg_dynamic.cu", tuple(f"bicg_dyn_start<{{T}}, {w}>"
@@ -73,16 +75,16 @@ SOURCES = {
                                    "bicg_beta<{T}>", "bicg_alpha<{T}>", "bicgstab_beta<{T}>",
                                    "bicgstab_alpha<{T}>", "bicgstab_snorm<{T}>",
                                    "bicgstab_omega<{T}>")),
-    "bicg_merge": Source("bicg_merge.cu", ("bicg_merge_p<{T}>", "bicg_spmv2_dot_csr<{T}>",
-                                           "bicg_spmv2_dot_ell<{T}>", "bicg_merge_alpha<{T}>",
+    "bicg_merge": Source("bicg_merge.cu", ("bicg_merge_p<{T}>", "bicg_merge_alpha<{T}>",
                                            "bicg_merge_update<{T}>", "bicg_merge_rho<{T}>")
+                         + tuple(f"bicg_spmv2_dot<{{T}}, {w}>" for w in FUSED_CODES)
                          + tuple(f"bicg_spmv2_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     "bicgstab_merge": Source("bicgstab_merge.cu",
-                             ("bicgstab_merge_p<{T}>", "bicgstab_spmv_dot_csr<{T}>",
-                              "bicgstab_spmv_dot_ell<{T}>", "bicgstab_merge_s<{T}>",
-                              "bicgstab_spmv_dot2_csr<{T}>", "bicgstab_spmv_dot2_ell<{T}>",
+                             ("bicgstab_merge_p<{T}>", "bicgstab_merge_s<{T}>",
                               "bicgstab_dot2_partial<{T}>", "bicgstab_merge_omega<{T}>",
-                              "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")),
+                              "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")
+                             + tuple(f"bicgstab_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)
+                             + tuple(f"bicgstab_spmv_dot2<{{T}}, {w}>" for w in FUSED_CODES)),
     # variant "graph": the loop control of the conditional-WHILE graph (rdc:
     # cudaGraphSetConditional)
     "graph": Source("graph.cu", ("graph_head<{T}>", "graph_step<{T}>"), rdc=True),

@@ -7,7 +7,7 @@
 //
 //   {rho check, p, p~}   bicg_merge_p<T>        status = pending (-10 found by bicg_merge_rho);
 //                                               p = z + beta p; p~ = z~ + conj(beta) p~
-//   {SpMV x2, DOT_ini}   bicg_spmv2_dot_csr<T> / bicg_spmv2_dot_ell<T>
+//   {SpMV x2, DOT_ini}   bicg_spmv2_dot<T, W>   (W: CSR-scalar or ELL, DYN_CSR_SCALAR / DYN_ELL)
 //                                               q = A p; q~ = A^H p~; per-block partials of <p~, q>
 //                        (CSR-vector: bicg_spmv2_vector<T, W> computes q and q~ -- a group of W
 //                        lanes owns a row of each -- then blas1's dot_partial: as in CG, the DOT
@@ -45,7 +45,7 @@
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries per matrix, nparts <= 1024 blocks, w
 // the ELL widths; gathers of p / p~ counted as nnz*s each, an upper bound):
 //   bicg_merge_p        reads 4n*s (z, z~, p, p~) + 3s, writes 2n*s
-//   bicg_spmv2_dot_*    reads 2 matrices (CSR: 2*(nnz*(4+s) + (n+1)*4); ELL: (wA + wAH)*n*(4+s))
+//   bicg_spmv2_dot      reads 2 matrices (CSR: 2*(nnz*(4+s) + (n+1)*4); ELL: (wA + wAH)*n*(4+s))
 //                       + 2nnz*s (gathers) + n*s (p~_i), writes 2n*s (q, q~) + nparts*s
 //   bicg_spmv2_vector   the same without the p~_i read and the partials (dot_partial: 2n*s more)
 //   bicg_merge_alpha    reads nparts*s + 2s, writes 2s
@@ -79,44 +79,25 @@ bicg_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status, const
     }
 }
 
-// {SpMV x2, DOT_ini}, CSR-scalar: thread i owns row i of A and of A^H: q_i = (A p)_i,
-// q~_i = (A^H p~)_i, and adds conj(p~_i) q_i to its block's partial of <p~, q>.
-template <typename T>
+// {SpMV x2, DOT_ini}: thread i owns row i of A and of A^H, in the format W names (dps::thread_row:
+// DYN_CSR_SCALAR, CSR with the widths unused; DYN_ELL, column-major ELL with padding column -1 and
+// the indptrs null): q_i = (A p)_i, q~_i = (A^H p~)_i, and adds conj(p~_i) q_i to its block's
+// partial of <p~, q>.
+template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicg_spmv2_dot_csr(int n, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
-                   const T* __restrict__ a_val, const int* __restrict__ h_ptr,
-                   const int* __restrict__ h_idx, const T* __restrict__ h_val,
-                   const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
-                   T* __restrict__ qt, T* __restrict__ partials) {
+bicg_spmv2_dot(int n, int a_width, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+               const T* __restrict__ a_val, int h_width, const int* __restrict__ h_ptr,
+               const int* __restrict__ h_idx, const T* __restrict__ h_val,
+               const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
+               T* __restrict__ qt, T* __restrict__ partials) {
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const int row = (int)i;
-        const T qi = dps::csr_row_scalar(row, a_ptr, a_idx, a_val, p);
+        const T qi = dps::thread_row<W>(row, n, a_width, a_ptr, a_idx, a_val, p);
         q[row] = qi;
-        qt[row] = dps::csr_row_scalar(row, h_ptr, h_idx, h_val, pt);
-        sum += dps::conj(pt[row]) * qi;
-    }
-    sum = dps::block_sum(sum, smem);
-    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
-}
-
-// {SpMV x2, DOT_ini}, ELL (column-major, padding column -1), one thread per row of both matrices.
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bicg_spmv2_dot_ell(int n, int a_width, const int* __restrict__ a_idx, const T* __restrict__ a_val,
-                   int h_width, const int* __restrict__ h_idx, const T* __restrict__ h_val,
-                   const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
-                   T* __restrict__ qt, T* __restrict__ partials) {
-    __shared__ T smem[DPS_WARP];
-    T sum = T(0);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        const int row = (int)i;
-        const T qi = dps::ell_row(row, n, a_width, a_idx, a_val, p);
-        q[row] = qi;
-        qt[row] = dps::ell_row(row, n, h_width, h_idx, h_val, pt);
+        qt[row] = dps::thread_row<W>(row, n, h_width, h_ptr, h_idx, h_val, pt);
         sum += dps::conj(pt[row]) * qi;
     }
     sum = dps::block_sum(sum, smem);

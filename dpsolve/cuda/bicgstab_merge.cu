@@ -8,7 +8,7 @@
 //   {checks, p, psolve}  bicgstab_merge_p<T>       status = pending (-10 / -11 found by
 //                                                  bicgstab_merge_rho); p = r + beta (p - omega v);
 //                                                  p^ = D^-1 p (Jacobi)
-//   {SpMV, DOT_ini}      bicgstab_spmv_dot_csr<T> / _ell<T>
+//   {SpMV, DOT_ini}      bicgstab_spmv_dot<T, W>   (W: CSR-scalar or ELL, DYN_CSR_SCALAR / DYN_ELL)
 //                                                  v = A p^; per-block partials of <r~, v>
 //                        (CSR-vector: spmv.cu's SpMV, then blas1's dot_partial)
 //   {DOT_fin, alpha}     bicg_merge.cu's bicg_merge_alpha<T>
@@ -18,7 +18,7 @@
 //   {x, s, psolve, DOT_ini}
 //                        bicgstab_merge_s<T>       x += alpha p^; s = r - alpha v (written over r);
 //                                                  s^ = D^-1 s; partials of <s, s>
-//   {SpMV, DOT_ini x2}   bicgstab_spmv_dot2_csr<T> / _ell<T>
+//   {SpMV, DOT_ini x2}   bicgstab_spmv_dot2<T, W>
 //                                                  t = A s^; partials of <t, s> and <t, t>
 //                        (CSR-vector: spmv.cu's SpMV, then bicgstab_dot2_partial<T>)
 //   {DOT_fin x3, ||s|| test, omega}
@@ -62,12 +62,12 @@
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries, nparts <= 1024 blocks, w ELL width;
 // gathers counted as nnz*s, an upper bound):
 //   bicgstab_merge_p      reads 3n*s (r, p, v) [+ n*s inv_diag] + 3s, writes n*s [+ n*s p^]
-//   bicgstab_spmv_dot_*   reads the matrix (CSR: nnz*(4+s) + (n+1)*4; ELL: w*n*(4+s)) + nnz*s
+//   bicgstab_spmv_dot     reads the matrix (CSR: nnz*(4+s) + (n+1)*4; ELL: w*n*(4+s)) + nnz*s
 //                         + n*s (r~), writes n*s (v) + nparts*s
 //   bicg_merge_alpha      reads nparts*s + 2s, writes 2s
 //   bicgstab_merge_s      reads 4n*s (p^, v, x, r) [+ n*s inv_diag] + s, writes 2n*s [+ n*s s^]
 //                         + nparts*s
-//   bicgstab_spmv_dot2_*  reads the matrix + nnz*s + n*s (s), writes n*s (t) + 2nparts*s
+//   bicgstab_spmv_dot2    reads the matrix + nnz*s + n*s (s), writes n*s (t) + 2nparts*s
 //   bicgstab_dot2_partial reads 2n*s, writes 2nparts*s
 //   bicgstab_merge_omega  reads 3nparts*s, writes s
 //   bicgstab_merge_r      reads 5n*s (s^, t, x, r, r~), writes 2n*s + 2nparts*s
@@ -104,38 +104,22 @@ bicgstab_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status,
     }
 }
 
-// {SpMV, DOT_ini}, CSR-scalar: thread i computes y_i = (A x)_i and adds conj(w_i) y_i to its block's
-// partial (BiCGStab: v = A p^, partials of <r~, v>).
-template <typename T>
+// {SpMV, DOT_ini}: thread i computes y_i = (A x)_i and adds conj(w_i) y_i to its block's partial
+// (BiCGStab: v = A p^, partials of <r~, v>). One thread per row in the format W names
+// (dps::thread_row: DYN_CSR_SCALAR, CSR with `width` unused; DYN_ELL, column-major ELL with
+// padding column -1 and `indptr` null).
+template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_spmv_dot_csr(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-                      const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y,
-                      const T* __restrict__ w, T* __restrict__ partials) {
+bicgstab_spmv_dot(int n, int width, const int* __restrict__ indptr,
+                  const int* __restrict__ indices, const T* __restrict__ data,
+                  const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
+                  T* __restrict__ partials) {
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const int row = (int)i;
-        const T yi = dps::csr_row_scalar(row, indptr, indices, data, x);
-        y[row] = yi;
-        sum += dps::conj(w[row]) * yi;
-    }
-    sum = dps::block_sum(sum, smem);
-    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
-}
-
-// {SpMV, DOT_ini}, ELL (column-major, padding column -1).
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_spmv_dot_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
-                      const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
-                      T* __restrict__ partials) {
-    __shared__ T smem[DPS_WARP];
-    T sum = T(0);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        const int row = (int)i;
-        const T yi = dps::ell_row(row, n, width, indices, data, x);
+        const T yi = dps::thread_row<W>(row, n, width, indptr, indices, data, x);
         y[row] = yi;
         sum += dps::conj(w[row]) * yi;
     }
@@ -169,42 +153,20 @@ bicgstab_merge_s(int n, const T* __restrict__ status, const T* __restrict__ alph
     if (threadIdx.x == 0) part_ss[blockIdx.x] = ss;
 }
 
-// {SpMV, DOT_ini x2}, CSR-scalar: t_i = (A s^)_i; partials of <t, s> and <t, t>.
-template <typename T>
+// {SpMV, DOT_ini x2}: t_i = (A s^)_i; partials of <t, s> and <t, t>. One thread per row in the
+// format W names (as bicgstab_spmv_dot).
+template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_spmv_dot2_csr(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-                       const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ t,
-                       const T* __restrict__ s, T* __restrict__ part_ts, T* __restrict__ part_tt) {
+bicgstab_spmv_dot2(int n, int width, const int* __restrict__ indptr,
+                   const int* __restrict__ indices, const T* __restrict__ data,
+                   const T* __restrict__ x, T* __restrict__ t, const T* __restrict__ s,
+                   T* __restrict__ part_ts, T* __restrict__ part_tt) {
     __shared__ T smem[DPS_WARP];
     T ts = T(0), tt = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const int row = (int)i;
-        const T ti = dps::csr_row_scalar(row, indptr, indices, data, x);
-        t[row] = ti;
-        ts += dps::conj(ti) * s[row];
-        tt += dps::conj(ti) * ti;
-    }
-    ts = dps::block_sum(ts, smem);
-    tt = dps::block_sum(tt, smem);
-    if (threadIdx.x == 0) {
-        part_ts[blockIdx.x] = ts;
-        part_tt[blockIdx.x] = tt;
-    }
-}
-
-// {SpMV, DOT_ini x2}, ELL.
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_spmv_dot2_ell(int n, int width, const int* __restrict__ indices,
-                       const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ t,
-                       const T* __restrict__ s, T* __restrict__ part_ts, T* __restrict__ part_tt) {
-    __shared__ T smem[DPS_WARP];
-    T ts = T(0), tt = T(0);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        const int row = (int)i;
-        const T ti = dps::ell_row(row, n, width, indices, data, x);
+        const T ti = dps::thread_row<W>(row, n, width, indptr, indices, data, x);
         t[row] = ti;
         ts += dps::conj(ti) * s[row];
         tt += dps::conj(ti) * ti;

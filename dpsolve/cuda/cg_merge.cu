@@ -2,7 +2,8 @@
 //
 // One CG iteration is five launches, driven from the host (dpsolve/backends/merge.py):
 //
-//   {O1-O2a}        cg_spmv_dot_csr<T> / cg_spmv_dot_ell<T>   v = A p, per-block partials of <p, v>
+//   {O1-O2a}        cg_spmv_dot<T, W>    v = A p, per-block partials of <p, v> (W: CSR-scalar
+//                                        or ELL, abi.cuh's DYN_CSR_SCALAR / DYN_ELL)
 //                   (CSR-vector: O1 and O2a stay separate, spmv.cu's SpMV then blas1's dot_partial)
 //   {O2b}           cg_merge_alpha<T>    pv = sum of partials; alpha = sigma / pv
 //   {O3-O4-O5a}     cg_update_dot<T>     x += alpha p; r -= alpha v; z = D^-1 r; partials of
@@ -16,7 +17,7 @@
 // when preconditioned: <r, z> in partials[0:nparts] and <r, r> in partials[1024:1024+nparts].
 //
 // Thread mapping (the paper's condition (i) for merging O1 and O2a): in the CSR-scalar and ELL
-// kernels one thread owns row i, computes v_i and multiplies it by p_i itself, so v never goes
+// instances one thread owns row i, computes v_i and multiplies it by p_i itself, so v never goes
 // through memory between the SpMV and the first DOT stage.
 //
 // Bytes per call below: s = sizeof(T), n rows, nnz stored entries, nparts blocks, w the ELL width.
@@ -24,46 +25,27 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// {O1-O2a}, CSR-scalar: v = A p; partials[b] = sum over the rows of block b of p_i * v_i.
-// One thread per row (grid-stride over rows), then block_sum.
-// Reads (n+1)*4 + nnz*(4+s) (indptr, indices, data) + nnz*s (p gathers) + n*s (p_i);
-// writes n*s (v) + nparts*s (partials).
-template <typename T>
+// {O1-O2a}: v = A p; partials[b] = sum over the rows of block b of conj(p_i) v_i. One thread per
+// row (grid-stride over rows) in the format W names (dps::thread_row: DYN_CSR_SCALAR, CSR with
+// `width` unused; DYN_ELL, column-major ELL with padding column -1 and `indptr` null; offsets
+// k*n + row are size_t), then block_sum.
+// Reads, CSR-scalar: (n+1)*4 + nnz*(4+s) (indptr, indices, data); ELL: up to w*n*(4+s) (indices,
+// data); then nnz*s (p gathers) + n*s (p_i); writes n*s (v) + nparts*s (partials).
+template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-cg_spmv_dot_csr(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-                const T* __restrict__ data, const T* __restrict__ p, T* __restrict__ v,
-                T* __restrict__ partials) {
+cg_spmv_dot(int n, int width, const int* __restrict__ indptr, const int* __restrict__ indices,
+            const T* __restrict__ data, const T* __restrict__ p, T* __restrict__ v,
+            T* __restrict__ partials) {
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const int row = (int)i;
-        const T vi = dps::csr_row_scalar(row, indptr, indices, data, p);
+        const T vi = dps::thread_row<W>(row, n, width, indptr, indices, data, p);
         v[row] = vi;
         sum += dps::conj(p[row]) * vi;
     }
     sum = dps::block_sum(sum, smem);          // every thread of the block reaches this
-    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
-}
-
-// {O1-O2a}, ELL (column-major, padding has column -1): v = A p; per-block partials of <p, v>.
-// One thread per row (grid-stride over rows), then block_sum. Offsets k*n + row are size_t.
-// Reads up to w*n*(4+s) (indices, data; a row stops at its first padding entry) + nnz*s
-// (p gathers) + n*s (p_i); writes n*s (v) + nparts*s (partials).
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-cg_spmv_dot_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
-                const T* __restrict__ p, T* __restrict__ v, T* __restrict__ partials) {
-    __shared__ T smem[DPS_WARP];
-    T sum = T(0);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
-        const int row = (int)i;
-        const T vi = dps::ell_row(row, n, width, indices, data, p);
-        v[row] = vi;
-        sum += dps::conj(p[row]) * vi;
-    }
-    sum = dps::block_sum(sum, smem);
     if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 

@@ -6,13 +6,15 @@ records the launches made here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..formats import CSR, ELL, DEFAULT_MAX_FILL, RowBins
 from . import abi
-from ._loader import CSR_VECTOR_WIDTHS, DYN_ADAPTIVE, DYN_CSR_SCALAR, DYN_ELL, get_kernel
+from ._loader import get_kernel
+# the matrices, one class per format (device_matrix.py), importable from here as before
+from .device_matrix import (UNFUSED_SPMV as UNFUSED_SPMV, DeviceMatrix as DeviceMatrix,
+                            OperatorMatrix as OperatorMatrix,
+                            adaptive_descriptor as adaptive_descriptor,
+                            vector_width as vector_width)
 from .executor import host_call, launch
 
 BLOCK = abi.DPS_BLOCK  # threads per block of every kernel dpsolve launches
@@ -39,128 +41,18 @@ def grid_for(work_items: int, per_block: int = BLOCK, waves: int = 32) -> int:
     return max(1, min(-(-work_items // per_block), waves * _sm_count()))
 
 
-def vector_width(mean_row: float) -> int:
-    """Lanes per row for CSR-vector: the power of two nearest the mean row length, in [2, 32]."""
-    for w in CSR_VECTOR_WIDTHS:
-        if mean_row <= w * 1.5:
-            return w
-    return CSR_VECTOR_WIDTHS[-1]
-
-
-@dataclass
-class DeviceMatrix:
-    """A matrix prepared on the device in one SpMV format."""
-    format: str
-    n: int
-    nnz: int
-    dtype: np.dtype
-    csr: CSR | None = None
-    ell: ELL | None = None
-    width: int = 0           # CSR-vector lanes per row
-    bins: RowBins | None = None   # CSR-adaptive's row bins
-
-    @classmethod
-    def build(cls, csr: CSR, fmt: str, max_fill: float = DEFAULT_MAX_FILL) -> "DeviceMatrix":
-        csr = csr.to_device()
-        if fmt == "ell":
-            return cls(fmt, csr.n, csr.nnz, csr.dtype, ell=ELL.from_csr(csr, max_fill))
-        if fmt == "csr-vector":
-            return cls(fmt, csr.n, csr.nnz, csr.dtype, csr=csr,
-                       width=vector_width(csr.nnz / max(csr.n, 1)))
-        if fmt == "csr-scalar":
-            return cls(fmt, csr.n, csr.nnz, csr.dtype, csr=csr)
-        if fmt == "csr-adaptive":
-            return cls(fmt, csr.n, csr.nnz, csr.dtype, csr=csr, bins=RowBins.from_csr(csr))
-        raise ValueError(f"unknown format {fmt!r}")
-
-    def matrix_bytes(self) -> int:
-        s = self.dtype.itemsize
-        if self.ell is not None:
-            return self.ell.width * self.n * (s + 4)
-        return self.nnz * (s + 4) + (self.n + 1) * 4 + (4 * self.n if self.bins is not None else 0)
-
-
-class OperatorMatrix:
-    """A, A^H or M given as an operator (anything with ``matvec``): ``spmv`` calls the user's
-    Python function between dpsolve's kernels (a host-driven variant calls it every iteration).
-
-    ``on_device`` (set per solve): the function takes and returns CuPy arrays (the caller passed
-    CuPy arrays). Otherwise x is copied to the host, the function applied to a NumPy array, and
-    the result copied back, on the solve's stream. On the device, SciPy's public ``matvec`` would
-    convert its argument with NumPy, so the operator's own implementation (``_matvec``: the user's
-    function for every SciPy LinearOperator) is called instead.
-    """
-    format = "operator"
-
-    def __init__(self, op, name: str, n: int, dtype, what: str, on_device: bool = False):
-        self.op, self.name, self.n, self.dtype, self.what = op, name, n, np.dtype(dtype), what
-        self.on_device = on_device
-        self.nnz, self.width = 0, 0
-
-    @property
-    def fn(self):
-        if self.on_device and hasattr(self.op, "_" + self.name):
-            return getattr(self.op, "_" + self.name)
-        return getattr(self.op, self.name)
-
-    def matrix_bytes(self) -> int:
-        return 0
-
-    def apply(self, x, y, stream) -> None:
-        import cupy
-        out = self.fn(x if self.on_device else x.get(stream=stream))
-        shape = getattr(out, "shape", None)
-        if shape not in ((self.n,), (self.n, 1)):
-            raise ValueError(f"{self.what} returned an array of shape {shape}, expected "
-                             f"({self.n},) or ({self.n}, 1)")
-        if isinstance(out, cupy.ndarray):
-            cupy.copyto(y, out.reshape(self.n), casting="same_kind")
-        else:
-            out = np.asarray(out).reshape(self.n)
-            if not np.can_cast(out.dtype, y.dtype, "same_kind"):
-                raise TypeError(f"{self.what} returned dtype {out.dtype}, which does not cast "
-                                f"to the system's {y.dtype}")
-            y.set(np.ascontiguousarray(out, dtype=y.dtype), stream=stream)
-
-
 def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
     """y = A x (A a DeviceMatrix, or an OperatorMatrix: the user's function). ``defines``: compile
     options of a spmv.cu variant (scripts/bench-spmv --loads); none in the solvers."""
-    n = A.n
-    if n == 0:
+    if A.n == 0:
         return
-    if A.format == "operator":
+    kernel = A.spmv_launch(grid_for, _sm_count)
+    if kernel is None:                        # an operator: the user's Python function
         host_call(lambda: A.apply(x, y, stream))
-    elif A.format == "csr-scalar":
-        k = get_kernel("spmv", "spmv_csr_scalar<{T}>", A.dtype, defines=defines)
-        c = A.csr
-        launch(k, (grid_for(n),), (BLOCK,), (np.int32(n), c.indptr, c.indices, c.data, x, y),
-               stream)
-    elif A.format == "csr-vector":
-        k = get_kernel("spmv", f"spmv_csr_vector<{{T}}, {A.width}>", A.dtype,
-                       defines=defines)
-        c = A.csr
-        launch(k, (grid_for(n * A.width),), (BLOCK,),
-               (np.int32(n), c.indptr, c.indices, c.data, x, y),
-               stream)
-    elif A.format == "csr-adaptive":
-        c, bins = A.csr, A.bins
-        ns, nm, _ = bins.counts()
-        nc = bins.nchunks
-        b_short = grid_for(ns * bins.group) if ns else 0   # `group` lanes per row
-        b_med = grid_for(nm * 32) if nm else 0             # a warp per row
-        b_long = min(nc, 32 * _sm_count())                 # a block per chunk, grid-strided
-        k = get_kernel("spmv", f"spmv_csr_adaptive<{{T}}, {bins.group}>", A.dtype, defines=defines)
-        launch(k, (b_short + b_med + b_long,), (BLOCK,),
-               (np.int32(ns), bins.short, np.int32(nm), bins.medium, np.int32(nc), bins.long,
-                bins.chunk_long, bins.chunk_begin, bins.first_chunk, bins.counters, bins.partials,
-                np.int32(b_short), np.int32(b_med), c.indptr, c.indices, c.data, x, y), stream)
-    else:
-        k = get_kernel("spmv", "spmv_ell<{T}>", A.dtype, defines=defines)
-        e = A.ell
-        launch(k, (grid_for(n),), (BLOCK,),
-               (np.int32(n), np.int32(e.width), e.indices, e.data, x, y),
-               stream)
+        return
+    expression, grid, args = kernel
+    launch(get_kernel("spmv", expression, A.dtype, defines=defines), (grid,), (BLOCK,),
+           (*args, x, y), stream)
 
 
 def dot_partials(n: int) -> int:
@@ -248,10 +140,7 @@ def jacobi(inv_diag, r, z, stream=None) -> None:
 # --- variant "merge": the fused macro-kernels of cg_merge.cu (the paper's Figure 2) -------------
 
 _NULL = np.uint64(0)     # a null device pointer, passed by value (8 zero bytes)
-# formats whose SpMV cannot be fused with a DOT in one kernel (a group of lanes owns a row; a
-# Python operator; CSR-adaptive's three mappings): the merge variant runs the SpMV, then the DOT's
-# stage 1
-UNFUSED_SPMV = ("csr-vector", "operator", "csr-adaptive")
+# UNFUSED_SPMV (device_matrix.py): the formats with no fused SpMV + DOT kernel (fused_kernel None)
 
 
 def merge_parts(n: int) -> int:
@@ -266,18 +155,13 @@ def merge_spmv_dot(A: DeviceMatrix, p, v, partials, stream=None) -> int:
     CSR-scalar and ELL: one fused kernel. CSR-vector: O1 and O2a cannot be merged (a group of
     lanes owns a row), nor can an operator's SpMV: spmv() then blas1's dot_partial."""
     n = A.n
-    if A.format in UNFUSED_SPMV:
+    kernel = A.fused_kernel("cg_spmv_dot")
+    if kernel is None:
         spmv(A, p, v, stream)
         return dot_partial(p, v, partials, stream)
     nparts = merge_parts(n)
-    if A.format == "csr-scalar":
-        c = A.csr
-        launch(get_kernel("cg_merge", "cg_spmv_dot_csr<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), c.indptr, c.indices, c.data, p, v, partials), stream)
-    else:
-        e = A.ell
-        launch(get_kernel("cg_merge", "cg_spmv_dot_ell<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), np.int32(e.width), e.indices, e.data, p, v, partials), stream)
+    launch(get_kernel("cg_merge", kernel, A.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), *A.merge_args(), p, v, partials), stream)
     return nparts
 
 
@@ -322,20 +206,14 @@ _DYN_NULL = np.uint64(0)           # a null device pointer, passed by value
 
 def dynamic_code(A: DeviceMatrix) -> int:
     """The W template argument of the dynamic / persistent kernels: 0 ELL, 1 CSR-scalar, 64
-    csr-adaptive, else the CSR-vector width."""
-    if A.format == "ell":
-        return DYN_ELL
-    if A.format == "csr-scalar":
-        return DYN_CSR_SCALAR
-    if A.format == "csr-adaptive":
-        return DYN_ADAPTIVE
-    return A.width
+    csr-adaptive, else the CSR-vector width (the matrix's ``dynamic_code``)."""
+    return A.dynamic_code
 
 
 def dynamic_grid(A: DeviceMatrix) -> int:
     """Blocks of every kernel of the dynamic chain (= DOT partials): covers the rows (times the
     CSR-vector width), at most 4 per SM and DOT_MAX_PARTIALS."""
-    work = A.n * (A.width if A.format == "csr-vector" else 1)
+    work = A.work
     return max(1, min(-(-work // BLOCK), 4 * _sm_count(), DOT_MAX_PARTIALS))
 
 
@@ -355,31 +233,14 @@ BICGSTAB_DYNAMIC_LAUNCHES_PER_ITER = 3   # bicgstab_dyn_v + bicgstab_dyn_t + bic
 DYNAMIC_PARTIAL_SETS = 6                 # DOT partial arrays the dynamic chains need at most
 
 
-def adaptive_descriptor(A: DeviceMatrix):
-    """csr-adaptive's row bins as dynamic.cuh's Bins<T> reads them: abi.DPS_BINS_WORDS (11) 64-bit
-    words on the device
-    (the pointers short, medium, long, chunk_long, chunk_begin, first_chunk, counters, partials;
-    then n_short, n_med, n_chunks), built once per prepared matrix and kept with its bins (which
-    keep the arrays the pointers name alive)."""
-    bins = A.bins
-    if bins.descriptor is None:
-        import cupy
-        ns, nm, _ = bins.counts()
-        ptrs = [bins.short, bins.medium, bins.long, bins.chunk_long, bins.chunk_begin,
-                bins.first_chunk, bins.counters, bins.partials]
-        words = [a.data.ptr if a.size else 0 for a in ptrs] + [ns, nm, bins.nchunks]
-        assert len(words) == abi.DPS_BINS_WORDS
-        bins.descriptor = cupy.asarray(np.array(words, dtype=np.uint64))
-    return bins.descriptor
+# adaptive_descriptor (csr-adaptive's row bins as dynamic.cuh reads them): device_matrix.py
 
 
 def _dyn_matrix(A: DeviceMatrix):
     """(ELL width or 0, indptr or null, indices, data, csr-adaptive's bin descriptor or null) of a
-    matrix, as the dynamic chains and the persistent kernels take them."""
-    if A.format == "ell":
-        return A.ell.width, _DYN_NULL, A.ell.indices, A.ell.data, _DYN_NULL
-    bins = adaptive_descriptor(A) if A.format == "csr-adaptive" else _DYN_NULL
-    return 0, A.csr.indptr, A.csr.indices, A.csr.data, bins
+    matrix, as the dynamic chains and the persistent kernels take them (the matrix's
+    ``dyn_args``)."""
+    return A.dyn_args()
 
 
 _PARTS: dict = {}
@@ -518,14 +379,6 @@ def dot_partial(x, y, partials, stream=None) -> int:
     return nparts
 
 
-def _csr_args(A: DeviceMatrix):
-    return (A.csr.indptr, A.csr.indices, A.csr.data)
-
-
-def _ell_args(A: DeviceMatrix):
-    return (np.int32(A.ell.width), A.ell.indices, A.ell.data)
-
-
 def bicg_merge_p(pending, status, beta, z, zt, p, pt, stream=None) -> None:
     """{rho check, p, p~}: status = pending[0] if that is non-zero (and nothing else); else
     p = z + beta p, p~ = z~ + conj(beta) p~."""
@@ -540,27 +393,24 @@ def bicg_merge_spmv2_dot(A: DeviceMatrix, AH: DeviceMatrix, p, pt, q, qt, partia
     partials[:nparts]; returns nparts. CSR-vector: the two SpMVs in one kernel, then blas1's
     dot_partial (two launches)."""
     n = A.n
-    if A.format in ("operator", "csr-adaptive"):   # A and A^H one after the other, then the DOT
+    kernel = A.fused_kernel("bicg_spmv2_dot")
+    if kernel is not None:
+        nparts = merge_parts(n)
+        launch(get_kernel("bicg_merge", kernel, A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), *A.merge_args(), *AH.merge_args(), p, pt, q, qt, partials), stream)
+        return nparts
+    pair = A.spmv2_kernel()
+    if pair is None:           # A and A^H one after the other, then the DOT
         spmv(A, p, q, stream)
         spmv(AH, pt, qt, stream)
         return dot_partial(pt, q, partials, stream)
-    if A.format == "csr-vector":
-        if AH.width != A.width:
-            raise ValueError("A and A^H need the same CSR-vector width")
-        launch(get_kernel("bicg_merge", f"bicg_spmv2_vector<{{T}}, {A.width}>", A.dtype),
-               (grid_for(n * A.width),), (BLOCK,),
-               (np.int32(n), *_csr_args(A), *_csr_args(AH), p, pt, q, qt), stream)
-        nparts = dot_partials(n)
-        launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), pt, q, partials), stream)
-        return nparts
-    nparts = merge_parts(n)
-    if A.format == "csr-scalar":
-        launch(get_kernel("bicg_merge", "bicg_spmv2_dot_csr<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), *_csr_args(A), *_csr_args(AH), p, pt, q, qt, partials), stream)
-    else:
-        launch(get_kernel("bicg_merge", "bicg_spmv2_dot_ell<{T}>", A.dtype), (nparts,), (BLOCK,),
-               (np.int32(n), *_ell_args(A), *_ell_args(AH), p, pt, q, qt, partials), stream)
+    if AH.width != A.width:
+        raise ValueError("A and A^H need the same CSR-vector width")
+    launch(get_kernel("bicg_merge", pair, A.dtype), (grid_for(A.work),), (BLOCK,),
+           (np.int32(n), *A.merge_args(), *AH.merge_args(), p, pt, q, qt), stream)
+    nparts = dot_partials(n)
+    launch(get_kernel("blas1", "dot_partial<{T}>", A.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), pt, q, partials), stream)
     return nparts
 
 
@@ -613,16 +463,13 @@ def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> 
     """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. UNFUSED_SPMV
     formats: spmv() then blas1's dot_partial (two launches)."""
     n = A.n
-    if A.format in UNFUSED_SPMV:
+    kernel = A.fused_kernel("bicgstab_spmv_dot")
+    if kernel is None:
         spmv(A, x, y, stream)
         return dot_partial(w, y, partials, stream)
     nparts = merge_parts(n)
-    if A.format == "csr-scalar":
-        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot_csr<{T}>", A.dtype), (nparts,),
-               (BLOCK,), (np.int32(n), *_csr_args(A), x, y, w, partials), stream)
-    else:
-        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot_ell<{T}>", A.dtype), (nparts,),
-               (BLOCK,), (np.int32(n), *_ell_args(A), x, y, w, partials), stream)
+    launch(get_kernel("bicgstab_merge", kernel, A.dtype), (nparts,), (BLOCK,),
+           (np.int32(n), *A.merge_args(), x, y, w, partials), stream)
     return nparts
 
 
@@ -643,15 +490,13 @@ def bicgstab_merge_spmv_dot2(A: DeviceMatrix, x, t, s, part_ts, part_tt, stream=
     UNFUSED_SPMV formats: spmv() then bicgstab_dot2_partial (two launches)."""
     n = A.n
     nparts = merge_parts(n)
-    if A.format in UNFUSED_SPMV:
+    kernel = A.fused_kernel("bicgstab_spmv_dot2")
+    if kernel is None:
         spmv(A, x, t, stream)
         merge_dot2_partial(t, s, part_ts, part_tt, stream)
-    elif A.format == "csr-scalar":
-        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_csr<{T}>", A.dtype), (nparts,),
-               (BLOCK,), (np.int32(n), *_csr_args(A), x, t, s, part_ts, part_tt), stream)
     else:
-        launch(get_kernel("bicgstab_merge", "bicgstab_spmv_dot2_ell<{T}>", A.dtype), (nparts,),
-               (BLOCK,), (np.int32(n), *_ell_args(A), x, t, s, part_ts, part_tt), stream)
+        launch(get_kernel("bicgstab_merge", kernel, A.dtype), (nparts,), (BLOCK,),
+               (np.int32(n), *A.merge_args(), x, t, s, part_ts, part_tt), stream)
     return nparts
 
 
@@ -732,7 +577,7 @@ def _ask_active_blocks(kernel) -> int:
 def persistent_grid(kernel, A: DeviceMatrix) -> int:
     """Blocks of a cooperative solve: all resident (occupancy), at most 4 per SM (every block
     finishes each DOT from all blocks' partials, so the grid stays small), no more than the work."""
-    work = A.n * (A.width if A.format == "csr-vector" else 1)
+    work = A.work
     return max(1, min(_max_active_blocks(kernel) * _sm_count(), 4 * _sm_count(),
                       -(-work // BLOCK), DOT_MAX_PARTIALS))
 

@@ -88,7 +88,8 @@ class RowBins:
     counters: object = None      # per long row: chunks finished in the current SpMV (reset to 0)
     partials: object = None      # per chunk: its partial sum (the matrix's dtype)
     descriptor: object = None    # the device-driven kernels' view of these arrays (set by
-                                 # dpsolve.cuda.ops.adaptive_descriptor, on first use)
+                                 # dpsolve.cuda.device_matrix.adaptive_descriptor,
+                                 # on first use)
 
     @classmethod
     def from_csr(cls, csr: CSR, t_thread: int | None = None, t_warp: int | None = None,

@@ -84,4 +84,17 @@ __device__ __forceinline__ T ell_row(int row, int n, int width, const int* __res
     return sum;
 }
 
+// One row computed by one thread, in the format W names (abi.cuh's row-mapping codes, as the
+// dynamic / persistent kernels take them): DYN_CSR_SCALAR (csr_row_scalar; `width` unused) or
+// DYN_ELL (ell_row; `indptr` unused, null). The row loop of the merge variant's fused SpMV + DOT
+// kernels, which take both formats' arguments: (width, indptr, indices, data).
+template <int W, typename T>
+__device__ __forceinline__ T thread_row(int row, int n, int width, const int* __restrict__ indptr,
+                                        const int* __restrict__ indices,
+                                        const T* __restrict__ data, const T* __restrict__ x) {
+    static_assert(W == DYN_CSR_SCALAR || W == DYN_ELL, "a format with one thread per row");
+    if constexpr (W == DYN_ELL) return ell_row(row, n, width, indices, data, x);
+    else return csr_row_scalar(row, indptr, indices, data, x);
+}
+
 }  // namespace dps
