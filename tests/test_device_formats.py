@@ -1,6 +1,6 @@
 """The device matrices (dpsolve/cuda/device_matrix.py) and the ops wrappers that ask them, on the
 CPU: matrices are built over host (NumPy) arrays, get_kernel is replaced by a stub naming the
-kernel, and ``ops.record()`` captures each wrapper's launches instead of issuing them. Checked:
+kernel, and an executor's ``record()`` captures each wrapper's launches instead of issuing them. Checked:
 the registry covers every format, the W codes are abi.py's, the grids and work sizes, and every
 launch's kernel is registered with the loader and gets arguments of the kinds its .cu signature
 declares (int -> np.int32, pointer -> array or null), x and y where they belong.
@@ -12,6 +12,7 @@ import pytest
 
 from dpsolve.cuda import _loader, abi, ops
 from dpsolve.cuda import device_matrix as dm
+from dpsolve.cuda.executor import Executor
 from dpsolve.formats import FORMATS, to_csr
 from dpsolve.matrices import power_law
 
@@ -44,7 +45,7 @@ def record(monkeypatch):
                         lambda A: np.zeros(abi.DPS_BINS_WORDS, np.uint64))
 
     def run(fn, *args, **kw):
-        with ops.record() as plan:
+        with Executor(None).record() as plan:
             out = fn(*args, **kw)
         return out, [None if grid is None else (*kernel, grid[0], args)
                      for kernel, grid, _, args, _ in plan.launches]
