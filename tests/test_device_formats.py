@@ -1,6 +1,7 @@
 """The device matrices (dpsolve/cuda/device_matrix.py) and the ops wrappers that ask them, on the
 CPU: matrices are built over host (NumPy) arrays, get_kernel is replaced by a stub naming the
-kernel, and an executor's ``record()`` captures each wrapper's launches instead of issuing them. Checked:
+kernel, and an executor's ``record()`` captures each wrapper's launches instead of issuing them.
+Checked:
 the registry covers every format, the W codes are abi.py's, the grids and work sizes, and every
 launch's kernel is registered with the loader and gets arguments of the kinds its .cu signature
 declares (int -> np.int32, pointer -> array or null), x and y where they belong.
