@@ -32,7 +32,7 @@ def test_every_kernel_the_python_asks_for_is_registered():
         calls += [(path.name, m.group(1), m.group(2)) for m in
                   re.finditer(r'get_kernel\(\s*"(\w+)",\s*"([^"{]+<\{T\}>)"', text)]
         calls += [(path.name, m.group(1), m.group(2) + "<{T}>") for m in
-                  re.finditer(r'ops\.scalar\(\s*"(\w+)",\s*"(\w+)"', text)]
+                  re.finditer(r'(?:ops|ex)\.scalar\(\s*"(\w+)",\s*"(\w+)"', text)]
     assert len(calls) > 30
     for where, source, expr in calls:
         assert expr in _loader.SOURCES[source].expressions, f"{where}: {source}/{expr}"
