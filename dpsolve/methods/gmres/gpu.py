@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cuda import ops
-from .reference import _rotation, _upper_solve
+from .reference import _triangularize, _upper_solve
 
 
 def _basis(st, m):
@@ -97,14 +97,7 @@ def gmres_cublas(backend, st, x, *, atol, maxiter, sync, callback):
             else:
                 R[k + 1, k] = hn
                 cupy.multiply(w, dt.type(1 / hn), out=V[k + 1])
-            for i, (c, s) in enumerate(rot):
-                R[i, k], R[i + 1, k] = (c * R[i, k] + s * R[i + 1, k],
-                                        -np.conj(s) * R[i, k] + c * R[i + 1, k])
-            c, s, R[k, k] = _rotation(R[k, k], R[k + 1, k])
-            R[k + 1, k] = 0
-            rot.append((c, s))
-            g[k], g[k + 1] = c * g[k], -np.conj(s) * g[k]
-            presid = abs(g[k + 1])
+            presid = _triangularize(R, g, rot, k)                 # on the host
             inner += 1
             if callback_type in ("legacy", "pr_norm"):
                 callback(float(presid / bnrm2))

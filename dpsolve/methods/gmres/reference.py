@@ -32,6 +32,20 @@ def _rotation(f, g):
     return abs(f) / d, phase * np.conj(g) / d, phase * d
 
 
+def _triangularize(R, g, rot, k):
+    """Rotate column k of the Hessenberg matrix R by the cycle's rotations ``rot``, add the one
+    that zeroes R[k + 1, k], apply it to the right-hand side g; returns |g[k + 1]|, the norm of
+    the (preconditioned) residual the least-squares solution would leave."""
+    for i, (c, s) in enumerate(rot):             # the previous rotations on the new column
+        R[i, k], R[i + 1, k] = (c * R[i, k] + s * R[i + 1, k],
+                                -np.conj(s) * R[i, k] + c * R[i + 1, k])
+    c, s, R[k, k] = _rotation(R[k, k], R[k + 1, k])
+    R[k + 1, k] = 0
+    rot.append((c, s))
+    g[k], g[k + 1] = c * g[k], -np.conj(s) * g[k]
+    return abs(g[k + 1])
+
+
 def _upper_solve(R, g, k):
     """y with R[:k+1, :k+1] y = g[:k+1], R upper triangular; a zero pivot gives y_i = 0 (the
     least-squares problem is then singular in that direction)."""
@@ -88,14 +102,7 @@ def gmres(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, restart=No
             else:
                 R[k + 1, k] = h
                 V[k + 1] = w / h
-            for i, (c, s) in enumerate(rot):     # the previous rotations on the new column
-                R[i, k], R[i + 1, k] = (c * R[i, k] + s * R[i + 1, k],
-                                        -np.conj(s) * R[i, k] + c * R[i + 1, k])
-            c, s, R[k, k] = _rotation(R[k, k], R[k + 1, k])
-            R[k + 1, k] = 0
-            rot.append((c, s))
-            g[k], g[k + 1] = c * g[k], -np.conj(s) * g[k]
-            presid = abs(g[k + 1])
+            presid = _triangularize(R, g, rot, k)
             inner += 1
             if callback_type in ("legacy", "pr_norm"):
                 callback(presid / bnrm2)
