@@ -43,6 +43,8 @@ class Plan:
 
 
 class _Recording:
+    """``with ex.record() as plan:``: ``ex`` active and capturing into a new plan."""
+
     def __init__(self, ex):
         self.ex = ex
 
@@ -51,28 +53,12 @@ class _Recording:
             raise RuntimeError("an executor's record() does not nest")
         self.plan = Plan()
         self.ex._recording = self.plan.launches
-        self._activation = _Activation(self.ex)
-        self._activation.__enter__()
+        self.ex.__enter__()
         return self.plan
 
     def __exit__(self, *exc):
         self.ex._recording = None
-        self._activation.__exit__(*exc)
-        return False
-
-
-class _Activation:
-    def __init__(self, ex):
-        self.ex = ex
-
-    def __enter__(self):
-        stack = _stack()
-        stack.append(self.ex)
-        return self.ex
-
-    def __exit__(self, *exc):
-        _stack().pop()
-        return False
+        return self.ex.__exit__(*exc)
 
 
 def _stack() -> list:

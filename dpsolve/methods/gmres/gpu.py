@@ -4,8 +4,8 @@ Per inner iteration: w = M A v_k (dpsolve's SpMV, then its Jacobi kernel or the 
 projections on the basis by classical Gram-Schmidt applied twice (CGS2: two cuBLAS GEMVs each
 way through CuPy, as accurate as the reference's modified Gram-Schmidt, in one call instead of
 k + 1), ||w|| read back; the Givens rotations and the small triangular solve run on the host,
-exactly as in ``reference.py``, whose tests (inner tolerance, breakdown, restarts, callbacks)
-this follows line by line. Three host waits per inner iteration: the cost of host-side scalars,
+by ``reference.run_cycles``, the same control (inner tolerance, breakdown, restarts, callbacks)
+the reference runs. Three host waits per inner iteration: the cost of host-side scalars,
 which is what the cublas variant measures.
 """
 from __future__ import annotations
@@ -13,7 +13,71 @@ from __future__ import annotations
 import numpy as np
 
 from ...cuda import ops
-from .reference import _triangularize, _upper_solve
+from .reference import run_cycles
+
+
+class _DeviceSpace:
+    """run_cycles' linear algebra on the GPU: the basis V on the device; w = M A v_k with
+    dpsolve's kernels; CGS2 through CuPy's GEMV; every norm and projection read back (a host
+    wait, counted on ``sync``)."""
+
+    def __init__(self, st, x, m, sync):
+        import cupy
+        self.cupy, self.st, self.x, self.sync = cupy, st, x, sync
+        self.n, self.dtype = st.n, st.dtype
+        self.V = _basis(st, min(m or 20, st.n))
+        self.w, self.r = st.v, st.r
+        self.conj = np.issubdtype(st.dtype, np.complexfloating)
+        self.b_norm = self._norm(st.b)
+
+    def _norm(self, v):
+        self.sync.waits += 1
+        return float(self.cupy.linalg.norm(v))
+
+    def _precondition(self, src, out):
+        """out = M src (a copy without a preconditioner)."""
+        if self.st.preconditioned:
+            self.st.psolve(src, out)
+        else:
+            self.cupy.copyto(out, src)
+
+    def precondition_b_norm(self):
+        self._precondition(self.st.b, self.w)
+        return self._norm(self.w)
+
+    def residual(self):
+        st = self.st
+        ops.spmv(st.A, self.x, self.w, st.stream)               # r = b - A x
+        self.cupy.subtract(st.b, self.w, out=self.r)
+        return self._norm(self.r)
+
+    def start(self):
+        V = self.V
+        self._precondition(self.r, V[0])
+        beta = self._norm(V[0])
+        V[0] *= 1 / beta
+        return beta
+
+    def expand(self, k, R):
+        st, w = self.st, self.w
+        ops.spmv(st.A, self.V[k], self.r, st.stream)             # r as scratch: A v_k
+        self._precondition(self.r, w)                            # w = M A v_k
+        h0 = self._norm(w)
+        Vk = self.V[:k + 1]
+        Vh = Vk.conj() if self.conj else Vk
+        h = Vh @ w                                               # CGS, twice
+        w -= h @ Vk
+        h2 = Vh @ w
+        w -= h2 @ Vk
+        self.sync.waits += 1
+        R[:k + 1, k] = (h + h2).get()
+        return h0, self._norm(w)
+
+    def extend(self, k, h):
+        self.cupy.multiply(self.w, self.dtype.type(1 / h), out=self.V[k + 1])
+
+    def update(self, y, k):
+        self.x += self.cupy.asarray(y) @ self.V[:k + 1]
 
 
 def _basis(st, m):
@@ -27,93 +91,9 @@ def _basis(st, m):
 
 
 def gmres_cublas(backend, st, x, *, atol, maxiter, sync, callback):
-    import cupy
     opts = st.options
-    n, dt, stream = st.n, st.dtype, st.stream
-    eps = np.finfo(dt).eps
-    m = min(opts.get("restart") or 20, n)
-    callback_type = opts.get("callback_type")
-    if callback is None:
-        callback_type = None
-    elif callback_type is None:
-        callback_type = "legacy"
-    legacy = callback_type == "legacy"
-    V = _basis(st, m)
-    w, r = st.v, st.r
-    pre = st.preconditioned
-    conj = np.issubdtype(dt, np.complexfloating)
-
-    def norm(v):
-        sync.waits += 1
-        return float(cupy.linalg.norm(v))
-
-    def precondition(src, out):
-        """out = M src (a copy without a preconditioner)."""
-        if not pre:
-            cupy.copyto(out, src)
-        else:
-            st.psolve(src, out)
-
-    def true_residual():
-        ops.spmv(st.A, x, w, stream)                      # r = b - A x
-        cupy.subtract(st.b, w, out=r)
-        return norm(r)
-
-    bnrm2 = norm(st.b)
-    precondition(st.b, w)
-    factor = 1.0
-    ptol = norm(w) * min(factor, atol / bnrm2)
-    R = np.zeros((m + 1, m), dtype=dt)
-    rot = []
-    inner = 0
-    if true_residual() < atol:
-        return 0, 0, {}
-    for cycle in range(maxiter):
-        precondition(r, V[0])
-        beta = norm(V[0])
-        V[0] *= 1 / beta
-        g = np.zeros(m + 1, dtype=dt)
-        g[0] = beta
-        R[:] = 0
-        rot.clear()
-        breakdown = False
-        presid = 0.0
-        for k in range(m):
-            ops.spmv(st.A, V[k], r, stream)               # r as scratch: A v_k
-            precondition(r, w)                             # w = M A v_k
-            h0 = norm(w)
-            Vk = V[:k + 1]
-            Vh = Vk.conj() if conj else Vk
-            h = Vh @ w                                     # CGS, twice
-            w -= h @ Vk
-            h2 = Vh @ w
-            w -= h2 @ Vk
-            sync.waits += 1
-            R[:k + 1, k] = (h + h2).get()
-            hn = norm(w)
-            if hn <= eps * h0:
-                R[k + 1, k] = 0
-                breakdown = True
-            else:
-                R[k + 1, k] = hn
-                cupy.multiply(w, dt.type(1 / hn), out=V[k + 1])
-            presid = _triangularize(R, g, rot, k)                 # on the host
-            inner += 1
-            if callback_type in ("legacy", "pr_norm"):
-                callback(float(presid / bnrm2))
-            if (legacy and inner == maxiter) or presid <= ptol or breakdown:
-                break
-        y = _upper_solve(R, g, k)
-        x += cupy.asarray(y) @ V[:k + 1]
-        rnorm = true_residual()
-        if legacy and inner == maxiter:
-            return (0 if rnorm <= atol else maxiter), inner, {}
-        if callback_type == "x":
-            callback(x)
-        if rnorm <= atol:
-            return 0, (inner if legacy else cycle + 1), {}
-        if breakdown:
-            break
-        factor = max(eps, 0.25 * factor) if presid <= ptol else min(1.0, 1.5 * factor)
-        ptol = presid * min(factor, atol / rnorm)
-    return maxiter, (inner if legacy else cycle + 1), {}
+    restart = opts.get("restart")
+    space = _DeviceSpace(st, x, restart, sync)
+    info, its = run_cycles(space, atol=atol, maxiter=maxiter, restart=restart, callback=callback,
+                           callback_type=opts.get("callback_type"))
+    return info, its, {}

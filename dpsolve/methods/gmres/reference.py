@@ -56,70 +56,124 @@ def _upper_solve(R, g, k):
     return y
 
 
-def gmres(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, restart=None,
-          callback_type=None):
-    dot = dotprod(x)
-    psolve = psolve or (lambda v: v)
-    n = b.shape[0]
-    dt = x.dtype
-    eps = np.finfo(dt).eps
-    m = min(restart or 20, n)
+def callback_kind(callback, callback_type):
+    """SciPy's rule: no callback -> None; a callback without a type -> "legacy"."""
     if callback is None:
-        callback_type = None
-    elif callback_type is None:
-        callback_type = "legacy"
+        return None
+    return "legacy" if callback_type is None else callback_type
+
+
+def run_cycles(space, *, atol, maxiter, restart, callback, callback_type):
+    """Restarted GMRES over ``space``, the one statement of the method's control: the cycles,
+    the inner tolerance, breakdown, callbacks and exits. ``space`` does the linear algebra on
+    its own vectors (``HostSpace`` here; the cublas variant's in gpu.py):
+
+        n, dtype, b_norm           the system's size, working dtype and ||b||
+        precondition_b_norm()      ||M b||
+        residual() -> ||r||        r = b - A x (the true residual)
+        start() -> beta            v_0 = M r / beta, beta = ||M r||
+        expand(k, R) -> (h0, h)    w = M A v_k orthogonalised on v_0..v_k, R[:k+1, k] its
+                                   projections; h0 = ||M A v_k||, h = ||w||
+        extend(k, h)               v_{k+1} = w / h
+        update(y, k)               x += y @ V[:k+1]
+        x                          the iterate (what a callback of type "x" gets)
+
+    Returns (info, iterations): iterations count cycles (inner iterations for "legacy")."""
+    dt = space.dtype
+    eps = np.finfo(dt).eps
+    m = min(restart or 20, space.n)
+    callback_type = callback_kind(callback, callback_type)
     legacy = callback_type == "legacy"
-    bnrm2 = norm(b)
+    bnrm2 = space.b_norm
     factor = 1.0
-    ptol = norm(psolve(b)) * min(factor, atol / bnrm2)
-    V = np.empty((m + 1, n), dtype=dt)           # the Krylov basis, one vector per row
+    ptol = space.precondition_b_norm() * min(factor, atol / bnrm2)
     R = np.zeros((m + 1, m), dtype=dt)           # the Hessenberg matrix, rotated to triangular
     rot = []                                     # the Givens rotations (c, s) of this cycle
     inner = 0
-    r = b - matvec(x) if x.any() else b.copy()
-    if norm(r) < atol:
-        return x, 0, 0
+    if space.residual() < atol:
+        return 0, 0
     for cycle in range(maxiter):
-        w = psolve(r)
-        beta = norm(w)
-        V[0] = w / beta
         g = np.zeros(m + 1, dtype=dt)            # the rotated right-hand side beta e_1
-        g[0] = beta
+        g[0] = space.start()
         R[:] = 0
         rot.clear()
         breakdown = False
         presid = 0.0
         for k in range(m):
-            w = psolve(matvec(V[k]))
-            h0 = norm(w)
-            for i in range(k + 1):               # modified Gram-Schmidt
-                R[i, k] = dot(V[i], w)
-                w = w - R[i, k] * V[i]
-            h = norm(w)
+            h0, h = space.expand(k, R)
             if h <= eps * h0:                    # w in the span: the Krylov space is invariant
                 R[k + 1, k] = 0
                 breakdown = True
             else:
                 R[k + 1, k] = h
-                V[k + 1] = w / h
+                space.extend(k, h)
             presid = _triangularize(R, g, rot, k)
             inner += 1
             if callback_type in ("legacy", "pr_norm"):
                 callback(presid / bnrm2)
             if (legacy and inner == maxiter) or presid <= ptol or breakdown:
                 break
-        y = _upper_solve(R, g, k)
-        x += y @ V[:k + 1]
-        r = b - matvec(x)
-        rnorm = norm(r)
+        space.update(_upper_solve(R, g, k), k)
+        rnorm = space.residual()
         if legacy and inner == maxiter:
-            return x, (0 if rnorm <= atol else maxiter), inner
+            return (0 if rnorm <= atol else maxiter), inner
         if callback_type == "x":
-            callback(x)
+            callback(space.x)
         if rnorm <= atol:
-            return x, 0, inner if legacy else cycle + 1
+            return 0, inner if legacy else cycle + 1
         if breakdown:                            # the exact solution of a rounded problem
             break
         factor = max(eps, 0.25 * factor) if presid <= ptol else min(1.0, 1.5 * factor)
         ptol = presid * min(factor, atol / rnorm)
-    return x, maxiter, inner if legacy else cycle + 1
+    return maxiter, inner if legacy else cycle + 1
+
+
+class HostSpace:
+    """The reference's linear algebra: NumPy vectors, modified Gram-Schmidt."""
+
+    def __init__(self, matvec, psolve, b, x, m):
+        self.matvec, self.psolve, self.b, self.x = matvec, psolve, b, x
+        self.n, self.dtype = b.shape[0], x.dtype
+        self.dot = dotprod(x)
+        self.b_norm = norm(b)
+        self.V = np.empty((min(m or 20, self.n) + 1, self.n), dtype=x.dtype)   # one v per row
+        self.r = self.w = None
+
+    def precondition_b_norm(self):
+        return norm(self.psolve(self.b))
+
+    def residual(self):
+        x = self.x
+        self.r = (self.b - self.matvec(x) if self.r is not None or x.any()   # x0 = 0: r = b
+                  else self.b.copy())
+        return norm(self.r)
+
+    def start(self):
+        w = self.psolve(self.r)
+        beta = norm(w)
+        self.V[0] = w / beta
+        return beta
+
+    def expand(self, k, R):
+        V = self.V
+        w = self.psolve(self.matvec(V[k]))
+        h0 = norm(w)
+        for i in range(k + 1):                   # modified Gram-Schmidt
+            R[i, k] = self.dot(V[i], w)
+            w = w - R[i, k] * V[i]
+        self.w = w
+        return h0, norm(w)
+
+    def extend(self, k, h):
+        self.V[k + 1] = self.w / h
+
+    def update(self, y, k):
+        self.x += y @ self.V[:k + 1]
+
+
+def gmres(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, restart=None,
+          callback_type=None):
+    space = HostSpace(matvec, psolve or (lambda v: v), b, x, restart)
+    info, its = run_cycles(space, atol=atol, maxiter=maxiter, restart=restart, callback=callback,
+                           callback_type=callback_type)
+    return x, info, its
