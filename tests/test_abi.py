@@ -104,3 +104,52 @@ def test_a_header_change_changes_the_compiled_text(tmp_path, monkeypatch):
         assert _loader.source_text("graph") != before
     finally:
         _loader.headers_digest.cache_clear()
+
+
+# --- the by-value argument structs of the device-driven solves (args.cuh <-> abi.ARGS) ------------
+
+ARGS_TEXT = abi.ARGS_HEADER.read_text()
+
+
+def test_argument_structs_agree():
+    header = abi.parse_structs(ARGS_TEXT)
+    assert set(header) == {"CgArgs", "BicgArgs", "StabArgs"}
+    assert abi.compare_structs(header, abi.ARGS) == []
+    for name, fields in abi.ARGS.items():
+        dt = abi.args_dtype(name)
+        assert dt.names == tuple(f for f, _ in fields)
+        # C layout: ints packed, the double and every pointer 8-byte aligned, size a multiple of 8
+        assert all(dt.fields[f][1] % 8 == 0 for f, k in fields if k != "i4")
+        assert dt.itemsize % 8 == 0
+
+
+@pytest.mark.parametrize("name", sorted(abi.ARGS))
+def test_a_changed_struct_is_caught(name):
+    """Mutations of either side: two fields swapped in the header, a field dropped from the
+    mirror, a field's kind changed; compare_structs names the struct each time."""
+    header = abi.parse_structs(ARGS_TEXT)
+    body = ARGS_TEXT[ARGS_TEXT.index(f"struct {name} {{"):]
+    body = body[:body.index("};")]
+    lines = [ln for ln in body.splitlines() if re.match(r"\s+T\* \w+;", ln)]
+    a, b = lines[0], lines[1]
+    swapped = ARGS_TEXT.replace(body, body.replace(a, "@@").replace(b, a).replace("@@", b))
+    assert any(p.startswith(f"{name} field") for p in
+               abi.compare_structs(abi.parse_structs(swapped), abi.ARGS))
+    dropped = dict(abi.ARGS, **{name: abi.ARGS[name][:-1]})
+    assert any(p.startswith(f"{name} field") for p in abi.compare_structs(header, dropped))
+    retyped = dict(abi.ARGS, **{name: (("n", "f8"),) + abi.ARGS[name][1:]})
+    assert any(p.startswith(f"{name} field 0") for p in abi.compare_structs(header, retyped))
+
+
+def test_pack_lays_out_every_field():
+    import numpy as np
+    x = np.arange(3.0)
+    vals = {f: (x if k == "ptr" else 7) for f, k in abi.ARGS["StabArgs"]}
+    vals.update(atol=0.5, hist=None, bins=np.uint64(0))
+    rec = abi.pack("StabArgs", **vals)
+    assert rec["n"] == 7 and rec["atol"] == 0.5 and rec["x"] == x.ctypes.data
+    assert rec["hist"] == 0 and rec["bins"] == 0
+    with pytest.raises(TypeError, match="missing fields.*'x'"):
+        abi.pack("StabArgs", **{k: v for k, v in vals.items() if k != "x"})
+    with pytest.raises(TypeError, match="StabArgs.x: expected a device array"):
+        abi.pack("StabArgs", **dict(vals, x="not an array"))

@@ -208,10 +208,14 @@ def test_device_driven_launches(csr, record, persistent):
             kind = "persistent" if persistent else "dyn_start"
             assert source == f"{method}_{'persistent' if persistent else 'dynamic'}"
             assert expr == f"{method}_{kind}<{{T}}, {A.dynamic_code}>" and g == grid
-            check_launch(source, expr, args)
+            # one by-value argument: the method's struct of args.cuh, as abi.py lays it out
+            struct = {"cg": "CgArgs", "bicg": "BicgArgs", "bicgstab": "StabArgs"}[method]
+            assert params(source, expr) == [f"const dyn::{struct}<T> a"]
+            [a] = args
+            assert a.dtype == abi.args_dtype(struct)
             width = A.ell.width if fmt == "ell" else 0
-            at = 5 if method == "bicg" else 4                  # indptr (BiCG: after A^H's width)
-            assert args[1] == width
-            assert args[at] is A.csr.indptr if A.csr is not None else args[at] == 0
+            assert a["width"] == width and a["n"] == n and a["maxiter"] == 10
+            assert a["indptr"] == (A.csr.indptr.ctypes.data if A.csr is not None else 0)
+            assert a["x"] == v[2].ctypes.data and a["status"] == status.ctypes.data
     with pytest.raises(TypeError, match="operator"):
         record(ops.cg_device, matrix("operator", csr), *v[:8], parts, status, 1e-8, 10)

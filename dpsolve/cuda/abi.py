@@ -7,10 +7,12 @@ takes these numbers from this module.
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 HEADER = Path(__file__).resolve().parent / "include" / "dpsolve" / "abi.cuh"
+ARGS_HEADER = HEADER.with_name("args.cuh")
 
 # launch geometry
 DPS_BLOCK = 256
@@ -108,3 +110,108 @@ def compare(header: dict, python: dict) -> list[str]:
                                             for s in slots):
         problems.append("the DPS_SLOT_* values must be distinct and below DPS_SLOTS")
     return problems
+
+
+# --- the device-driven solves' by-value argument structs (args.cuh), field for field: "i4" an int,
+# "f8" a double, "ptr" any pointer (a 64-bit word; None packs as nullptr)
+_CG = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr inv_diag:ptr x:ptr "
+       "r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr part_rr:ptr status:ptr hist:ptr "
+       "bins:ptr")
+_BICG = ("n:i4 width:i4 width_h:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr "
+         "h_indptr:ptr h_indices:ptr h_data:ptr b:ptr inv_diag:ptr x:ptr r:ptr rt:ptr z:ptr "
+         "zt:ptr p0:ptr p1:ptr pt0:ptr pt1:ptr q:ptr qt:ptr part_rho:ptr part_rr:ptr part_rv:ptr "
+         "status:ptr hist:ptr bins:ptr h_bins:ptr")
+_STAB = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr inv_diag:ptr "
+         "x:ptr r:ptr rt:ptr p0:ptr p1:ptr v0:ptr v1:ptr s:ptr t:ptr part_rho:ptr part_rr:ptr "
+         "part_rv:ptr part_ss:ptr part_ts:ptr part_tt:ptr status:ptr hist:ptr bins:ptr")
+ARGS = {name: tuple(tuple(f.split(":")) for f in spec.split())
+        for name, spec in (("CgArgs", _CG), ("BicgArgs", _BICG), ("StabArgs", _STAB))}
+
+_STRUCT = re.compile(r"struct\s+(\w+Args)\s*\{(.*?)\n\};", re.S)
+
+
+def parse_structs(text: str) -> dict:
+    """{struct: ((field, kind), ...)} of args.cuh: kind "ptr" for a pointer, else "i4" (int) or
+    "f8" (double); anything else is a ValueError naming the line."""
+    out = {}
+    code_only = re.sub(r"//[^\n]*", "", text)
+    for name, body in _STRUCT.findall(code_only):
+        fields = []
+        for line in body.splitlines():
+            code = line.strip()
+            if not code:
+                continue
+            if not code.endswith(";"):
+                raise ValueError(f"args.cuh: {name}: cannot read {code!r}")
+            code = code[:-1].removeprefix("const ").strip()
+            if "*" in code:                                     # `T* x`, `const int* indptr`
+                ctype, _, names = code.rpartition("*")
+                kind = "ptr"
+            else:                                               # `int n, width`, `double atol`
+                ctype, _, names = code.partition(" ")
+                kind = {"int": "i4", "double": "f8"}.get(ctype)
+            if kind is None or not ctype.strip():
+                raise ValueError(f"args.cuh: {name}: unsupported field type {ctype!r}")
+            fields += [(nm.strip(), kind) for nm in names.split(",")]
+        out[name] = tuple(fields)
+    return out
+
+
+def compare_structs(header: dict, python: dict) -> list[str]:
+    """The disagreements between args.cuh's structs and ARGS, one line each."""
+    problems = []
+    for name in sorted(header.keys() | python.keys()):
+        if name not in python or name not in header:
+            where = "args.cuh" if name in header else "abi.py"
+            problems.append(f"struct {name} is only in {where}")
+            continue
+        h, p = header[name], python[name]
+        for i in range(max(len(h), len(p))):
+            hf = h[i] if i < len(h) else None
+            pf = p[i] if i < len(p) else None
+            if hf != pf:
+                problems.append(f"{name} field {i}: args.cuh has {hf}, abi.py has {pf}")
+                break
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def args_dtype(name: str):
+    """The NumPy record type of struct ``name``, laid out as the C compiler lays it out."""
+    import numpy as np
+    return np.dtype([(f, np.uint64 if k == "ptr" else k) for f, k in ARGS[name]], align=True)
+
+
+def pack(name: str, **values):
+    """One by-value kernel argument: struct ``name`` with every field given (device arrays for
+    pointers, None for nullptr); a missing or unknown field is a TypeError. (~10 us: once per
+    device-driven solve.)"""
+    import numpy as np
+    fields = ARGS[name]
+    if len(values) != len(fields) or any(f not in values for f, _ in fields):
+        known = {f for f, _ in fields}
+        raise TypeError(f"{name}: missing fields {sorted(known - values.keys())}, unknown "
+                        f"{sorted(values.keys() - known)}")
+    row = tuple(_address(values[f], name, f) if k == "ptr" else values[f] for f, k in fields)
+    return np.array(row, args_dtype(name))[()]
+
+
+def _address(v, struct, field):
+    """A pointer field's value: None -> nullptr, a CuPy array's address (or any
+    ``__cuda_array_interface__``), an integer as it is; a NumPy array's (the CPU tests' stand-ins
+    for device arrays)."""
+    if v is None:
+        return 0
+    try:
+        return v.data.ptr                      # CuPy: the fast path (once per field per solve)
+    except AttributeError:
+        pass
+    import numpy as np
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai["data"][0]
+    if isinstance(v, np.ndarray):
+        return v.ctypes.data
+    raise TypeError(f"{struct}.{field}: expected a device array or None, got {type(v).__name__}")

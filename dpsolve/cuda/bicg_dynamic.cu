@@ -40,38 +40,6 @@
 
 namespace dyn {
 
-// Everything the chain needs, passed by value from kernel to kernel.
-template <typename T>
-struct BicgArgs {
-    int n, width, width_h, maxiter;      // width, width_h: ELL widths of A and A^H
-    double atol;
-    const int* indptr;                   // A (CSR; indptr nullptr for ELL)
-    const int* indices;
-    const T* data;
-    const int* h_indptr;                 // A^H, same format
-    const int* h_indices;
-    const T* h_data;
-    const T* inv_diag;                   // nullptr: no preconditioner (then z == r, z~ == r~)
-    T* x;
-    T* r;
-    T* rt;
-    T* z;
-    T* zt;
-    T* p0;                               // p_j, p~_j live in p0, pt0 for even j, p1, pt1 for odd j
-    T* p1;
-    T* pt0;
-    T* pt1;
-    T* q;                                // A p
-    T* qt;                               // A^H p~
-    T* part_rho;                         // gridDim.x partials each
-    T* part_rr;
-    T* part_rv;
-    double* status;
-    dps::real_t<T>* hist;                  // optional: hist[j] = ||r_j|| (nullptr: none)
-    const unsigned long long* bins;        // csr-adaptive's bin descriptors of A and A^H
-    const unsigned long long* h_bins;      // (nullptr otherwise)
-};
-
 // The two SpMVs of iteration j with the gathers `load` (p_j) and `loadt` (p~_j): p_j, q = A p_j,
 // p~_j, q~ = A^H p~_j stored; returns this thread's share of <p~_j, q>.
 template <typename T, int W, typename Load>
@@ -105,33 +73,17 @@ bicg_dyn_spmv(const dyn::BicgArgs<T> a, int j, T rho_prev) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
-    T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
-    const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
-    const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
-    // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
-    // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-    const dps::Stop head = dps::head_test(j, (double)tau, a.atol, a.maxiter);   // stop.cuh
-    const bool suspect = head.go && dyn::mag(rho) < dyn::eps2<T>();
-    rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.z);
+    dyn::Head<T> h = dyn::shadow_head(j, a.maxiter, a.atol, a.n, a.part_rho, a.part_rr, a.rt,
+                                      a.z, smem);                 // stop rule, rho breakdown
     if (threadIdx.x == 0) {
-        const T beta = (j > 0) ? rho / rho_prev : T(0);
-        int info = head.info, its = head.its;
-        bool go = false;
-        if (!head.go) {}
-        else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;      // rho breakdown at j
-        else if (!dps::is_finite(rho) || !dps::is_finite(beta)) info = -10;   // non-finite at j
-        else go = true;
-        sh_go = go;
+        const T beta = (j > 0) ? h.rho / rho_prev : T(0);
+        if (h.go && !dps::is_finite(beta)) h = {h.rho, h.tau, -10, j, false};   // non-finite at j
+        sh_go = h.go;
         sh_beta = beta;
         if (blockIdx.x == 0) {
-            a.status[DYN_TAU] = (double)tau;
-            if (a.hist != nullptr) a.hist[j] = tau;
-            if (go) {
-                bicg_dyn_update<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, rho);
-                dyn::check_launch(a.status);
-            } else {
-                dyn::finish(a.status, info, its);
-            }
+            dyn::head_publish(a.status, a.hist, j, h, [&] {
+                bicg_dyn_update<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, h.rho);
+            });
         }
     }
     __syncthreads();
@@ -225,30 +177,15 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
 // partials and is kept by every kernel of the chain.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicg_dyn_start(int n, int width, int width_h, int maxiter, double atol,
-               const int* __restrict__ indptr, const int* __restrict__ indices,
-               const T* __restrict__ data, const int* __restrict__ h_indptr,
-               const int* __restrict__ h_indices, const T* __restrict__ h_data,
-               const T* __restrict__ b, const T* __restrict__ inv_diag, T* __restrict__ x,
-               T* __restrict__ r, T* __restrict__ rt, T* __restrict__ z, T* __restrict__ zt,
-               T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ pt0, T* __restrict__ pt1,
-               T* __restrict__ q, T* __restrict__ qt, T* __restrict__ part_rho,
-               T* __restrict__ part_rr, T* __restrict__ part_rv, double* __restrict__ status,
-               dps::real_t<T>* __restrict__ hist, const unsigned long long* __restrict__ bins,
-               const unsigned long long* __restrict__ h_bins) {
+bicg_dyn_start(const dyn::BicgArgs<T> a) {  // a.z, a.zt == a.r, a.rt without a preconditioner
     __shared__ T smem[DPS_WARP];
-    const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        dyn::start(status);
-        const dyn::BicgArgs<T> a{n, width, width_h, maxiter, atol, indptr, indices, data,
-                                 h_indptr, h_indices, h_data, inv_diag, x, r, rt,
-                                 pre ? z : r, pre ? zt : rt, p0, p1, pt0, pt1, q, qt,
-                                 part_rho, part_rr, part_rv, status, hist, bins, h_bins};
+        dyn::start(a.status);
         bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
-        dyn::check_launch(status);
+        dyn::check_launch(a.status);
     }
-    dyn::ShadowSetup<T> setup{b, inv_diag, r, rt, z, zt};
-    dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x}, setup, bins);
-    dyn::put_partial(setup.rho, part_rho, smem);
-    dyn::put_partial(setup.rr, part_rr, smem);
+    dyn::ShadowSetup<T> setup{a.b, a.inv_diag, a.r, a.rt, a.z, a.zt};
+    dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, dyn::LoadVec<T>{a.x}, setup, a.bins);
+    dyn::put_partial(setup.rho, a.part_rho, smem);
+    dyn::put_partial(setup.rr, a.part_rr, smem);
 }

@@ -44,9 +44,10 @@
 
 // A and A^H share W (the CSR-vector width follows nnz / n, the same for both); ELL widths are
 // separate (width, width_h). Without a preconditioner the host passes z = r and z~ = r~.
+// The solve, with the fields of dyn::BicgArgs (args.cuh) as its parameters.
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
+__device__ __forceinline__ void
+bicg_persistent_body(int n, int width, int width_h, int maxiter, double atol,
                 const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const int* __restrict__ h_indptr,
                 const int* __restrict__ h_indices, const T* __restrict__ h_data,
@@ -75,7 +76,7 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        const pers::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
+        const dyn::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
                                                      z, hist, smem, &bcast);
         tau_out = head.tau;
         if (!head.go) { info = head.info; its = head.its; break; }
@@ -146,4 +147,13 @@ bicg_persistent(int n, int width, int width_h, int maxiter, double atol,
         status[DYN_TAU] = tau_out;
         dyn::finish(status, info, its);
     }
+}
+
+// The kernel the host launches (cooperatively), with the solve's arguments by value.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) bicg_persistent(const dyn::BicgArgs<T> a) {
+    bicg_persistent_body<T, W>(a.n, a.width, a.width_h, a.maxiter, a.atol, a.indptr, a.indices,
+                               a.data, a.h_indptr, a.h_indices, a.h_data, a.b, a.inv_diag, a.x, a.r,
+                               a.rt, a.z, a.zt, a.p0, a.p1, a.pt0, a.pt1, a.q, a.qt, a.part_rho,
+                               a.part_rr, a.part_rv, a.status, a.hist, a.bins, a.h_bins);
 }

@@ -48,39 +48,6 @@
 // name expression; it instantiates the rest.
 #include <dpsolve/dynamic.cuh>
 
-namespace dyn {
-
-// Everything the chain needs, passed by value from kernel to kernel.
-template <typename T>
-struct StabArgs {
-    int n, width, maxiter;
-    double atol;
-    const int* indptr;                   // CSR (nullptr for ELL)
-    const int* indices;
-    const T* data;
-    const T* inv_diag;                   // nullptr: no preconditioner (p^ = p, s^ = s)
-    T* x;
-    T* r;
-    T* rt;
-    T* p0;                               // p_j, v_j live in p0, v0 for even j, p1, v1 for odd j
-    T* p1;
-    T* v0;
-    T* v1;
-    T* s;
-    T* t;
-    T* part_rho;                         // gridDim.x partials each
-    T* part_rr;
-    T* part_rv;
-    T* part_ss;
-    T* part_ts;
-    T* part_tt;
-    double* status;
-    dps::real_t<T>* hist;                  // optional residual history (nullptr: none)
-    const unsigned long long* bins;        // csr-adaptive's bin descriptor (nullptr otherwise)
-};
-
-}  // namespace dyn
-
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho);
 template <typename T, int W>
@@ -95,35 +62,20 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
-    T rho = dyn::sum_partials(a.part_rho, (int)gridDim.x, smem);
-    const T rr = dyn::sum_partials(a.part_rr, (int)gridDim.x, smem);
-    const dps::real_t<T> tau = sqrt(fabs(rr));                     // in thread 0
-    // a fast |rho| below eps^2 where the test is made is confirmed with the accurate sum, by
-    // every block over the whole vectors (same bits in every block; a rare path, dps::confirm_dot)
-    const dps::Stop head = dps::head_test(j, (double)tau, a.atol, a.maxiter);   // stop.cuh
-    const bool suspect = head.go && dyn::mag(rho) < dyn::eps2<T>();
-    rho = dps::confirm_dot(suspect, rho, a.n, a.rt, a.r);
+    dyn::Head<T> h = dyn::shadow_head(j, a.maxiter, a.atol, a.n, a.part_rho, a.part_rr, a.rt,
+                                      a.r, smem);                 // stop rule, rho breakdown
     if (threadIdx.x == 0) {
-        const T beta = (j > 0) ? (rho / rho_prev) * (alpha / omega) : T(0);
-        int info = head.info, its = head.its;
-        bool go = false;
-        if (!head.go) {}
-        else if (dyn::mag(rho) < dyn::eps2<T>()) info = -10;       // rho breakdown at j
-        else if (!dps::is_finite(rho)) info = -10;                 // non-finite at j
-        else if (j > 0 && dyn::mag(omega) < dyn::eps2<T>()) info = -11;   // omega breakdown at j
-        else if (!dps::is_finite(beta)) info = -10;                // non-finite at j
-        else go = true;
-        sh_go = go;
+        const T beta = (j > 0) ? (h.rho / rho_prev) * (alpha / omega) : T(0);
+        if (h.go && j > 0 && dyn::mag(omega) < dyn::eps2<T>())
+            h = {h.rho, h.tau, -11, j, false};                     // omega breakdown at j
+        else if (h.go && !dps::is_finite(beta))
+            h = {h.rho, h.tau, -10, j, false};                     // non-finite at j
+        sh_go = h.go;
         sh_beta = beta;
         if (blockIdx.x == 0) {
-            a.status[DYN_TAU] = (double)tau;
-            if (a.hist != nullptr) a.hist[j] = tau;
-            if (go) {
-                bicgstab_dyn_t<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, rho);
-                dyn::check_launch(a.status);
-            } else {
-                dyn::finish(a.status, info, its);
-            }
+            dyn::head_publish(a.status, a.hist, j, h, [&] {
+                bicgstab_dyn_t<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, j, h.rho);
+            });
         }
     }
     __syncthreads();
@@ -274,26 +226,15 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
 // DPS_BLOCK threads) is the number of partials and is kept by every kernel of the chain.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
-                   const int* __restrict__ indices, const T* __restrict__ data,
-                   const T* __restrict__ b, const T* __restrict__ inv_diag, T* __restrict__ x,
-                   T* __restrict__ r, T* __restrict__ rt, T* __restrict__ p0, T* __restrict__ p1,
-                   T* __restrict__ v0, T* __restrict__ v1, T* __restrict__ s, T* __restrict__ t,
-                   T* __restrict__ part_rho, T* __restrict__ part_rr, T* __restrict__ part_rv,
-                   T* __restrict__ part_ss, T* __restrict__ part_ts, T* __restrict__ part_tt,
-                   double* __restrict__ status, dps::real_t<T>* __restrict__ hist,
-                   const unsigned long long* __restrict__ bins) {
+bicgstab_dyn_start(const dyn::StabArgs<T> a) {
     __shared__ T smem[DPS_WARP];
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        dyn::start(status);
-        const dyn::StabArgs<T> a{n, width, maxiter, atol, indptr, indices, data, inv_diag, x, r, rt,
-                                 p0, p1, v0, v1, s, t, part_rho, part_rr, part_rv, part_ss,
-                                 part_ts, part_tt, status, hist, bins};
+        dyn::start(a.status);
         bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0), T(0), T(0));
-        dyn::check_launch(status);
+        dyn::check_launch(a.status);
     }
-    dyn::ShadowSetup<T> setup{b, nullptr, r, rt, nullptr, nullptr};     // rho_0 = <r~, r>
-    dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x}, setup, bins);
-    dyn::put_partial(setup.rho, part_rho, smem);
-    dyn::put_partial(setup.rr, part_rr, smem);
+    dyn::ShadowSetup<T> setup{a.b, nullptr, a.r, a.rt, nullptr, nullptr};    // rho_0 = <r~, r>
+    dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, dyn::LoadVec<T>{a.x}, setup, a.bins);
+    dyn::put_partial(setup.rho, a.part_rho, smem);
+    dyn::put_partial(setup.rr, a.part_rr, smem);
 }

@@ -49,9 +49,10 @@
 // exit of iteration j, hist[j + 1] = ||s||; iterations + 1 entries, maxiter + 1 at most.
 #include <dpsolve/persistent.cuh>
 
+// The solve, with the fields of dyn::StabArgs (args.cuh) as its parameters.
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+__device__ __forceinline__ void
+bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
                     const int* __restrict__ indices, const T* __restrict__ data,
                     const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt,
                     T* p0, T* p1, T* v0, T* v1, T* s, T* t, T* part_rho, T* part_rr, T* part_rv,
@@ -77,7 +78,7 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
     double tau_out = 0.0;
     for (int j = 0;; ++j) {
         // ---- prologue: rho_j, tau_j and the loop-head decisions (the reference's order)
-        const pers::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
+        const dyn::Head<T> head = pers::shadow_head(j, maxiter, atol, n, part_rho, part_rr, rt,
                                                      r, hist, smem, &bcast);
         tau_out = head.tau;
         if (!head.go) { info = head.info; its = head.its; break; }
@@ -184,4 +185,13 @@ bicgstab_persistent(int n, int width, int maxiter, double atol, const int* __res
         status[DYN_TAU] = tau_out;
         dyn::finish(status, info, its);
     }
+}
+
+// The kernel the host launches (cooperatively), with the solve's arguments by value.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) bicgstab_persistent(const dyn::StabArgs<T> a) {
+    bicgstab_persistent_body<T, W>(a.n, a.width, a.maxiter, a.atol, a.indptr, a.indices, a.data,
+                                   a.b, a.inv_diag, a.x, a.r, a.rt, a.p0, a.p1, a.v0, a.v1, a.s,
+                                   a.t, a.part_rho, a.part_rr, a.part_rv, a.part_ss, a.part_ts,
+                                   a.part_tt, a.status, a.hist, a.bins);
 }

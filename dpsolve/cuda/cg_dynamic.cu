@@ -33,41 +33,13 @@
 // device launch failed), [3] the cudaError_t of a failed launch, [4] the last tau.
 #include <dpsolve/dynamic.cuh>     // status layout, for_rows, gathers, sum_partials, finish
 
-namespace dyn {
-
-// Everything the chain needs, passed by value from kernel to kernel.
-template <typename T>
-struct Args {
-    int n, width, maxiter;
-    double atol;
-    const int* indptr;        // CSR (nullptr for ELL)
-    const int* indices;
-    const T* data;
-    const T* b;
-    const T* inv_diag;        // nullptr: no preconditioner (then z == r)
-    T* x;
-    T* r;
-    T* z;
-    T* p0;                    // p_j lives in p0 for even j, p1 for odd j
-    T* p1;
-    T* v;
-    T* part_pv;               // gridDim.x partials each
-    T* part_rz;
-    T* part_rr;
-    double* status;
-    dps::real_t<T>* hist;       // optional residual history: hist[j] = tau_j (nullptr: none)
-    const unsigned long long* bins;   // csr-adaptive's bin descriptor (nullptr otherwise)
-};
-
-}  // namespace dyn
-
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK) cg_dyn_update(const dyn::Args<T> a, int j, T sigma);
+__global__ void __launch_bounds__(DPS_BLOCK) cg_dyn_update(const dyn::CgArgs<T> a, int j, T sigma);
 
 // O5b O6 O7 O9 (prologue, convergence test) + O8 O1 O2a.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
+cg_dyn_spmv(const dyn::CgArgs<T> a, int j, T sigma_prev) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
@@ -121,7 +93,7 @@ cg_dyn_spmv(const dyn::Args<T> a, int j, T sigma_prev) {
 // O2b (prologue) + O3 O4 merged + Jacobi + O5a.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-cg_dyn_update(const dyn::Args<T> a, int j, T sigma) {
+cg_dyn_update(const dyn::CgArgs<T> a, int j, T sigma) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_alpha;
     __shared__ int sh_go;
@@ -180,25 +152,21 @@ cg_dyn_update(const dyn::Args<T> a, int j, T sigma) {
 // threads) is the number of partials and is kept by every kernel of the chain.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
-cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
-             const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
-             const T* __restrict__ inv_diag, T* __restrict__ x, T* __restrict__ r, T* __restrict__ z,
-             T* __restrict__ p0, T* __restrict__ p1, T* __restrict__ v, T* __restrict__ part_pv,
-             T* __restrict__ part_rz, T* __restrict__ part_rr, double* __restrict__ status,
-             dps::real_t<T>* __restrict__ hist, const unsigned long long* __restrict__ bins) {
+cg_dyn_start(const dyn::CgArgs<T> a) {      // a.z == a.r without a preconditioner
     __shared__ T smem[DPS_WARP];
+    const T* __restrict__ b = a.b;
+    const T* __restrict__ inv_diag = a.inv_diag;
+    T* __restrict__ r = a.r;
+    T* __restrict__ z = a.z;
     const bool pre = inv_diag != nullptr;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        dyn::start(status);
-        const dyn::Args<T> a{n, width, maxiter, atol, indptr, indices, data, b, inv_diag, x, r,
-                             pre ? z : r, p0, p1, v, part_pv, part_rz, part_rr, status, hist,
-                             bins};
+        dyn::start(a.status);
         cg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
-        dyn::check_launch(status);
+        dyn::check_launch(a.status);
     }
     T rz = T(0), rr = T(0);
-    const dyn::LoadVec<T> load{x};
-    dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T ax) {
+    const dyn::LoadVec<T> load{a.x};
+    dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T ax) {
         const T ri = b[row] - ax;
         r[row] = ri;
         if (pre) {
@@ -209,7 +177,7 @@ cg_dyn_start(int n, int width, int maxiter, double atol, const int* __restrict__
         } else {
             rz += dps::conj(ri) * ri;
         }
-    }, bins);
-    dyn::put_partial(rz, part_rz, smem);
-    if (pre) dyn::put_partial(rr, part_rr, smem);
+    }, a.bins);
+    dyn::put_partial(rz, a.part_rz, smem);
+    if (pre) dyn::put_partial(rr, a.part_rr, smem);
 }

@@ -24,9 +24,10 @@
 // finishes (kept small by capping the grid at 4 blocks per SM).
 #include <dpsolve/persistent.cuh>
 
+// The solve, with the fields of dyn::CgArgs (args.cuh) as its parameters.
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK)
-cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+__device__ __forceinline__ void
+cg_persistent_body(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
               const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
               const T* __restrict__ inv_diag, T* x, T* r, T* z, T* p0, T* p1, T* v,
               T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist,
@@ -112,4 +113,12 @@ cg_persistent(int n, int width, int maxiter, double atol, const int* __restrict_
         status[DYN_TAU] = tau;
         dyn::finish(status, info, its);
     }
+}
+
+// The kernel the host launches (cooperatively), with the solve's arguments by value.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) cg_persistent(const dyn::CgArgs<T> a) {
+    cg_persistent_body<T, W>(a.n, a.width, a.maxiter, a.atol, a.indptr, a.indices, a.data, a.b,
+                             a.inv_diag, a.x, a.r, a.z, a.p0, a.p1, a.v, a.part_pv, a.part_rz,
+                             a.part_rr, a.status, a.hist, a.bins);
 }

@@ -149,20 +149,26 @@ def merge_parts(n: int) -> int:
     return max(1, min(-(-n // BLOCK), DOT_MAX_PARTIALS))
 
 
+def _spmv_dot(source: str, A: DeviceMatrix, x, y, w, partials, stream, args) -> int:
+    """y = A x and per-block partials of <w, y> in partials[:nparts]; returns nparts. ``source``'s
+    fused ``*_spmv_dot`` kernel for A's row mapping, taking (n, A's merge arguments, *args,
+    partials); for the UNFUSED_SPMV formats, spmv() then blas1's dot_partial (two launches)."""
+    kernel = A.fused_kernel(source.replace("_merge", "_spmv_dot"))
+    if kernel is None:
+        spmv(A, x, y, stream)
+        return dot_partial(w, y, partials, stream)
+    nparts = merge_parts(A.n)
+    launch(get_kernel(source, kernel, A.dtype), (nparts,), (BLOCK,),
+           (np.int32(A.n), *A.merge_args(), *args, partials), stream)
+    return nparts
+
+
 def merge_spmv_dot(A: DeviceMatrix, p, v, partials, stream=None) -> int:
     """{O1-O2a}: v = A p and per-block partials of <p, v> in partials[:nparts]; returns nparts.
 
     CSR-scalar and ELL: one fused kernel. CSR-vector: O1 and O2a cannot be merged (a group of
     lanes owns a row), nor can an operator's SpMV: spmv() then blas1's dot_partial."""
-    n = A.n
-    kernel = A.fused_kernel("cg_spmv_dot")
-    if kernel is None:
-        spmv(A, p, v, stream)
-        return dot_partial(p, v, partials, stream)
-    nparts = merge_parts(n)
-    launch(get_kernel("cg_merge", kernel, A.dtype), (nparts,), (BLOCK,),
-           (np.int32(n), *A.merge_args(), p, v, partials), stream)
-    return nparts
+    return _spmv_dot("cg_merge", A, p, v, p, partials, stream, (p, v))
 
 
 def merge_alpha(nparts: int, partials, sigma, pv, alpha, status, stream=None) -> None:
@@ -201,7 +207,6 @@ def merge_beta(nparts: int, partials, preconditioned: bool, sigma, zeta, rr, bet
 DYNAMIC_LAUNCHES_PER_ITER = 2      # cg_dyn_spmv + cg_dyn_update, tail-launched by the device
 DYNAMIC_STATUS = abi.DYN_STATUS_WORDS   # doubles: info, iterations, state, launch error, tau
 DYNAMIC_DONE, DYNAMIC_LAUNCH_FAILED = abi.DYN_DONE, abi.DYN_LAUNCH_FAILED
-_DYN_NULL = np.uint64(0)           # a null device pointer, passed by value
 
 
 def dynamic_code(A: DeviceMatrix) -> int:
@@ -285,12 +290,12 @@ def cg_device(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status
     """A device-driven CG solve. ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
     pre = inv_diag is not None
-    return _device_launch(
-        "cg", persistent, A,
-        (np.int32(A.n), np.int32(width), _maxiter_arg(maxiter, persistent), np.float64(atol),
-         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, z if pre else r, p0, p1,
-         v, *_dyn_parts(partials, 3), status, hist if hist is not None else _DYN_NULL, bins),
-        stream)
+    part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
+    args = abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
+                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, inv_diag=inv_diag,
+                    x=x, r=r, z=z if pre else r, p0=p0, p1=p1, v=v, part_pv=part_pv,
+                    part_rz=part_rz, part_rr=part_rr, status=status, hist=hist, bins=bins)
+    return _device_launch("cg", persistent, A, (args,), stream)
 
 
 def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0, pt1,
@@ -304,13 +309,15 @@ def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt,
     width, indptr, indices, data, bins = _dyn_matrix(A)
     h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
     pre = inv_diag is not None
-    return _device_launch(
-        "bicg", persistent, A,
-        (np.int32(A.n), np.int32(width), np.int32(h_width), _maxiter_arg(maxiter, persistent),
-         np.float64(atol), indptr, indices, data, h_indptr, h_indices, h_data, b,
-         inv_diag if pre else _DYN_NULL, x, r, rt, z if pre else r, zt if pre else rt,
-         p0, p1, pt0, pt1, q, qt, *_dyn_parts(partials, 3), status,
-         hist if hist is not None else _DYN_NULL, bins, h_bins), stream)
+    part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
+    args = abi.pack("BicgArgs", n=A.n, width=width, width_h=h_width,
+                    maxiter=_maxiter_arg(maxiter, persistent), atol=atol, indptr=indptr,
+                    indices=indices, data=data, h_indptr=h_indptr, h_indices=h_indices,
+                    h_data=h_data, b=b, inv_diag=inv_diag, x=x, r=r, rt=rt,
+                    z=z if pre else r, zt=zt if pre else rt, p0=p0, p1=p1, pt0=pt0, pt1=pt1, q=q,
+                    qt=qt, part_rho=part_rho, part_rr=part_rr, part_rv=part_rv, status=status,
+                    hist=hist, bins=bins, h_bins=h_bins)
+    return _device_launch("bicg", persistent, A, (args,), stream)
 
 
 def bicgstab_device(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
@@ -318,13 +325,13 @@ def bicgstab_device(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t
                     persistent: bool = False) -> int:
     """A device-driven BiCGStab solve. ``partials`` holds 6 * DOT_MAX_PARTIALS values."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = inv_diag is not None
-    return _device_launch(
-        "bicgstab", persistent, A,
-        (np.int32(A.n), np.int32(width), _maxiter_arg(maxiter, persistent), np.float64(atol),
-         indptr, indices, data, b, inv_diag if pre else _DYN_NULL, x, r, rt, p0, p1, v0, v1, s, t,
-         *_dyn_parts(partials, 6), status, hist if hist is not None else _DYN_NULL, bins),
-        stream)
+    part_rho, part_rr, part_rv, part_ss, part_ts, part_tt = _dyn_parts(partials, 6)
+    args = abi.pack("StabArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
+                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, inv_diag=inv_diag,
+                    x=x, r=r, rt=rt, p0=p0, p1=p1, v0=v0, v1=v1, s=s, t=t, part_rho=part_rho,
+                    part_rr=part_rr, part_rv=part_rv, part_ss=part_ss, part_ts=part_ts,
+                    part_tt=part_tt, status=status, hist=hist, bins=bins)
+    return _device_launch("bicgstab", persistent, A, (args,), stream)
 
 
 # --- BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` ----------------
@@ -462,15 +469,7 @@ def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stre
 def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> int:
     """{SpMV, DOT_ini}: y = A x and per-block partials of <w, y>; returns nparts. UNFUSED_SPMV
     formats: spmv() then blas1's dot_partial (two launches)."""
-    n = A.n
-    kernel = A.fused_kernel("bicgstab_spmv_dot")
-    if kernel is None:
-        spmv(A, x, y, stream)
-        return dot_partial(w, y, partials, stream)
-    nparts = merge_parts(n)
-    launch(get_kernel("bicgstab_merge", kernel, A.dtype), (nparts,), (BLOCK,),
-           (np.int32(n), *A.merge_args(), x, y, w, partials), stream)
-    return nparts
+    return _spmv_dot("bicgstab_merge", A, x, y, w, partials, stream, (x, y, w))
 
 
 def bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat, shat, part_ss, stream=None) -> int:

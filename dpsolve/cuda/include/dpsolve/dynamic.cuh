@@ -14,6 +14,7 @@
 #pragma once
 
 #include <dpsolve/common.cuh>
+#include <dpsolve/args.cuh>     // CgArgs, BicgArgs, StabArgs: the chains' by-value arguments
 
 #ifndef cudaStreamTailLaunch      // cuda_device_runtime_api.h defines it for CDP2 builds
 #define cudaStreamTailLaunch ((cudaStream_t)0x3)
@@ -282,5 +283,49 @@ __device__ __forceinline__ double eps2() {
 // |a| of a real scalar, as a double (complex types get an overload with complex support).
 template <typename T>
 __device__ __forceinline__ double mag(T a) { return (double)fabs(a); }
+
+// A loop-head decision of BiCG and BiCGStab: rho_j, tau_j = ||r_j||, and SciPy's info and the
+// iterations when the solve stops here (go: it does not).
+template <typename T>
+struct Head {
+    T rho;
+    double tau;
+    int info, its;
+    bool go;
+};
+
+// The loop head of BiCG's and BiCGStab's chains at step j. Every thread of the block calls it;
+// thread 0's result is the decision (as in persistent.cuh's pers::shadow_head, which every
+// thread gets): rho_j and tau_j from the partials of <r~, z> and <r, r>, the stop rule
+// (stop.cuh), a fast |rho_j| below eps^2 confirmed with the accurate <r~, z> by the whole block
+// (dps::confirm_dot), then |rho_j| < eps^2 or rho_j non-finite -> -10 at j. The callers then
+// test their own scalars (beta; BiCGStab's omega) when go.
+template <typename T>
+__device__ __forceinline__ Head<T> shadow_head(int j, int maxiter, double atol, int n,
+                                               const T* part_rho, const T* part_rr, const T* rt,
+                                               const T* z, T* smem) {
+    T rho = sum_partials(part_rho, (int)gridDim.x, smem);
+    const T rr = sum_partials(part_rr, (int)gridDim.x, smem);
+    const double tau = (double)(dps::real_t<T>)sqrt(fabs(rr));      // in thread 0
+    const dps::Stop s = dps::head_test(j, tau, atol, maxiter);
+    rho = dps::confirm_dot(s.go && mag(rho) < eps2<T>(), rho, n, rt, z);
+    if (s.go && (mag(rho) < eps2<T>() || !dps::is_finite(rho))) return {rho, tau, -10, j, false};
+    return {rho, tau, s.info, s.its, s.go};
+}
+
+// Block 0's thread 0 at a loop head: tau_j into the result area (and hist[j]), then either the
+// next kernel of the chain (`next()`, a tail launch) or the end of the solve with (info, its).
+template <typename T, typename Next>
+__device__ __forceinline__ void head_publish(double* status, dps::real_t<T>* hist, int j,
+                                             const Head<T>& h, Next next) {
+    status[DYN_TAU] = h.tau;
+    if (hist != nullptr) hist[j] = (dps::real_t<T>)h.tau;
+    if (h.go) {
+        next();
+        check_launch(status);
+    } else {
+        finish(status, h.info, h.its);
+    }
+}
 
 }  // namespace dyn

@@ -56,17 +56,10 @@ __device__ __forceinline__ T all_sum(const T* parts, int nparts, T* smem, T* bca
 // cg_persistent's); j == maxiter -> info maxiter; tau_j < atol -> 0 at j (SciPy's strict test);
 // |rho_j| < eps^2 -> -10 at j, a fast |rho_j| that small confirmed first with the accurate
 // <r~, z> (a rare path, dps::confirm_dot); rho_j non-finite -> -10 at j. go: none of them ended
-// the solve (the callers then test beta, which needs their own scalars).
+// the solve (the callers then test beta, which needs their own scalars). dyn::shadow_head is
+// the dynamic chains' twin, decided in thread 0.
 template <typename T>
-struct Head {
-    T rho;
-    double tau;
-    int info, its;
-    bool go;
-};
-
-template <typename T>
-__device__ __forceinline__ Head<T> shadow_head(int j, int maxiter, double atol, int n,
+__device__ __forceinline__ dyn::Head<T> shadow_head(int j, int maxiter, double atol, int n,
                                                const T* part_rho, const T* part_rr, const T* rt,
                                                const T* z, dps::real_t<T>* hist, T* smem,
                                                T* bcast) {
