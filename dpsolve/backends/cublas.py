@@ -185,6 +185,20 @@ class CublasBackend(HostDrivenBackend):
         cb.copy(st.r, st.vec("rt"))
         return float(cb.nrm2(st.r)), OK
 
+    @staticmethod
+    def _alpha(st, cb, rho, a, b, sync):
+        """(alpha = rho / <a, b>, 0), or (None, SciPy's code): -11 when <a, b> == 0, confirmed
+        with the accurate sum first; -10 when <a, b> or alpha is non-finite. One host wait."""
+        rv = cb.dot(a, b)                                    # (wait)
+        if rv == 0:
+            rv = st.confirm_dot(a, b, sync)
+            if rv == 0:
+                return None, -11
+        alpha = rho / rv
+        if not (np.isfinite(rv) and np.isfinite(alpha)):
+            return None, -10
+        return alpha, 0
+
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         A, AH, stream = st.A, st.AH, st.stream
         pre = st.preconditioned
@@ -221,14 +235,9 @@ class CublasBackend(HostDrivenBackend):
                     cb.axpy(1.0, zt, pt)
                 ops.spmv(A, p, q, stream)                            # q = A p
                 ops.spmv(AH, pt, qt, stream)                         # q~ = A^H p~
-                rv = cb.dot(pt, q)                                   # <p~, q> (wait)
-                if rv == 0:                                          # confirmed before -11
-                    rv = st.confirm_dot(pt, q, sync)
-                    if rv == 0:
-                        return math.nan, -11
-                alpha = rho / rv
-                if not (np.isfinite(rv) and np.isfinite(alpha)):     # non-finite: -10, x
-                    return math.nan, -10                             # untouched
+                alpha, stop = self._alpha(st, cb, rho, pt, q, sync)  # rho / <p~, q>
+                if stop:
+                    return math.nan, stop                            # -11 or -10, x untouched
                 cb.axpy(alpha, p, x)                                 # x += alpha p
                 cb.axpy(-alpha, q, r)                                # r -= alpha q
                 cb.axpy(-np.conj(alpha), qt, rt)                     # r~ -= conj(alpha) q~
@@ -273,14 +282,9 @@ class CublasBackend(HostDrivenBackend):
                 if pre:
                     st.psolve(p, phat)                               # p^ = M p
                 ops.spmv(A, phat, v, stream)                         # v = A p^
-                rv = cb.dot(rt, v)                                   # <r~, v> (wait)
-                if rv == 0:                                          # confirmed before -11
-                    rv = st.confirm_dot(rt, v, sync)
-                    if rv == 0:
-                        return math.nan, -11
-                alpha = rho / rv
-                if not (np.isfinite(rv) and np.isfinite(alpha)):     # non-finite: -10, x
-                    return math.nan, -10                             # untouched
+                alpha, stop = self._alpha(st, cb, rho, rt, v, sync)  # rho / <r~, v>
+                if stop:
+                    return math.nan, stop                            # -11 or -10, x untouched
                 cb.axpy(-alpha, v, r)                                # s = r - alpha v (over r)
                 snorm = cb.nrm2(r)                                   # ||s|| (wait)
                 if snorm < atol:

@@ -107,10 +107,6 @@ class CudaBackend(HostDrivenBackend):
         n = np.int32(st.n)
         status = s(STATUS)
 
-        def start():
-            st.krylov_setup(x, zero=(p, pt))                   # r = b - A x, r~ = r, tau = ||r||
-            return st.read_tau(sync)
-
         def record(first):
             with ex.record() as plan:
                 if pre:
@@ -134,7 +130,7 @@ class CudaBackend(HostDrivenBackend):
                 ex.nrm2(r, s(TAU))                                         # tau = ||r||
             return plan
 
-        return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)
+        return self._krylov_loop(st, x, record, (p, pt), atol, maxiter, sync, callback)
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
         ex, A, s, stream, dt = st.ex, st.A, st.s, st.stream, st.dtype
@@ -144,10 +140,6 @@ class CudaBackend(HostDrivenBackend):
         tol = st.breakdown_tol
         n = np.int32(st.n)
         status = s(STATUS)
-
-        def start():
-            st.krylov_setup(x, zero=(p, v))                    # r = b - A x, r~ = r, tau = ||r||
-            return st.read_tau(sync)
 
         def record(first):
             with ex.record() as plan:
@@ -181,13 +173,18 @@ class CudaBackend(HostDrivenBackend):
                 ex.nrm2(r, s(TAU))                                         # tau = ||r||
             return plan
 
-        return self._krylov_loop(st, x, record, start, atol, maxiter, sync, callback)
+        return self._krylov_loop(st, x, record, (p, v), atol, maxiter, sync, callback)
 
     @staticmethod
-    def _krylov_loop(st, x, record, start, atol, maxiter, sync, callback):
-        """Record the first iteration and the others once each, replay them under host_loop."""
+    def _krylov_loop(st, x, record, zero, atol, maxiter, sync, callback):
+        """Record the first iteration and the others once each, replay them under host_loop
+        (the set-up zeroes the vectors ``zero``: the first step's beta-update reads them)."""
         first, rest = record(True), record(False)
         done = [0]
+
+        def start():
+            st.krylov_setup(x, zero=zero)                      # r = b - A x, r~ = r, tau = ||r||
+            return st.read_tau(sync)
 
         def step():
             (rest if done[0] else first).run(st.stream)
