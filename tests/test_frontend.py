@@ -101,7 +101,9 @@ def solve(method, A, b, **kw):
 def test_matches_scipy(name, method, dtype):
     A, b = build(name, dtype)
     rtol = rtol_for(dtype)
-    (xs, infos, its_s), (xd, infod, its_d) = run_both(method, A, b, rtol=rtol)
+    # as CSR, the form dpsolve runs: SciPy's dense gemv rounds otherwise, and CGS in float32 on
+    # rand-spd takes 23 iterations in SciPy on the dense array, 27 on its CSR form
+    (xs, infos, its_s), (xd, infod, its_d) = run_both(method, sp.csr_array(A), b, rtol=rtol)
     assert infos == 0, "the case itself must be one SciPy solves"
     assert infod == 0
     assert true_residual(A, xd, b) <= rtol * np.linalg.norm(b.astype(xd.dtype))
@@ -587,7 +589,9 @@ def test_no_false_success_in_float32(method):
     if info == 0:
         assert true_residual(A, x, b) <= tol * (1 + 1e-3)
     else:
-        assert info > 0 and rep.converged is False
+        # not converged, or broken down where SciPy breaks down too (CGS: -10 at 824, both)
+        assert info > 0 or info == getattr(sla, method)(A, b, rtol=rtol)[1]
+        assert rep.converged is False
         assert rep.residual_norm > tol
         # the report's float32 residual is at rounding level here; it must still be the true
         # one, not the recurrence's (which is below the tolerance)
