@@ -589,8 +589,8 @@ def test_no_false_success_in_float32(method):
     if info == 0:
         assert true_residual(A, x, b) <= tol * (1 + 1e-3)
     else:
-        # not converged, or broken down where SciPy breaks down too (CGS: -10 at 824, both)
-        assert info > 0 or info == getattr(sla, method)(A, b, rtol=rtol)[1]
+        # not converged; CGS alone may break down, where SciPy's cgs does too (-10 at 824, both)
+        assert info > 0 or (method == "cgs" and info == sla.cgs(A, b, rtol=rtol)[1] < 0)
         assert rep.converged is False
         assert rep.residual_norm > tol
         # the report's float32 residual is at rounding level here; it must still be the true
