@@ -137,6 +137,10 @@ class GpuState:
         dt = system.dtype
         n = system.n
         self.n, self.dtype, self.method, self.format = n, dt, system.method, fmt
+        # the length the scalar kernels' accurate re-computation of a suspect inner product
+        # covers (dps::confirm_dot): all of r~, z here; 0 across ranks, whose vectors a kernel
+        # sees only in part (dpsolve/distributed/gpu.py: the test is then on the fast sum)
+        self.confirm_n = n
         self.real_dtype = np.finfo(dt).dtype        # of norms, residual histories, tolerances
         self._vectors = {}
         bicg = system.method == "bicg"

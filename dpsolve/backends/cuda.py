@@ -104,7 +104,7 @@ class CudaBackend(HostDrivenBackend):
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre else (r, rt)
         tol = st.breakdown_tol
-        n = np.int32(st.n)
+        n = np.int32(st.confirm_n)                # the breakdown confirmation's length
         status = s(STATUS)
 
         def record(first):
@@ -138,7 +138,7 @@ class CudaBackend(HostDrivenBackend):
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre else (p, r)   # s lives in r
         tol = st.breakdown_tol
-        n = np.int32(st.n)
+        n = np.int32(st.confirm_n)                # the breakdown confirmation's length
         status = s(STATUS)
 
         def record(first):

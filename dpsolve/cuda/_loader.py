@@ -85,6 +85,8 @@ SOURCES = {
                               "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")
                              + tuple(f"bicgstab_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)
                              + tuple(f"bicgstab_spmv_dot2<{{T}}, {w}>" for w in FUSED_CODES)),
+    # distributed SpMV around the local product (dpsolve/distributed/gpu.py)
+    "halo": Source("halo.cu", ("halo_pack<{T}>", "halo_add<{T}>")),
     # variant "graph": the loop control of the conditional-WHILE graph (rdc:
     # cudaGraphSetConditional)
     "graph": Source("graph.cu", ("graph_head<{T}>", "graph_step<{T}>"), rdc=True),
