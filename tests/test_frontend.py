@@ -104,6 +104,9 @@ def test_matches_scipy(name, method, dtype):
     # as CSR, the form dpsolve runs: SciPy's dense gemv rounds otherwise, and CGS in float32 on
     # rand-spd takes 23 iterations in SciPy on the dense array, 27 on its CSR form
     (xs, infos, its_s), (xd, infod, its_d) = run_both(method, sp.csr_array(A), b, rtol=rtol)
+    if method == "cgs" and infos != 0:
+        pytest.skip(f"SciPy's own cgs does not converge on {name} in {np.dtype(dtype)} "
+                    f"(info {infos}): CGS is erratic in single precision")
     assert infos == 0, "the case itself must be one SciPy solves"
     assert infod == 0
     assert true_residual(A, xd, b) <= rtol * np.linalg.norm(b.astype(xd.dtype))
