@@ -9,8 +9,8 @@ The solvers (one per method of the method table, ``dpsolve.methods``), prepare, 
 SolveReport are imported on first use (PEP 562), so that ``import dpsolve.cli`` loads neither
 NumPy nor SciPy: the command line catches Ctrl-C from its very first line, imports included.
 """
-from ._errors import (BackendUnavailableError, DpsolveError, DpsolveWarning, FormatError,
-                      KernelCompileError)
+from ._errors import (BackendUnavailableError, DistributedError, DpsolveError, DpsolveWarning,
+                      FormatError, KernelCompileError)
 from .methods import names as _method_names
 
 __version__ = "0.1.0"
@@ -22,7 +22,7 @@ _LAZY.update({"prepare": "_prepared", "PreparedSystem": "_prepared",
 
 __all__ = [*_method_names(), "prepare", "PreparedSystem", "variants", "VariantInfo",
            "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError",
-           "KernelCompileError", "DpsolveWarning", "__version__"]
+           "KernelCompileError", "DistributedError", "DpsolveWarning", "__version__"]
 
 
 def __getattr__(name):

@@ -22,5 +22,15 @@ class KernelCompileError(DpsolveError, RuntimeError):
     """NVRTC rejected a CUDA source; the message carries the compiler log."""
 
 
+class DistributedError(DpsolveError, RuntimeError):
+    """A distributed solve failed on some rank(s) (a user callback or preconditioner raised
+    there): raised on every rank, naming each failing rank and its exception. ``errors`` maps
+    rank -> description, ``ranks`` lists them; on a rank that failed, ``__cause__`` is the
+    original exception."""
+
+    errors: dict
+    ranks: tuple
+
+
 class DpsolveWarning(UserWarning):
     """Warnings dpsolve emits (for example: no GPU, falling back to the host)."""

@@ -147,6 +147,8 @@ def _summary(rep) -> str:
 
 
 def cmd_solve(args) -> int:
+    if args.distributed:
+        return cmd_solve_distributed(args)
     import json
 
     import numpy as np
@@ -185,6 +187,111 @@ def cmd_solve(args) -> int:
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
           f"{', Jacobi' if args.precond else ''}")
     print(f"report   : {_summary(rep)}")
+    state = ("converged" if info == 0 else
+             f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
+    print(f"result   : {state}; ||b - A x|| / ||b|| = "
+          f"{'n/a' if rel_res is None else f'{rel_res:.3e}'}; ||x - x*|| / ||x*|| = {rel_err:.3e}")
+    return 0
+
+
+def _mpi_rank():
+    """This process's rank in MPI_COMM_WORLD when mpi4py is in use, else None (without
+    importing mpi4py)."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    try:
+        return MPI.COMM_WORLD.Get_rank() if MPI is not None and MPI.Is_initialized() else None
+    except Exception:
+        return None
+
+
+def cmd_solve_distributed(args) -> int:
+    """``solve --distributed`` under ``mpirun -n K``: rank 0 reads (or generates) the matrix and
+    scatters its rows (a generated laplace3d-N is built in place, each rank its own rows), b = A
+    x* with x* = ones, x0 = 0, the distributed solver, and rank 0 prints the report."""
+    import json
+
+    import numpy as np
+
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError):      # RuntimeError: mpi4py without its MPI library
+        raise RuntimeError("--distributed needs mpi4py and an MPI library: pip install -e "
+                           "'.[mpi]' (mpi4py and Open MPI), then run it under mpirun -n K") \
+            from None
+    from . import distributed as dd
+    from .distributed._collective import everywhere
+    from .matrices import check_dtype_keeps
+    from .study import resolve_problem
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    A_global, meta, failure = None, None, None
+    if rank == 0:
+        try:
+            prob = resolve_problem(args.matrix, progress=False, force=args.force,
+                                   dtype=args.dtype or "float64")
+            grid = (int(prob.source.rsplit("-", 1)[1])
+                    if prob.source.startswith("generated laplace3d-") else None)
+            if grid is not None:
+                dtype = args.dtype or "float64"
+            else:
+                if args.dtype:
+                    check_dtype_keeps(prob.header_field() == "complex", args.dtype, prob.source,
+                                      "--dtype")
+                A_global = prob.load()
+                dtype = args.dtype or ("complex128" if np.iscomplexobj(A_global) else "float64")
+                check_dtype_keeps(np.iscomplexobj(A_global), dtype, prob.source, "--dtype")
+                A_global = A_global.astype(dtype, copy=False)
+            meta = {"name": prob.name, "source": prob.source, "grid": grid, "dtype": dtype}
+        except Exception as e:
+            failure = e
+    err, meta = comm.bcast((None if failure is None else (str(failure) or type(failure).__name__),
+                            meta), root=0)
+    if failure is not None:
+        raise everywhere(failure)
+    if err is not None:
+        raise everywhere(RuntimeError(err))
+    dtype = meta["dtype"]
+    if meta["grid"] is not None:
+        k = meta["grid"]
+        A = dd.DistributedMatrix.laplace3d(k, k, k, comm, dtype=dtype)
+    else:
+        A = dd.DistributedMatrix.from_global(A_global, comm)
+        A_global = None
+    x_star = np.ones(A.n_local, dtype=dtype)
+    b = A.matvec(x_star, dd.MpiTransport(comm))
+    variant = "host" if args.variant == "auto" else args.variant
+    solver = getattr(dd, args.method)
+    x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
+                          M=args.precond, variant=variant, transport=args.transport,
+                          full_output=True)
+    # global norms for what is printed: partial sums gathered, added in rank order
+    parts = comm.allgather((float(np.vdot(b, b).real),
+                            float(np.vdot(x - x_star, x - x_star).real)))
+    bnorm = float(np.sqrt(sum(p[0] for p in parts)))
+    rel_err = float(np.sqrt(sum(p[1] for p in parts)) / np.sqrt(A.n))
+    rel_res = rep.residual_norm / bnorm if bnorm and rep.residual_norm is not None else None
+    if rank != 0:
+        return 0
+    where = ("generated in place on each rank" if meta["grid"] is not None
+             else "read by rank 0, rows scattered")
+    if args.json:
+        doc = {"matrix": meta["name"], "source": meta["source"], "n": rep.n, "nnz": rep.nnz,
+               "setup": "x* = ones, b = A x*, x0 = 0", "precond": args.precond,
+               "distributed": {"ranks": size, "transport": rep.transport, "matrix": where},
+               "relative_residual": rel_res, "relative_error": rel_err,
+               "report": rep.as_dict()}
+        print(json.dumps(doc, indent=2, default=_jsonable))
+        return 0
+    from ._units import human_time
+    print(f"matrix   : {meta['name']} ({meta['source']}, {where}): n = {rep.n:,}, "
+          f"nnz = {rep.nnz:,}, {dtype}")
+    print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
+          f"{', Jacobi' if args.precond else ''}; {_count(size, 'rank')} over {rep.transport}")
+    print(f"report   : {rep.summary()}")
+    print(f"ranks    : rows {', '.join(f'{r:,}' for r in rep.rows_per_rank)}; wall "
+          f"{', '.join(human_time(t) for t in rep.wall_times)}; comm "
+          f"{', '.join(human_time(t) for t in rep.comm_times)}")
     state = ("converged" if info == 0 else
              f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
     print(f"result   : {state}; ||b - A x|| / ||b|| = "
@@ -327,6 +434,7 @@ def build_parser():
     import argparse
     from ._frontend import SYNC_MODES
     from .backends import VARIANT_NAMES
+    from .distributed.transport import TRANSPORTS
     from .formats import FORMATS
     from .study import DEFAULT_OUT, METHODS
 
@@ -366,6 +474,14 @@ def build_parser():
                    help="preconditioner (default none)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--force", action="store_true", help=FORCE_HELP)
+    s.add_argument("--distributed", action="store_true",
+                   help="solve over MPI: run as mpirun -n K python3 -m dpsolve solve MATRIX "
+                        "--distributed; rows are partitioned over the K ranks (rank 0 reads the "
+                        "matrix and scatters it; laplace3d-N and A252 are generated in place), "
+                        "the host variant (auto means host), --sync and --format ignored; rank 0 "
+                        "prints the report. Needs the mpi extra: pip install -e '.[mpi]'")
+    s.add_argument("--transport", choices=tuple(TRANSPORTS), default="mpi",
+                   help="with --distributed: how the ranks exchange data (default mpi)")
 
     st = sub.add_parser(
         "study", help="the paper's energy study: Table 2 and Figure 7",
@@ -488,6 +604,8 @@ def _main(argv=None) -> int:
     except Exception as e:
         if os.environ.get("DPSOLVE_DEBUG") or _interrupted:
             raise
+        if getattr(e, "everywhere", False) and _mpi_rank() not in (None, 0):
+            return 1                    # raised on every rank: rank 0 says it once
         msg = str(e) or type(e).__name__   # the message alone; DPSOLVE_DEBUG=1: the traceback
         if isinstance(e, FileNotFoundError) and e.filename:
             msg = f"no such file: {e.filename}"

@@ -39,20 +39,69 @@ def _index_dtype(n: int, nnz: int):
     return np.int32 if max(n, nnz) <= np.iinfo(np.int32).max else np.int64
 
 
+def _stencil(dims, diag, lower, upper, dtype):
+    """(dims, n, strides, offs, vals) of a (2 d + 1)-point stencil on a grid of ``dims`` (x
+    fastest): ``offs`` the neighbours as (dimension, step) in increasing column order (down in
+    the slowest dimension first, the diagonal as (None, 0)), ``vals`` their values in ``dtype``."""
+    dims = [int(d) for d in dims]
+    n = int(np.prod(dims, dtype=object))
+    strides = [int(np.prod(dims[:k], dtype=object)) for k in range(len(dims))]
+    offs = ([(k, -1) for k in reversed(range(len(dims)))] + [(None, 0)]
+            + [(k, +1) for k in range(len(dims))])
+    vals = np.array([lower[k] if s < 0 else upper[k] if s > 0 else diag for k, s in offs],
+                    dtype=dtype)
+    return dims, n, strides, offs, vals
+
+
+def _stencil_chunk(rows, dims, strides, offs):
+    """(cols, keep) of the stencil's entries in ``rows`` (int64): one column per neighbour of
+    ``offs``, and whether that neighbour is inside the grid (Dirichlet boundary)."""
+    cols = np.empty((rows.size, len(offs)), dtype=np.int64)
+    keep = np.ones((rows.size, len(offs)), dtype=bool)
+    for j, (k, s) in enumerate(offs):
+        cols[:, j] = rows if k is None else rows + s * strides[k]
+        if k is not None:
+            coord = (rows // strides[k]) % dims[k]
+            keep[:, j] = coord > 0 if s < 0 else coord < dims[k] - 1
+    return cols, keep
+
+
+def grid_rows(dims, diag, lower, upper, dtype, start: int, stop: int) -> sp.csr_array:
+    """Rows ``start:stop`` of the stencil matrix :func:`_grid_csr` builds (the same entries, in
+    the same order, bit for bit), with global column indices: shape (stop - start, n). Built
+    CHUNK_ROWS rows at a time and never the whole matrix, so each rank of a distributed solve
+    generates only its own rows (``dpsolve.distributed.DistributedMatrix.laplace3d``)."""
+    dims, n, strides, offs, vals = _stencil(dims, diag, lower, upper, dtype)
+    if not 0 <= start <= stop <= n:
+        raise ValueError(f"rows {start}:{stop} are not within the {n} rows of the grid")
+    datas, cols_all, counts = [], [], []
+    for r0 in range(start, stop, CHUNK_ROWS):
+        rows = np.arange(r0, min(stop, r0 + CHUNK_ROWS), dtype=np.int64)
+        cols, keep = _stencil_chunk(rows, dims, strides, offs)
+        cols_all.append(cols[keep])
+        datas.append(np.broadcast_to(vals, keep.shape)[keep])
+        counts.append(keep.sum(axis=1))
+        _between_chunks()
+    nrows = stop - start
+    cols = np.concatenate(cols_all) if cols_all else np.empty(0, np.int64)
+    data = np.concatenate(datas) if datas else np.empty(0, vals.dtype)
+    idx = _index_dtype(n, cols.size)
+    indptr = np.zeros(nrows + 1, dtype=idx)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=indptr[1:])
+    A = sp.csr_array((data, cols.astype(idx, copy=False), indptr), shape=(nrows, n), copy=False)
+    A.has_sorted_indices = True
+    A.has_canonical_format = True
+    return A
+
+
 def _grid_csr(dims, diag, lower, upper, dtype) -> sp.csr_array:
     """The CSR matrix of a (2 d + 1)-point stencil on a grid of ``dims`` (x fastest), Dirichlet
     boundary: ``diag`` on the diagonal, ``lower[k]`` / ``upper[k]`` for the neighbour one step
     down / up in dimension k. Built directly, CHUNK_ROWS rows at a time, into arrays of the
     final size: no Kronecker or sum intermediates, columns sorted, no duplicates."""
-    dims = [int(d) for d in dims]
-    n = int(np.prod(dims, dtype=object))
-    strides = [int(np.prod(dims[:k], dtype=object)) for k in range(len(dims))]
+    dims, n, strides, offs, vals = _stencil(dims, diag, lower, upper, dtype)
     nnz = n + sum(2 * (d - 1) * (n // d) for d in dims)
-    # neighbours in increasing column order: down in the slowest dimension first
-    offs = ([(k, -1) for k in reversed(range(len(dims)))] + [(None, 0)]
-            + [(k, +1) for k in range(len(dims))])
-    vals = np.array([lower[k] if s < 0 else upper[k] if s > 0 else diag for k, s in offs],
-                    dtype=dtype)
     idx = _index_dtype(n, nnz)
     data = np.empty(nnz, dtype=dtype)
     indices = np.empty(nnz, dtype=idx)
@@ -61,13 +110,7 @@ def _grid_csr(dims, diag, lower, upper, dtype) -> sp.csr_array:
     pos = 0
     for r0 in range(0, n, CHUNK_ROWS):
         rows = np.arange(r0, min(n, r0 + CHUNK_ROWS), dtype=np.int64)
-        cols = np.empty((rows.size, len(offs)), dtype=np.int64)
-        keep = np.ones((rows.size, len(offs)), dtype=bool)
-        for j, (k, s) in enumerate(offs):
-            cols[:, j] = rows if k is None else rows + s * strides[k]
-            if k is not None:
-                coord = (rows // strides[k]) % dims[k]
-                keep[:, j] = coord > 0 if s < 0 else coord < dims[k] - 1
+        cols, keep = _stencil_chunk(rows, dims, strides, offs)
         m = int(np.count_nonzero(keep))
         indices[pos:pos + m] = cols[keep]
         data[pos:pos + m] = np.broadcast_to(vals, keep.shape)[keep]

@@ -62,3 +62,36 @@ def dot_accurate(a, b):
 def all_finite(*vals):
     """Whether every scalar is finite (both parts of a complex one): dpsolve's non-finite stop."""
     return all(np.isfinite(v) for v in vals)
+
+
+class LocalSpace:
+    """The vector space of a solve whose vectors are whole in this process (the default of every
+    reference solver's ``space=``): NumPy's inner product and norm, today's behaviour bit for bit.
+
+    A reference solver reaches its vectors' global reductions only through a space:
+
+        space.dot(a, b)           <a, b>, conjugate-linear in a (SciPy's), in the working dtype
+        space.norm(r)             ||r||_2 as a Python float
+        space.dot_accurate(a, b)  <a, b> correctly rounded (the confirmation of a breakdown test)
+        space.any(x)              whether any entry of x is nonzero (decides r_0 = b - A x_0)
+
+    so that the same solver runs on one process (this class) or on the rows of one rank of a
+    distributed system (``dpsolve.distributed.DistributedSpace``, whose four all-reduce).
+    ``dot`` is the inner product to use (``dotprod(x)`` of the solver's module, looked up when
+    the solve starts); None picks it from the first argument's dtype at each call.
+    """
+
+    def __init__(self, dot=None):
+        self._dot = dot
+
+    def dot(self, a, b):
+        return (self._dot or dotprod(a))(a, b)
+
+    def norm(self, r):
+        return norm(r)
+
+    def dot_accurate(self, a, b):
+        return dot_accurate(a, b)
+
+    def any(self, x):
+        return bool(x.any())

@@ -12,19 +12,26 @@ huge matrix). The tests, each before anything touches x, so x is the last finite
 * rho_j, then beta_j, non-finite: -10 at j (loop head, after the rho breakdown test)
 * <p~, A p> or alpha non-finite: -10 at j (after the -11 test), x untouched
 * tau = ||r_{j+1}|| non-finite: -10 at j + 1 (end of iteration j, after the callback)
+
+``space`` (optional): where the vectors' inner products, norms and the test ``x.any()`` are
+reduced -- an object with ``dot``, ``norm``, ``dot_accurate`` and ``any`` (``_util.LocalSpace``,
+the default: NumPy in this process; ``dpsolve.distributed`` passes one that all-reduces over the
+ranks of a row-partitioned system, so this very solver runs distributed).
 """
 import numpy as np
 
-from ._util import all_finite, breakdown_tol, dot_accurate, dotprod, norm
+from ._util import LocalSpace, all_finite, breakdown_tol, dotprod
 
 
-def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None):
-    dot = dotprod(x)
+def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None,
+         space=None):
+    space = LocalSpace(dotprod(x)) if space is None else space
+    dot, norm, dot_accurate = space.dot, space.norm, space.dot_accurate
     rhotol = breakdown_tol(x.dtype)
     ident = lambda v: v  # noqa: E731
     psolve = psolve or ident
     rpsolve = rpsolve or ident
-    r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0, r~_0 = r_0
+    r = b - matvec(x) if space.any(x) else b.copy()    # 1. r_0 = b - A x_0, r~_0 = r_0
     rt = r.copy()
     rho_prev = p = pt = None
     tau = norm(r)

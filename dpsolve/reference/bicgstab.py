@@ -16,15 +16,21 @@ scalar it guards:
 * ||s||, <t, s>, <t, t> or omega non-finite: -10 at j with x = x_j + alpha p^ (the half step the
   ||s|| < atol exit also returns; its residual is s), without the omega s^ update
 * tau = ||r_{j+1}|| non-finite: -10 at j + 1 (end of iteration j, after the callback)
+
+``space`` (optional): where the vectors' inner products, norms and the test ``x.any()`` are
+reduced -- an object with ``dot``, ``norm``, ``dot_accurate`` and ``any`` (``_util.LocalSpace``,
+the default: NumPy in this process; ``dpsolve.distributed`` passes one that all-reduces over the
+ranks of a row-partitioned system, so this very solver runs distributed).
 """
-from ._util import all_finite, breakdown_tol, dot_accurate, dotprod, norm
+from ._util import LocalSpace, all_finite, breakdown_tol, dotprod
 
 
-def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
-    dot = dotprod(x)
+def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, space=None):
+    space = LocalSpace(dotprod(x)) if space is None else space
+    dot, norm, dot_accurate = space.dot, space.norm, space.dot_accurate
     tol = breakdown_tol(x.dtype)
     psolve = psolve or (lambda v: v)
-    r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0; r~ = r_0
+    r = b - matvec(x) if space.any(x) else b.copy()    # 1. r_0 = b - A x_0; r~ = r_0
     rt = r.copy()
     rho_prev = omega = alpha = p = v = None
     tau = norm(r)

@@ -6,15 +6,21 @@ test always uses the unpreconditioned ||r||, as SciPy does.
 dpsolve extension: when a step produces a non-finite scalar (p^T A p == 0, or overflow: the matrix
 is not positive definite) the solver stops with info = -10 instead of iterating on NaNs until
 maxiter, as SciPy would.
+
+``space`` (optional): where the vectors' inner products, norms and the test ``x.any()`` are
+reduced -- an object with ``dot``, ``norm``, ``dot_accurate`` and ``any`` (``_util.LocalSpace``,
+the default: NumPy in this process; ``dpsolve.distributed`` passes one that all-reduces over the
+ranks of a row-partitioned system, so this very solver runs distributed).
 """
 import numpy as np
 
-from ._util import dotprod, norm
+from ._util import LocalSpace, dotprod
 
 
-def cg(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
-    dot = dotprod(x)
-    r = b - matvec(x) if x.any() else b.copy()          # r_0 = b - A x_0
+def cg(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, space=None):
+    space = LocalSpace(dotprod(x)) if space is None else space
+    dot, norm = space.dot, space.norm
+    r = b - matvec(x) if space.any(x) else b.copy()    # r_0 = b - A x_0
     z = psolve(r) if psolve is not None else r           # z_0 = M r_0
     sigma = dot(r, z)                                    # sigma_0 = <r_0, z_0>
     tau = norm(r)                                        # tau_0 = ||r_0||

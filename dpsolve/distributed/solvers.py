@@ -1,0 +1,551 @@
+"""Distributed cg, bicg and bicgstab: SciPy's semantics on a :class:`DistributedMatrix` and each
+rank's LOCAL vectors (its rows of b, x0 and x).
+
+The ``host`` variant runs the very reference solvers of ``dpsolve.reference`` (through the
+method table), with a :class:`DistributedSpace` as their ``space=``: their inner products and
+norms become global all-reduces, ``x0.any()`` a global OR, and the SpMV is
+``DistributedMatrix.matvec`` (halo exchange overlapped with the local product). Every rank runs
+the same iteration on the same global scalars, so every rank takes the same branches and stops
+at the same iteration with the same ``info``.
+
+Determinism: the MPI transport's all-reduce sums the ranks' partial sums in rank order after an
+all-gather (not ``MPI_Allreduce``, whose order is unspecified), and each rank's SpMV adds its
+local then its remote part in a fixed order, so the same solve on the same number of ranks gives
+the same bits, whatever the timing. On one rank the result is bit for bit the serial
+``dpsolve.<method>(..., variant="host")``.
+
+Errors never leave a rank behind:
+
+* Before any work, one all-gather of every rank's signature (method, variant, transport, working
+  dtype, global n and partition, rtol, atol, maxiter, preconditioner, and the rank's own checks:
+  the length of its b and x0, NaN/Inf in them or in its rows of A, a zero diagonal entry for
+  Jacobi). Any disagreement or bad value raises the same ValueError on every rank, naming the
+  problem and the rank(s).
+* A user callback or preconditioner that raises on one rank: that rank records the exception
+  and stops calling user code; each all-reduce carries one extra slot with the ranks' error
+  flags, so every rank stops at the next one, and a final all-gather after the solve catches an
+  exception raised after the last. Every rank then raises :class:`DistributedError` (a
+  RuntimeError) naming the rank(s) and their exceptions; on a rank that raised, the original
+  exception is its ``__cause__``.
+
+The user's b and x0 are never modified. A must be a DistributedMatrix on every rank (the
+communicator comes from it: a rank passing something else raises TypeError alone).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import methods as method_table
+from .._errors import DistributedError
+from .._frontend import MAX_RESTARTS
+from .._system import coerce
+from ..reference._util import _two_product
+from ._collective import disagreement, everywhere, format_problems
+from .matrix import DistributedMatrix
+from .report import DistributedReport
+from .transport import TRANSPORTS, Transport, make_transport
+
+METHODS = ("cg", "bicg", "bicgstab")
+
+
+class _Abort(Exception):
+    """Raised on every rank at the same collective once a rank's error flag is seen."""
+
+
+# --------------------------------------------------------------------------- the space
+class DistributedSpace:
+    """The reference solvers' ``space=`` over the ranks of a row-partitioned system.
+
+    ``dot``, ``norm`` and ``any`` each make one all-reduce through ``transport`` of a float64
+    buffer holding this rank's partial (the real and imaginary parts for complex data) plus one
+    error-flag slot. The partials are this rank's NumPy dot / sum of squares in the working
+    dtype (as the serial solver computes them), summed over the ranks in float64 in rank order
+    (``MpiTransport.allreduce``), then rounded to the working dtype: on one rank, bit for bit
+    the serial result.
+
+    ``dot_accurate``: each rank writes the exact value of its local sum of products as a
+    nonoverlapping expansion of doubles (``hi, lo, ...``, found with ``math.fsum``: the
+    correctly rounded sum, then the correctly rounded remainder, until it is 0; usually two
+    terms), the ranks' expansions are all-gathered (two all-reduces: the lengths, then the
+    terms, each rank's in its own slots) and ``math.fsum``-ed: the correctly rounded global
+    sum, so a cancellation to exactly 0 across ranks is seen as 0.
+
+    ``error`` holds ``(where, exception)`` once user code raised on this rank; the next
+    collective then raises ``_Abort`` on every rank.
+    """
+
+    def __init__(self, transport: Transport, rank: int, size: int, dtype):
+        self.transport, self.rank, self.size = transport, rank, size
+        self.dtype = np.dtype(dtype)
+        self.complex = self.dtype.kind == "c"
+        self.real = np.dtype(self.dtype.char.lower())
+        self.error = None
+
+    # ---- the one reduction, with the flag
+    def reduce(self, values):
+        """The global sums of the float64 ``values`` (this rank's partials), plus the error
+        flag; raises ``_Abort`` on every rank if any rank's flag is set."""
+        buf = np.zeros(len(values) + 1, dtype=np.float64)
+        buf[:-1] = values
+        buf[-1] = 1.0 if self.error is not None else 0.0
+        self.transport.allreduce(buf)
+        if buf[-1] != 0:
+            raise _Abort()
+        return buf[:-1]
+
+    def dot(self, a, b):
+        local = (np.vdot if self.complex else np.dot)(a, b)
+        if self.complex:
+            s = self.reduce([local.real, local.imag])
+            return type(local)(complex(s[0], s[1]))
+        return type(local)(self.reduce([local])[0])
+
+    def norm(self, r):
+        # np.linalg.norm's own sum of squares, so one rank gives exactly the serial norm
+        if self.complex:
+            re, im = r.real, r.imag
+            sq = re.dot(re) + im.dot(im)
+        else:
+            sq = r.dot(r)
+        total = self.reduce([sq])[0]
+        return float(np.sqrt(self.real.type(total)))
+
+    def any(self, x):
+        return bool(self.reduce([1.0 if x.any() else 0.0])[0] > 0)
+
+    def dot_accurate(self, a, b):
+        dt = np.result_type(a, b)
+        try:
+            if self.complex or np.iscomplexobj(a) or np.iscomplexobj(b):
+                a, b = np.asarray(a, np.complex128), np.asarray(b, np.complex128)
+                parts = [_expansion([(a.real, b.real), (a.imag, b.imag)]),
+                         _expansion([(a.real, b.imag), (-a.imag, b.real)])]
+            else:
+                parts = [_expansion([(a, b)])]
+        except (OverflowError, ValueError) as e:       # fsum's intermediate overflow
+            self.error = self.error or ("dot_accurate", e)
+            parts = [[]] * (2 if self.complex else 1)
+        k = len(parts)
+        counts = np.zeros(self.size * k)
+        counts[self.rank * k:(self.rank + 1) * k] = [len(p) for p in parts]
+        counts = self.reduce(counts)
+        width = int(counts.max()) if counts.size else 0
+        terms = np.zeros(self.size * k * width)
+        for i, p in enumerate(parts):
+            at = (self.rank * k + i) * width
+            terms[at:at + len(p)] = p
+        terms = self.reduce(terms).reshape(self.size, k, width) if width else \
+            np.zeros((self.size, k, 0))
+        sums = [math.fsum(terms[:, i, :].ravel().tolist()) for i in range(k)]
+        return dt.type(complex(sums[0], sums[1]) if k == 2 else sums[0])
+
+
+def _expansion(pairs) -> list:
+    """The exact sum of x * y over the real array pairs, as a nonoverlapping list of doubles
+    (largest first; empty for 0)."""
+    terms = []
+    for x, y in pairs:
+        p, e = _two_product(np.asarray(x, np.float64), np.asarray(y, np.float64))
+        terms += (p, e)
+    values = np.concatenate(terms).tolist() if terms else []
+    out = []
+    rest = math.fsum(values)
+    while rest != 0.0 and len(out) < 128:
+        out.append(rest)
+        rest = math.fsum(itertools.chain(values, (-v for v in out)))
+    return out
+
+
+# --------------------------------------------------------------------------- the job
+@dataclass
+class DistributedJob:
+    """A checked solve, as a variant gets it (``VARIANTS[name](job) -> Outcome``).
+
+    ``A`` is in the working dtype; ``b`` (and ``x0``, or None) are private 1-D NumPy copies of
+    this rank's rows in it; ``tol`` is max(atol, rtol * ||b||) with the global norm;
+    ``precond`` is "none", "jacobi" (``inv_diag`` this rank's D^-1) or "callable"
+    (``psolve``/``rpsolve``, already guarded); ``callback`` (guarded) takes the local x.
+    ``space`` carries the error flag: a variant's own collectives should all-reduce through
+    ``space.reduce`` (or set and send the flag likewise) so that an error stops every rank.
+    """
+    method: str
+    A: DistributedMatrix
+    b: np.ndarray
+    x0: np.ndarray | None
+    dtype: np.dtype
+    tol: float
+    maxiter: int
+    precond: str
+    inv_diag: np.ndarray | None
+    psolve: object
+    rpsolve: object
+    callback: object
+    transport: Transport
+    space: DistributedSpace
+
+    def initial_x(self):
+        return self.x0.copy() if self.x0 is not None else np.zeros(self.A.n_local, self.dtype)
+
+
+@dataclass
+class Outcome:
+    x: object                # this rank's rows of x
+    info: int
+    iterations: int
+    residual_norm: float     # the true global ||b - A x||
+    restarts: int = 0
+
+
+def run_host(job: DistributedJob) -> Outcome:
+    """The ``host`` variant: the reference solver with the distributed space and SpMV, and
+    dpsolve's restarts from the true residual (``dpsolve._frontend.iterate``'s rule)."""
+    A, tr, space = job.A, job.transport, job.space
+    solver = method_table.get(job.method).reference_solver()
+
+    def matvec(v):
+        return A.matvec(v, tr)
+    kw = dict(psolve=job.psolve, callback=job.callback, space=space)
+    if method_table.get(job.method).adjoint:
+        AH = A.conj_transpose()
+        kw.update(rmatvec=lambda v: AH.matvec(v, tr), rpsolve=job.rpsolve)
+    x = job.initial_x()
+    total, restarts = 0, 0
+    while True:
+        x, info, its = solver(matvec, job.b, x, atol=job.tol, maxiter=job.maxiter - total, **kw)
+        total += its
+        rnorm = space.norm(job.b - matvec(x))
+        if info != 0:
+            info = info if info < 0 else total
+            break
+        if rnorm <= job.tol or its == 0:
+            info = 0
+            break
+        if total >= job.maxiter or restarts >= MAX_RESTARTS:
+            info = total
+            break
+        restarts += 1
+    return Outcome(x, info, total, rnorm, restarts)
+
+
+# variant name -> fn(job) -> Outcome; GPU variants register themselves here
+VARIANTS = {"host": run_host}
+
+
+# --------------------------------------------------------------------------- checks
+def _host_array(v):
+    if hasattr(v, "__cuda_array_interface__") and not isinstance(v, np.ndarray):
+        return v.get()
+    return np.asarray(v)
+
+
+def _local_vector(v, n_local, what):
+    """(array or None, problem or None): ``v`` as a checked 1-D NumPy array (not yet cast)."""
+    v = _host_array(v)
+    if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
+        return None, f"{what} has unsupported dtype {v.dtype}"
+    if v.shape not in ((n_local,), (n_local, 1)):
+        return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
+                      f"(pass each rank's own rows of {what})")
+    v = v.reshape(-1)
+    if not np.isfinite(v).all():
+        return None, f"{what} contains NaN or Inf"
+    return v, None
+
+
+def _tolerance_problem(name, value):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or np.isnan(value) \
+            or value < 0:
+        return f"invalid `{name}`={value!r}; `{name}` must be a real, non-negative number"
+    return None
+
+
+def _digest(partition) -> str:
+    return hashlib.sha1(partition.offsets.tobytes()).hexdigest()[:12]
+
+
+def _describe(exc) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport):
+    """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag).
+    Never raises: the problems go into the signature, for :func:`_agree_signatures`."""
+    problems = []
+    n_local = A.n_local
+    if method not in METHODS:
+        problems.append(f"unknown distributed method {method!r}; expected one of "
+                        f"{', '.join(METHODS)}")
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        problems.append(f"unknown distributed variant {variant!r}; the distributed variants "
+                        f"are: {', '.join(VARIANTS)}")
+    if isinstance(transport, Transport):
+        tname = transport.name
+    elif isinstance(transport, str) and transport in TRANSPORTS:
+        tname = transport
+    else:
+        tname = repr(transport)
+        problems.append(f"unknown transport {transport!r}; expected one of "
+                        f"{', '.join(TRANSPORTS)} or a Transport")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        p = _tolerance_problem(name, value)
+        if p:
+            problems.append(p)
+    if maxiter is not None and (isinstance(maxiter, bool)
+                                or not isinstance(maxiter, numbers.Integral) or maxiter < 1):
+        problems.append(f"maxiter must be a positive integer or None, got {maxiter!r}")
+    if callback is not None and not callable(callback):
+        problems.append(f"callback must be callable, got {type(callback).__name__}")
+    start, stop = A.partition.rows(A.rank)
+    if n_local != stop - start or A.remote.shape != (n_local, A.ghosts.size):
+        problems.append(f"A holds {n_local} rows, but its partition gives this rank "
+                        f"{stop - start}")
+    # b, x0 and the working dtype
+    dtype = None
+    bv, p = _local_vector(b, n_local, "b")
+    if p:
+        problems.append(p)
+    x0v = None
+    if x0 is not None:
+        if isinstance(x0, str):
+            problems.append(f"x0={x0!r} is not supported; pass an array or None")
+        else:
+            x0v, p = _local_vector(x0, n_local, "x0")
+            if p:
+                problems.append(p)
+    if bv is not None:
+        dtype = coerce(A.dtype.char, bv.dtype.char)
+    if not (np.isfinite(A.local.data).all() and np.isfinite(A.remote.data).all()):
+        problems.append("A contains NaN or Inf in this rank's rows")
+    # the preconditioner
+    inv_diag = None
+    if M is None:
+        kind = "none"
+    elif isinstance(M, str):
+        kind = M
+        if M != "jacobi":
+            problems.append(f"unknown preconditioner M={M!r}; expected None, 'jacobi' or a "
+                            f"callable on this rank's vectors")
+        elif dtype is not None:
+            d = A.diagonal().astype(dtype)
+            zero = np.flatnonzero(d == 0)
+            if zero.size:
+                rows = ", ".join(str(int(i) + start) for i in zero[:10]) + \
+                    (", ..." if zero.size > 10 else "")
+                problems.append(f"Jacobi preconditioner needs a nonzero diagonal, but A has "
+                                f"{zero.size} zero diagonal entr{'y' if zero.size == 1 else 'ies'} "
+                                f"(global row{'s' if zero.size > 1 else ''} {rows})")
+            else:
+                inv_diag = (1.0 / d).astype(dtype)
+    elif callable(M) or hasattr(M, "matvec"):
+        kind = "callable"
+        if method == "bicg" and not hasattr(M, "rmatvec"):
+            problems.append("bicg needs M^H: pass M as an object with .matvec and .rmatvec "
+                            "(a LinearOperator on this rank's rows), or 'jacobi'")
+    else:
+        kind = repr(type(M).__name__)
+        problems.append(f"M must be None, 'jacobi' or a callable on this rank's vectors, got "
+                        f"{type(M).__name__}")
+    sig = {
+        "method": method, "variant": variant if isinstance(variant, str) else repr(variant),
+        "transport": tname, "dtype": dtype.name if dtype is not None else None,
+        "n": A.n, "ranks": A.partition.size, "partition": _digest(A.partition),
+        "rtol": rtol if isinstance(rtol, numbers.Real) else repr(rtol),
+        "atol": atol if isinstance(atol, numbers.Real) else repr(atol),
+        "maxiter": maxiter if isinstance(maxiter, numbers.Integral) or maxiter is None
+        else repr(maxiter),
+        "M": kind, "problems": "; ".join(problems) or None,
+    }
+    return sig, bv, x0v, dtype, inv_diag
+
+
+_AGREE = (("method", "method"), ("variant", "variant"), ("transport", "transport"),
+          ("dtype", "the working dtype"), ("n", "the global n"), ("ranks", "the number of ranks"),
+          ("partition", "the partition (digest of its row offsets)"), ("rtol", "rtol"),
+          ("atol", "atol"), ("maxiter", "maxiter"), ("M", "the preconditioner kind"))
+
+
+def _agree_signatures(sigs):
+    """Raise the same ValueError on every rank when any rank has a problem or the ranks
+    disagree on what must be the same everywhere."""
+    msgs = []
+    local = format_problems([s["problems"] for s in sigs])
+    if local:
+        msgs.append(local)
+    for key, what in _AGREE:
+        if key == "dtype" and any(s["dtype"] is None for s in sigs):
+            continue                            # a bad b, already named
+        d = disagreement(what, [s[key] for s in sigs])
+        if d:
+            msgs.append(d)
+    if msgs:
+        # one message for every rank: it does not name the function, which may differ
+        raise everywhere(ValueError(f"dpsolve.distributed: {'; '.join(msgs)}"))
+
+
+# --------------------------------------------------------------------------- the driver
+def _guard(space, fn, where, fallback, vector_out=False):
+    """``fn`` on this rank's vectors; an exception is recorded in ``space.error`` (once) and
+    ``fallback(v)`` returned, and ``fn`` is not called again: the next collective stops
+    every rank. ``vector_out``: ``fn`` must return a vector of ``v``'s length (a
+    preconditioner)."""
+    def call(v):
+        if space.error is not None:
+            return fallback(v)
+        try:
+            out = fn(v)
+            if vector_out:
+                out = np.asarray(out)
+                if out.shape not in (v.shape, v.shape + (1,)):
+                    raise ValueError(f"{where} returned shape {out.shape} for a vector of "
+                                     f"shape {v.shape}")
+                out = out.reshape(v.shape)
+            return out
+        except Exception as e:
+            space.error = (where, e)
+            return fallback(v)
+    return call
+
+
+def _none(v):
+    return None
+
+
+def _copy(v):
+    return v.copy()
+
+
+def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+          variant="host", transport="mpi", full_output=False):
+    """The distributed solve of ``method`` (see the module docstring). Collective."""
+    t0 = time.perf_counter()
+    if not isinstance(A, DistributedMatrix):
+        raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
+                        f"{type(A).__name__}")
+    comm = A.comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    sig, bv, x0v, dtype, inv_diag = _check(method, A, b, x0, rtol, atol, maxiter, M, callback,
+                                           variant, transport)
+    _agree_signatures(comm.allgather(sig))
+
+    tr, owned = make_transport(transport, comm)
+    before = tr.stats.copy()
+    space = DistributedSpace(tr, rank, size, dtype)
+    out_device = hasattr(b, "__cuda_array_interface__") and not isinstance(b, np.ndarray)
+    Aw = A.astype(dtype)
+    bw = bv.astype(dtype, copy=True)
+    x0w = x0v.astype(dtype, copy=True) if x0v is not None else None
+    psolve = rpsolve = None
+    if inv_diag is not None:
+        inv_h = np.conj(inv_diag)
+        psolve, rpsolve = (lambda r: inv_diag * r), (lambda r: inv_h * r)
+    elif M is not None and not isinstance(M, str):
+        fwd = M.matvec if hasattr(M, "matvec") else M
+        psolve = _guard(space, fwd, "M", _copy, vector_out=True)
+        if hasattr(M, "rmatvec"):
+            rpsolve = _guard(space, M.rmatvec, "M^H", _copy, vector_out=True)
+    cb = _guard(space, callback, "the callback", _none) if callback is not None else None
+    outcome, tol = None, None
+    try:
+        bnorm = space.norm(bw)
+        tol = max(float(atol), float(rtol) * bnorm)
+        job = DistributedJob(method, Aw, bw, x0w, dtype, tol,
+                             10 * A.n if maxiter is None else int(maxiter),
+                             "jacobi" if inv_diag is not None else
+                             ("callable" if psolve is not None else "none"),
+                             inv_diag, psolve, rpsolve, cb, tr, space)
+        if bnorm == 0:                          # SciPy: a zero b returns zeros at once
+            outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
+        else:
+            outcome = VARIANTS[variant](job)
+    except _Abort:
+        pass
+    except Exception as e:
+        # this rank alone failed outside user code (a bug, memory): it reports the error at
+        # the final status below; the other ranks get there only if they were not waiting in
+        # a collective this rank left
+        space.error = space.error or ("the solver", e)
+    stats = tr.stats.since(before)
+    wall = time.perf_counter() - t0
+    mine = {"error": (None if space.error is None
+                      else f"raised in {space.error[0]}: {_describe(space.error[1])}"),
+            "wall": wall, "comm": stats.allreduce_seconds + stats.halo_seconds,
+            "allreduce_seconds": stats.allreduce_seconds, "halo_seconds": stats.halo_seconds,
+            "allreduce_calls": stats.allreduce_calls, "halo_calls": stats.halo_calls,
+            "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local}
+    try:
+        facts = comm.allgather(mine)              # the final status, and the report
+    finally:
+        if owned:
+            tr.close()
+    errors = [f["error"] for f in facts]
+    if any(errors):
+        err = everywhere(DistributedError(f"dpsolve.distributed.{method}: "
+                                          f"{format_problems(errors)}"))
+        err.errors = {r: e for r, e in enumerate(errors) if e}
+        err.ranks = tuple(err.errors)
+        if space.error is not None:
+            raise err from space.error[1]
+        raise err
+    x = outcome.x
+    if out_device:
+        import cupy
+        x = cupy.asarray(x)
+    if not full_output:
+        return x, outcome.info
+    walls = tuple(f["wall"] for f in facts)
+    comms = tuple(f["comm"] for f in facts)
+    report = DistributedReport(
+        method=method, variant=variant, transport=tr.name, ranks=size, dtype=dtype.name,
+        n=A.n, nnz=sum(f["nnz"] for f in facts), iterations=outcome.iterations,
+        info=outcome.info, converged=outcome.info == 0, residual_norm=outcome.residual_norm,
+        tolerance=tol, restarts=outcome.restarts, wall_times=walls, comm_times=comms,
+        wall_time=max(walls), comm_time=max(comms),
+        allreduce_calls=mine["allreduce_calls"], halo_calls=mine["halo_calls"],
+        allreduce_seconds=tuple(f["allreduce_seconds"] for f in facts),
+        halo_seconds=tuple(f["halo_seconds"] for f in facts),
+        bytes_sent=sum(f["bytes"] for f in facts),
+        bytes_sent_per_rank=tuple(f["bytes"] for f in facts),
+        rows_per_rank=tuple(f["rows"] for f in facts))
+    return x, outcome.info, report
+
+
+def _make(method):
+    def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+               variant="host", transport="mpi", full_output=False):
+        return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                     callback=callback, variant=variant, transport=transport,
+                     full_output=full_output)
+    m = method_table.get(method)
+    solver.__name__ = solver.__qualname__ = method
+    solver.__module__ = "dpsolve.distributed"
+    solver.__doc__ = f"""Solve ``A x = b`` with {m.title}, distributed over the ranks of
+    ``A.comm`` (collective: call it on every rank).
+
+    A : DistributedMatrix
+    b, x0 : this rank's rows of b and of the starting guess (length ``A.n_local``); never
+        modified.
+    rtol, atol, maxiter, callback : SciPy's, with the GLOBAL ||b|| in the tolerance
+        ``max(atol, rtol * ||b||)`` and ``maxiter`` defaulting to ``10 * A.n``; ``callback(xk)``
+        gets this rank's rows of x. Every rank must pass the same rtol, atol and maxiter.
+    M : None, "jacobi", or a callable (or an object with ``.matvec``; for bicg also
+        ``.rmatvec``) on this rank's vectors.
+    variant : "host" (the reference solvers); see ``dpsolve.distributed.VARIANTS``.
+    transport : "mpi" or a Transport instance (left open; a named one is closed at the end).
+    full_output : also return a DistributedReport (the same on every rank).
+
+    Returns (x_local, info) or (x_local, info, report); ``info`` as ``dpsolve.{method}``, the
+    same on every rank{m.breakdown}.
+    """
+    return solver
+
+
+cg = _make("cg")
+bicg = _make("bicg")
+bicgstab = _make("bicgstab")

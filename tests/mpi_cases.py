@@ -1,0 +1,767 @@
+"""Named cases of the distributed solvers, run on every rank under mpirun (not collected by
+pytest; tests/test_distributed.py launches it):
+
+    mpirun -n K python tests/mpi_cases.py --out FILE [CASE ...]     (no CASE: all of them)
+
+Every rank runs every case in order and appends one JSON line per case to FILE (or
+$DPSOLVE_MPI_CASES_OUT): {"case", "rank", "size", "ok", "detail", "seconds"}. A case does its
+collective work first and checks afterwards (``Check`` records failures instead of raising), so
+a failed check on one rank never leaves the others waiting in a collective; a hang is caught by
+the caller's timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CASES = {}            # name -> (function, minimum number of ranks)
+
+
+def case(name, min_ranks=1):
+    def deco(fn):
+        CASES[name] = (fn, min_ranks)
+        return fn
+    return deco
+
+
+class Check:
+    """Failures recorded, not raised (see the module docstring)."""
+
+    def __init__(self):
+        self.fails = []
+        self.notes = []
+
+    def that(self, cond, msg):
+        if not cond:
+            self.fails.append(str(msg))
+        return bool(cond)
+
+    def note(self, msg):
+        self.notes.append(str(msg))
+
+
+# --------------------------------------------------------------------------- problems
+def spd(dtype):
+    from dpsolve.matrices import laplace_2d
+    if np.dtype(dtype).kind == "c":
+        E = sp.diags_array([np.ones(80)], offsets=[1]).astype(complex)
+        A = laplace_2d(9).astype(complex) + 2 * sp.eye_array(81) + 0.5j * (E - E.T)
+    else:
+        A = laplace_2d(9)
+    return sp.csr_array(A.astype(dtype))
+
+
+def nonsym(dtype):
+    from dpsolve.matrices import convdiff_2d
+    A = convdiff_2d(9, peclet=20.0)
+    if np.dtype(dtype).kind == "c":
+        A = A.astype(complex) + 0.5j * sp.eye_array(81)
+    return sp.csr_array(A.astype(dtype))
+
+
+def problem(method, dtype):
+    A = spd(dtype) if method == "cg" else nonsym(dtype)
+    rng = np.random.default_rng(7)
+    b = rng.standard_normal(A.shape[0])
+    if np.dtype(dtype).kind == "c":
+        b = b + 1j * rng.standard_normal(A.shape[0])
+    return A, b.astype(dtype)
+
+
+def rtol_of(dtype):
+    return 1e-10 if np.dtype(dtype).char in "dD" else 1e-5
+
+
+def serial(method, A, b, **kw):
+    import dpsolve
+    return getattr(dpsolve, method)(A, b, variant="host", full_output=True, **kw)
+
+
+def mine(v, A):
+    """This rank's rows of a global vector."""
+    return v[A.row_start:A.row_stop]
+
+
+def same_everywhere(comm, value):
+    return all(v == value for v in comm.allgather(value))
+
+
+def expect_error(comm, ck, exc_type, fn, *must_contain):
+    """Run the collective ``fn``: it must raise ``exc_type`` on every rank, with the same
+    message everywhere, containing each of ``must_contain``. Returns this rank's exception."""
+    exc = None
+    try:
+        fn()
+    except Exception as e:           # noqa: BLE001 - what it is, is checked below
+        exc = e
+    got = (type(exc).__name__, str(exc)) if exc is not None else None
+    every = comm.allgather(got)
+    ck.that(exc is not None and isinstance(exc, exc_type),
+            f"expected {exc_type.__name__}, got {got}")
+    ck.that(all(g == every[0] for g in every), f"the ranks got different errors: {every}")
+    for s in must_contain:
+        ck.that(exc is not None and s in str(exc), f"{s!r} not in the message {got}")
+    return exc
+
+
+def still_works(comm, ck):
+    """After an error: a small solve on every rank still runs and converges (the ranks are in
+    step)."""
+    import dpsolve.distributed as dd
+    A = dd.DistributedMatrix.laplace3d(3, 3, 2, comm)
+    x, info = dd.cg(A, np.ones(A.n_local), rtol=1e-8)
+    ck.that(info == 0 and same_everywhere(comm, info), f"the follow-up solve gave info={info}")
+
+
+def partitions_for(size, n):
+    """Irregular row counts for ``size`` ranks over ``n`` rows: empty ranks, a rank of one row,
+    very uneven blocks."""
+    if size == 1:
+        return [[n]]
+    if size == 2:
+        return [[0, n], [1, n - 1], [n - 3, 3]]
+    if size == 3:
+        return [[0, 1, n - 1], [n - 2, 0, 2], [1, n - 2, 1]]
+    if size == 4:
+        return [[5, 0, 1, n - 6], [0, 0, n, 0], [1, 1, 1, n - 3]]
+    base = [0, 1] + [0] * (size - 3)
+    return [base + [n - 1]]
+
+
+# --------------------------------------------------------------------------- cases: solves
+def _solve_case(ctx, ck, method, dtype, *, M=None, x0=False, maxiter=None, partition=None,
+                build="global"):
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    A, b = problem(method, dtype)
+    n = A.shape[0]
+    part = dd.Partition.from_sizes(partition) if partition is not None else None
+    if build == "global":
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
+                                              partition=part)
+    else:
+        part = part or dd.Partition.even(n, ctx.size)
+        DA = dd.DistributedMatrix.from_rows(A[slice(*part.rows(ctx.rank))], comm)
+    xg0 = (np.random.default_rng(3).standard_normal(n).astype(dtype) if x0 else None)
+    if x0 == "last":          # nonzero on the last rank's rows only: x0.any() must be global
+        last = DA.partition.rows(ctx.size - 1)
+        xg0[:last[0]] = 0
+        xg0[last[1]:] = 0
+    b_loc = mine(b, DA).copy()
+    x0_loc = mine(xg0, DA).copy() if x0 else None
+    b_keep = b_loc.copy()
+    x0_keep = x0_loc.copy() if x0 else None
+    kw = dict(rtol=rtol_of(dtype), maxiter=maxiter, M=M)
+    x, info, rep = getattr(dd, method)(DA, b_loc, x0_loc, full_output=True, **kw)
+    xs, infos, reps = serial(method, A, b, x0=xg0, **kw)
+    infos_all = comm.allgather(info)
+    its_all = comm.allgather(rep.iterations)
+    ck.that(all(i == infos_all[0] for i in infos_all), f"info differs by rank: {infos_all}")
+    ck.that(all(i == its_all[0] for i in its_all), f"iterations differ by rank: {its_all}")
+    ck.that(info == infos, f"info {info}, serial {infos}")
+    ck.that(x.dtype == np.dtype(dtype), f"x has dtype {x.dtype}")
+    ck.that(np.array_equal(b_loc, b_keep), "b was modified")
+    if x0:
+        ck.that(np.array_equal(x0_loc, x0_keep), "x0 was modified")
+    ref = mine(xs, DA)
+    scale = float(np.abs(xs).max())
+    err = float(np.abs(x - ref).max()) / scale if x.size else 0.0
+    if maxiter is not None:               # the same iterations in another rounding
+        ck.that(err <= (1e-9 if np.dtype(dtype).char in "dD" else 1e-3),
+                f"x differs from the serial one by {err:.3g} (relative)")
+    else:
+        ck.that(err <= (1e-10 if np.dtype(dtype).char in "dD" else 1e-4),
+                f"x differs from the serial one by {err:.3g} (relative)")
+        ck.that(abs(rep.iterations - reps.iterations) <= 2,
+                f"{rep.iterations} iterations, serial {reps.iterations}")
+        ck.that(rep.residual_norm <= rep.tolerance,
+                f"true residual {rep.residual_norm:.3g} above the tolerance {rep.tolerance:.3g}")
+    if ctx.size == 1 and partition is None:
+        ck.that(np.array_equal(x, xs) and rep.iterations == reps.iterations,
+                "one rank is not bit for bit the serial host solve")
+    ck.that(rep.ranks == ctx.size and len(rep.wall_times) == ctx.size, "report ranks")
+    ck.that(rep.n == n and rep.nnz == A.nnz, f"report n={rep.n} nnz={rep.nnz}")
+    ck.that(rep.allreduce_calls > 0 and rep.halo_calls >= rep.iterations, "report counts")
+    ck.that(rep.wall_time >= max(rep.comm_times) >= 0, "report times")
+    ck.that(same_everywhere(comm, (rep.residual_norm, rep.iterations, rep.bytes_sent)),
+            "the report differs by rank")
+    # SciPy on the gathered system, for the record
+    xg = dd.gather(x, DA)
+    if ctx.rank == 0 and maxiter is None and info == 0:
+        r = b - A @ xg
+        ck.that(np.linalg.norm(r) <= 1.0001 * rep.tolerance + 1e-30,
+                f"||b - A x|| = {np.linalg.norm(r):.3g} on the gathered x")
+    ck.note(f"{method} {np.dtype(dtype).name}: info={info} it={rep.iterations} "
+            f"(serial {reps.iterations}) err={err:.2g}")
+
+
+for _m in ("cg", "bicg", "bicgstab"):
+    for _dt in ("float32", "float64", "complex128"):
+        case(f"solve-{_m}-{_dt}")(
+            lambda ctx, ck, m=_m, dt=_dt: _solve_case(ctx, ck, m, dt))
+    case(f"jacobi-{_m}")(lambda ctx, ck, m=_m: _solve_case(ctx, ck, m, "float64", M="jacobi"))
+    case(f"x0-{_m}")(lambda ctx, ck, m=_m: _solve_case(ctx, ck, m, "float64", x0=True))
+    case(f"x0-one-rank-{_m}")(
+        lambda ctx, ck, m=_m: _solve_case(ctx, ck, m, "float64", x0="last"))
+    case(f"from-rows-{_m}")(
+        lambda ctx, ck, m=_m: _solve_case(ctx, ck, m, "float64", build="rows"))
+
+
+@case("maxiter")
+def _maxiter(ctx, ck):
+    for m in ("cg", "bicg", "bicgstab"):
+        _solve_case(ctx, ck, m, "float64", maxiter=3)
+
+
+@case("partitions")
+def _partitions(ctx, ck):
+    for sizes in partitions_for(ctx.size, 81):
+        for m in ("cg", "bicg", "bicgstab"):
+            _solve_case(ctx, ck, m, "float64", partition=sizes,
+                        build="global" if m != "bicg" else "rows")
+        _solve_case(ctx, ck, "bicgstab", "complex128", partition=sizes, M="jacobi")
+
+
+@case("callable-M")
+def _callable_m(ctx, ck):
+    """M as a callable (and an object with matvec/rmatvec for BiCG) applying D^-1 gives the very
+    bits of M="jacobi"."""
+    import dpsolve.distributed as dd
+    for m in ("cg", "bicg", "bicgstab"):
+        A, b = problem(m, "complex128")
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+        inv = 1.0 / DA.diagonal()
+
+        class Op:
+            def matvec(self, r):
+                return inv * r
+
+            def rmatvec(self, r):
+                return np.conj(inv) * r
+        Mc = Op() if m == "bicg" else (lambda r: inv * r)
+        x1, i1 = getattr(dd, m)(DA, mine(b, DA), rtol=1e-10, M="jacobi")
+        x2, i2 = getattr(dd, m)(DA, mine(b, DA), rtol=1e-10, M=Mc)
+        ck.that(i1 == i2 == 0 and np.array_equal(x1, x2), f"{m}: callable M differs")
+
+
+@case("breakdown")
+def _breakdown(ctx, ck):
+    """SciPy's -10 / -11 cases, distributed (2x2 ones leave ranks without rows)."""
+    import scipy.sparse.linalg as sla
+
+    import dpsolve.distributed as dd
+    sys.path.insert(0, str(ROOT / "tests"))
+    from scipy_cases import sym_nonpd
+    cases = [("bicg", *sym_nonpd()), ("bicgstab", *sym_nonpd()),
+             ("bicg", np.array([[-1.0, 0.0], [1.0, 1.0]]), np.array([1.0, 0.0])),
+             ("bicg", np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([1.0, 0.0])),
+             ("bicgstab", np.array([[1.0, 1.0], [1.0, 0.0]]), np.array([1.0, 0.0])),
+             ("bicgstab", np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([1.0, 0.0])),
+             ("cg", np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([1.0, 0.0]))]
+    for method, Ad, b in cases:
+        A = sp.csr_array(Ad)
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+        with np.errstate(all="ignore"):
+            x, info = getattr(dd, method)(DA, mine(b, DA), rtol=1e-8, maxiter=50)
+            xs, infos, _ = serial(method, A, b, rtol=1e-8, maxiter=50)
+            _, info_scipy = getattr(sla, method)(A, b, rtol=1e-8, maxiter=50)
+        ck.that(same_everywhere(ctx.comm, info), f"{method} {Ad.shape}: info differs by rank")
+        if method != "cg":
+            ck.that(info_scipy in (-10, -11), f"SciPy gave {info_scipy} (expected a breakdown)")
+            ck.that(info == info_scipy, f"{method} {Ad.shape}: info {info}, SciPy {info_scipy}")
+        else:
+            ck.that(info == infos == -10, f"cg on an indefinite 2x2: info {info}, serial {infos}")
+        ck.that(np.allclose(x, mine(xs, DA)), f"{method} {Ad.shape}: x differs from serial")
+        ck.note(f"{method} n={A.shape[0]}: info={info}")
+
+
+@case("zero-b")
+def _zero_b(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    x, info, rep = dd.bicgstab(DA, np.zeros(DA.n_local), np.ones(DA.n_local), full_output=True)
+    ck.that(info == 0 and not x.any() and rep.iterations == 0, "zero b must give zeros at once")
+
+
+@case("determinism")
+def _determinism(ctx, ck):
+    """The same solve twice (a fresh transport, then one held by the caller, reused) gives the
+    same bits; the report's global numbers are the same on every rank."""
+    import dpsolve.distributed as dd
+    A, b = problem("bicgstab", "float64")
+    part = dd.Partition.from_sizes(partitions_for(ctx.size, 81)[-1])
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm,
+                                          partition=part)
+    tr = dd.MpiTransport(ctx.comm)
+    runs = []
+    for transport in ("mpi", tr, tr):
+        for m in ("bicgstab", "bicg", "cg"):
+            M = "jacobi" if m == "bicg" else None
+            x, info, rep = getattr(dd, m)(DA, mine(b, DA), rtol=1e-12, M=M,
+                                          transport=transport, full_output=True)
+            runs.append((m, x.tobytes(), info, rep.iterations, rep.residual_norm))
+    k = len(runs) // 3
+    ck.that(runs[:k] == runs[k:2 * k] == runs[2 * k:], "a repeated solve gave other bits")
+    ck.that(same_everywhere(ctx.comm, [r[2:] for r in runs]), "ranks disagree")
+    ck.that(tr.stats.allreduce_calls > 0 and tr.stats.halo_calls > 0, "stats not counted")
+    tr.stats.reset()
+    ck.that(tr.stats.allreduce_calls == 0 and tr.stats.bytes_sent == 0, "reset")
+
+
+# --------------------------------------------------------------------------- cases: pieces
+@case("constructors")
+def _constructors(ctx, ck):
+    """from_global, from_rows and laplace3d build the same matrix, the same split and the same
+    halo plan; to_global is dpsolve.matrices.laplace_3d bit for bit."""
+    import dpsolve.distributed as dd
+    from dpsolve.matrices import laplace_3d
+    comm = ctx.comm
+    for dtype, sizes in ((np.float64, None), (np.float32, partitions_for(ctx.size, 60)[0])):
+        G = laplace_3d(5, 4, 3, dtype=dtype)
+        part = dd.Partition.from_sizes(sizes) if sizes else dd.Partition.even(60, ctx.size)
+        a = dd.DistributedMatrix.laplace3d(5, 4, 3, comm, dtype=dtype, partition=part)
+        b = dd.DistributedMatrix.from_global(G if ctx.rank == 0 else None, comm,
+                                             partition=part)
+        c = dd.DistributedMatrix.from_rows(G[slice(*part.rows(ctx.rank))], comm)
+        for name, o in (("from_global", b), ("from_rows", c)):
+            same = (o.partition == a.partition and o.dtype == a.dtype
+                    and np.array_equal(o.ghosts, a.ghosts)
+                    and all(np.array_equal(getattr(o.local, f), getattr(a.local, f))
+                            and np.array_equal(getattr(o.remote, f), getattr(a.remote, f))
+                            for f in ("data", "indices", "indptr"))
+                    and o.halo.send_ranks == a.halo.send_ranks
+                    and np.array_equal(o.halo.send_idx, a.halo.send_idx)
+                    and o.halo.recv_ranks == a.halo.recv_ranks
+                    and np.array_equal(o.halo.recv_offsets, a.halo.recv_offsets))
+            ck.that(same, f"{name} differs from laplace3d ({np.dtype(dtype).name})")
+        g = a.to_global()
+        if ctx.rank == 0:
+            ck.that(g.dtype == G.dtype and np.array_equal(g.data, G.data)
+                    and np.array_equal(g.indices, G.indices)
+                    and np.array_equal(g.indptr, G.indptr),
+                    f"laplace3d is not laplace_3d bit for bit ({np.dtype(dtype).name})")
+        else:
+            ck.that(g is None, "to_global off the root")
+        ck.that(a.n_local == part.rows(ctx.rank)[1] - part.rows(ctx.rank)[0], "n_local")
+        ck.that(a.shape == (60, 60) and a.n == 60 and a.rank == ctx.rank, "attributes")
+        ck.that(a.local.shape == (a.n_local, a.n_local)
+                and a.remote.shape == (a.n_local, a.ghosts.size), "part shapes")
+        ck.that(np.array_equal(a.diagonal(), G.diagonal()[slice(*part.rows(ctx.rank))]),
+                "diagonal")
+
+
+@case("halo-and-matvec")
+def _halo(ctx, ck):
+    """Every rank's plan matches its neighbours' (what r sends to s is what s expects from r),
+    ghosts are sorted and owned by others, and matvec is A @ x, over irregular partitions."""
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    A = nonsym("complex128")
+    rng = np.random.default_rng(5)
+    xg = rng.standard_normal(81) + 1j * rng.standard_normal(81)
+    for sizes in partitions_for(ctx.size, 81) + [None]:
+        part = dd.Partition.from_sizes(sizes) if sizes else None
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
+                                              partition=part)
+        p = DA.halo
+        sends = {s: int(p.send_offsets[i + 1] - p.send_offsets[i])
+                 for i, s in enumerate(p.send_ranks)}
+        recvs = {r: int(p.recv_offsets[i + 1] - p.recv_offsets[i])
+                 for i, r in enumerate(p.recv_ranks)}
+        every = comm.allgather((sends, recvs))
+        for s, cnt in sends.items():
+            ck.that(every[s][1].get(ctx.rank) == cnt, f"rank {ctx.rank} sends {cnt} to {s}, "
+                    f"which expects {every[s][1].get(ctx.rank)}")
+        owners = DA.partition.owner(DA.ghosts)
+        ck.that((np.diff(DA.ghosts) > 0).all() and (owners != ctx.rank).all(), "ghosts")
+        ck.that(p.n_ghost == DA.ghosts.size and p.bytes_per_exchange(16) == 16 * p.n_send,
+                "sizes")
+        ck.that(p.send_idx.dtype == np.int32 and p.send_offsets.dtype == np.int64, "dtypes")
+        tr = dd.MpiTransport(comm)
+        y = DA.matvec(mine(xg, DA), tr)
+        ck.that(np.allclose(y, mine(A @ xg, DA), rtol=1e-14, atol=1e-14), "matvec")
+        ck.that(tr.stats.halo_calls == 1 and tr.stats.bytes_sent == 16 * p.n_send, "stats")
+
+
+@case("conj-transpose")
+def _conj_transpose(ctx, ck):
+    import dpsolve.distributed as dd
+    A = nonsym("complex128") + sp.csr_array(sp.random(81, 81, density=0.05, random_state=2))
+    A = sp.csr_array(A)
+    for sizes in partitions_for(ctx.size, 81) + [None]:
+        part = dd.Partition.from_sizes(sizes) if sizes else None
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm,
+                                              partition=part)
+        AH = DA.conj_transpose()
+        G = AH.to_global()
+        if ctx.rank == 0:
+            want = sp.csr_array(A.conj().T)
+            want.sum_duplicates()
+            ck.that(np.array_equal(G.indptr, want.indptr)
+                    and np.array_equal(G.indices, want.indices)
+                    and np.array_equal(G.data, want.data), f"A^H differs ({sizes})")
+        ck.that(AH.partition == DA.partition, "A^H keeps the partition")
+
+
+@case("vectors")
+def _vectors(ctx, ck):
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    DA = dd.DistributedMatrix.laplace3d(4, 3, 2, comm,
+                                        partition=dd.Partition.from_sizes(
+                                            partitions_for(ctx.size, 24)[0]))
+    v = np.arange(24.0) + 0.5j
+    loc = dd.scatter(v if ctx.rank == 0 else None, DA)
+    ck.that(np.array_equal(loc, mine(v, DA)), "scatter")
+    back = dd.gather(loc, DA)
+    ck.that(np.array_equal(back, v) if ctx.rank == 0 else back is None, "gather")
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.gather(np.zeros(DA.n_local + (ctx.rank == ctx.size - 1)), DA),
+                 f"rank {ctx.size - 1}")
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.scatter(np.zeros(23) if ctx.rank == 0 else None, DA), "23")
+
+
+@case("transport")
+def _transport(ctx, ck):
+    """The deterministic all-reduce (rank order, the same bits everywhere, complex too), the
+    statistics, and the staging of device-like arrays (``get``/``set``)."""
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    tr = dd.MpiTransport(comm)
+    for dtype in (np.float64, np.complex128, np.float32):
+        vals = np.array([0.1 * (ctx.rank + 1), 1e16 * (-1) ** ctx.rank, 3.0], dtype=dtype)
+        if np.dtype(dtype).kind == "c":
+            vals = vals + 1j * np.arange(3)
+        buf = vals.copy()
+        tr.allreduce(buf)
+        every = comm.allgather(vals)
+        want = every[0].copy()
+        for v in every[1:]:
+            want += v
+        ck.that(np.array_equal(buf, want), f"allreduce {np.dtype(dtype).name}")
+        ck.that(same_everywhere(comm, buf.tobytes()), "allreduce bits differ by rank")
+    ck.that(tr.stats.allreduce_calls == 3, "allreduce count")
+
+    class FakeDevice:
+        """A device array stand-in: ``get``/``set`` and ``__cuda_array_interface__``."""
+        __cuda_array_interface__ = {}
+
+        def __init__(self, a):
+            self.a, self.shape, self.dtype = np.array(a), np.shape(a), np.asarray(a).dtype
+
+        def get(self):
+            return self.a.copy()
+
+        def set(self, host):
+            self.a[...] = host
+    d = FakeDevice([1.0, 2.0])
+    tr.allreduce(d)
+    ck.that(np.array_equal(d.a, np.array([1.0, 2.0]) * ctx.size), "device allreduce")
+    DA = dd.DistributedMatrix.laplace3d(4, 4, 3, comm)
+    xg = np.arange(48.0)
+    p = DA.halo
+    send = FakeDevice(mine(xg, DA)[p.send_idx])
+    recv = FakeDevice(np.zeros(p.n_ghost))
+    h = tr.halo_start(p, send, recv)
+    tr.halo_finish(h)
+    ck.that(np.array_equal(recv.a, xg[DA.ghosts]), "device halo")
+    tr.barrier()
+    tr.close()
+
+
+@case("dot-accurate")
+def _dot_accurate(ctx, ck):
+    """A global inner product whose exact value is 0 across the ranks while a plain sum in rank
+    order is not: dot_accurate sees the 0; and an exact nonzero value is correctly rounded."""
+    import dpsolve.distributed as dd
+    terms = [1e100, 1.0, -1e100, -1.0, 2.0 ** -70, 3.0, -3.0, 1e-300]
+    for case_terms, exact in ((terms[:4], 0.0), (terms, 2.0 ** -70 + 1e-300)):
+        a = np.array([t for i, t in enumerate(case_terms) if i % ctx.size == ctx.rank])
+        b = np.ones_like(a)
+        tr = dd.MpiTransport(ctx.comm)
+        space = dd.DistributedSpace(tr, ctx.rank, ctx.size, np.float64)
+        got = space.dot_accurate(a, b)
+        ck.that(got == exact, f"dot_accurate gave {got!r}, exact {exact!r}")
+        za = a.astype(complex) * (1 - 2j)
+        gotc = space.dot_accurate(za, b.astype(complex))
+        ck.that(gotc == complex(exact, 2 * exact), f"complex dot_accurate gave {gotc!r}")
+    if ctx.size == 4:
+        plain = space.dot(np.array([terms[ctx.rank]]), np.ones(1))
+        ck.that(plain != 0, "the plain sum cancels too: the case tests nothing")
+
+
+# --------------------------------------------------------------------------- cases: errors
+@case("bad-b-length")
+def _bad_b_length(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    last = ctx.size - 1
+    b = np.ones(DA.n_local + (1 if ctx.rank == last else 0))
+    expect_error(ctx.comm, ck, ValueError, lambda: dd.cg(DA, b), f"rank {last}: b has shape")
+    still_works(ctx.comm, ck)
+
+
+@case("bad-nan")
+def _bad_nan(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    last = ctx.size - 1
+    b = np.ones(DA.n_local)
+    if ctx.rank == last:
+        b[-1] = np.nan
+    x0 = np.zeros(DA.n_local)
+    if ctx.rank == 0:
+        x0[0] = np.inf
+    want = ([f"rank {last}: b contains NaN or Inf", "rank 0: x0 contains NaN or Inf"]
+            if last else ["rank 0: b contains NaN or Inf; x0 contains NaN or Inf"])
+    expect_error(ctx.comm, ck, ValueError, lambda: dd.bicgstab(DA, b, x0), *want)
+    still_works(ctx.comm, ck)
+
+
+@case("bad-method-mix", min_ranks=2)
+def _bad_method_mix(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    method = "cg" if ctx.rank == 0 else "bicg"
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: getattr(dd, method)(DA, np.ones(DA.n_local)),
+                 "ranks disagree on method", "rank 0: 'cg'")
+    still_works(ctx.comm, ck)
+
+
+@case("bad-options-mix", min_ranks=2)
+def _bad_options_mix(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    b = np.ones(DA.n_local)
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b, rtol=1e-5 if ctx.rank else 1e-6),
+                 "ranks disagree on rtol")
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b, maxiter=None if ctx.rank else 5),
+                 "ranks disagree on maxiter")
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b.astype(np.complex128 if ctx.rank else np.float64)),
+                 "ranks disagree on the working dtype")
+    still_works(ctx.comm, ck)
+
+
+@case("bad-values")
+def _bad_values(ctx, ck):
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, comm)
+    b = np.ones(DA.n_local)
+    expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, variant="cublas"),
+                 "unknown distributed variant 'cublas'", "host")
+    expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, transport="nccl"),
+                 "unknown transport 'nccl'", "mpi")
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.cg(DA, b, atol=-1.0 if ctx.rank == 0 else 0.0), "rank 0",
+                 "`atol`")
+    expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, maxiter=0), "maxiter")
+    expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, M="ilu"), "M='ilu'")
+    # a zero diagonal entry: Jacobi names the global row, on every rank
+    A = sp.csr_array(nonsym("float64"))
+    A = sp.lil_array(A)
+    A[40, 40] = 0.0
+    A = sp.csr_array(A)
+    DZ = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm)
+    owner = DZ.partition.owner(40)
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.bicgstab(DZ, np.ones(DZ.n_local), M="jacobi"),
+                 f"rank {owner}: Jacobi", "global row 40")
+    still_works(comm, ck)
+
+
+@case("bad-constructors")
+def _bad_constructors(ctx, ck):
+    import dpsolve.distributed as dd
+    from dpsolve.matrices import laplace_2d
+    comm = ctx.comm
+    last = ctx.size - 1
+    G = sp.csr_array(laplace_2d(5))
+    part = dd.Partition.even(25, ctx.size)
+    rows = G[slice(*part.rows(ctx.rank))]
+    # one rank with a different n
+    wide = sp.csr_array((rows.data, rows.indices, rows.indptr), shape=(rows.shape[0], 26)) \
+        if ctx.rank == last else rows
+    if ctx.size > 1:
+        expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(wide, comm),
+                     "ranks disagree on the number of columns n", f"rank {last}: 26")
+    else:
+        expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(wide, comm),
+                     "rows add up to 25", "n = 26")
+    # a column index >= n (a raw CSR SciPy does not check)
+    bad = rows
+    if ctx.rank == last and rows.nnz:
+        idx = rows.indices.copy()
+        idx[-1] = 25
+        bad = sp.csr_array((rows.data.copy(), idx, rows.indptr.copy()), shape=rows.shape)
+    expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(bad, comm),
+                 f"rank {last}: column index 25 is outside 0:25")
+    # n given and not matching
+    expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(rows, comm, n=24),
+                 "n = 24")
+    # ranks passing different partitions to from_global
+    if ctx.size > 1:
+        other = dd.Partition.from_sizes([25] + [0] * (ctx.size - 1))
+        expect_error(comm, ck, ValueError,
+                     lambda: dd.DistributedMatrix.from_global(
+                         G if ctx.rank == 0 else None, comm,
+                         partition=other if ctx.rank == last else None),
+                     "ranks disagree on the partition")
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.DistributedMatrix.from_global(
+                     sp.csr_array(np.ones((3, 4))) if ctx.rank == 0 else None, comm),
+                 "rank 0: expected a square matrix")
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.DistributedMatrix.laplace3d(
+                     3, 3, 0 if ctx.rank == last else 3, comm), f"rank {last}", "nz=0")
+    still_works(comm, ck)
+
+
+def _raiser(ctx, at_call, on_rank):
+    """A callback raising on ``on_rank`` at its ``at_call``-th call; ``callback.calls`` counts
+    the calls on this rank."""
+    def callback(xk):
+        callback.calls += 1
+        if ctx.rank == on_rank and callback.calls == at_call:
+            raise RuntimeError(f"boom on call {at_call}")
+    callback.calls = 0
+    return callback
+
+
+@case("callback-raises")
+def _callback_raises(ctx, ck):
+    """A callback raising on one rank mid-solve: DistributedError on every rank naming the rank
+    and the exception; the raising rank's has the original as its cause."""
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import DistributedError
+    comm = ctx.comm
+    on = ctx.size - 1
+    A, b = problem("bicgstab", "float64")
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm)
+    for method in ("cg", "bicg", "bicgstab"):
+        A2, b2 = problem(method, "float64")
+        D2 = DA if method != "cg" else dd.DistributedMatrix.from_global(
+            A2 if ctx.rank == 0 else None, comm)
+        cb = _raiser(ctx, 3, on)
+        e = expect_error(comm, ck, DistributedError,
+                         lambda: getattr(dd, method)(D2, mine(b2, D2), rtol=1e-10, callback=cb),
+                         f"rank {on}: raised in the callback: RuntimeError: boom on call 3")
+        # the error flag stopped every rank at the next all-reduce, not at the end of the solve
+        ck.that(cb.calls == 3, f"{method}: the callback was called {cb.calls} times on rank "
+                f"{ctx.rank}; every rank should stop after the third")
+        if ctx.rank == on:
+            ck.that(isinstance(getattr(e, "__cause__", None), RuntimeError),
+                    "the raising rank's error has the original as its cause")
+        else:
+            ck.that(e is not None and e.__cause__ is None, "other ranks: no cause")
+        ck.that(e is not None and getattr(e, "ranks", None) == (on,), "DistributedError.ranks")
+    still_works(comm, ck)
+
+
+@case("callback-raises-last")
+def _callback_raises_last(ctx, ck):
+    """The callback raises in the very iteration that converges (no all-reduce follows inside
+    the solver): the final status all-gather still stops every rank."""
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import DistributedError
+    comm = ctx.comm
+    DA = dd.DistributedMatrix.laplace3d(4, 3, 3, comm)
+    b = np.ones(DA.n_local)
+    _, info, rep = dd.cg(DA, b, rtol=1e-8, full_output=True)
+    on = 0
+    expect_error(comm, ck, DistributedError,
+                 lambda: dd.cg(DA, b, rtol=1e-8, callback=_raiser(ctx, rep.iterations, on)),
+                 f"rank {on}: raised in the callback", f"boom on call {rep.iterations}")
+    still_works(comm, ck)
+
+
+@case("M-raises")
+def _m_raises(ctx, ck):
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import DistributedError
+    comm = ctx.comm
+    DA = dd.DistributedMatrix.laplace3d(4, 3, 3, comm)
+    calls = []
+
+    def M(r):
+        calls.append(1)
+        if ctx.rank == 0 and len(calls) == 2:
+            raise ZeroDivisionError("bad preconditioner")
+        return r / 6.0
+
+    def M_shape(r):
+        return np.ones(r.size + 1) if ctx.rank == ctx.size - 1 else r
+    expect_error(comm, ck, DistributedError, lambda: dd.bicgstab(DA, np.ones(DA.n_local), M=M),
+                 "rank 0: raised in M: ZeroDivisionError: bad preconditioner")
+    expect_error(comm, ck, DistributedError,
+                 lambda: dd.cg(DA, np.ones(DA.n_local), M=M_shape),
+                 f"rank {ctx.size - 1}: raised in M: ValueError: M returned shape")
+    still_works(comm, ck)
+
+
+# --------------------------------------------------------------------------- the runner
+class Ctx:
+    def __init__(self, comm):
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*", help="case names (default: all)")
+    p.add_argument("--out", default=os.environ.get("DPSOLVE_MPI_CASES_OUT"),
+                   help="JSON-lines output file (default $DPSOLVE_MPI_CASES_OUT)")
+    p.add_argument("--list", action="store_true", help="print the case names and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if not args.out:
+        p.error("--out FILE (or $DPSOLVE_MPI_CASES_OUT) is required")
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        p.error(f"unknown case(s): {', '.join(unknown)}")
+    from mpi4py import MPI
+    ctx = Ctx(MPI.COMM_WORLD)
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for name in args.cases or list(CASES):
+            fn, min_ranks = CASES[name]
+            t0 = time.perf_counter()
+            ck = Check()
+            if ctx.size < min_ranks:
+                ck.note(f"needs {min_ranks} ranks: nothing to check with {ctx.size}")
+            else:
+                try:
+                    fn(ctx, ck)
+                except Exception:          # noqa: BLE001 - reported as the case's failure
+                    ck.fails.append("raised: " + traceback.format_exc(limit=6))
+            rec = {"case": name, "rank": ctx.rank, "size": ctx.size, "ok": not ck.fails,
+                   "detail": "; ".join(ck.fails) if ck.fails else "; ".join(ck.notes),
+                   "seconds": round(time.perf_counter() - t0, 4)}
+            os.write(fd, (json.dumps(rec) + "\n").encode())      # one write: one whole line
+            ctx.comm.Barrier()
+    finally:
+        os.close(fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
