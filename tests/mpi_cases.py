@@ -567,8 +567,13 @@ def _bad_values(ctx, ck):
     b = np.ones(DA.n_local)
     expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, variant="cublas"),
                  "unknown distributed variant 'cublas'", "host")
+    expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, transport="ucx"),
+                 "unknown transport 'ucx'", "mpi")
     expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, transport="nccl"),
-                 "unknown transport 'nccl'", "mpi")
+                 "transport 'nccl' moves device arrays", "variant 'cuda'")
+    if not _has_gpu():                 # the same answer on every rank of one machine
+        expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b, variant="cuda"),
+                     "variant 'cuda' needs a GPU on every rank")
     expect_error(comm, ck, ValueError,
                  lambda: dd.cg(DA, b, atol=-1.0 if ctx.rank == 0 else 0.0), "rank 0",
                  "`atol`")
@@ -717,10 +722,107 @@ def _m_raises(ctx, ck):
 
 
 # --------------------------------------------------------------------------- the runner
+def _has_gpu():
+    from dpsolve._device import status
+    return status().ok
+
+
+# --------------------------------------------------------------------------- GPU cases
+# Run only with --gpu (tests/test_distributed_gpu.py, on a GPU machine): variant "cuda" with the
+# launch's transport (--transport), against the single-GPU solve (variant "cuda") of the same
+# global system.
+GPU_CASES = {}
+
+
+def gpu_case(name, min_ranks=1):
+    def deco(fn):
+        GPU_CASES[name] = (fn, min_ranks)
+        return fn
+    return deco
+
+
+def _gpu_solve_case(ctx, ck, method, dtype, *, M=None, partition=None, laplace=None):
+    import cupy
+
+    import dpsolve
+    import dpsolve.distributed as dd
+    from dpsolve.matrices import laplace_3d
+    comm = ctx.comm
+    if laplace:
+        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
+        b = (A @ np.ones(A.shape[0])).astype(dtype)
+        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
+    else:
+        A, b = problem(method, dtype)
+        part = dd.Partition.from_sizes(partition) if partition is not None else None
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
+                                              partition=part)
+    b_loc = mine(b, DA).copy()
+    b_keep = b_loc.copy()
+    kw = dict(rtol=rtol_of(dtype), M=M)
+    x, info, rep = getattr(dd, method)(DA, b_loc, full_output=True, variant="cuda",
+                                       transport=ctx.transport, **kw)
+    xs, infos, reps = getattr(dpsolve, method)(A, b, variant="cuda", full_output=True, **kw)
+    infos_all = comm.allgather(info)
+    ck.that(all(i == infos_all[0] for i in infos_all), f"info differs by rank: {infos_all}")
+    ck.that(info == infos, f"info {info}, single GPU {infos}")
+    ck.that(isinstance(x, np.ndarray) and x.dtype == np.dtype(dtype),
+            f"x is {type(x).__name__} {getattr(x, 'dtype', '')}: NumPy in, NumPy out")
+    ck.that(np.array_equal(b_loc, b_keep), "b was modified")
+    ref = mine(xs, DA)
+    scale = float(np.abs(xs).max())
+    err = float(np.abs(x - ref).max()) / scale if x.size else 0.0
+    f64 = np.dtype(dtype).char in "dD"
+    ck.that(err <= (1e-9 if f64 else 2e-3), f"x differs from the single-GPU x by {err:.3g}")
+    ck.that(abs(rep.iterations - reps.iterations) <= (1 if f64 else 3),
+            f"{rep.iterations} iterations, single GPU {reps.iterations}")
+    ck.that(info != 0 or rep.residual_norm <= rep.tolerance,
+            f"true residual {rep.residual_norm:.3g} above {rep.tolerance:.3g}")
+    ck.that(rep.transport == ctx.transport.name and rep.variant == "cuda", "report names")
+    if ctx.size > 1:
+        ck.that(rep.allreduce_calls >= rep.iterations and rep.halo_calls >= rep.iterations,
+                f"report counts {rep.allreduce_calls} / {rep.halo_calls}")
+    ck.that(same_everywhere(comm, (rep.iterations, rep.residual_norm)), "report by rank")
+    cupy.cuda.Device().synchronize()
+    ck.note(f"{method} {np.dtype(dtype).name}: info={info} it={rep.iterations} "
+            f"(single GPU {reps.iterations}) err={err:.2g} comm={rep.comm_time:.3g}s")
+
+
+for _m in ("cg", "bicg", "bicgstab"):
+    for _dt in ("float32", "float64"):
+        gpu_case(f"gpu-{_m}-{_dt}")(
+            lambda ctx, ck, m=_m, dt=_dt: _gpu_solve_case(ctx, ck, m, dt))
+    gpu_case(f"gpu-jacobi-{_m}")(
+        lambda ctx, ck, m=_m: _gpu_solve_case(ctx, ck, m, "float64", M="jacobi"))
+gpu_case("gpu-complex128-bicgstab")(
+    lambda ctx, ck: _gpu_solve_case(ctx, ck, "bicgstab", "complex128"))
+gpu_case("gpu-laplace-cg")(
+    lambda ctx, ck: _gpu_solve_case(ctx, ck, "cg", "float64", laplace=20))
+
+
+@gpu_case("gpu-partitions")
+def _gpu_partitions(ctx, ck):
+    for sizes in partitions_for(ctx.size, 81):
+        _gpu_solve_case(ctx, ck, "cg", "float64", partition=sizes)
+
+
+@gpu_case("gpu-bad-nan")
+def _gpu_bad_nan(ctx, ck):
+    import dpsolve.distributed as dd
+    A, b = problem("cg", "float64")
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+    b_loc = mine(b, DA).copy()
+    if ctx.rank == ctx.size - 1 and b_loc.size:
+        b_loc[0] = np.nan
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b_loc, variant="cuda", transport=ctx.transport), "NaN")
+
+
 class Ctx:
     def __init__(self, comm):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.transport = None
 
 
 def main(argv=None):
@@ -729,21 +831,27 @@ def main(argv=None):
     p.add_argument("--out", default=os.environ.get("DPSOLVE_MPI_CASES_OUT"),
                    help="JSON-lines output file (default $DPSOLVE_MPI_CASES_OUT)")
     p.add_argument("--list", action="store_true", help="print the case names and exit")
+    p.add_argument("--gpu", action="store_true", help="the GPU cases (variant cuda) instead")
+    p.add_argument("--transport", default="mpi", help="the GPU cases' transport (mpi, nccl)")
     args = p.parse_args(argv)
+    cases = GPU_CASES if args.gpu else CASES
     if args.list:
-        print("\n".join(CASES))
+        print("\n".join(cases))
         return 0
     if not args.out:
         p.error("--out FILE (or $DPSOLVE_MPI_CASES_OUT) is required")
-    unknown = [c for c in args.cases if c not in CASES]
+    unknown = [c for c in args.cases if c not in cases]
     if unknown:
         p.error(f"unknown case(s): {', '.join(unknown)}")
     from mpi4py import MPI
     ctx = Ctx(MPI.COMM_WORLD)
+    if args.gpu:                       # one transport for the launch (NCCL's set-up is slow)
+        from dpsolve.distributed.transport import TRANSPORTS
+        ctx.transport = TRANSPORTS[args.transport](ctx.comm)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        for name in args.cases or list(CASES):
-            fn, min_ranks = CASES[name]
+        for name in args.cases or list(cases):
+            fn, min_ranks = cases[name]
             t0 = time.perf_counter()
             ck = Check()
             if ctx.size < min_ranks:
@@ -760,6 +868,8 @@ def main(argv=None):
             ctx.comm.Barrier()
     finally:
         os.close(fd)
+        if ctx.transport is not None:
+            ctx.transport.close()      # NCCL's communicator: a run that skips this can hang
     return 0
 
 

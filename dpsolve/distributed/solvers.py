@@ -189,6 +189,7 @@ class DistributedJob:
     callback: object
     transport: Transport
     space: DistributedSpace
+    format: str = "auto"          # the GPU variants' SpMV format of the local part
 
     def initial_x(self):
         return self.x0.copy() if self.x0 is not None else np.zeros(self.A.n_local, self.dtype)
@@ -235,7 +236,15 @@ def run_host(job: DistributedJob) -> Outcome:
 
 
 # variant name -> fn(job) -> Outcome; GPU variants register themselves here
-VARIANTS = {"host": run_host}
+def run_cuda(job: DistributedJob) -> Outcome:
+    """The ``cuda`` variant: the single-GPU ``cuda`` variant's loops over a distributed
+    executor (``gpu.py``)."""
+    from .gpu import run_cuda as run
+    return run(job)
+
+
+VARIANTS = {"host": run_host, "cuda": run_cuda}
+GPU_VARIANTS = ("cuda",)
 
 
 # --------------------------------------------------------------------------- checks
@@ -293,6 +302,14 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         tname = repr(transport)
         problems.append(f"unknown transport {transport!r}; expected one of "
                         f"{', '.join(TRANSPORTS)} or a Transport")
+    if tname == "nccl" and variant not in GPU_VARIANTS:
+        problems.append(f"transport 'nccl' moves device arrays: use variant "
+                        f"{' or '.join(map(repr, GPU_VARIANTS))}, or transport 'mpi'")
+    if variant in GPU_VARIANTS:
+        from .._device import status as device_status
+        st = device_status()
+        if not st.ok:
+            problems.append(f"variant {variant!r} needs a GPU on every rank: {st.reason}")
     for name, value in (("rtol", rtol), ("atol", atol)):
         p = _tolerance_problem(name, value)
         if p:
@@ -422,7 +439,7 @@ def _copy(v):
 
 
 def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-          variant="host", transport="mpi", full_output=False):
+          variant="host", transport="mpi", format="auto", full_output=False):
     """The distributed solve of ``method`` (see the module docstring). Collective."""
     t0 = time.perf_counter()
     if not isinstance(A, DistributedMatrix):
@@ -459,7 +476,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
                              ("callable" if psolve is not None else "none"),
-                             inv_diag, psolve, rpsolve, cb, tr, space)
+                             inv_diag, psolve, rpsolve, cb, tr, space, format)
         if bnorm == 0:                          # SciPy: a zero b returns zeros at once
             outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
         else:
@@ -497,6 +514,8 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     if out_device:
         import cupy
         x = cupy.asarray(x)
+    elif not isinstance(x, np.ndarray):           # a GPU variant's x, for NumPy's b
+        x = x.get()
     if not full_output:
         return x, outcome.info
     walls = tuple(f["wall"] for f in facts)
@@ -518,9 +537,9 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
 
 def _make(method):
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-               variant="host", transport="mpi", full_output=False):
+               variant="host", transport="mpi", format="auto", full_output=False):
         return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                     callback=callback, variant=variant, transport=transport,
+                     callback=callback, variant=variant, transport=transport, format=format,
                      full_output=full_output)
     m = method_table.get(method)
     solver.__name__ = solver.__qualname__ = method
@@ -536,8 +555,11 @@ def _make(method):
         gets this rank's rows of x. Every rank must pass the same rtol, atol and maxiter.
     M : None, "jacobi", or a callable (or an object with ``.matvec``; for bicg also
         ``.rmatvec``) on this rank's vectors.
-    variant : "host" (the reference solvers); see ``dpsolve.distributed.VARIANTS``.
-    transport : "mpi" or a Transport instance (left open; a named one is closed at the end).
+    variant : "host" (the reference solvers) or "cuda" (the cuda variant's loops on each
+        rank's GPU: all-reduces and halo exchanges through the transport).
+    transport : "mpi", "nccl" (variant "cuda", one GPU per rank) or a Transport instance
+        (left open; a named one is made for the call and closed at its end).
+    format : the local part's SpMV format on the GPU ("auto": from its row statistics).
     full_output : also return a DistributedReport (the same on every rank).
 
     Returns (x_local, info) or (x_local, info, report); ``info`` as ``dpsolve.{method}``, the

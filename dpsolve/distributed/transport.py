@@ -189,7 +189,13 @@ class MpiTransport(Transport):
         self.comm = None
 
 
-TRANSPORTS = {"mpi": MpiTransport}
+def _nccl(comm):
+    from .gpu import NcclTransport          # CuPy's NCCL, imported only when asked for
+    return NcclTransport(comm)
+
+
+# name -> factory(comm); "nccl" moves device arrays only (variant "cuda")
+TRANSPORTS = {"mpi": MpiTransport, "nccl": _nccl}
 
 
 def make_transport(transport, comm):

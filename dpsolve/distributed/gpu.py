@@ -1,0 +1,394 @@
+"""Distributed solves on GPUs: variant ``cuda`` over a distributed executor; transports ``nccl``
+and ``mpi``.
+
+Each rank keeps its rows in a :class:`~dpsolve.backends._gpu.GpuState` whose matrix is a
+:class:`HaloMatrix` and whose executor is a :class:`DistributedExecutor`; the ``cuda`` variant's
+loops (``dpsolve/backends/cuda.py``) run on them unchanged. Only two operations differ:
+
+* ``ex.dot`` / ``ex.nrm2``: the local two-stage DOT into the scalar slot, then an all-reduce of
+  that slot. NCCL: on the solve's stream, device-side, no host wait. MPI: staged through pinned
+  host memory (one host wait per all-reduce), summed in rank order by ``MpiTransport``.
+* ``ex.spmv`` of a HaloMatrix (PETSc's MATMPIAIJ split, ``y = A_local x + A_remote ghosts``):
+  ``halo_pack`` gathers the values the neighbours need; the exchange starts (NCCL: send/recv on
+  a second stream; MPI: Isend/Irecv of host copies); the local SpMV runs meanwhile; then the
+  exchange finishes and ``halo_add`` adds the remote part over the rows that have ghost columns.
+
+Per CG iteration: 2 all-reduces (``<p, A p>``; ``<r, z>``, with ``<r, r>`` a third when
+preconditioned) and one halo exchange.
+
+Breakdown tests: the scalar kernels' accurate re-computation of a suspect inner product
+(``dps::confirm_dot``) sees a rank's rows only, so here it covers none (``GpuState.confirm_n =
+0``): the tests are made on the all-reduced fast sum, as SciPy makes them. The ``host`` variant
+confirms across ranks.
+"""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..cuda import ops
+from ..cuda.executor import Executor, host_call, launch
+from .transport import MpiTransport, Transport
+
+_NCCL_TYPES = {"float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
+
+
+def _real_view(buf):
+    """A device array of real or complex values as real values (a complex sum is the sum of
+    each part), with NCCL's type of them."""
+    from cupy.cuda import nccl
+    real = buf.view(buf.real.dtype) if buf.dtype.kind == "c" else buf
+    return real, getattr(nccl, _NCCL_TYPES[real.dtype.name])
+
+
+def select_device(comm) -> int:
+    """Make this rank's GPU current: the rank's index among the ranks of its host, modulo the
+    host's GPUs (one rank per GPU; ranks beyond the GPUs share them, which only the ``mpi``
+    transport allows). Returns the device id."""
+    import cupy
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    dev = local.Get_rank() % max(1, cupy.cuda.runtime.getDeviceCount())
+    local.Free()
+    cupy.cuda.Device(dev).use()
+    return dev
+
+
+class _EventTimer:
+    """Device time between pairs of events on a stream, read once at the end of a solve
+    (``settle``): how the NCCL transport accounts for its stream-ordered calls without waiting."""
+
+    def __init__(self):
+        self.pool, self.used = [], 0
+
+    def pair(self):
+        import cupy
+        while len(self.pool) < self.used + 2:
+            self.pool.append(cupy.cuda.Event())
+        a, b = self.pool[self.used], self.pool[self.used + 1]
+        self.used += 2
+        return a, b
+
+    def settle(self) -> float:
+        import cupy
+        total = 0.0
+        for i in range(0, self.used, 2):
+            a, b = self.pool[i], self.pool[i + 1]
+            b.synchronize()
+            total += cupy.cuda.get_elapsed_time(a, b) * 1e-3
+        self.used = 0
+        return total
+
+
+class NcclTransport(Transport):
+    """NCCL between GPUs (``cupy.cuda.nccl``), one rank per GPU: all-reduces and halo send/recv on
+    a CUDA stream (``self.stream``, set by the executor), no host wait. The communicator is made
+    collectively from the mpi4py communicator (rank 0's unique id, broadcast) and destroyed by
+    ``close`` (a run that does not close it can hang at exit). NCCL refuses two ranks on one GPU:
+    ranks sharing a GPU use the ``mpi`` transport.
+
+    ``stats``: calls and bytes as they are issued; the seconds (device time between events
+    around each call, waiting for the peers included) are added by ``settle()``."""
+    name = "nccl"
+
+    def __init__(self, comm):
+        super().__init__()
+        import cupy
+        from cupy.cuda import nccl
+        self.mpi = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.device = select_device(comm)      # the communicator binds to the current GPU
+        uid = comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0)
+        self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
+        self.stream = cupy.cuda.get_current_stream()
+        self._reduce_t, self._halo_t = _EventTimer(), _EventTimer()
+        self._host = MpiTransport(comm)       # host buffers: the solvers' few host-side sums
+
+    def allreduce(self, buf) -> None:
+        """A device array: NCCL on ``self.stream``. A NumPy array (the error flag, ||b||, the
+        true residual: a few per solve): the MPI transport's deterministic host sum."""
+        if isinstance(buf, np.ndarray):
+            before = self._host.stats.copy()
+            self._host.allreduce(buf)
+            d = self._host.stats.since(before)
+            self.stats.allreduce_calls += d.allreduce_calls
+            self.stats.allreduce_seconds += d.allreduce_seconds
+            self.stats.bytes_sent += d.bytes_sent
+            return
+        from cupy.cuda import nccl
+        real, dt = _real_view(buf)
+        a, b = self._reduce_t.pair()
+        a.record(self.stream)
+        self.comm.allReduce(real.data.ptr, real.data.ptr, real.size, dt, nccl.NCCL_SUM,
+                            self.stream.ptr)
+        b.record(self.stream)
+        self.stats.allreduce_calls += 1
+        self.stats.bytes_sent += buf.nbytes
+
+    def halo_start(self, plan, send, recv):
+        from cupy.cuda import nccl
+        s_real, dt = _real_view(send)
+        r_real, _ = _real_view(recv)
+        k = 2 if send.dtype.kind == "c" else 1           # reals per value
+        isz = s_real.itemsize
+        a, b = self._halo_t.pair()
+        a.record(self.stream)
+        nccl.groupStart()
+        for i, peer in enumerate(plan.send_ranks):
+            lo, hi = int(plan.send_offsets[i]), int(plan.send_offsets[i + 1])
+            self.comm.send(s_real.data.ptr + lo * k * isz, (hi - lo) * k, dt, peer,
+                           self.stream.ptr)
+        for i, peer in enumerate(plan.recv_ranks):
+            lo, hi = int(plan.recv_offsets[i]), int(plan.recv_offsets[i + 1])
+            self.comm.recv(r_real.data.ptr + lo * k * isz, (hi - lo) * k, dt, peer,
+                           self.stream.ptr)
+        nccl.groupEnd()
+        b.record(self.stream)
+        self.stats.halo_calls += 1
+        self.stats.bytes_sent += plan.n_send * send.itemsize
+        return None
+
+    def halo_finish(self, handle) -> None:
+        """Nothing to wait for on the host: the receives are ordered on ``self.stream``."""
+
+    def settle(self) -> None:
+        self.stats.allreduce_seconds += self._reduce_t.settle()
+        self.stats.halo_seconds += self._halo_t.settle()
+
+    def barrier(self) -> None:
+        self.mpi.Barrier()
+
+    def close(self) -> None:
+        if self.comm is not None:
+            self.stream.synchronize()
+            self.comm.destroy()
+            self.comm = None
+
+
+class DistributedExecutor(Executor):
+    """The executor of a rank (``dpsolve/cuda/executor.py``) whose dot and nrm2 end with an
+    all-reduce and whose SpMV of a :class:`HaloMatrix` exchanges the halo. Inside
+    ``record()`` the communication is captured as host calls, replayed in order."""
+
+    def __init__(self, stream, dtype, transport: Transport):
+        super().__init__(stream, dtype)
+        self.transport = transport
+        self.device_side = isinstance(transport, NcclTransport)
+        if self.device_side:
+            transport.stream = stream
+        else:
+            import cupy
+            dt = np.dtype(dtype)
+            self._pinned = cupy.cuda.alloc_pinned_memory(dt.itemsize)
+            self._host = np.frombuffer(self._pinned, dt, 1)
+
+    def allreduce(self, out) -> None:
+        """out[0] summed over the ranks (``out`` a 1-element device view)."""
+        if self.device_side:
+            self.transport.allreduce(out)
+            return
+        import cupy
+        rt = cupy.cuda.runtime
+        rt.memcpyAsync(self._host.ctypes.data, out.data.ptr, out.nbytes,
+                       rt.memcpyDeviceToHost, self.stream.ptr)
+        self.stream.synchronize()
+        self.transport.allreduce(self._host)
+        rt.memcpyAsync(out.data.ptr, self._host.ctypes.data, out.nbytes,
+                       rt.memcpyHostToDevice, self.stream.ptr)
+        self.stream.synchronize()            # the pinned slot is reused by the next call
+
+    def dot(self, x, y, out) -> None:
+        super().dot(x, y, out)
+        host_call(lambda: self.allreduce(out))
+
+    def nrm2(self, x, out) -> None:
+        super().dot(x, x, out)
+
+        def reduce_and_root():
+            import cupy
+            self.allreduce(out)
+            with self.stream:
+                cupy.sqrt(out, out=out)
+        host_call(reduce_and_root)
+
+    def spmv(self, A, x, y) -> None:
+        if isinstance(A, HaloMatrix):
+            A.spmv(self, x, y)
+        else:
+            super().spmv(A, x, y)
+
+
+class HaloMatrix:
+    """A rank's rows of a :class:`~dpsolve.distributed.matrix.DistributedMatrix` on the device:
+    the local part as a dpsolve device matrix (any format), the remote part in compressed rows
+    (only rows with ghost columns), and the halo plan's buffers."""
+    format = "halo"
+
+    def __init__(self, local, dist, dtype, transport: Transport):
+        import cupy
+        self.local, self.dist, self.plan = local, dist, dist.halo
+        self.n, self.dtype = dist.n_local, np.dtype(dtype)
+        self.transport = transport
+        rem = dist.remote.tocsr()
+        counts = np.diff(rem.indptr)
+        rows = np.flatnonzero(counts).astype(np.int32)
+        indptr = np.concatenate([[0], np.cumsum(counts[rows])]).astype(np.int32)
+        self.m_rows = rows.size
+        self.rows = cupy.asarray(rows)
+        self.r_indptr = cupy.asarray(indptr)
+        self.r_indices = cupy.asarray(rem.indices.astype(np.int32))
+        self.r_data = cupy.asarray(rem.data.astype(self.dtype))
+        self.send_idx = cupy.asarray(np.asarray(self.plan.send_idx, np.int32))
+        self.send = cupy.zeros(self.plan.n_send, self.dtype)
+        self.ghost = cupy.zeros(self.plan.n_ghost, self.dtype)
+        self.exchanges = self.plan.n_send > 0 or self.plan.n_ghost > 0
+        self.device_side = isinstance(transport, NcclTransport)
+        if self.device_side:
+            self.comm_stream = cupy.cuda.Stream(non_blocking=True)
+            self.packed, self.arrived = cupy.cuda.Event(), cupy.cuda.Event()
+        else:                                  # MPI: pinned host copies of both buffers
+            self._mem = [cupy.cuda.alloc_pinned_memory(max(1, k * self.dtype.itemsize))
+                         for k in (self.plan.n_send, self.plan.n_ghost)]
+            self.host_send = np.frombuffer(self._mem[0], self.dtype, self.plan.n_send)
+            self.host_recv = np.frombuffer(self._mem[1], self.dtype, self.plan.n_ghost)
+        self._handle = None
+
+    def spmv(self, ex: DistributedExecutor, x, y) -> None:
+        """y = A x over the ranks: pack, start the exchange, local product, finish, remote."""
+        from ..cuda._loader import get_kernel
+        stream = ex.stream
+        m = self.plan.n_send
+        if m:
+            launch(get_kernel("halo", "halo_pack<{T}>", self.dtype), (ops.grid_for(m),),
+                   (ops.BLOCK,), (np.int32(m), self.send_idx, x, self.send), stream)
+        if self.exchanges:
+            host_call(lambda: self._start(stream))
+        ops.spmv(self.local, x, y, stream)
+        if self.exchanges:
+            host_call(lambda: self._finish(stream))
+        if self.m_rows:
+            launch(get_kernel("halo", "halo_add<{T}>", self.dtype), (ops.grid_for(self.m_rows),),
+                   (ops.BLOCK,), (np.int32(self.m_rows), self.rows, self.r_indptr,
+                                  self.r_indices, self.r_data, self.ghost, y), stream)
+
+    def _start(self, stream) -> None:
+        if self.device_side:
+            self.packed.record(stream)
+            self.comm_stream.wait_event(self.packed)
+            self.transport.stream = self.comm_stream
+            try:
+                self.transport.halo_start(self.plan, self.send, self.ghost)
+            finally:
+                self.transport.stream = stream
+            self.arrived.record(self.comm_stream)
+            return
+        import cupy
+        rt = cupy.cuda.runtime
+        if self.plan.n_send:
+            rt.memcpyAsync(self.host_send.ctypes.data, self.send.data.ptr, self.send.nbytes,
+                           rt.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        self._handle = self.transport.halo_start(self.plan, self.host_send, self.host_recv)
+
+    def _finish(self, stream) -> None:
+        if self.device_side:
+            stream.wait_event(self.arrived)
+            return
+        import cupy
+        self.transport.halo_finish(self._handle)
+        self._handle = None
+        if self.plan.n_ghost:
+            rt = cupy.cuda.runtime
+            rt.memcpyAsync(self.ghost.data.ptr, self.host_recv.ctypes.data, self.ghost.nbytes,
+                           rt.memcpyHostToDevice, stream.ptr)
+
+
+def _device_state(job, dist, fmt: str, transport: Transport):
+    """The rank's GpuState: the local rows in ``fmt``, the halo matrix (and A^H's for BiCG),
+    the distributed executor."""
+    from .. import methods as method_table
+    from .._system import Preconditioner
+    from ..backends._gpu import GpuState
+    from ..backends.cuda import CudaBackend
+    from ..formats import choose_format
+    from ..formats.csr import to_csr
+    local = to_csr(dist.local.tocsr(), job.dtype)
+    fmt = choose_format(local, fmt, allowed=CudaBackend.formats)
+    M = (Preconditioner("jacobi", np.asarray(job.inv_diag, job.dtype))
+         if job.precond == "jacobi" else Preconditioner("none"))
+    system = SimpleNamespace(method=job.method, n=dist.n_local, dtype=np.dtype(job.dtype),
+                             csr=local, operator=None, M=M, b=job.b, x0=None, out_cupy=True,
+                             options={})
+    st = GpuState(system, fmt)
+    st.ex = DistributedExecutor(st.stream, st.dtype, transport)
+    st.partials = st.ex.partials
+    st.confirm_n = 0
+    st.A = HaloMatrix(st.A, dist, st.dtype, transport)
+    if method_table.get(job.method).adjoint:
+        AH = dist.conj_transpose()
+        with st.stream:
+            local_h = ops.DeviceMatrix.build(to_csr(AH.local.tocsr(), job.dtype), fmt)
+        st.AH = HaloMatrix(local_h, AH, st.dtype, transport)
+    if job.method != "cg":
+        st.krylov_vectors()
+    st.b.set(np.ascontiguousarray(job.b, st.dtype), stream=st.stream)
+    return st, fmt
+
+
+def run_cuda(job, *, sync: str = "polling"):
+    """The ``cuda`` variant of a distributed solve (``solvers.VARIANTS["cuda"]``): the cuda
+    variant's loop for the method over this rank's state; dpsolve's restarts from the true
+    residual as the single-GPU front end makes them. Returns the solvers' ``Outcome``."""
+    import cupy
+
+    from .. import methods as method_table
+    from .._frontend import MAX_RESTARTS
+    from ..backends._gpu import SyncMode
+    from ..backends.cuda import CudaBackend
+    from .solvers import Outcome
+    if job.precond not in ("none", "jacobi"):
+        raise ValueError("variant 'cuda' of a distributed solve takes M=None or 'jacobi'")
+    select_device(job.A.comm)
+    st, fmt = _device_state(job, job.A, job.format, job.transport)
+    fn = method_table.implementation(job.method, "cuda")
+    x = cupy.asarray(job.initial_x(), dtype=st.dtype)
+    total, restarts = 0, 0
+    backend = CudaBackend()
+    t0 = time.perf_counter()
+    with SyncMode(sync) as sm, st.ex, st.stream:
+        while True:
+            info, its, _ = fn(backend, st, x, atol=job.tol, maxiter=job.maxiter - total,
+                              sync=sm, callback=job.callback)
+            total += its
+            rnorm = _true_residual(st, x, job)
+            if info != 0:
+                info = info if info < 0 else total
+                break
+            if rnorm <= job.tol or its == 0:
+                info = 0
+                break
+            if total >= job.maxiter or restarts >= MAX_RESTARTS:
+                info = total
+                break
+            restarts += 1
+    st.stream.synchronize()
+    if isinstance(job.transport, NcclTransport):
+        job.transport.settle()
+    out = Outcome(x, info, total, rnorm, restarts)
+    out.seconds = time.perf_counter() - t0
+    out.format = fmt
+    out.launches = st.ex.launches
+    return out
+
+
+def _true_residual(st, x, job) -> float:
+    """||b - A x|| over the ranks: the halo SpMV, then the local sum of squares, summed on the
+    host through the job's space (which carries the error flag)."""
+    import cupy
+    st.ex.spmv(st.A, x, st.v)
+    with st.stream:
+        r = st.b - st.v
+        local = float(cupy.vdot(r, r).real)
+    return float(np.sqrt(job.space.reduce(np.array([local]))[0]))

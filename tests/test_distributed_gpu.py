@@ -1,0 +1,86 @@
+"""Distributed solves on the GPU (variant ``cuda``): the GPU cases of tests/mpi_cases.py under
+``mpirun -n K``, against the single-GPU solve of the same system, for every method, float32 and
+float64 (and Jacobi, complex128, a 3-D Laplace over the halo, irregular partitions with empty
+ranks, a NaN on one rank).
+
+* transport ``mpi``, K = 2, 3, 4 ranks sharing this machine's GPU(s), and K = 1;
+* transport ``nccl``, K = 1 (a one-rank communicator: its all-reduce and halo calls run), and
+  K = 2, 4 marked ``multigpu``: NCCL refuses two ranks on one GPU, so those skip with the reason
+  where the machine has fewer GPUs than ranks.
+
+Skipped with the reason without a usable GPU, or without mpi4py and mpirun.
+"""
+import json
+import sys
+
+import pytest
+
+import mpi_cases
+from dpsolve._device import status as device_status
+from test_distributed import NO_MPI, ROOT, launch, mpirun_command
+
+GPU = device_status()
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not GPU.ok, reason=f"no usable CUDA device: {GPU.reason}"),
+              pytest.mark.skipif(NO_MPI is not None, reason=f"{NO_MPI}")]
+
+
+def _gpus() -> int:
+    import cupy
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+_RUNS = {}
+
+
+def run_gpu_cases(k, transport, tmp_dir):
+    key = (k, transport)
+    if key not in _RUNS:
+        out = tmp_dir / f"gpu_cases_{k}_{transport}.jsonl"
+        out.unlink(missing_ok=True)
+        rc, so, se, secs = launch(mpirun_command(k) + [
+            sys.executable, str(ROOT / "tests" / "mpi_cases.py"), "--gpu", "--transport",
+            transport, "--out", str(out)], timeout=300)
+        records = {}
+        if out.exists():
+            for line in out.read_text().splitlines():
+                rec = json.loads(line)
+                records.setdefault(rec["case"], []).append(rec)
+        _RUNS[key] = (rc, so, se, secs, records)
+        print(f"\nmpirun -n {k} mpi_cases.py --gpu --transport {transport}: {secs:.1f} s",
+              file=sys.stderr)
+    return _RUNS[key]
+
+
+@pytest.fixture(scope="session")
+def gpu_tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("mpi_gpu")
+
+
+PARAMS = ([pytest.param(k, "mpi", id=f"mpi-{k}") for k in (1, 2, 3, 4)]
+          + [pytest.param(1, "nccl", id="nccl-1")]
+          + [pytest.param(k, "nccl", id=f"nccl-{k}", marks=pytest.mark.multigpu)
+             for k in (2, 4)])
+
+
+@pytest.mark.parametrize("k, transport", PARAMS)
+@pytest.mark.parametrize("name", list(mpi_cases.GPU_CASES))
+def test_gpu_case(name, k, transport, gpu_tmp):
+    if transport == "nccl" and k > _gpus():
+        pytest.skip(f"NCCL needs one GPU per rank: {k} ranks, {_gpus()} GPU(s) here")
+    rc, so, se, secs, records = run_gpu_cases(k, transport, gpu_tmp)
+    recs = records.get(name, [])
+    ranks = sorted(r["rank"] for r in recs)
+    assert ranks == list(range(k)), (f"case {name!r}: ranks {ranks} of {k} reported; rc={rc} "
+                                     f"after {secs:.0f} s\n{so[-3000:]}\n{se[-3000:]}")
+    bad = [f"rank {r['rank']}: {r['detail']}" for r in recs if not r["ok"]]
+    assert not bad, f"{name} on {k} ranks ({transport}):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("k, transport", PARAMS)
+def test_gpu_launch_ends_cleanly(k, transport, gpu_tmp):
+    """Every rank exits, the NCCL communicator destroyed: no hang, exit status 0."""
+    if transport == "nccl" and k > _gpus():
+        pytest.skip(f"NCCL needs one GPU per rank: {k} ranks, {_gpus()} GPU(s) here")
+    rc, so, se, secs, _ = run_gpu_cases(k, transport, gpu_tmp)
+    assert rc == 0, f"rc={rc} after {secs:.0f} s\n{so[-3000:]}\n{se[-3000:]}"
