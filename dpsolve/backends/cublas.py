@@ -122,6 +122,32 @@ class _Cublas:
                                           cupy.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
 
 
+def rho_test(st, cb, a, b, tol, sync):
+    """(rho = <a, b>, 0), or (rho, -10): |rho| < tol, confirmed with the accurate sum first, or
+    rho non-finite. SciPy's rho breakdown test as the reference makes it. One host wait (two
+    when confirmed)."""
+    rho = cb.dot(a, b)                                       # (wait)
+    if abs(rho) < tol:
+        rho = st.confirm_dot(a, b, sync)
+        if abs(rho) < tol:
+            return rho, -10
+    return rho, (0 if np.isfinite(rho) else -10)
+
+
+def alpha_test(st, cb, rho, a, b, sync):
+    """(alpha = rho / <a, b>, 0), or (None, SciPy's code): -11 when <a, b> == 0, confirmed
+    with the accurate sum first; -10 when <a, b> or alpha is non-finite. One host wait."""
+    rv = cb.dot(a, b)                                        # (wait)
+    if rv == 0:
+        rv = st.confirm_dot(a, b, sync)
+        if rv == 0:
+            return None, -11
+    alpha = rho / rv
+    if not (np.isfinite(rv) and np.isfinite(alpha)):
+        return None, -10
+    return alpha, 0
+
+
 class CublasBackend(HostDrivenBackend):
     name = "cublas"
     takes_operator_M = True
@@ -185,20 +211,6 @@ class CublasBackend(HostDrivenBackend):
         cb.copy(st.r, st.vec("rt"))
         return float(cb.nrm2(st.r)), OK
 
-    @staticmethod
-    def _alpha(st, cb, rho, a, b, sync):
-        """(alpha = rho / <a, b>, 0), or (None, SciPy's code): -11 when <a, b> == 0, confirmed
-        with the accurate sum first; -10 when <a, b> or alpha is non-finite. One host wait."""
-        rv = cb.dot(a, b)                                    # (wait)
-        if rv == 0:
-            rv = st.confirm_dot(a, b, sync)
-            if rv == 0:
-                return None, -11
-        alpha = rho / rv
-        if not (np.isfinite(rv) and np.isfinite(alpha)):
-            return None, -10
-        return alpha, 0
-
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         A, AH, stream = st.A, st.AH, st.stream
         pre = st.preconditioned
@@ -215,13 +227,9 @@ class CublasBackend(HostDrivenBackend):
                 if pre:
                     st.psolve(r, z)                                  # z = M r
                     st.rpsolve(rt, zt)                               # z~ = M^H r~
-                rho = cb.dot(rt, z)                                  # rho = <r~, z> (wait)
-                if abs(rho) < tol:                                   # confirmed before -10
-                    rho = st.confirm_dot(rt, z, sync)
-                    if abs(rho) < tol:
-                        return math.nan, -10
-                if not np.isfinite(rho):                             # non-finite: -10
-                    return math.nan, -10
+                rho, stop = rho_test(st, cb, rt, z, tol, sync)          # rho = <r~, z>
+                if stop:
+                    return math.nan, stop                            # -10
                 if state["rho_prev"] is None:
                     cb.copy(z, p)                                    # p = z, p~ = z~
                     cb.copy(zt, pt)
@@ -235,7 +243,7 @@ class CublasBackend(HostDrivenBackend):
                     cb.axpy(1.0, zt, pt)
                 ops.spmv(A, p, q, stream)                            # q = A p
                 ops.spmv(AH, pt, qt, stream)                         # q~ = A^H p~
-                alpha, stop = self._alpha(st, cb, rho, pt, q, sync)  # rho / <p~, q>
+                alpha, stop = alpha_test(st, cb, rho, pt, q, sync)  # rho / <p~, q>
                 if stop:
                     return math.nan, stop                            # -11 or -10, x untouched
                 cb.axpy(alpha, p, x)                                 # x += alpha p
@@ -260,13 +268,9 @@ class CublasBackend(HostDrivenBackend):
                 return self._residual_start(st, x, cb)
 
             def step():
-                rho = cb.dot(rt, r)                                  # rho = <r~, r> (wait)
-                if abs(rho) < tol:                                   # confirmed before -10
-                    rho = st.confirm_dot(rt, r, sync)
-                    if abs(rho) < tol:
-                        return math.nan, -10
-                if not np.isfinite(rho):                             # non-finite: -10
-                    return math.nan, -10
+                rho, stop = rho_test(st, cb, rt, r, tol, sync)          # rho = <r~, r>
+                if stop:
+                    return math.nan, stop                            # -10
                 if not state:
                     cb.copy(r, p)                                    # p = r
                 else:
@@ -282,7 +286,7 @@ class CublasBackend(HostDrivenBackend):
                 if pre:
                     st.psolve(p, phat)                               # p^ = M p
                 ops.spmv(A, phat, v, stream)                         # v = A p^
-                alpha, stop = self._alpha(st, cb, rho, rt, v, sync)  # rho / <r~, v>
+                alpha, stop = alpha_test(st, cb, rho, rt, v, sync)  # rho / <r~, v>
                 if stop:
                     return math.nan, stop                            # -11 or -10, x untouched
                 cb.axpy(-alpha, v, r)                                # s = r - alpha v (over r)

@@ -59,6 +59,15 @@ def dot_accurate(a, b):
     return dt.type(_exact_sum_of_products([(a, b)]))
 
 
+def confirmed_dot(space, a, b, fails):
+    """<a, b> as a breakdown test sees it: the fast sum, recomputed with the accurate one
+    (``space.dot_accurate``) where ``fails(value)`` says the test fails on it; the caller then
+    makes the test on the value returned. Every dpsolve method confirms its breakdown tests so
+    (see dot_accurate; on the device, dps::confirm_dot)."""
+    v = space.dot(a, b)
+    return space.dot_accurate(a, b) if fails(v) else v
+
+
 def all_finite(*vals):
     """Whether every scalar is finite (both parts of a complex one): dpsolve's non-finite stop."""
     return all(np.isfinite(v) for v in vals)

@@ -20,13 +20,13 @@ ranks of a row-partitioned system, so this very solver runs distributed).
 """
 import numpy as np
 
-from ._util import LocalSpace, all_finite, breakdown_tol, dotprod
+from ._util import LocalSpace, all_finite, breakdown_tol, confirmed_dot, dotprod
 
 
 def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, callback=None,
          space=None):
     space = LocalSpace(dotprod(x)) if space is None else space
-    dot, norm, dot_accurate = space.dot, space.norm, space.dot_accurate
+    norm = space.norm
     rhotol = breakdown_tol(x.dtype)
     ident = lambda v: v  # noqa: E731
     psolve = psolve or ident
@@ -40,11 +40,9 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
             return x, 0, j
         z = psolve(r)
         zt = rpsolve(rt)
-        rho = dot(rt, z)                                 #    rho_j = <r~_j, z_j>
-        if abs(rho) < rhotol:                             #    confirmed with the accurate
-            rho = dot_accurate(rt, z)                   #    sum before it is a breakdown
-            if abs(rho) < rhotol:
-                return x, -10, j
+        rho = confirmed_dot(space, rt, z, lambda d: abs(d) < rhotol)  # rho_j = <r~_j, z_j>
+        if abs(rho) < rhotol:                            #    (confirmed with the accurate
+            return x, -10, j                             #    sum before it is a breakdown)
         if not all_finite(rho):                          #    dpsolve: non-finite -> -10
             return x, -10, j
         if j > 0:
@@ -58,11 +56,9 @@ def bicg(matvec, b, x, *, atol, maxiter, rmatvec, psolve=None, rpsolve=None, cal
             pt = zt.copy()
         q = matvec(p)                                    #    q = A p
         qt = rmatvec(pt)                                 #    q~ = A^H p~
-        rv = dot(pt, q)                                  #    <p~, A p>
-        if rv == 0:
-            rv = dot_accurate(pt, q)                     #    confirmed, as rho is
-            if rv == 0:
-                return x, -11, j
+        rv = confirmed_dot(space, pt, q, lambda d: d == 0)  #    <p~, A p>
+        if rv == 0:                                      #    (confirmed, as rho is)
+            return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <p~, A p>
         if not all_finite(rv, alpha):                    #    dpsolve: non-finite -> -10,
             return x, -10, j                             #    x untouched

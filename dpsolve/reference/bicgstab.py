@@ -22,7 +22,7 @@ reduced -- an object with ``dot``, ``norm``, ``dot_accurate`` and ``any`` (``_ut
 the default: NumPy in this process; ``dpsolve.distributed`` passes one that all-reduces over the
 ranks of a row-partitioned system, so this very solver runs distributed).
 """
-from ._util import LocalSpace, all_finite, breakdown_tol, dotprod
+from ._util import LocalSpace, all_finite, breakdown_tol, confirmed_dot, dotprod
 
 
 def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, space=None):
@@ -37,11 +37,9 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, space=N
     for j in range(maxiter):
         if tau < atol:
             return x, 0, j
-        rho = dot(rt, r)                                 #    rho_j = <r~, r_j>
-        if abs(rho) < tol:                             #    confirmed with the accurate
-            rho = dot_accurate(rt, r)                   #    sum before it is a breakdown
-            if abs(rho) < tol:
-                return x, -10, j
+        rho = confirmed_dot(space, rt, r, lambda d: abs(d) < tol)  # rho_j = <r~, r_j>
+        if abs(rho) < tol:                               #    (confirmed with the accurate
+            return x, -10, j                             #    sum before it is a breakdown)
         if not all_finite(rho):                          #    dpsolve: non-finite -> -10
             return x, -10, j
         if j > 0:
@@ -55,11 +53,9 @@ def bicgstab(matvec, b, x, *, atol, maxiter, psolve=None, callback=None, space=N
             p = r.copy()                                 # 2. p_0 = r_0
         phat = psolve(p)                                 #    p^ = M p
         v = matvec(phat)                                 #    v = A p^
-        rv = dot(rt, v)
-        if rv == 0:
-            rv = dot_accurate(rt, v)                     #    confirmed, as rho is
-            if rv == 0:
-                return x, -11, j
+        rv = confirmed_dot(space, rt, v, lambda d: d == 0)
+        if rv == 0:                                      #    (confirmed, as rho is)
+            return x, -11, j
         alpha = rho / rv                                 # 3. alpha = rho / <r~, v>
         if not all_finite(rv, alpha):                    #    dpsolve: non-finite -> -10,
             return x, -10, j                             #    x untouched

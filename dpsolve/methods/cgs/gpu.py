@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ...backends import _gpu
-from ...backends.cublas import _Cublas
+from ...backends.cublas import _Cublas, alpha_test, rho_test
 from ...cuda import ops
 
 
@@ -54,13 +54,9 @@ def cgs_cublas(backend, st, x, *, atol, maxiter, sync, callback):
             return float(cb.nrm2(r)), _gpu.OK                    #    ||r|| (wait)
 
         def step():
-            rho = cb.dot(rt, r)                                  # rho = <r~, r> (wait)
-            if abs(rho) < tol:                                   # confirmed before -10
-                rho = st.confirm_dot(rt, r, sync)
-                if abs(rho) < tol:
-                    return math.nan, -10
-            if not np.isfinite(rho):                             # non-finite: -10
-                return math.nan, -10
+            rho, stop = rho_test(st, cb, rt, r, tol, sync)       # rho = <r~, r>
+            if stop:
+                return math.nan, stop                            # -10
             if not state:
                 cb.copy(r, p)                                    # 2. p = u = r
                 cb.copy(r, u)
@@ -77,14 +73,9 @@ def cgs_cublas(backend, st, x, *, atol, maxiter, sync, callback):
             if pre:
                 st.psolve(p, phat)                               # p^ = M p
             ops.spmv(A, phat, v, stream)                         # v = A p^
-            rv = cb.dot(rt, v)                                   # <r~, v> (wait)
-            if rv == 0:                                          # confirmed before -11
-                rv = st.confirm_dot(rt, v, sync)
-                if rv == 0:
-                    return math.nan, -11
-            alpha = rho / rv                                     # 4. alpha
-            if not (np.isfinite(rv) and np.isfinite(alpha)):     # non-finite: -10, x
-                return math.nan, -10                             # untouched
+            alpha, stop = alpha_test(st, cb, rho, rt, v, sync)   # 4. alpha = rho / <r~, v>
+            if stop:
+                return math.nan, stop                            # -11 or -10, x untouched
             cb.copy(u, q)                                        # 5. q = u - alpha v
             cb.axpy(-alpha, v, q)
             cb.axpy(1.0, q, u)                                   #    u + q, in u

@@ -18,11 +18,12 @@ scalar it guards:
 * <r~, v> or alpha non-finite: -10 at j (after the -11 test), x untouched
 * tau = ||r_{j+1}|| non-finite: -10 at j + 1 (end of iteration j, after the callback)
 """
-from ...reference._util import all_finite, breakdown_tol, dot_accurate, dotprod, norm
+from ...reference._util import (LocalSpace, all_finite, breakdown_tol, confirmed_dot, dotprod,
+                                norm)
 
 
 def cgs(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
-    dot = dotprod(x)
+    space = LocalSpace(dotprod(x))                      # NumPy's reductions (as the others')
     rhotol = breakdown_tol(x.dtype)
     psolve = psolve or (lambda v: v)
     r = b - matvec(x) if x.any() else b.copy()          # 1. r_0 = b - A x_0; r~ = r_0
@@ -32,11 +33,9 @@ def cgs(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
     for j in range(maxiter):
         if tau < atol:
             return x, 0, j
-        rho = dot(rt, r)                                 #    rho_j = <r~, r_j>
-        if abs(rho) < rhotol:                            #    confirmed with the accurate
-            rho = dot_accurate(rt, r)                    #    sum before it is a breakdown
-            if abs(rho) < rhotol:
-                return x, -10, j
+        rho = confirmed_dot(space, rt, r, lambda d: abs(d) < rhotol)  # rho_j = <r~, r_j>
+        if abs(rho) < rhotol:                            #    (confirmed with the accurate
+            return x, -10, j                             #    sum before it is a breakdown)
         if not all_finite(rho):                          #    dpsolve: non-finite -> -10
             return x, -10, j
         if j > 0:
@@ -52,11 +51,9 @@ def cgs(matvec, b, x, *, atol, maxiter, psolve=None, callback=None):
             u = r.copy()
         phat = psolve(p)                                 #    p^ = M p
         v = matvec(phat)                                 #    v = A p^
-        rv = dot(rt, v)
-        if rv == 0:
-            rv = dot_accurate(rt, v)                     #    confirmed, as rho is
-            if rv == 0:
-                return x, -11, j
+        rv = confirmed_dot(space, rt, v, lambda d: d == 0)
+        if rv == 0:                                      #    (confirmed, as rho is)
+            return x, -11, j
         alpha = rho / rv                                 # 4. alpha = rho / <r~, v>
         if not all_finite(rv, alpha):                    #    dpsolve: non-finite -> -10,
             return x, -10, j                             #    x untouched
