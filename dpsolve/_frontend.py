@@ -159,6 +159,27 @@ def zero_solution(system, report, t0, c0, full_output):
     return (x, 0, report) if full_output else (x, 0)
 
 
+def restarted(run_once, residual, tol, maxiter):
+    """dpsolve's restarts from the true residual, for every variant (single-GPU and distributed):
+    ``run_once(budget)`` runs SciPy's loop for at most ``budget`` iterations from the current x
+    and returns (info, iterations); ``residual()`` is then the true ||b - A x||. While the
+    recurrence says converged and the true residual does not, run again (MAX_RESTARTS at most,
+    within maxiter). Returns (info, iterations, true residual norm, restarts)."""
+    total = restarts = 0
+    while True:
+        info, its = run_once(maxiter - total)
+        total += its
+        rnorm = residual()
+        if info != 0:
+            return (info if info < 0 else total), total, rnorm, restarts
+        # converged on the recurrence; a run of 0 iterations tested a freshly computed residual
+        if rnorm <= tol or its == 0:
+            return 0, total, rnorm, restarts
+        if total >= maxiter or restarts >= MAX_RESTARTS:
+            return total, total, rnorm, restarts
+        restarts += 1
+
+
 def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report, t0, c0,
             full_output):
     """Solve with the prepared ``state``: SciPy's loop, then restarts from the true residual
@@ -170,26 +191,21 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     x = backend.initial_x(system)
     t_solve = time.perf_counter()
     report.setup_time = t_solve - t0
-    total, restarts, stats = 0, 0, {}
-    while True:
-        run = backend.run(state, system, x, atol=tol, maxiter=maxiter - total,
-                          callback=callback, sync=sync, energy=energy)
-        x = run.x
-        total += run.iterations
+    stats, last = {}, [None]
+
+    def run_once(budget):
+        run = last[0] = backend.run(state, system, last[0].x if last[0] else x, atol=tol,
+                                    maxiter=budget, callback=callback, sync=sync, energy=energy)
         _accumulate(stats, run.stats)
-        rnorm = (run.residual if run.residual is not None
-                 else backend.residual_norm(state, system, x))
-        if run.info != 0:
-            info = run.info if run.info < 0 else total
-            break
-        # Converged on the recurrence. A run of 0 iterations tested a freshly computed residual.
-        if rnorm <= tol or run.iterations == 0:
-            info = 0
-            break
-        if total >= maxiter or restarts >= MAX_RESTARTS:
-            info = total
-            break
-        restarts += 1
+        return run.info, run.iterations
+
+    def residual():
+        run = last[0]
+        return (run.residual if run.residual is not None
+                else backend.residual_norm(state, system, run.x))
+
+    info, total, rnorm, restarts = restarted(run_once, residual, tol, maxiter)
+    x = last[0].x
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
     for k, v in stats.items():

@@ -344,7 +344,7 @@ def run_cuda(job, *, sync: str = "polling"):
     import cupy
 
     from .. import methods as method_table
-    from .._frontend import MAX_RESTARTS
+    from .._frontend import restarted
     from ..backends._gpu import SyncMode
     from ..backends.cuda import CudaBackend
     from .solvers import Outcome
@@ -354,25 +354,15 @@ def run_cuda(job, *, sync: str = "polling"):
     st, fmt = _device_state(job, job.A, job.format, job.transport)
     fn = method_table.implementation(job.method, "cuda")
     x = cupy.asarray(job.initial_x(), dtype=st.dtype)
-    total, restarts = 0, 0
     backend = CudaBackend()
     t0 = time.perf_counter()
     with SyncMode(sync) as sm, st.ex, st.stream:
-        while True:
-            info, its, _ = fn(backend, st, x, atol=job.tol, maxiter=job.maxiter - total,
-                              sync=sm, callback=job.callback)
-            total += its
-            rnorm = _true_residual(st, x, job)
-            if info != 0:
-                info = info if info < 0 else total
-                break
-            if rnorm <= job.tol or its == 0:
-                info = 0
-                break
-            if total >= job.maxiter or restarts >= MAX_RESTARTS:
-                info = total
-                break
-            restarts += 1
+        def run_once(budget):
+            info, its, _ = fn(backend, st, x, atol=job.tol, maxiter=budget, sync=sm,
+                              callback=job.callback)
+            return info, its
+        info, total, rnorm, restarts = restarted(
+            run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
     st.stream.synchronize()
     if isinstance(job.transport, NcclTransport):
         job.transport.settle()

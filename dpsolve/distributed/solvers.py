@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import methods as method_table
 from .._errors import DistributedError
-from .._frontend import MAX_RESTARTS
+from .._frontend import restarted
 from .._system import coerce
 from ..reference._util import _two_product
 from ._collective import disagreement, everywhere, format_problems
@@ -206,7 +206,7 @@ class Outcome:
 
 def run_host(job: DistributedJob) -> Outcome:
     """The ``host`` variant: the reference solver with the distributed space and SpMV, and
-    dpsolve's restarts from the true residual (``dpsolve._frontend.iterate``'s rule)."""
+    dpsolve's restarts from the true residual (``dpsolve._frontend.restarted``)."""
     A, tr, space = job.A, job.transport, job.space
     solver = method_table.get(job.method).reference_solver()
 
@@ -217,21 +217,13 @@ def run_host(job: DistributedJob) -> Outcome:
         AH = A.conj_transpose()
         kw.update(rmatvec=lambda v: AH.matvec(v, tr), rpsolve=job.rpsolve)
     x = job.initial_x()
-    total, restarts = 0, 0
-    while True:
-        x, info, its = solver(matvec, job.b, x, atol=job.tol, maxiter=job.maxiter - total, **kw)
-        total += its
-        rnorm = space.norm(job.b - matvec(x))
-        if info != 0:
-            info = info if info < 0 else total
-            break
-        if rnorm <= job.tol or its == 0:
-            info = 0
-            break
-        if total >= job.maxiter or restarts >= MAX_RESTARTS:
-            info = total
-            break
-        restarts += 1
+
+    def run_once(budget):
+        _, info, its = solver(matvec, job.b, x, atol=job.tol, maxiter=budget, **kw)  # x in place
+        return info, its
+
+    info, total, rnorm, restarts = restarted(
+        run_once, lambda: space.norm(job.b - matvec(x)), job.tol, job.maxiter)
     return Outcome(x, info, total, rnorm, restarts)
 
 
