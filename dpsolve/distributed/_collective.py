@@ -52,3 +52,18 @@ def disagreement(name, values) -> str | None:
                else "ranks " + ", ".join(str(r) for r in ranks))
         parts.append(f"{who}: {shown}")
     return f"ranks disagree on {name} ({'; '.join(parts)})"
+
+
+def exchange_counts(comm, dest, size):
+    """The counts and displacements of an all-to-all where this rank sends entry i (in rank order
+    of ``dest``, already sorted) to rank ``dest[i]``: (send, recv, send displacements, receive
+    displacements), int64 arrays of ``size``. Collective (one Alltoall of the counts)."""
+    import numpy as np
+    from mpi4py import MPI
+    send = (np.bincount(dest, minlength=size) if len(dest)
+            else np.zeros(size, np.int64)).astype(np.int64)
+    recv = np.empty(size, dtype=np.int64)
+    comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
+    sdis = np.concatenate([[0], np.cumsum(send)[:-1]]).astype(np.int64)
+    rdis = np.concatenate([[0], np.cumsum(recv)[:-1]]).astype(np.int64)
+    return send, recv, sdis, rdis

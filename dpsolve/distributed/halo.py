@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._collective import agree, disagreement, everywhere, format_problems
+from ._collective import agree, disagreement, everywhere, exchange_counts, format_problems
 from .partition import Partition
 
 
@@ -156,13 +156,7 @@ class HaloPlan:
         if any(problems) or differ:
             msg = "; ".join(m for m in (differ, format_problems(problems)) if m)
             raise everywhere(ValueError(f"halo plan: {msg}"))
-        owners = partition.owner(ghosts)
-        want = (np.bincount(owners, minlength=size) if ghosts.size
-                else np.zeros(size, np.int64)).astype(np.int64)
-        give = np.empty(size, dtype=np.int64)
-        comm.Alltoall([want, MPI.INT64_T], [give, MPI.INT64_T])
-        sdis = np.concatenate([[0], np.cumsum(want)[:-1]]).astype(np.int64)
-        rdis = np.concatenate([[0], np.cumsum(give)[:-1]]).astype(np.int64)
+        want, give, sdis, rdis = exchange_counts(comm, partition.owner(ghosts), size)
         asked = np.empty(int(give.sum()), dtype=np.int64)
         comm.Alltoallv([ghosts, (want.tolist(), sdis.tolist()), MPI.INT64_T],
                        [asked, (give.tolist(), rdis.tolist()), MPI.INT64_T])

@@ -23,7 +23,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from ._collective import agree, disagreement, everywhere, format_problems
+from ._collective import agree, disagreement, everywhere, exchange_counts, format_problems
 from .halo import HaloPlan
 from .partition import Partition
 
@@ -359,12 +359,7 @@ class DistributedMatrix:
         dest = part.owner(gj) if gj.size else np.empty(0, np.int64)
         order = np.argsort(dest, kind="stable")
         gi, gj, vals = gi[order], gj[order], np.ascontiguousarray(vals[order])
-        send = (np.bincount(dest, minlength=size) if dest.size
-                else np.zeros(size, np.int64)).astype(np.int64)
-        recv = np.empty(size, dtype=np.int64)
-        comm.Alltoall([send, MPI.INT64_T], [recv, MPI.INT64_T])
-        sd = np.concatenate([[0], np.cumsum(send)[:-1]]).astype(np.int64)
-        rd = np.concatenate([[0], np.cumsum(recv)[:-1]]).astype(np.int64)
+        send, recv, sd, rd = exchange_counts(comm, dest, size)
         total = int(recv.sum())
         new_rows, new_cols = np.empty(total, np.int64), np.empty(total, np.int64)
         new_vals = np.empty(total, dtype=vals.dtype)
