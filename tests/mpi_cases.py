@@ -787,7 +787,8 @@ def _gpu_solve_case(ctx, ck, method, dtype, *, M=None, partition=None, laplace=N
     ck.that(same_everywhere(comm, (rep.iterations, rep.residual_norm)), "report by rank")
     cupy.cuda.Device().synchronize()
     ck.note(f"{method} {np.dtype(dtype).name}: info={info} it={rep.iterations} "
-            f"(single GPU {reps.iterations}) err={err:.2g} comm={rep.comm_time:.3g}s")
+            f"(single GPU {reps.iterations}) restarts={rep.restarts} err={err:.2g} "
+            f"comm={rep.comm_time:.3g}s")
 
 
 for _m in ("cg", "bicg", "bicgstab"):
@@ -806,6 +807,56 @@ gpu_case("gpu-laplace-cg")(
 def _gpu_partitions(ctx, ck):
     for sizes in partitions_for(ctx.size, 81):
         _gpu_solve_case(ctx, ck, "cg", "float64", partition=sizes)
+
+
+@gpu_case("gpu-halo-spmv")
+def _gpu_halo_spmv(ctx, ck):
+    """The GPU halo SpMV (HaloMatrix over the launch's transport) against the host one
+    (DistributedMatrix.matvec over MPI) on the irregular partitions, every local format, 20
+    random vectors each, and the same x twice gives the same bits (a race would not)."""
+    import cupy
+
+    import dpsolve.distributed as dd
+    from dpsolve.backends.cuda import CudaBackend
+    from dpsolve.cuda import ops
+    from dpsolve.distributed.gpu import DistributedExecutor, HaloMatrix
+    from dpsolve.formats.csr import to_csr
+    A, _ = problem("cg", "float64")
+    host_tr = dd.MpiTransport(ctx.comm)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for sizes in partitions_for(ctx.size, A.shape[0]):
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm,
+                                              partition=dd.Partition.from_sizes(sizes))
+        for fmt in CudaBackend.formats:
+            with stream:
+                local = ops.DeviceMatrix.build(to_csr(DA.local.tocsr(), np.float64), fmt)
+                H = HaloMatrix(local, DA, np.float64, ctx.transport)
+            ex = DistributedExecutor(stream, np.float64, ctx.transport)
+            worst, unstable = 0.0, 0
+            rng = np.random.default_rng(11 + ctx.rank)
+            for _ in range(20):
+                xh = rng.standard_normal(DA.n_local)
+                want = DA.matvec(xh, host_tr)
+                with stream:
+                    x = cupy.asarray(xh)
+                    y1 = cupy.full(DA.n_local, np.nan)
+                    y2 = cupy.full(DA.n_local, np.nan)
+                with ex:
+                    ex.spmv(H, x, y1)
+                    ex.spmv(H, x, y2)
+                stream.synchronize()
+                g1, g2 = y1.get(), y2.get()
+                unstable += not np.array_equal(g1, g2)
+                if g1.size:
+                    scale = max(1.0, float(np.abs(want).max()))
+                    worst = max(worst, float(np.nan_to_num(np.abs(g1 - want), nan=np.inf).max())
+                                / scale)
+            ck.that(worst <= 1e-13, f"partition {sizes} {fmt}: GPU halo SpMV differs from the "
+                                    f"host one by {worst:.3g}")
+            ck.that(unstable == 0, f"partition {sizes} {fmt}: {unstable} of 20 repeated SpMVs "
+                                   f"gave other bits")
+    ck.note(f"{len(partitions_for(ctx.size, A.shape[0]))} partitions x "
+            f"{len(CudaBackend.formats)} formats ok")
 
 
 @gpu_case("gpu-bad-nan")

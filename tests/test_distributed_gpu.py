@@ -25,36 +25,29 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(NO_MPI is not None, reason=f"{NO_MPI}")]
 
 
+LAUNCH_TIMEOUT = 300          # s: a launch past it is killed and fails its test
+
+
 def _gpus() -> int:
     import cupy
     return cupy.cuda.runtime.getDeviceCount()
 
 
-_RUNS = {}
-
-
-def run_gpu_cases(k, transport, tmp_dir):
-    key = (k, transport)
-    if key not in _RUNS:
-        out = tmp_dir / f"gpu_cases_{k}_{transport}.jsonl"
-        out.unlink(missing_ok=True)
-        rc, so, se, secs = launch(mpirun_command(k) + [
-            sys.executable, str(ROOT / "tests" / "mpi_cases.py"), "--gpu", "--transport",
-            transport, "--out", str(out)], timeout=300)
-        records = {}
-        if out.exists():
-            for line in out.read_text().splitlines():
-                rec = json.loads(line)
-                records.setdefault(rec["case"], []).append(rec)
-        _RUNS[key] = (rc, so, se, secs, records)
-        print(f"\nmpirun -n {k} mpi_cases.py --gpu --transport {transport}: {secs:.1f} s",
-              file=sys.stderr)
-    return _RUNS[key]
-
-
-@pytest.fixture(scope="session")
-def gpu_tmp(tmp_path_factory):
-    return tmp_path_factory.mktemp("mpi_gpu")
+def run_gpu_cases(k, transport, out):
+    """One launch of every GPU case on ``k`` ranks: (rc, stdout, stderr, seconds, records by
+    case)."""
+    out.unlink(missing_ok=True)
+    rc, so, se, secs = launch(mpirun_command(k) + [
+        sys.executable, str(ROOT / "tests" / "mpi_cases.py"), "--gpu", "--transport",
+        transport, "--out", str(out)], timeout=LAUNCH_TIMEOUT)
+    records = {}
+    if out.exists():
+        for line in out.read_text().splitlines():
+            rec = json.loads(line)
+            records.setdefault(rec["case"], []).append(rec)
+    print(f"\nmpirun -n {k} mpi_cases.py --gpu --transport {transport}: {secs:.1f} s",
+          file=sys.stderr)
+    return rc, so, se, secs, records
 
 
 PARAMS = ([pytest.param(k, "mpi", id=f"mpi-{k}") for k in (1, 2, 3, 4)]
@@ -64,23 +57,21 @@ PARAMS = ([pytest.param(k, "mpi", id=f"mpi-{k}") for k in (1, 2, 3, 4)]
 
 
 @pytest.mark.parametrize("k, transport", PARAMS)
-@pytest.mark.parametrize("name", list(mpi_cases.GPU_CASES))
-def test_gpu_case(name, k, transport, gpu_tmp):
+def test_gpu_cases(k, transport, tmp_path):
+    """Every GPU case of one ``mpirun -n k`` launch, reported on every rank and passed there, and
+    the launch ends cleanly (every rank exits with status 0: the NCCL communicator destroyed,
+    no hang). One test per launch, so that pytest-xdist never starts the same launch twice."""
     if transport == "nccl" and k > _gpus():
         pytest.skip(f"NCCL needs one GPU per rank: {k} ranks, {_gpus()} GPU(s) here")
-    rc, so, se, secs, records = run_gpu_cases(k, transport, gpu_tmp)
-    recs = records.get(name, [])
-    ranks = sorted(r["rank"] for r in recs)
-    assert ranks == list(range(k)), (f"case {name!r}: ranks {ranks} of {k} reported; rc={rc} "
-                                     f"after {secs:.0f} s\n{so[-3000:]}\n{se[-3000:]}")
-    bad = [f"rank {r['rank']}: {r['detail']}" for r in recs if not r["ok"]]
-    assert not bad, f"{name} on {k} ranks ({transport}):\n" + "\n".join(bad)
-
-
-@pytest.mark.parametrize("k, transport", PARAMS)
-def test_gpu_launch_ends_cleanly(k, transport, gpu_tmp):
-    """Every rank exits, the NCCL communicator destroyed: no hang, exit status 0."""
-    if transport == "nccl" and k > _gpus():
-        pytest.skip(f"NCCL needs one GPU per rank: {k} ranks, {_gpus()} GPU(s) here")
-    rc, so, se, secs, _ = run_gpu_cases(k, transport, gpu_tmp)
-    assert rc == 0, f"rc={rc} after {secs:.0f} s\n{so[-3000:]}\n{se[-3000:]}"
+    rc, so, se, secs, records = run_gpu_cases(k, transport, tmp_path / "cases.jsonl")
+    problems = []
+    for name in mpi_cases.GPU_CASES:
+        recs = records.get(name, [])
+        ranks = sorted(r["rank"] for r in recs)
+        if ranks != list(range(k)):
+            problems.append(f"{name}: ranks {ranks} of {k} reported")
+        problems += [f"{name} rank {r['rank']}: {r['detail']}" for r in recs if not r["ok"]]
+    if rc != 0:
+        problems.append(f"the launch exited with {rc} after {secs:.0f} s")
+    assert not problems, (f"{k} ranks ({transport}):\n" + "\n".join(problems)
+                          + f"\n--- stdout\n{so[-3000:]}\n--- stderr\n{se[-3000:]}")

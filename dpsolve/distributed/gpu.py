@@ -223,7 +223,8 @@ class DistributedExecutor(Executor):
 class HaloMatrix:
     """A rank's rows of a :class:`~dpsolve.distributed.matrix.DistributedMatrix` on the device:
     the local part as a dpsolve device matrix (any format), the remote part in compressed rows
-    (only rows with ghost columns), and the halo plan's buffers."""
+    (only rows with ghost columns), and the halo plan's buffers. Build it inside ``with stream:``
+    of the stream its SpMVs run on: its uploads are then ordered before them."""
     format = "halo"
 
     def __init__(self, local, dist, dtype, transport: Transport):
@@ -325,12 +326,14 @@ def _device_state(job, dist, fmt: str, transport: Transport):
     st.ex = DistributedExecutor(st.stream, st.dtype, transport)
     st.partials = st.ex.partials
     st.confirm_n = 0
-    st.A = HaloMatrix(st.A, dist, st.dtype, transport)
-    if method_table.get(job.method).adjoint:
-        AH = dist.conj_transpose()
-        with st.stream:
+    # every upload and fill on the solve's stream: it is non-blocking, so work on CuPy's default
+    # stream would not be ordered before its kernels (a pageable upload's DMA may still run)
+    with st.stream:
+        st.A = HaloMatrix(st.A, dist, st.dtype, transport)
+        if method_table.get(job.method).adjoint:
+            AH = dist.conj_transpose()
             local_h = ops.DeviceMatrix.build(to_csr(AH.local.tocsr(), job.dtype), fmt)
-        st.AH = HaloMatrix(local_h, AH, st.dtype, transport)
+            st.AH = HaloMatrix(local_h, AH, st.dtype, transport)
     if job.method != "cg":
         st.krylov_vectors()
     st.b.set(np.ascontiguousarray(job.b, st.dtype), stream=st.stream)
@@ -353,7 +356,8 @@ def run_cuda(job, *, sync: str = "polling"):
     select_device(job.A.comm)
     st, fmt = _device_state(job, job.A, job.format, job.transport)
     fn = method_table.implementation(job.method, "cuda")
-    x = cupy.asarray(job.initial_x(), dtype=st.dtype)
+    with st.stream:                      # ordered before the solve's kernels
+        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
     backend = CudaBackend()
     t0 = time.perf_counter()
     with SyncMode(sync) as sm, st.ex, st.stream:
