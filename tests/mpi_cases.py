@@ -809,6 +809,75 @@ def _gpu_partitions(ctx, ck):
         _gpu_solve_case(ctx, ck, "cg", "float64", partition=sizes)
 
 
+def _graph_case(ctx, ck, dtype, M=None, laplace=None):
+    """Variant graph (a conditional-WHILE CUDA graph per rank with the NCCL calls captured)
+    against variant cuda on the same transport and the single-GPU solve: the same x within
+    rounding, the same iterations, the same all-reduce and halo counts. With the mpi transport
+    it must refuse, the same way on every rank."""
+    import dpsolve
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    if laplace:
+        from dpsolve.matrices import laplace_3d
+        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
+        b = (A @ np.ones(A.shape[0])).astype(dtype)
+        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
+    else:
+        A, b = problem("cg", dtype)
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm)
+    b_loc = mine(b, DA).copy()
+    kw = dict(rtol=rtol_of(dtype), M=M, transport=ctx.transport, full_output=True)
+    if ctx.transport.name != "nccl":
+        expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b_loc, variant="graph", **kw),
+                     "variant 'graph'", "transport 'nccl'")
+        return
+    xg, ig, rg = dd.cg(DA, b_loc, variant="graph", **kw)
+    xc, ic, rc = dd.cg(DA, b_loc, variant="cuda", **kw)
+    xs, infos, reps = dpsolve.cg(A, b, variant="cuda", full_output=True, rtol=rtol_of(dtype),
+                                 M=M)
+    f64 = np.dtype(dtype) == np.float64
+    scale = float(np.abs(xs).max())
+    err_c = float(np.abs(xg - xc).max()) / scale if xg.size else 0.0
+    err_s = float(np.abs(xg - mine(xs, DA)).max()) / scale if xg.size else 0.0
+    ck.that(ig == ic == infos == 0, f"info graph {ig}, cuda {ic}, single GPU {infos}")
+    ck.that(isinstance(xg, np.ndarray) and xg.dtype == np.dtype(dtype), "NumPy in, NumPy out")
+    ck.that(err_c <= (1e-12 if f64 else 1e-5), f"graph x differs from cuda's by {err_c:.3g}")
+    ck.that(err_s <= (1e-9 if f64 else 2e-3), f"graph x differs from single GPU's by {err_s:.3g}")
+    ck.that(rg.iterations == rc.iterations, f"graph {rg.iterations} it, cuda {rc.iterations}")
+    ck.that(abs(rg.iterations - reps.iterations) <= (1 if f64 else 3),
+            f"graph {rg.iterations} it, single GPU {reps.iterations}")
+    ck.that(rg.residual_norm <= rg.tolerance, f"true residual {rg.residual_norm:.3g}")
+    if rg.restarts == rc.restarts:
+        ck.that((rg.allreduce_calls, rg.halo_calls) == (rc.allreduce_calls, rc.halo_calls),
+                f"graph counts {rg.allreduce_calls}/{rg.halo_calls}, cuda "
+                f"{rc.allreduce_calls}/{rc.halo_calls}")
+    ck.that(rg.comm_time is None and rg.variant == "graph", "graph report: comm not timed")
+    ck.note(f"graph {np.dtype(dtype).name} M={M}: it={rg.iterations} (cuda {rc.iterations}, "
+            f"single {reps.iterations}) err={err_s:.2g} allreduce={rg.allreduce_calls} "
+            f"wall graph {rg.wall_time * 1e3:.2f} ms, cuda {rc.wall_time * 1e3:.2f} ms")
+
+
+gpu_case("gpu-graph-cg-float64")(lambda ctx, ck: _graph_case(ctx, ck, "float64"))
+gpu_case("gpu-graph-cg-float32")(lambda ctx, ck: _graph_case(ctx, ck, "float32"))
+gpu_case("gpu-graph-jacobi")(lambda ctx, ck: _graph_case(ctx, ck, "float64", M="jacobi"))
+gpu_case("gpu-graph-laplace")(lambda ctx, ck: _graph_case(ctx, ck, "float64", laplace=20))
+
+
+@gpu_case("gpu-graph-refuses")
+def _graph_refuses(ctx, ck):
+    """bicgstab, a callback: variant graph says what to use instead, on every rank."""
+    import dpsolve.distributed as dd
+    A, b = problem("cg", "float64")
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+    b_loc = mine(b, DA).copy()
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.bicgstab(DA, b_loc, variant="graph", transport=ctx.transport),
+                 "variant 'graph' runs cg")
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b_loc, variant="graph", transport=ctx.transport,
+                               callback=lambda x: None), "callback")
+
+
 @gpu_case("gpu-halo-spmv")
 def _gpu_halo_spmv(ctx, ck):
     """The GPU halo SpMV (HaloMatrix over the launch's transport) against the host one

@@ -532,3 +532,28 @@ def test_one_rank_errors_and_inputs_untouched():
         dd.cg(D, b, callback=lambda xk: {}["stop"])
     assert isinstance(e.value.__cause__, KeyError) and e.value.ranks == (0,)
     assert isinstance(e.value, RuntimeError)
+
+
+@needs_mpi4py
+@pytest.mark.parametrize("call, message", [
+    (lambda dd, D, b: dd.cg(D, b, variant="graph", transport="mpi"),
+     "variant 'graph' captures the NCCL calls .* needs transport 'nccl', not mpi"),
+    (lambda dd, D, b: dd.bicgstab(D, b, variant="graph", transport="mpi"),
+     "variant 'graph' runs cg; use variant 'cuda' for bicgstab"),
+    (lambda dd, D, b: dd.cg(D, b, variant="graph", callback=print),
+     "variant 'graph' runs the whole loop on the GPU and cannot call a Python callback"),
+    (lambda dd, D, b: dd.cg(D, b, variant="graph", M=lambda r: r),
+     "variant 'graph' takes M=None or 'jacobi'"),
+])
+def test_graph_variant_says_what_it_needs(call, message):
+    """Variant graph's limits are named before any work, with what to use instead (here with
+    no GPU the same error also says the GPU is missing)."""
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    D = dd.DistributedMatrix.laplace3d(3, 3, 3, MPI.COMM_SELF)
+    b = np.ones(27)
+    keep = b.copy()
+    with pytest.raises(ValueError, match=message):
+        call(dd, D, b)
+    assert np.array_equal(b, keep)

@@ -70,14 +70,26 @@ class CudaBackend(HostDrivenBackend):
     # iteration once, replayed each iteration with no Python wrapper running.
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
-        ex, A, s, dt = st.ex, st.A, st.s, st.dtype
-        pre = st.preconditioned
-        rr = RR if pre else ZETA
+        iteration = self.cg_iteration(st, x)
 
         def start():
             st.cg_setup(x)                                             # r, z, sigma, tau, p
             return st.read_tau(sync)
 
+        def step():
+            iteration.run(st.stream)
+            return st.read_tau(sync)
+
+        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
+        return info, its, {}
+
+    @staticmethod
+    def cg_iteration(st, x):
+        """One CG iteration over the state's executor, recorded once as a Plan (replayed by
+        the host loop above, or captured as the body of the distributed graph's WHILE)."""
+        ex, A, s, dt = st.ex, st.A, st.s, st.dtype
+        pre = st.preconditioned
+        rr = RR if pre else ZETA
         with ex.record() as iteration:                                 # captured once, replayed
             ex.spmv(A, st.p, st.v)                                     # O1  v = A p
             ex.dot(st.p, st.v, s(PV))                                  # O2  <p, v>
@@ -90,13 +102,7 @@ class CudaBackend(HostDrivenBackend):
             ex.dot(st.r, st.z, s(ZETA))                                # O5  zeta = <r, z>
             ex.scalar("cg", "cg_beta", dt, s(ZETA), s(rr), s(SIGMA), s(BETA), s(TAU))  # O6 O7 O9
             ex.xpay(st.z, s(BETA), st.p)                               # O8  p = z + beta p
-
-        def step():
-            iteration.run(st.stream)
-            return st.read_tau(sync)
-
-        info, its = _gpu.host_loop(step, start, atol, maxiter, callback, x)
-        return info, its, {}
+        return iteration
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
         ex, A, AH, s, stream, dt = st.ex, st.A, st.AH, st.s, st.stream, st.dtype

@@ -142,75 +142,89 @@ class GraphBackend(MergeBackend):
 
     # --- building the graph ----------------------------------------------------------------
     def _build(self, st):
-        import cupy
-        rt = _rt()
         setup, iteration = getattr(self, f"{st.method}_program")(st, st.x)
-        head = get_kernel("graph", "graph_head<{T}>", st.dtype)
-        step = get_kernel("graph", "graph_step<{T}>", st.dtype)
-        stream, body = st.stream, st.body_stream
-        tau_status = st.scal[TAU:STATUS + 1]                  # adjacent slots
-        mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
-        _ok(rt.cudaStreamBeginCapture(stream.ptr, mode), "cudaStreamBeginCapture")
-        graph = None
-        try:
-            with stream:
-                cupy.cuda.runtime.memcpyAsync(st.params.data.ptr, st.params_host.arr.ctypes.data,
-                                              16, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
-                setup()
-                graph, deps, edges = _capture_info(rt, stream)
-                handle = _ok(rt.cudaGraphConditionalHandleCreate(graph, 0, 0),
-                             "cudaGraphConditionalHandleCreate")
-                h = np.uint64(int(handle))
-                head((1,), (1,), (h, tau_status, st.params, st.ctl, st.result), stream=stream)
-                graph, deps, edges = _capture_info(rt, stream)
-                params = rt.cudaGraphNodeParams()
-                params.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
-                params.conditional.handle = handle
-                params.conditional.type = rt.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile
-                params.conditional.size = 1
-                node = _ok(rt.cudaGraphAddNode(graph, deps, edges, len(deps), params),
-                           "cudaGraphAddNode(WHILE)")
-                body_graph = params.conditional.phGraph_out[0]
-                _ok(rt.cudaStreamBeginCaptureToGraph(body.ptr, body_graph, None, None, 0, mode),
-                    "cudaStreamBeginCaptureToGraph(body)")
-                try:
-                    iteration.run(body)
-                    step((1,), (1,), (h, tau_status, st.params, st.ctl, st.result), stream=body)
-                finally:
-                    _ok(rt.cudaStreamEndCapture(body.ptr), "cudaStreamEndCapture(body)")
-                _update_dependencies(rt, stream, node)
-                st.result_host.copy_async(st.result, stream)
-        finally:
-            graph = _ok(rt.cudaStreamEndCapture(stream.ptr), "cudaStreamEndCapture")
-        st.graph = graph
-        st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
-
-    # --- running it ------------------------------------------------------------------------
-    def _launch(self, st, x, atol, maxiter):
-        import cupy
-        rt = _rt()
-        st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1))
-        st.result_host.arr[:] = 0.0
-        cupy.copyto(st.x, x)                                   # the solve's x0 into the graph's x
-        _ok(rt.cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
-        cupy.copyto(x, st.x)                                   # and the result back
-        st.ex.count(3)
-        res = st.result_host.arr
-        build, st.build_time = st.build_time, 0.0
-
-        def finish():
-            info, its = int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
-            state = float(res[abi.DYN_STATE])
-            if state != ops.DYNAMIC_DONE:
-                raise RuntimeError("variant 'graph': the graph ended without a result")
-            return info, its, {"device_launches_per_iter": 0.0, "residuals": None,
-                               "build_time": build}
-        return finish
+        capture_while(st, setup, iteration.run)
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
-        return self._launch(st, x, atol, maxiter)
+        return launch_graph(st, x, atol, maxiter)
 
     bicg = bicgstab = cg
+
+
+def capture_while(st, setup, body):
+    """Capture the conditional-WHILE graph of a solve into ``st.graph`` / ``st.exec`` (``st`` a
+    :class:`GraphState`): the params upload, ``setup()`` issued on ``st.stream``, graph_head,
+    then WHILE { ``body(stream)`` issued on the body's capture stream, graph_step }, then the
+    result's download. ``setup`` and ``body`` issue the method's set-up and one iteration (the
+    merge variant's program here; the distributed graph's kernels and NCCL calls in
+    ``dpsolve.distributed.gpu``)."""
+    import cupy
+    rt = _rt()
+    head = get_kernel("graph", "graph_head<{T}>", st.dtype)
+    step = get_kernel("graph", "graph_step<{T}>", st.dtype)
+    stream, body_stream = st.stream, st.body_stream
+    tau_status = st.scal[TAU:STATUS + 1]                  # adjacent slots
+    mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
+    _ok(rt.cudaStreamBeginCapture(stream.ptr, mode), "cudaStreamBeginCapture")
+    graph = None
+    try:
+        with stream:
+            cupy.cuda.runtime.memcpyAsync(st.params.data.ptr, st.params_host.arr.ctypes.data,
+                                          16, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            setup()
+            graph, deps, edges = _capture_info(rt, stream)
+            handle = _ok(rt.cudaGraphConditionalHandleCreate(graph, 0, 0),
+                         "cudaGraphConditionalHandleCreate")
+            h = np.uint64(int(handle))
+            head((1,), (1,), (h, tau_status, st.params, st.ctl, st.result), stream=stream)
+            graph, deps, edges = _capture_info(rt, stream)
+            params = rt.cudaGraphNodeParams()
+            params.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
+            params.conditional.handle = handle
+            params.conditional.type = rt.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile
+            params.conditional.size = 1
+            node = _ok(rt.cudaGraphAddNode(graph, deps, edges, len(deps), params),
+                       "cudaGraphAddNode(WHILE)")
+            body_graph = params.conditional.phGraph_out[0]
+            _ok(rt.cudaStreamBeginCaptureToGraph(body_stream.ptr, body_graph, None, None, 0,
+                                                 mode), "cudaStreamBeginCaptureToGraph(body)")
+            try:
+                body(body_stream)
+                step((1,), (1,), (h, tau_status, st.params, st.ctl, st.result),
+                     stream=body_stream)
+            finally:
+                _ok(rt.cudaStreamEndCapture(body_stream.ptr), "cudaStreamEndCapture(body)")
+            _update_dependencies(rt, stream, node)
+            st.result_host.copy_async(st.result, stream)
+    finally:
+        graph = _ok(rt.cudaStreamEndCapture(stream.ptr), "cudaStreamEndCapture")
+    st.graph = graph
+    st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+
+
+def launch_graph(st, x, atol, maxiter):
+    """Launch ``st``'s instantiated graph for one solve from ``x`` (copied in, and the result
+    copied back into it, on ``st.stream``); returns ``finish()``, which -- once the stream is
+    done -- gives (info, iterations, stats)."""
+    import cupy
+    rt = _rt()
+    st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1))
+    st.result_host.arr[:] = 0.0
+    cupy.copyto(st.x, x)                                   # the solve's x0 into the graph's x
+    _ok(rt.cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
+    cupy.copyto(x, st.x)                                   # and the result back
+    st.ex.count(3)
+    res = st.result_host.arr
+    build, st.build_time = st.build_time, 0.0
+
+    def finish():
+        info, its = int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
+        state = float(res[abi.DYN_STATE])
+        if state != ops.DYNAMIC_DONE:
+            raise RuntimeError("variant 'graph': the graph ended without a result")
+        return info, its, {"device_launches_per_iter": 0.0, "residuals": None,
+                           "build_time": build}
+    return finish
 
 
 def _capture_info(rt, stream):

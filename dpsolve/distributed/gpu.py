@@ -104,6 +104,7 @@ class NcclTransport(Transport):
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
         self.stream = cupy.cuda.get_current_stream()
         self._reduce_t, self._halo_t = _EventTimer(), _EventTimer()
+        self.timing = True            # off while a graph is captured: its calls are not timed
         self._host = MpiTransport(comm)       # host buffers: the solvers' few host-side sums
 
     def allreduce(self, buf) -> None:
@@ -119,11 +120,13 @@ class NcclTransport(Transport):
             return
         from cupy.cuda import nccl
         real, dt = _real_view(buf)
-        a, b = self._reduce_t.pair()
-        a.record(self.stream)
+        a, b = self._reduce_t.pair() if self.timing else (None, None)
+        if a is not None:
+            a.record(self.stream)
         self.comm.allReduce(real.data.ptr, real.data.ptr, real.size, dt, nccl.NCCL_SUM,
                             self.stream.ptr)
-        b.record(self.stream)
+        if b is not None:
+            b.record(self.stream)
         self.stats.allreduce_calls += 1
         self.stats.bytes_sent += buf.nbytes
 
@@ -133,8 +136,9 @@ class NcclTransport(Transport):
         r_real, _ = _real_view(recv)
         k = 2 if send.dtype.kind == "c" else 1           # reals per value
         isz = s_real.itemsize
-        a, b = self._halo_t.pair()
-        a.record(self.stream)
+        a, b = self._halo_t.pair() if self.timing else (None, None)
+        if a is not None:
+            a.record(self.stream)
         nccl.groupStart()
         for i, peer in enumerate(plan.send_ranks):
             lo, hi = int(plan.send_offsets[i]), int(plan.send_offsets[i + 1])
@@ -145,7 +149,8 @@ class NcclTransport(Transport):
             self.comm.recv(r_real.data.ptr + lo * k * isz, (hi - lo) * k, dt, peer,
                            self.stream.ptr)
         nccl.groupEnd()
-        b.record(self.stream)
+        if b is not None:
+            b.record(self.stream)
         self.stats.halo_calls += 1
         self.stats.bytes_sent += plan.n_send * send.itemsize
         return None
@@ -187,6 +192,7 @@ class DistributedExecutor(Executor):
     def allreduce(self, out) -> None:
         """out[0] summed over the ranks (``out`` a 1-element device view)."""
         if self.device_side:
+            self.transport.stream = self.stream     # this executor's stream at the call
             self.transport.allreduce(out)
             return
         import cupy
@@ -264,11 +270,11 @@ class HaloMatrix:
         if m:
             launch(get_kernel("halo", "halo_pack<{T}>", self.dtype), (ops.grid_for(m),),
                    (ops.BLOCK,), (np.int32(m), self.send_idx, x, self.send), stream)
-        if self.exchanges:
-            host_call(lambda: self._start(stream))
+        if self.exchanges:                     # ex.stream when the call runs (a graph body's)
+            host_call(lambda: self._start(ex.stream))
         ops.spmv(self.local, x, y, stream)
         if self.exchanges:
-            host_call(lambda: self._finish(stream))
+            host_call(lambda: self._finish(ex.stream))
         if self.m_rows:
             launch(get_kernel("halo", "halo_add<{T}>", self.dtype), (ops.grid_for(self.m_rows),),
                    (ops.BLOCK,), (np.int32(self.m_rows), self.rows, self.r_indptr,
@@ -306,9 +312,9 @@ class HaloMatrix:
                            rt.memcpyHostToDevice, stream.ptr)
 
 
-def _device_state(job, dist, fmt: str, transport: Transport):
-    """The rank's GpuState: the local rows in ``fmt``, the halo matrix (and A^H's for BiCG),
-    the distributed executor."""
+def _device_state(job, dist, fmt: str, transport: Transport, State=None):
+    """The rank's GpuState (or ``State``, a subclass): the local rows in ``fmt``, the halo
+    matrix (and A^H's for BiCG), the distributed executor."""
     from .. import methods as method_table
     from .._system import Preconditioner
     from ..backends._gpu import GpuState
@@ -322,7 +328,7 @@ def _device_state(job, dist, fmt: str, transport: Transport):
     system = SimpleNamespace(method=job.method, n=dist.n_local, dtype=np.dtype(job.dtype),
                              csr=local, operator=None, M=M, b=job.b, x0=None, out_cupy=True,
                              options={})
-    st = GpuState(system, fmt)
+    st = (State or GpuState)(system, fmt)
     st.ex = DistributedExecutor(st.stream, st.dtype, transport)
     st.partials = st.ex.partials
     st.confirm_n = 0
@@ -386,3 +392,84 @@ def _true_residual(st, x, job) -> float:
         r = st.b - st.v
         local = float(cupy.vdot(r, r).real)
     return float(np.sqrt(job.space.reduce(np.array([local]))[0]))
+
+
+def run_graph(job):
+    """The ``graph`` variant of a distributed CG (``solvers.VARIANTS["graph"]``): per rank, one
+    conditional-WHILE CUDA graph whose body holds the iteration's kernels AND its NCCL calls
+    (the two all-reduces, the halo send/recv on a forked stream), captured once per solve and
+    launched once per run: the host launches once and waits once, on every rank.
+
+    The set-up and the iteration are the ``cuda`` variant's own (``CudaBackend.cg_iteration``,
+    ``GpuState.cg_setup``), the loop control graph.cu's (the host loop's stop rule on the
+    device), the capture ``backends.graph.capture_while``. The NCCL calls inside the graph are
+    not timed (the report's communication time is None); they are counted: the captured set-up
+    and body calls times the body's replays (read back from the graph's counter)."""
+    import cupy
+
+    from .._frontend import restarted
+    from ..backends.cuda import CudaBackend
+    from ..backends.graph import GraphBackend, GraphState, capture_while, launch_graph
+    from .solvers import Outcome
+    tr = job.transport
+    if not isinstance(tr, NcclTransport):
+        raise ValueError("variant 'graph' captures the NCCL calls into a CUDA graph: it needs "
+                         "transport 'nccl'")
+    ok, why = GraphBackend._probe()
+    if not ok:
+        raise RuntimeError(f"variant 'graph' is not available here: {why}")
+    select_device(job.A.comm)
+    st, fmt = _device_state(job, job.A, job.format, tr, State=GraphState)
+    with st.stream:
+        body_comm = cupy.cuda.Stream(non_blocking=True)    # the halo's stream in the body
+        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
+    iteration = CudaBackend.cg_iteration(st, st.x)
+    captured = {}
+
+    def setup():
+        before = tr.stats.copy()
+        st.cg_setup(st.x)
+        captured["setup"] = tr.stats.since(before)
+
+    def body(stream):
+        before = tr.stats.copy()
+        saved = st.ex.stream, st.A.comm_stream
+        st.ex.stream, st.A.comm_stream = stream, body_comm
+        try:
+            iteration.run(stream)
+        finally:
+            st.ex.stream, st.A.comm_stream = saved
+        captured["body"] = tr.stats.since(before)
+
+    t0 = time.perf_counter()
+    before = tr.stats.copy()
+    tr.timing = False
+    try:
+        with st.ex:
+            capture_while(st, setup, body)
+    finally:
+        tr.timing = True
+    tr.stats.add(tr.stats.since(before), -1)      # captured, not run: counted per replay below
+    build = time.perf_counter() - t0
+
+    def run_once(budget):
+        finish = launch_graph(st, x, job.tol, budget)
+        st.stream.synchronize()
+        info, its, _ = finish()
+        tr.stats.add(captured["setup"])
+        tr.stats.add(captured["body"], int(st.ctl.get()[0]))     # the body's replays
+        return info, its
+
+    t1 = time.perf_counter()
+    with st.ex, st.stream:
+        info, total, rnorm, restarts = restarted(
+            run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
+    st.stream.synchronize()
+    tr.settle()
+    out = Outcome(x, info, total, rnorm, restarts)
+    out.seconds = time.perf_counter() - t1
+    out.build_time = build
+    out.format = fmt
+    out.launches = st.ex.launches
+    out.comm_timed = False
+    return out

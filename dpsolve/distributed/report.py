@@ -23,7 +23,7 @@ class DistributedReport:
     wall_times: tuple = field(default_factory=tuple)   # s, per rank (rank order): the call
     comm_times: tuple = field(default_factory=tuple)   # s, per rank: allreduce + halo seconds
     wall_time: float | None = None       # s, max over ranks
-    comm_time: float | None = None       # s, max over ranks
+    comm_time: float | None = None       # s, max over ranks (None: not timed, variant graph)
     allreduce_calls: int = 0             # per rank (every rank makes the same calls)
     halo_calls: int = 0                  # per rank, each an exchange with all of its neighbours
     allreduce_seconds: tuple = field(default_factory=tuple)   # s, per rank
@@ -45,7 +45,8 @@ class DistributedReport:
         return (f"{self.method}/{self.variant}/{self.transport} {self.ranks} rank"
                 f"{'s' if self.ranks != 1 else ''} {self.dtype} n={self.n} nnz={self.nnz}: "
                 f"info={self.info} it={self.iterations} |r|={num(self.residual_norm)} "
-                f"wall={human_time(self.wall_time)} comm={human_time(self.comm_time)}{share} "
+                f"wall={human_time(self.wall_time)} comm="
+                f"{'not timed' if self.comm_time is None else human_time(self.comm_time)}{share} "
                 f"(max over ranks) allreduce={self.allreduce_calls} halo={self.halo_calls} "
                 f"sent={_human_bytes(self.bytes_sent)}")
 

@@ -235,8 +235,15 @@ def run_cuda(job: DistributedJob) -> Outcome:
     return run(job)
 
 
-VARIANTS = {"host": run_host, "cuda": run_cuda}
-GPU_VARIANTS = ("cuda",)
+def run_graph(job: DistributedJob) -> Outcome:
+    """The ``graph`` variant (CG, transport ``nccl``): one conditional-WHILE CUDA graph per rank
+    holding the kernels and the NCCL calls (``gpu.py``)."""
+    from .gpu import run_graph as run
+    return run(job)
+
+
+VARIANTS = {"host": run_host, "cuda": run_cuda, "graph": run_graph}
+GPU_VARIANTS = ("cuda", "graph")
 
 
 # --------------------------------------------------------------------------- checks
@@ -297,6 +304,19 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     if tname == "nccl" and variant not in GPU_VARIANTS:
         problems.append(f"transport 'nccl' moves device arrays: use variant "
                         f"{' or '.join(map(repr, GPU_VARIANTS))}, or transport 'mpi'")
+    if variant == "graph":
+        if tname != "nccl":
+            problems.append(f"variant 'graph' captures the NCCL calls into a CUDA graph: it "
+                            f"needs transport 'nccl', not {tname} (whose host calls cannot be "
+                            f"captured); use variant 'cuda' with transport {tname}")
+        if method != "cg":
+            problems.append(f"variant 'graph' runs cg; use variant 'cuda' for {method}")
+        if callback is not None:
+            problems.append("variant 'graph' runs the whole loop on the GPU and cannot call a "
+                            "Python callback; use variant 'cuda' for callbacks")
+        if M is not None and not (isinstance(M, str) and M == "jacobi"):
+            problems.append("variant 'graph' takes M=None or 'jacobi' (a Python M cannot run "
+                            "inside a graph)")
     if variant in GPU_VARIANTS:
         from .._device import status as device_status
         st = device_status()
@@ -484,7 +504,8 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     wall = time.perf_counter() - t0
     mine = {"error": (None if space.error is None
                       else f"raised in {space.error[0]}: {_describe(space.error[1])}"),
-            "wall": wall, "comm": stats.allreduce_seconds + stats.halo_seconds,
+            "wall": wall, "comm": (stats.allreduce_seconds + stats.halo_seconds
+                                   if getattr(outcome, "comm_timed", True) else None),
             "allreduce_seconds": stats.allreduce_seconds, "halo_seconds": stats.halo_seconds,
             "allreduce_calls": stats.allreduce_calls, "halo_calls": stats.halo_calls,
             "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local}
@@ -517,7 +538,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         n=A.n, nnz=sum(f["nnz"] for f in facts), iterations=outcome.iterations,
         info=outcome.info, converged=outcome.info == 0, residual_norm=outcome.residual_norm,
         tolerance=tol, restarts=outcome.restarts, wall_times=walls, comm_times=comms,
-        wall_time=max(walls), comm_time=max(comms),
+        wall_time=max(walls), comm_time=None if None in comms else max(comms),
         allreduce_calls=mine["allreduce_calls"], halo_calls=mine["halo_calls"],
         allreduce_seconds=tuple(f["allreduce_seconds"] for f in facts),
         halo_seconds=tuple(f["halo_seconds"] for f in facts),
@@ -547,10 +568,12 @@ def _make(method):
         gets this rank's rows of x. Every rank must pass the same rtol, atol and maxiter.
     M : None, "jacobi", or a callable (or an object with ``.matvec``; for bicg also
         ``.rmatvec``) on this rank's vectors.
-    variant : "host" (the reference solvers) or "cuda" (the cuda variant's loops on each
-        rank's GPU: all-reduces and halo exchanges through the transport).
-    transport : "mpi", "nccl" (variant "cuda", one GPU per rank) or a Transport instance
-        (left open; a named one is made for the call and closed at its end).
+    variant : "host" (the reference solvers), "cuda" (the cuda variant's loops on each
+        rank's GPU: all-reduces and halo exchanges through the transport) or "graph" (cg with
+        transport "nccl": one CUDA graph per rank holding the kernels and the NCCL calls, the
+        loop's control on the device; its communication is counted, not timed).
+    transport : "mpi", "nccl" (variants "cuda" and "graph", one GPU per rank) or a Transport
+        instance (left open; a named one is made for the call and closed at its end).
     format : the local part's SpMV format on the GPU ("auto": from its row statistics).
     full_output : also return a DistributedReport (the same on every rank).
 

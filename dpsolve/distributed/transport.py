@@ -48,6 +48,11 @@ class CommStats:
     def copy(self) -> "CommStats":
         return CommStats(**{f.name: getattr(self, f.name) for f in fields(self)})
 
+    def add(self, other: "CommStats", times: int = 1) -> None:
+        """Count ``times`` more of what ``other`` did (a captured graph's calls per replay)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + times * getattr(other, f.name))
+
     def since(self, before: "CommStats") -> "CommStats":
         """What was done after the snapshot ``before``."""
         return CommStats(**{f.name: getattr(self, f.name) - getattr(before, f.name)
