@@ -187,6 +187,11 @@ def cmd_solve(args) -> int:
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
           f"{', Jacobi' if args.precond else ''}")
     print(f"report   : {_summary(rep)}")
+    return _print_result(info, rel_res, rel_err)
+
+
+def _print_result(info, rel_res, rel_err) -> int:
+    """The last line of ``solve``'s text output (single-GPU and distributed)."""
     state = ("converged" if info == 0 else
              f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
     print(f"result   : {state}; ||b - A x|| / ||b|| = "
@@ -292,11 +297,7 @@ def cmd_solve_distributed(args) -> int:
     print(f"ranks    : rows {', '.join(f'{r:,}' for r in rep.rows_per_rank)}; wall "
           f"{', '.join(human_time(t) for t in rep.wall_times)}; comm "
           f"{', '.join(human_time(t) for t in rep.comm_times)}")
-    state = ("converged" if info == 0 else
-             f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
-    print(f"result   : {state}; ||b - A x|| / ||b|| = "
-          f"{'n/a' if rel_res is None else f'{rel_res:.3e}'}; ||x - x*|| / ||x*|| = {rel_err:.3e}")
-    return 0
+    return _print_result(info, rel_res, rel_err)
 
 
 # --------------------------------------------------------------------------- study

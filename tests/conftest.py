@@ -30,6 +30,20 @@ def matrix_dir():
     return d
 
 
+@pytest.fixture
+def broken_kernel(tmp_path, monkeypatch):
+    """A CUDA source "broken" registered with the loader, whose line 3 does not compile
+    (an undefined symbol): the compile-error tests of nvcc and NVRTC."""
+    from dpsolve.cuda import _loader
+    bad = tmp_path / "broken.cu"
+    bad.write_text("#include <dpsolve/common.cuh>\n"
+                   "template <typename T> __global__ void k(T* x) {\n"
+                   "    x[0] = undefined_symbol;\n"
+                   "}\n")
+    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source(str(bad), ("k<{T}>",)))
+    return bad
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """One line per distinct skip reason, with its count (a CPU machine skips every GPU test for
     the same reason); ``-rs`` (or ``-ra``) lists each skipped test instead."""

@@ -741,22 +741,31 @@ def gpu_case(name, min_ranks=1):
     return deco
 
 
+def _gpu_system(ctx, method, dtype, *, laplace=None, partition=None):
+    """(A, b, DA): the global system (every rank) and its distributed matrix: a 3-D Laplace of
+    side ``laplace`` generated in place, or ``problem(method)`` scattered from rank 0 over
+    ``partition`` (row counts; None: even)."""
+    import dpsolve.distributed as dd
+    from dpsolve.matrices import laplace_3d
+    if laplace:
+        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
+        b = (A @ np.ones(A.shape[0])).astype(dtype)
+        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, ctx.comm, dtype=dtype)
+        return A, b, DA
+    A, b = problem(method, dtype)
+    part = dd.Partition.from_sizes(partition) if partition is not None else None
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm,
+                                          partition=part)
+    return A, b, DA
+
+
 def _gpu_solve_case(ctx, ck, method, dtype, *, M=None, partition=None, laplace=None):
     import cupy
 
     import dpsolve
     import dpsolve.distributed as dd
-    from dpsolve.matrices import laplace_3d
     comm = ctx.comm
-    if laplace:
-        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
-        b = (A @ np.ones(A.shape[0])).astype(dtype)
-        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
-    else:
-        A, b = problem(method, dtype)
-        part = dd.Partition.from_sizes(partition) if partition is not None else None
-        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
-                                              partition=part)
+    A, b, DA = _gpu_system(ctx, method, dtype, laplace=laplace, partition=partition)
     b_loc = mine(b, DA).copy()
     b_keep = b_loc.copy()
     kw = dict(rtol=rtol_of(dtype), M=M)
@@ -817,14 +826,7 @@ def _graph_case(ctx, ck, dtype, M=None, laplace=None):
     import dpsolve
     import dpsolve.distributed as dd
     comm = ctx.comm
-    if laplace:
-        from dpsolve.matrices import laplace_3d
-        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
-        b = (A @ np.ones(A.shape[0])).astype(dtype)
-        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
-    else:
-        A, b = problem("cg", dtype)
-        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm)
+    A, b, DA = _gpu_system(ctx, "cg", dtype, laplace=laplace)
     b_loc = mine(b, DA).copy()
     kw = dict(rtol=rtol_of(dtype), M=M, transport=ctx.transport, full_output=True)
     if ctx.transport.name != "nccl":

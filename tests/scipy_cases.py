@@ -118,3 +118,16 @@ def build(name, dtype):
 def rtol_for(dtype):
     """SciPy uses 1e-8 in double; in single precision 1e-3 is what SciPy itself meets honestly."""
     return 1e-8 if np.dtype(dtype).char in "dD" else 1e-3
+
+
+def nonsym_dominant(n, dtype, seed=0):
+    """A nonsymmetric, diagonally dominant ``n x n`` system (A, b) in ``dtype`` (complex: a
+    complex perturbation and b): CGS and GMRES converge on it in a few steps."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, n, density=min(1.0, 6 / n), random_state=seed, format="csr")
+    A = A - A.T * 0.5 + sp.eye(n) * 4
+    b = rng.standard_normal(n)
+    if np.issubdtype(dtype, np.complexfloating):
+        A = A + 1j * sp.random(n, n, density=min(1.0, 3 / n), random_state=seed + 1)
+        b = b + 1j * rng.standard_normal(n)
+    return sp.csr_matrix(A, dtype=dtype), b.astype(dtype)

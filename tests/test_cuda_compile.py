@@ -51,17 +51,11 @@ def test_nvcc_compiles_source_for_sm90(name, tmp_path):
 
 
 @needs_nvcc
-def test_compile_errors_name_the_real_file_and_line(tmp_path, monkeypatch):
-    bad = tmp_path / "broken.cu"
-    bad.write_text("#include <dpsolve/common.cuh>\n"
-                   "template <typename T> __global__ void k(T* x) {\n"
-                   "    x[0] = undefined_symbol;\n"
-                   "}\n")
-    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source(str(bad), ("k<{T}>",)))
+def test_compile_errors_name_the_real_file_and_line(tmp_path, broken_kernel):
     argv, _ = _loader.nvcc_command("broken", tmp_path / "", arch="sm_90")
     res = subprocess.run(argv, capture_output=True, text=True)
     assert res.returncode != 0
-    assert f"{bad}(3)" in res.stderr, res.stderr
+    assert f"{broken_kernel}(3)" in res.stderr, res.stderr
 
 
 def test_options_add_rdc_on_request():

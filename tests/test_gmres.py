@@ -10,21 +10,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import dpsolve
+from scipy_cases import nonsym_dominant
 from dpsolve import methods
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
-def _system(n, dtype, seed=0):
-    """A nonsymmetric, diagonally dominant system (GMRES converges; CG would not apply)."""
-    rng = np.random.default_rng(seed)
-    A = sp.random(n, n, density=min(1.0, 6 / n), random_state=seed, format="csr")
-    A = A - A.T * 0.5 + sp.eye(n) * 4
-    b = rng.standard_normal(n)
-    if np.issubdtype(dtype, np.complexfloating):
-        A = A + 1j * sp.random(n, n, density=min(1.0, 3 / n), random_state=seed + 1)
-        b = b + 1j * rng.standard_normal(n)
-    return sp.csr_matrix(A, dtype=dtype), b.astype(dtype)
+_system = nonsym_dominant      # GMRES converges on it; CG would not apply
 
 
 def _rtol(dtype):

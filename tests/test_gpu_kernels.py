@@ -113,15 +113,9 @@ def test_axpy_xpay(n, dtype):
     np.testing.assert_allclose(dy.get(), x + alpha[0] * y, rtol=RTOL[dtype] * 10, atol=1e-6)
 
 
-def test_nvrtc_compile_error_names_file_and_line(tmp_path, monkeypatch):
+def test_nvrtc_compile_error_names_file_and_line(broken_kernel):
     from dpsolve import KernelCompileError
     from dpsolve.cuda import _loader
-    bad = tmp_path / "broken.cu"
-    bad.write_text("#include <dpsolve/common.cuh>\n"
-                   "template <typename T> __global__ void k(T* x) {\n"
-                   "    x[0] = undefined_symbol;\n"
-                   "}\n")
-    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source(str(bad), ("k<{T}>",)))
     with pytest.raises(KernelCompileError, match=r"broken\.cu\(3\)"):
         _loader.get_kernel("broken", "k<{T}>", np.float64)
 

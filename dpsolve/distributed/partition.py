@@ -17,6 +17,21 @@ def _count(value, what) -> int:
     return int(value)
 
 
+def _integers(values, what: str, min_size: int, expected: str) -> np.ndarray:
+    """``values`` as a 1-D integer array of at least ``min_size`` entries, or a ValueError
+    naming ``what`` was wrong with it."""
+    try:
+        raw = np.asarray(values)
+    except Exception:
+        raise ValueError(f"{what} must be a 1-D sequence of integers, got "
+                         f"{type(values).__name__}") from None
+    if raw.ndim != 1 or raw.size < min_size:
+        raise ValueError(f"{what} must be a 1-D sequence of {expected}, got shape {raw.shape}")
+    if raw.dtype.kind not in "iu":
+        raise ValueError(f"{what} must be integers, got dtype {raw.dtype}")
+    return raw
+
+
 class Partition:
     """Contiguous row blocks, one per rank, in rank order.
 
@@ -28,16 +43,7 @@ class Partition:
     __slots__ = ("offsets",)
 
     def __init__(self, offsets):
-        try:
-            raw = np.asarray(offsets)
-        except Exception:
-            raise ValueError(f"partition offsets must be a 1-D sequence of integers, got "
-                             f"{type(offsets).__name__}") from None
-        if raw.ndim != 1 or raw.size < 2:
-            raise ValueError(f"partition offsets must be a 1-D sequence of at least 2 integers "
-                             f"(size + 1 of them), got shape {raw.shape}")
-        if raw.dtype.kind not in "iu":
-            raise ValueError(f"partition offsets must be integers, got dtype {raw.dtype}")
+        raw = _integers(offsets, "partition offsets", 2, "at least 2 integers (size + 1 of them)")
         off = raw.astype(np.int64)
         if off[0] != 0:
             raise ValueError(f"partition offsets must start at 0, got {int(off[0])}")
@@ -67,16 +73,7 @@ class Partition:
     @classmethod
     def from_sizes(cls, sizes) -> "Partition":
         """Rank r owns ``sizes[r]`` rows (>= 0), in rank order."""
-        try:
-            s = np.asarray(sizes)
-        except Exception:
-            raise ValueError(f"sizes must be a 1-D sequence of integers, got "
-                             f"{type(sizes).__name__}") from None
-        if s.ndim != 1 or s.size < 1:
-            raise ValueError(f"sizes must be a 1-D sequence of one count per rank, got shape "
-                             f"{s.shape}")
-        if s.dtype.kind not in "iu":
-            raise ValueError(f"sizes must be integers, got dtype {s.dtype}")
+        s = _integers(sizes, "sizes", 1, "one count per rank")
         if (s < 0).any():
             r = int(np.flatnonzero(s < 0)[0])
             raise ValueError(f"sizes must be >= 0, got {int(s[r])} rows for rank {r}")
