@@ -28,6 +28,14 @@ Errors never leave a rank behind:
   RuntimeError) naming the rank(s) and their exceptions; on a rank that raised, the original
   exception is its ``__cause__``.
 
+GPU energy (``energy=True``, GPU variants only; variant ``host`` refuses it with the same
+ValueError on every rank, as it runs on no GPU): each rank reads NVML's total-energy counter of
+its own GPU (found by PCI bus id, named by NVML UUID) at the edges of its solve; the report
+counts each physical GPU once (:func:`~dpsolve.distributed.report.aggregate_energy`: ranks
+sharing a GPU read the same counter) and sums over the GPUs. Where NVML or the counter is
+missing, or the solve is shorter than the counter's resolution, the report's ``energy_joules``
+is None and ``energy_note`` says why.
+
 The user's b and x0 are never modified. A must be a DistributedMatrix on every rank (the
 communicator comes from it: a rank passing something else raises TypeError alone).
 """
@@ -37,6 +45,7 @@ import hashlib
 import itertools
 import math
 import numbers
+import socket
 import time
 from dataclasses import dataclass
 
@@ -46,10 +55,12 @@ from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
 from .._system import coerce
+from ..backends._gpu import ENERGY_MIN_SECONDS
+from ..measure import GpuEnergyMeter, nvml_energy_support
 from ..reference._util import _two_product
 from ._collective import disagreement, everywhere, format_problems
 from .matrix import DistributedMatrix
-from .report import DistributedReport
+from .report import DistributedReport, aggregate_energy
 from .transport import TRANSPORTS, Transport, make_transport
 
 METHODS = ("cg", "bicg", "bicgstab")
@@ -282,7 +293,8 @@ def _describe(exc) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport):
+def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
+           energy=False):
     """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag).
     Never raises: the problems go into the signature, for :func:`_agree_signatures`."""
     problems = []
@@ -322,6 +334,13 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         st = device_status()
         if not st.ok:
             problems.append(f"variant {variant!r} needs a GPU on every rank: {st.reason}")
+    if not isinstance(energy, (bool, np.bool_)):
+        problems.append(f"energy must be True or False, got {energy!r}")
+    elif energy and isinstance(variant, str) and variant in VARIANTS \
+            and variant not in GPU_VARIANTS:
+        problems.append(f"energy=True measures each rank's GPU energy (NVML), but variant "
+                        f"{variant!r} runs on no GPU: use variant "
+                        f"{' or '.join(map(repr, GPU_VARIANTS))}, or leave energy off")
     for name, value in (("rtol", rtol), ("atol", atol)):
         p = _tolerance_problem(name, value)
         if p:
@@ -389,7 +408,8 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         "atol": atol if isinstance(atol, numbers.Real) else repr(atol),
         "maxiter": maxiter if isinstance(maxiter, numbers.Integral) or maxiter is None
         else repr(maxiter),
-        "M": kind, "problems": "; ".join(problems) or None,
+        "M": kind, "energy": bool(energy) if isinstance(energy, (bool, np.bool_))
+        else repr(energy), "problems": "; ".join(problems) or None,
     }
     return sig, bv, x0v, dtype, inv_diag
 
@@ -397,7 +417,8 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
 _AGREE = (("method", "method"), ("variant", "variant"), ("transport", "transport"),
           ("dtype", "the working dtype"), ("n", "the global n"), ("ranks", "the number of ranks"),
           ("partition", "the partition (digest of its row offsets)"), ("rtol", "rtol"),
-          ("atol", "atol"), ("maxiter", "maxiter"), ("M", "the preconditioner kind"))
+          ("atol", "atol"), ("maxiter", "maxiter"), ("M", "the preconditioner kind"),
+          ("energy", "energy"))
 
 
 def _agree_signatures(sigs):
@@ -416,6 +437,103 @@ def _agree_signatures(sigs):
     if msgs:
         # one message for every rank: it does not name the function, which may differ
         raise everywhere(ValueError(f"dpsolve.distributed: {'; '.join(msgs)}"))
+
+
+# --------------------------------------------------------------------------- energy
+@dataclass
+class RankGpu:
+    """This rank's GPU, as its energy window needs it: ``gpu`` its name, the same on every rank
+    that uses it (NVML's UUID; ``host:PCI bus id`` where NVML cannot name it: a bus id alone
+    repeats across hosts); ``nvml_index`` its NVML index, or None (``reason`` then says why);
+    ``synchronize`` waits for this process's work on it."""
+    gpu: str
+    nvml_index: int | None
+    reason: str | None
+    synchronize: object
+
+
+def rank_gpu(comm) -> RankGpu:
+    """This rank's GPU: the GPU variants' (``gpu.select_device`` makes it the current CuPy
+    device; collective over ``comm``: call it on every rank), looked up in NVML by its PCI bus
+    id. NVML numbers every GPU of the host in PCI order and ignores ``CUDA_VISIBLE_DEVICES``,
+    so the CUDA device index (``cupy.cuda.Device().id``) is not NVML's. Tests replace this."""
+    import cupy
+
+    from ..measure import _nvml
+    from .gpu import select_device
+    dev = select_device(comm)
+    pci = cupy.cuda.runtime.deviceGetPCIBusId(dev)
+    sync = cupy.cuda.Device(dev).synchronize
+    where = f"{socket.gethostname()}:{pci}"
+    nv = _nvml()
+    if nv is None:
+        return RankGpu(where, None, nvml_energy_support()[1], sync)
+    try:
+        h = nv.nvmlDeviceGetHandleByPciBusId(pci)
+        index, uuid = nv.nvmlDeviceGetIndex(h), nv.nvmlDeviceGetUUID(h)
+    except Exception as e:
+        return RankGpu(where, None, f"NVML has no GPU at PCI bus id {pci} (CUDA device {dev}): "
+                                    f"{_describe(e)}", sync)
+    return RankGpu(uuid.decode() if isinstance(uuid, bytes) else str(uuid), index, None, sync)
+
+
+class EnergyWindow:
+    """One rank's GPU energy over its solve: NVML's total-energy counter
+    (:class:`dpsolve.measure.GpuEnergyMeter` in its counter mode; a GPU without the counter
+    gives no reading, not a power-sampled estimate) read at ``start`` and ``stop``, each after
+    a wait for the GPU. Never raises: a failure becomes the record's ``reason``.
+
+    Construct it on every rank at the same point (:func:`rank_gpu` is collective);
+    ``record()`` is this rank's entry for :func:`~.report.aggregate_energy`."""
+
+    def __init__(self, comm):
+        self.gpu, self.reason = f"rank {comm.Get_rank()}'s GPU", None
+        self.meter = self.sync = self.joules = self.t_start = self.t_end = None
+        try:
+            g = rank_gpu(comm)
+            self.gpu, self.reason, self.sync = g.gpu, g.reason, g.synchronize
+            if g.nvml_index is not None:
+                meter = GpuEnergyMeter(g.nvml_index)
+                if meter.mode == "counter":
+                    self.meter = meter
+                else:
+                    self.reason = (f"{nvml_energy_support(g.nvml_index)[1]}; a distributed "
+                                   f"solve reads only NVML's total-energy counter")
+        except Exception as e:
+            self.reason = f"could not find this rank's GPU in NVML: {_describe(e)}"
+
+    def _fail(self, e):
+        self.meter, self.joules = None, None
+        self.reason = f"reading NVML's energy counter failed: {_describe(e)}"
+
+    def start(self):
+        if self.meter is not None:
+            try:
+                self.sync()                 # the window opens on an idle GPU
+                self.meter.start()
+            except Exception as e:
+                self._fail(e)
+        self.t_start = time.perf_counter()
+        return self
+
+    def stop(self):
+        if self.meter is not None:
+            try:
+                self.sync()
+                self.t_end = time.perf_counter()
+                self.joules = self.meter.stop()
+            except Exception as e:
+                self._fail(e)
+        if self.t_end is None:
+            self.t_end = time.perf_counter()
+        return self
+
+    def record(self) -> dict:
+        if self.t_start is None or self.t_end is None:
+            return {"gpu": self.gpu, "joules": None, "t_start": 0.0, "t_end": 0.0,
+                    "reason": self.reason or "the solve did not run"}
+        return {"gpu": self.gpu, "joules": self.joules, "t_start": self.t_start,
+                "t_end": self.t_end, "reason": self.reason}
 
 
 # --------------------------------------------------------------------------- the driver
@@ -451,7 +569,7 @@ def _copy(v):
 
 
 def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-          variant="host", transport="mpi", format="auto", full_output=False):
+          variant="host", transport="mpi", format="auto", full_output=False, energy=False):
     """The distributed solve of ``method`` (see the module docstring). Collective."""
     t0 = time.perf_counter()
     if not isinstance(A, DistributedMatrix):
@@ -460,8 +578,10 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     comm = A.comm
     rank, size = comm.Get_rank(), comm.Get_size()
     sig, bv, x0v, dtype, inv_diag = _check(method, A, b, x0, rtol, atol, maxiter, M, callback,
-                                           variant, transport)
+                                           variant, transport, energy)
     _agree_signatures(comm.allgather(sig))
+    # every rank is here, checked: the window's device lookup is collective
+    window = EnergyWindow(comm) if energy else None
 
     tr, owned = make_transport(transport, comm)
     before = tr.stats.copy()
@@ -489,10 +609,16 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                              "jacobi" if inv_diag is not None else
                              ("callable" if psolve is not None else "none"),
                              inv_diag, psolve, rpsolve, cb, tr, space, format)
-        if bnorm == 0:                          # SciPy: a zero b returns zeros at once
-            outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
-        else:
-            outcome = VARIANTS[variant](job)
+        if window is not None:      # just after the all-reduce of ||b||: the windows open together
+            window.start()
+        try:
+            if bnorm == 0:                      # SciPy: a zero b returns zeros at once
+                outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
+            else:
+                outcome = VARIANTS[variant](job)
+        finally:
+            if window is not None and window.t_start is not None:
+                window.stop()
     except _Abort:
         pass
     except Exception as e:
@@ -508,7 +634,8 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                                    if getattr(outcome, "comm_timed", True) else None),
             "allreduce_seconds": stats.allreduce_seconds, "halo_seconds": stats.halo_seconds,
             "allreduce_calls": stats.allreduce_calls, "halo_calls": stats.halo_calls,
-            "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local}
+            "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local,
+            "energy": window.record() if window is not None else None}
     try:
         facts = comm.allgather(mine)              # the final status, and the report
     finally:
@@ -545,15 +672,18 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         bytes_sent=sum(f["bytes"] for f in facts),
         bytes_sent_per_rank=tuple(f["bytes"] for f in facts),
         rows_per_rank=tuple(f["rows"] for f in facts))
+    if energy:
+        report.energy_joules, report.energy_per_gpu, report.energy_note = aggregate_energy(
+            [f["energy"] for f in facts], ENERGY_MIN_SECONDS)
     return x, outcome.info, report
 
 
 def _make(method):
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-               variant="host", transport="mpi", format="auto", full_output=False):
+               variant="host", transport="mpi", format="auto", full_output=False, energy=False):
         return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                      callback=callback, variant=variant, transport=transport, format=format,
-                     full_output=full_output)
+                     full_output=full_output, energy=energy)
     m = method_table.get(method)
     solver.__name__ = solver.__qualname__ = method
     solver.__module__ = "dpsolve.distributed"
@@ -576,6 +706,12 @@ def _make(method):
         instance (left open; a named one is made for the call and closed at its end).
     format : the local part's SpMV format on the GPU ("auto": from its row statistics).
     full_output : also return a DistributedReport (the same on every rank).
+    energy : measure GPU energy (NVML's total-energy counter, J) over the solve: the report's
+        ``energy_joules`` (summed over the distinct GPUs: ranks sharing a GPU count it once,
+        with the reading of the rank whose window was longest), ``energy_per_gpu`` (by NVML
+        UUID) and ``energy_note`` (why there is no figure: no NVML, no counter, a solve
+        shorter than 0.25 s). GPU variants only: variant "host" raises ValueError on every rank.
+        Off by default (NVML reads cost milliseconds). Every rank must pass the same value.
 
     Returns (x_local, info) or (x_local, info, report); ``info`` as ``dpsolve.{method}``, the
     same on every rank{m.breakdown}.
