@@ -880,6 +880,28 @@ def _graph_refuses(ctx, ck):
                                callback=lambda x: None), "callback")
 
 
+@gpu_case("gpu-energy")
+def _gpu_energy(ctx, ck):
+    """energy=True on the GPU: NVML's counter read per rank, each physical GPU counted once
+    (ranks sharing this machine's GPUs), and a mean power a GPU can draw."""
+    import cupy
+
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(60, 60, 60, ctx.comm)
+    b = np.ones(DA.n_local)
+    _, info, rep = dd.cg(DA, b, rtol=1e-30, maxiter=3000, variant="cuda",
+                         transport=ctx.transport, energy=True, full_output=True)
+    gpus = min(ctx.size, cupy.cuda.runtime.getDeviceCount())
+    ck.that(rep.energy_joules is not None, f"no energy figure: {rep.energy_note}")
+    ck.that(len(rep.energy_per_gpu) == gpus, f"{len(rep.energy_per_gpu)} GPUs in the report "
+                                             f"for {ctx.size} ranks on {gpus} GPU(s)")
+    if rep.energy_joules is not None:
+        watts = rep.energy_joules / rep.wall_time / gpus
+        ck.that(20 < watts < 1200, f"mean power {watts:.0f} W per GPU over the solve")
+        ck.note(f"{rep.energy_joules:.2f} J over {rep.wall_time:.2f} s on {gpus} GPU(s): "
+                f"{watts:.0f} W; it={rep.iterations}")
+
+
 @gpu_case("gpu-halo-spmv")
 def _gpu_halo_spmv(ctx, ck):
     """The GPU halo SpMV (HaloMatrix over the launch's transport) against the host one

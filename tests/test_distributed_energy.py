@@ -132,15 +132,16 @@ def fake_gpu(monkeypatch):
     that ``energy=True`` runs its whole path on the CPU. Returns the synchronize calls' list."""
     import dpsolve._device
     from dpsolve._device import DeviceStatus
+    from dpsolve.distributed import energy as energy_mod
     from dpsolve.distributed import solvers
     syncs = []
     FakeMeter.made = []
     monkeypatch.setitem(solvers.VARIANTS, "fake-gpu", solvers.run_host)
     monkeypatch.setattr(solvers, "GPU_VARIANTS", solvers.GPU_VARIANTS + ("fake-gpu",))
     monkeypatch.setattr(dpsolve._device, "status", lambda: DeviceStatus(True, name="fake"))
-    monkeypatch.setattr(solvers, "rank_gpu", lambda comm: solvers.RankGpu(
+    monkeypatch.setattr(energy_mod, "rank_gpu", lambda comm: energy_mod.RankGpu(
         "GPU-fake-uuid", 3, None, lambda: syncs.append(comm.Get_rank())))
-    monkeypatch.setattr(solvers, "GpuEnergyMeter", FakeMeter)
+    monkeypatch.setattr(energy_mod, "GpuEnergyMeter", FakeMeter)
     monkeypatch.setattr(solvers, "ENERGY_MIN_SECONDS", 0.0)   # the solve is short
     return syncs
 
@@ -175,9 +176,9 @@ def test_energy_flows_to_the_report(fake_gpu, method):
 
 @needs_mpi4py
 def test_a_gpu_without_the_counter_reports_why(fake_gpu, monkeypatch):
-    from dpsolve.distributed import solvers
+    from dpsolve.distributed import energy as energy_mod
     monkeypatch.setattr(FakeMeter, "mode", "sampling")
-    monkeypatch.setattr(solvers, "nvml_energy_support",
+    monkeypatch.setattr(energy_mod, "nvml_energy_support",
                         lambda i: (False, f"no energy counter on device {i}"))
     dd, D, b = _system()
     _, info, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
@@ -190,9 +191,9 @@ def test_a_gpu_without_the_counter_reports_why(fake_gpu, monkeypatch):
 
 @needs_mpi4py
 def test_no_nvml_and_a_failing_lookup_report_why(fake_gpu, monkeypatch):
-    from dpsolve.distributed import solvers
+    from dpsolve.distributed import energy as energy_mod
     dd, D, b = _system()
-    monkeypatch.setattr(solvers, "rank_gpu", lambda comm: solvers.RankGpu(
+    monkeypatch.setattr(energy_mod, "rank_gpu", lambda comm: energy_mod.RankGpu(
         "node7:0000:3B:00.0", None, "NVML is not available", lambda: None))
     _, _, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
     assert FakeMeter.made == []
@@ -201,7 +202,7 @@ def test_no_nvml_and_a_failing_lookup_report_why(fake_gpu, monkeypatch):
 
     def broken(comm):
         raise RuntimeError("no CUDA device")
-    monkeypatch.setattr(solvers, "rank_gpu", broken)
+    monkeypatch.setattr(energy_mod, "rank_gpu", broken)
     x, info, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
     assert info == 0 and rep.energy_joules is None
     assert rep.energy_note == ("rank 0: could not find this rank's GPU in NVML: "
@@ -280,7 +281,7 @@ def fake_cupy(monkeypatch):
 
 def test_rank_gpu_finds_the_nvml_index_by_pci_bus_id(fake_cupy, monkeypatch):
     import dpsolve.measure
-    from dpsolve.distributed.solvers import rank_gpu
+    from dpsolve.distributed.energy import rank_gpu
     buses, synced = fake_cupy
     monkeypatch.setattr(dpsolve.measure, "_nvml", lambda: FakeNvml())
     g = rank_gpu(None)
@@ -298,7 +299,7 @@ def test_rank_gpu_without_nvml(fake_cupy, monkeypatch):
     import socket
 
     import dpsolve.measure
-    from dpsolve.distributed.solvers import rank_gpu
+    from dpsolve.distributed.energy import rank_gpu
     monkeypatch.setattr(dpsolve.measure, "_nvml", lambda: None)
     g = rank_gpu(None)
     assert g.nvml_index is None and g.gpu == f"{socket.gethostname()}:0000:5E:00.0"
