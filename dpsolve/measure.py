@@ -79,6 +79,28 @@ def nvml_handle(device_index=0):
         return None
 
 
+def nvml_index_of(cuda_device: int | None = None) -> int:
+    """NVML's index of this process's CUDA device ``cuda_device`` (None: CuPy's current one; 0
+    without CuPy). NVML numbers the host's GPUs
+    in PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so the two indices differ wherever a
+    process sees a subset of the GPUs (one rank per GPU, a scheduler's allocation). Found by
+    PCI bus id; where that lookup is impossible, the CUDA index itself."""
+    try:
+        import cupy
+    except ImportError:
+        return cuda_device or 0
+    if cuda_device is None:
+        cuda_device = cupy.cuda.Device().id
+    nv = _nvml()
+    if nv is None:
+        return cuda_device
+    try:
+        pci = cupy.cuda.runtime.deviceGetPCIBusId(cuda_device)
+        return int(nv.nvmlDeviceGetIndex(nv.nvmlDeviceGetHandleByPciBusId(pci)))
+    except Exception:
+        return cuda_device
+
+
 def nvml_energy_support(device_index=0):
     """(supported, detail) for NVML's total-energy counter on this device."""
     nv = _nvml()
@@ -208,7 +230,7 @@ def measure_window(solve, seconds=2.0, warmup=1, sync=None, max_reps=100000, on_
         result = solve()
     if sync:
         sync()
-    meter = GpuEnergyMeter()
+    meter = GpuEnergyMeter(nvml_index_of())
     meter.start()
     reps = 0
     with Stopwatch() as sw:

@@ -304,3 +304,22 @@ def test_rank_gpu_without_nvml(fake_cupy, monkeypatch):
     g = rank_gpu(None)
     assert g.nvml_index is None and g.gpu == f"{socket.gethostname()}:0000:5E:00.0"
     assert g.reason.startswith("NVML is not available")
+
+
+def test_single_gpu_meter_index_is_nvml_s_by_pci_bus_id(fake_cupy, monkeypatch):
+    """The single-GPU energy meter's device (measure.nvml_index_of): CUDA device 0 of a
+    process that sees only the host's second GPU is NVML's index 1; a bus NVML does not list,
+    or no NVML, falls back to the CUDA index."""
+    from types import SimpleNamespace
+
+    import dpsolve.measure
+    buses, _ = fake_cupy
+    import sys
+    sys.modules["cupy"].cuda.Device = lambda d=None: SimpleNamespace(id=0)
+    monkeypatch.setattr(dpsolve.measure, "_nvml", lambda: FakeNvml())
+    assert dpsolve.measure.nvml_index_of(0) == 1
+    assert dpsolve.measure.nvml_index_of() == 1               # CuPy's current device
+    buses[0] = "0000:AF:00.0"
+    assert dpsolve.measure.nvml_index_of(0) == 0
+    monkeypatch.setattr(dpsolve.measure, "_nvml", lambda: None)
+    assert dpsolve.measure.nvml_index_of(0) == 0

@@ -23,7 +23,7 @@ from ..cuda import abi, ops
 from ..cuda.executor import Executor
 from ..formats import FORMATS
 from .._setup import Readback, resources, scaled_norm, wait
-from ..measure import GpuEnergyMeter, Stopwatch, no_rapl
+from ..measure import GpuEnergyMeter, Stopwatch, no_rapl, nvml_index_of
 from .base import Backend, Run
 
 SCHED_SPIN, SCHED_BLOCKING, SCHED_MASK = 1, 4, 7
@@ -389,7 +389,7 @@ class GpuBackend(Backend):
                 lambda xk: callback(xk.get() if hasattr(xk, "get") else xk))
         res = resources()
         # energy only on request: an NVML read costs milliseconds of host time
-        meter = GpuEnergyMeter(cupy.cuda.Device().id) if energy else None
+        meter = GpuEnergyMeter(nvml_index_of()) if energy else None
         t_start, t_end = res.t_start, res.t_end
         ex = state.ex
         launches0 = ex.launches
