@@ -14,6 +14,7 @@ class DistributedReport:
     dtype: str
     n: int                               # global order
     nnz: int                             # global stored entries
+    single_reduction: bool = False       # cg: the single-reduction CG (one all-reduce an iteration)
     iterations: int | None = None
     info: int | None = None
     converged: bool | None = None
@@ -42,7 +43,8 @@ class DistributedReport:
             return "n/a" if v is None else f"{v:{spec}}"
         share = (f" ({100 * self.comm_time / self.wall_time:.0f} %)"
                  if self.wall_time and self.comm_time is not None else "")
-        return (f"{self.method}/{self.variant}/{self.transport} {self.ranks} rank"
+        method = self.method + (" (single reduction)" if self.single_reduction else "")
+        return (f"{method}/{self.variant}/{self.transport} {self.ranks} rank"
                 f"{'s' if self.ranks != 1 else ''} {self.dtype} n={self.n} nnz={self.nnz}: "
                 f"info={self.info} it={self.iterations} |r|={num(self.residual_norm)} "
                 f"wall={human_time(self.wall_time)} comm={human_time(self.comm_time)}{share} "
