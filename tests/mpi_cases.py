@@ -721,6 +721,95 @@ def _m_raises(ctx, ck):
     still_works(comm, ck)
 
 
+# --------------------------------------------------------------------------- cases: cg1
+# The single-reduction CG (dd.cg(..., single_reduction=True); dpsolve/methods/cg1), variant host.
+def _cg1_solve(ctx, ck, dtype, M=None, partition=None):
+    """Against the serial reference cg1 on the global system: info, iterations (+-2: other sums),
+    x; bit for bit on one rank; one all-reduce per iteration (||b||, x0.any(), the set-up's dots,
+    one per iteration, the true residual: iterations + 4, and 3 more per restart)."""
+    import dpsolve.distributed as dd
+    from dpsolve.methods.cg1.reference import cg1
+    comm = ctx.comm
+    A, b = problem("cg", dtype)
+    part = dd.Partition.from_sizes(partition) if partition is not None else None
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm, partition=part)
+    rtol = rtol_of(dtype)
+    x, info, rep = dd.cg(DA, mine(b, DA), rtol=rtol, M=M, full_output=True,
+                         single_reduction=True)
+    inv = (1.0 / A.diagonal()).astype(dtype)
+    xs, infos, its_s = cg1(A.__matmul__, b, np.zeros_like(b),
+                           atol=rtol * float(np.linalg.norm(b)), maxiter=10 * A.shape[0],
+                           psolve=(lambda r: inv * r) if M else None)
+    ck.that(same_everywhere(comm, (info, rep.iterations, rep.residual_norm)),
+            "info / iterations / residual differ by rank")
+    ck.that(info == infos == 0, f"info {info}, serial cg1 {infos}")
+    ck.that(abs(rep.iterations - its_s) <= 2, f"{rep.iterations} iterations, serial {its_s}")
+    err = float(np.abs(x - mine(xs, DA)).max(initial=0.0)) / float(np.abs(xs).max())
+    ck.that(err <= (1e-10 if np.dtype(dtype).char in "dD" else 1e-4),
+            f"x differs from the serial cg1's by {err:.3g}")
+    if ctx.size == 1 and partition is None:
+        ck.that(np.array_equal(x, xs) and rep.iterations == its_s,
+                "one rank is not bit for bit the serial cg1")
+    ck.that(rep.single_reduction and rep.method == "cg", "the report does not say cg1")
+    ck.that(rep.allreduce_calls == rep.iterations + 4 + 3 * rep.restarts,
+            f"{rep.allreduce_calls} all-reduces for {rep.iterations} iterations "
+            f"({rep.restarts} restarts)")
+    ck.note(f"cg1 {np.dtype(dtype).name} M={M}: it={rep.iterations} (serial {its_s}) "
+            f"allreduce={rep.allreduce_calls} err={err:.2g}")
+
+
+@case("cg1")
+def _cg1(ctx, ck):
+    for dtype in ("float32", "float64", "complex128"):
+        for M in (None, "jacobi"):
+            _cg1_solve(ctx, ck, dtype, M)
+    for sizes in partitions_for(ctx.size, 81):
+        _cg1_solve(ctx, ck, "float64", "jacobi", partition=sizes)
+
+
+@case("cg1-dots")
+def _cg1_dots(ctx, ck):
+    """DistributedSpace.dots over the ranks: one all-reduce, each value the bits of a separate
+    dot (rank-order sums, slot by slot)."""
+    import dpsolve.distributed as dd
+    n = 1000
+    part = dd.Partition.even(n, ctx.size)
+    lo, hi = part.rows(ctx.rank)
+    rng = np.random.default_rng(11)
+    for dtype in ("float32", "float64", "complex128"):
+        vs = []
+        for _ in range(3):
+            v = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)
+            if np.dtype(dtype).kind == "c":
+                v = v + 1j * rng.standard_normal(n)
+            vs.append(v.astype(dtype)[lo:hi])
+        r, u, w = vs
+        tr = dd.MpiTransport(ctx.comm)
+        space = dd.DistributedSpace(tr, ctx.rank, ctx.size, dtype)
+        got = space.dots([(r, u), (u, w), (r, r)])
+        ck.that(tr.stats.allreduce_calls == 1, f"{dtype}: dots made "
+                f"{tr.stats.allreduce_calls} all-reduces")
+        want = [space.dot(r, u), space.dot(u, w), space.dot(r, r)]
+        ck.that([g.tobytes() for g in got] == [v.tobytes() for v in want],
+                f"{dtype}: dots {got} != dot {want}")
+        ck.that(same_everywhere(ctx.comm, [g.tobytes() for g in got]),
+                f"{dtype}: dots differ by rank")
+
+
+@case("bad-cg1-mix", min_ranks=2)
+def _bad_cg1_mix(ctx, ck):
+    import dpsolve.distributed as dd
+    DA = dd.DistributedMatrix.laplace3d(3, 3, 3, ctx.comm)
+    b = np.ones(DA.n_local)
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, b, single_reduction=ctx.rank == 0),
+                 "ranks disagree on single_reduction")
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.solve("bicg", DA, b, single_reduction=True),
+                 "single_reduction is a keyword of cg only")
+    still_works(ctx.comm, ck)
+
+
 # --------------------------------------------------------------------------- the runner
 def _has_gpu():
     from dpsolve._device import status
@@ -962,6 +1051,75 @@ def _gpu_bad_nan(ctx, ck):
         b_loc[0] = np.nan
     expect_error(ctx.comm, ck, ValueError,
                  lambda: dd.cg(DA, b_loc, variant="cuda", transport=ctx.transport), "NaN")
+
+
+# ---- the single-reduction CG (dd.cg(..., single_reduction=True), dpsolve/methods/cg1/gpu.py)
+# on variant cuda: against the single-GPU CG (dpsolve.cg, variant cuda) of the same system, which
+# it equals in exact arithmetic; ONE all-reduce per iteration: ||b|| (host), the set-up's one,
+# one per iteration, the true residual (host) -- iterations + 3, and 2 more per restart -- where
+# the standard CG makes 2 per iteration (3 with Jacobi).
+def _gpu_cg1_case(ctx, ck, dtype, *, M=None, partition=None, laplace=None):
+    import cupy
+
+    import dpsolve
+    import dpsolve.distributed as dd
+    from dpsolve.matrices import laplace_3d
+    comm = ctx.comm
+    if laplace:
+        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
+        b = (A @ np.ones(A.shape[0])).astype(dtype)
+        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
+    else:
+        A, b = problem("cg", dtype)
+        part = dd.Partition.from_sizes(partition) if partition is not None else None
+        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
+                                              partition=part)
+    b_loc = mine(b, DA).copy()
+    kw = dict(rtol=rtol_of(dtype), M=M)
+    x, info, rep = dd.cg(DA, b_loc, full_output=True, variant="cuda", transport=ctx.transport,
+                         single_reduction=True, **kw)
+    _, _, std = dd.cg(DA, b_loc, full_output=True, variant="cuda", transport=ctx.transport,
+                      **kw)
+    xs, infos, reps = dpsolve.cg(A, b, variant="cuda", full_output=True, **kw)
+    ck.that(same_everywhere(comm, (info, rep.iterations, rep.residual_norm)), "report by rank")
+    ck.that(info == infos == 0, f"info {info}, single GPU {infos}")
+    ck.that(isinstance(x, np.ndarray) and x.dtype == np.dtype(dtype), "NumPy in, NumPy out")
+    scale = float(np.abs(xs).max())
+    err = float(np.abs(x - mine(xs, DA)).max(initial=0.0)) / scale
+    f64 = np.dtype(dtype).char in "dD"
+    # one iteration more or fewer moves x by its last correction, ~ cond * rtol
+    bound = (1e-9 if rep.iterations == reps.iterations else 1e-6) if f64 else 2e-3
+    ck.that(err <= bound, f"x differs from the single-GPU CG's by {err:.3g}")
+    ck.that(abs(rep.iterations - reps.iterations) <= (1 if f64 else 3),
+            f"{rep.iterations} iterations, single-GPU CG {reps.iterations}")
+    ck.that(rep.residual_norm <= rep.tolerance,
+            f"true residual {rep.residual_norm:.3g} above {rep.tolerance:.3g}")
+    ck.that(rep.single_reduction and rep.variant == "cuda" and rep.method == "cg",
+            "report names")
+    want = rep.iterations + 3 + 2 * rep.restarts
+    ck.that(rep.allreduce_calls == want,
+            f"{rep.allreduce_calls} all-reduces, expected {want} (iterations + 3, "
+            f"{rep.restarts} restarts)")
+    ck.that(std.iterations < 3 or std.allreduce_calls > rep.allreduce_calls,
+            f"standard CG: {std.allreduce_calls} all-reduces, cg1: {rep.allreduce_calls}")
+    cupy.cuda.Device().synchronize()
+    ck.note(f"cg1 {np.dtype(dtype).name} M={M}: it={rep.iterations} (single GPU "
+            f"{reps.iterations}) allreduce={rep.allreduce_calls} (standard "
+            f"{std.allreduce_calls} for {std.iterations} it) err={err:.2g}")
+
+
+for _dt in ("float32", "float64"):
+    gpu_case(f"gpu-cg1-{_dt}")(lambda ctx, ck, dt=_dt: _gpu_cg1_case(ctx, ck, dt))
+    gpu_case(f"gpu-cg1-jacobi-{_dt}")(
+        lambda ctx, ck, dt=_dt: _gpu_cg1_case(ctx, ck, dt, M="jacobi"))
+gpu_case("gpu-cg1-laplace")(
+    lambda ctx, ck: _gpu_cg1_case(ctx, ck, "float64", M="jacobi", laplace=20))
+
+
+@gpu_case("gpu-cg1-partitions")
+def _gpu_cg1_partitions(ctx, ck):
+    for sizes in partitions_for(ctx.size, 81):
+        _gpu_cg1_case(ctx, ck, "float64", M="jacobi", partition=sizes)
 
 
 class Ctx:

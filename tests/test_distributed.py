@@ -544,6 +544,9 @@ def test_one_rank_errors_and_inputs_untouched():
      "variant 'graph' runs the whole loop on the GPU and cannot call a Python callback"),
     (lambda dd, D, b: dd.cg(D, b, variant="graph", M=lambda r: r),
      "variant 'graph' takes M=None or 'jacobi'"),
+    (lambda dd, D, b: dd.cg(D, b, variant="graph", single_reduction=True),
+     "variant 'graph' captures the two-reduction CG; single_reduction runs on variants 'cuda' "
+     "and 'host'"),
 ])
 def test_graph_variant_says_what_it_needs(call, message):
     """Variant graph's limits are named before any work, with what to use instead (here with

@@ -85,6 +85,9 @@ SOURCES = {
                               "bicgstab_merge_r<{T}>", "bicgstab_merge_rho<{T}>")
                              + tuple(f"bicgstab_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)
                              + tuple(f"bicgstab_spmv_dot2<{{T}}, {w}>" for w in FUSED_CODES)),
+    # the single-reduction CG (dpsolve/methods/cg1/gpu.py): one all-reduce per iteration
+    "cg1": Source("cg1.cu", ("cg1_update<{T}>", "cg1_finish<{T}>", "cg1_start<{T}>",
+                             "cg1_step<{T}>")),
     # distributed SpMV around the local product (dpsolve/distributed/gpu.py)
     "halo": Source("halo.cu", ("halo_pack<{T}>", "halo_add<{T}>")),
     # variant "graph": the loop control of the conditional-WHILE graph (rdc:

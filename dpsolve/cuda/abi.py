@@ -71,6 +71,10 @@ DPS_SLOT_TS = 15
 DPS_SLOT_TT = 16
 DPS_SLOT_SS = 17
 DPS_SLOT_PENDING = 18
+# the single-reduction CG's (cg1.cu): reduced by one all-reduce of the three, so adjacent
+DPS_SLOT_CG1_GAMMA = 19
+DPS_SLOT_CG1_DELTA = 20
+DPS_SLOT_CG1_RR = 21
 
 _DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(\S+)")
 
@@ -105,6 +109,10 @@ def compare(header: dict, python: dict) -> list[str]:
                             f"{python[name]!r}")
     if python.get("DPS_SLOT_STATUS") != python.get("DPS_SLOT_TAU", -2) + 1:
         problems.append("DPS_SLOT_STATUS must be DPS_SLOT_TAU + 1 (graph.cu reads them as a pair)")
+    g = python.get("DPS_SLOT_CG1_GAMMA", -3)
+    if (python.get("DPS_SLOT_CG1_DELTA"), python.get("DPS_SLOT_CG1_RR")) != (g + 1, g + 2):
+        problems.append("DPS_SLOT_CG1_DELTA and DPS_SLOT_CG1_RR must follow DPS_SLOT_CG1_GAMMA "
+                        "(cg1 all-reduces the three as one view)")
     slots = [v for k, v in python.items() if k.startswith("DPS_SLOT_")]
     if len(set(slots)) != len(slots) or any(not 0 <= s < python.get("DPS_SLOTS", 0)
                                             for s in slots):

@@ -140,6 +140,12 @@ class Executor:
         """out[0] = ||x|| on the device (two kernels)."""
         ops.nrm2(x, out, self.partials, self.stream)
 
+    def allreduce_slots(self, view) -> None:
+        """Sum the k adjacent scalar slots of ``view`` (a device view of ``GpuState.scal``) over
+        the ranks of a distributed solve, in ONE all-reduce: a no-op on one GPU, whose local
+        sums are the global ones (the single-reduction CG reduces its three inner products
+        so; ``dpsolve/distributed/gpu.py``'s executor all-reduces them)."""
+
     def axpy(self, alpha, x, y, sign=1.0) -> None:
         """y += sign * alpha[0] x."""
         ops.axpy(alpha, x, y, sign=sign, stream=self.stream)

@@ -190,20 +190,31 @@ class DistributedExecutor(Executor):
             self._host = np.frombuffer(self._pinned, dt, 1)
 
     def allreduce(self, out) -> None:
-        """out[0] summed over the ranks (``out`` a 1-element device view)."""
+        """out summed over the ranks, element by element, in one all-reduce (``out`` a device
+        view of k >= 1 adjacent values)."""
         if self.device_side:
             self.transport.stream = self.stream     # this executor's stream at the call
             self.transport.allreduce(out)
             return
         import cupy
+        k = out.size
+        if self._host.size < k:              # the pinned staging slots, grown to the widest view
+            self._pinned = cupy.cuda.alloc_pinned_memory(out.nbytes)
+            self._host = np.frombuffer(self._pinned, self._host.dtype, k)
+        host = self._host[:k]
         rt = cupy.cuda.runtime
-        rt.memcpyAsync(self._host.ctypes.data, out.data.ptr, out.nbytes,
+        rt.memcpyAsync(host.ctypes.data, out.data.ptr, out.nbytes,
                        rt.memcpyDeviceToHost, self.stream.ptr)
         self.stream.synchronize()
-        self.transport.allreduce(self._host)
-        rt.memcpyAsync(out.data.ptr, self._host.ctypes.data, out.nbytes,
+        self.transport.allreduce(host)
+        rt.memcpyAsync(out.data.ptr, host.ctypes.data, out.nbytes,
                        rt.memcpyHostToDevice, self.stream.ptr)
-        self.stream.synchronize()            # the pinned slot is reused by the next call
+        self.stream.synchronize()            # the pinned slots are reused by the next call
+
+    def allreduce_slots(self, view) -> None:
+        """The k adjacent scalar slots of ``view`` summed over the ranks in ONE all-reduce (the
+        single-reduction CG's three), in order with the kernels (a host call when recorded)."""
+        host_call(lambda: self.allreduce(view))
 
     def dot(self, x, y, out) -> None:
         super().dot(x, y, out)
@@ -361,7 +372,8 @@ def run_cuda(job, *, sync: str = "polling"):
         raise ValueError("variant 'cuda' of a distributed solve takes M=None or 'jacobi'")
     select_device(job.A.comm)
     st, fmt = _device_state(job, job.A, job.format, job.transport)
-    fn = method_table.implementation(job.method, "cuda")
+    fn = (method_table.resolve("dpsolve.methods.cg1.gpu:cg1_cuda") if job.single_reduction
+          else method_table.implementation(job.method, "cuda"))
     with st.stream:                      # ordered before the solve's kernels
         x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
     backend = CudaBackend()

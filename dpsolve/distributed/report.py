@@ -16,6 +16,7 @@ class DistributedReport:
     dtype: str
     n: int                               # global order
     nnz: int                             # global stored entries
+    single_reduction: bool = False       # cg: the single-reduction CG (one all-reduce an iteration)
     iterations: int | None = None
     info: int | None = None
     converged: bool | None = None
@@ -56,7 +57,8 @@ class DistributedReport:
             energy = f" E_gpu={self.energy_joules:.3g} J ({g} GPU{'s' if g != 1 else ''})"
         elif self.energy_note:
             energy = f" E_gpu=n/a ({self.energy_note})"
-        return (f"{self.method}/{self.variant}/{self.transport} {self.ranks} rank"
+        method = self.method + (" (single reduction)" if self.single_reduction else "")
+        return (f"{method}/{self.variant}/{self.transport} {self.ranks} rank"
                 f"{'s' if self.ranks != 1 else ''} {self.dtype} n={self.n} nnz={self.nnz}: "
                 f"info={self.info} it={self.iterations} |r|={num(self.residual_norm)} "
                 f"wall={human_time(self.wall_time)} comm="

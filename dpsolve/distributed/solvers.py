@@ -17,10 +17,10 @@ the same bits, whatever the timing. On one rank the result is bit for bit the se
 Errors never leave a rank behind:
 
 * Before any work, one all-gather of every rank's signature (method, variant, transport, working
-  dtype, global n and partition, rtol, atol, maxiter, preconditioner, and the rank's own checks:
-  the length of its b and x0, NaN/Inf in them or in its rows of A, a zero diagonal entry for
-  Jacobi). Any disagreement or bad value raises the same ValueError on every rank, naming the
-  problem and the rank(s).
+  dtype, global n and partition, rtol, atol, maxiter, preconditioner, single_reduction, and the
+  rank's own checks: the length of its b and x0, NaN/Inf in them or in its rows of A, a zero
+  diagonal entry for Jacobi). Any disagreement or bad value raises the same ValueError on every
+  rank, naming the problem and the rank(s).
 * A user callback or preconditioner that raises on one rank: that rank records the exception
   and stops calling user code; each all-reduce carries one extra slot with the ranks' error
   flags, so every rank stops at the next one, and a final all-gather after the solve catches an
@@ -75,10 +75,11 @@ class DistributedSpace:
 
     ``dot``, ``norm`` and ``any`` each make one all-reduce through ``transport`` of a float64
     buffer holding this rank's partial (the real and imaginary parts for complex data) plus one
-    error-flag slot. The partials are this rank's NumPy dot / sum of squares in the working
-    dtype (as the serial solver computes them), summed over the ranks in float64 in rank order
-    (``MpiTransport.allreduce``), then rounded to the working dtype: on one rank, bit for bit
-    the serial result.
+    error-flag slot; ``dots`` makes one for several inner products (the single-reduction
+    CG's), each the bits of a separate ``dot``. The partials are this rank's NumPy dot / sum of
+    squares in the working dtype (as the serial solver computes them), summed over the ranks in
+    float64 in rank order (``MpiTransport.allreduce``), then rounded to the working dtype: on
+    one rank, bit for bit the serial result.
 
     ``dot_accurate``: each rank writes the exact value of its local sum of products as a
     nonoverlapping expansion of doubles (``hi, lo, ...``, found with ``math.fsum``: the
@@ -111,11 +112,19 @@ class DistributedSpace:
         return buf[:-1]
 
     def dot(self, a, b):
-        local = (np.vdot if self.complex else np.dot)(a, b)
+        return self.dots([(a, b)])[0]
+
+    def dots(self, pairs):
+        """[<a, b> for (a, b) in pairs] in one all-reduce of all the partials (the flag slot
+        once): each the bits of a separate ``dot``, since the sum over the ranks is taken slot by
+        slot in the same order."""
+        f = np.vdot if self.complex else np.dot
+        local = [f(a, b) for a, b in pairs]
         if self.complex:
-            s = self.reduce([local.real, local.imag])
-            return type(local)(complex(s[0], s[1]))
-        return type(local)(self.reduce([local])[0])
+            s = self.reduce([v for c in local for v in (c.real, c.imag)])
+            return [type(c)(complex(s[2 * i], s[2 * i + 1])) for i, c in enumerate(local)]
+        s = self.reduce(local)
+        return [type(c)(s[i]) for i, c in enumerate(local)]
 
     def norm(self, r):
         # np.linalg.norm's own sum of squares, so one rank gives exactly the serial norm
@@ -184,6 +193,7 @@ class DistributedJob:
     (``psolve``/``rpsolve``, already guarded); ``callback`` (guarded) takes the local x.
     ``space`` carries the error flag: a variant's own collectives should all-reduce through
     ``space.reduce`` (or set and send the flag likewise) so that an error stops every rank.
+    ``single_reduction`` (cg only): run Chronopoulos & Gear's CG, one all-reduce per iteration.
     """
     method: str
     A: DistributedMatrix
@@ -200,6 +210,7 @@ class DistributedJob:
     transport: Transport
     space: DistributedSpace
     format: str = "auto"          # the GPU variants' SpMV format of the local part
+    single_reduction: bool = False   # cg: the single-reduction CG (dpsolve/methods/cg1)
 
     def initial_x(self):
         return self.x0.copy() if self.x0 is not None else np.zeros(self.A.n_local, self.dtype)
@@ -216,9 +227,13 @@ class Outcome:
 
 def run_host(job: DistributedJob) -> Outcome:
     """The ``host`` variant: the reference solver with the distributed space and SpMV, and
-    dpsolve's restarts from the true residual (``dpsolve._frontend.restarted``)."""
+    dpsolve's restarts from the true residual (``dpsolve._frontend.restarted``); with
+    ``job.single_reduction``, ``dpsolve.methods.cg1``'s reference."""
     A, tr, space = job.A, job.transport, job.space
-    solver = method_table.get(job.method).reference_solver()
+    if job.single_reduction:
+        from ..methods.cg1.reference import cg1 as solver
+    else:
+        solver = method_table.get(job.method).reference_solver()
 
     def matvec(v):
         return A.matvec(v, tr)
@@ -293,7 +308,7 @@ def _describe(exc) -> str:
 
 
 def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
-           energy=False):
+           energy=False, single_reduction=False):
     """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag).
     Never raises: the problems go into the signature, for :func:`_agree_signatures`."""
     problems = []
@@ -349,6 +364,13 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         problems.append(f"maxiter must be a positive integer or None, got {maxiter!r}")
     if callback is not None and not callable(callback):
         problems.append(f"callback must be callable, got {type(callback).__name__}")
+    if not isinstance(single_reduction, (bool, np.bool_)):
+        problems.append(f"single_reduction must be True or False, got {single_reduction!r}")
+    elif single_reduction and method != "cg":
+        problems.append(f"single_reduction is a keyword of cg only, not of {method}")
+    elif single_reduction and variant == "graph":
+        problems.append("variant 'graph' captures the two-reduction CG; single_reduction runs "
+                        "on variants 'cuda' and 'host'")
     start, stop = A.partition.rows(A.rank)
     if n_local != stop - start or A.remote.shape != (n_local, A.ghosts.size):
         problems.append(f"A holds {n_local} rows, but its partition gives this rank "
@@ -408,7 +430,11 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         "maxiter": maxiter if isinstance(maxiter, numbers.Integral) or maxiter is None
         else repr(maxiter),
         "M": kind, "energy": bool(energy) if isinstance(energy, (bool, np.bool_))
-        else repr(energy), "problems": "; ".join(problems) or None,
+        else repr(energy),
+        "single_reduction": (bool(single_reduction)
+                             if isinstance(single_reduction, (bool, np.bool_))
+                             else repr(single_reduction)),
+        "problems": "; ".join(problems) or None,
     }
     return sig, bv, x0v, dtype, inv_diag
 
@@ -417,7 +443,7 @@ _AGREE = (("method", "method"), ("variant", "variant"), ("transport", "transport
           ("dtype", "the working dtype"), ("n", "the global n"), ("ranks", "the number of ranks"),
           ("partition", "the partition (digest of its row offsets)"), ("rtol", "rtol"),
           ("atol", "atol"), ("maxiter", "maxiter"), ("M", "the preconditioner kind"),
-          ("energy", "energy"))
+          ("energy", "energy"), ("single_reduction", "single_reduction"))
 
 
 def _agree_signatures(sigs):
@@ -471,8 +497,10 @@ def _copy(v):
 
 
 def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-          variant="host", transport="mpi", format="auto", full_output=False, energy=False):
-    """The distributed solve of ``method`` (see the module docstring). Collective."""
+          variant="host", transport="mpi", format="auto", full_output=False, energy=False,
+          single_reduction=False):
+    """The distributed solve of ``method`` (see the module docstring). Collective.
+    ``single_reduction`` (cg only): Chronopoulos & Gear's CG, one all-reduce per iteration."""
     t0 = time.perf_counter()
     if not isinstance(A, DistributedMatrix):
         raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
@@ -480,7 +508,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     comm = A.comm
     rank, size = comm.Get_rank(), comm.Get_size()
     sig, bv, x0v, dtype, inv_diag = _check(method, A, b, x0, rtol, atol, maxiter, M, callback,
-                                           variant, transport, energy)
+                                           variant, transport, energy, single_reduction)
     _agree_signatures(comm.allgather(sig))
     # every rank is here, checked: the window's device lookup is collective
     window = EnergyWindow(comm) if energy else None
@@ -510,7 +538,8 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
                              ("callable" if psolve is not None else "none"),
-                             inv_diag, psolve, rpsolve, cb, tr, space, format)
+                             inv_diag, psolve, rpsolve, cb, tr, space, format,
+                             bool(single_reduction))
         if window is not None:      # just after the all-reduce of ||b||: the windows open together
             window.start()
         try:
@@ -565,6 +594,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     report = DistributedReport(
         method=method, variant=variant, transport=tr.name, ranks=size, dtype=dtype.name,
         n=A.n, nnz=sum(f["nnz"] for f in facts), iterations=outcome.iterations,
+        single_reduction=bool(single_reduction),
         info=outcome.info, converged=outcome.info == 0, residual_norm=outcome.residual_norm,
         tolerance=tol, restarts=outcome.restarts, wall_times=walls, comm_times=comms,
         wall_time=max(walls), comm_time=None if None in comms else max(comms),
@@ -581,14 +611,32 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
 
 
 def _make(method):
-    def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-               variant="host", transport="mpi", format="auto", full_output=False, energy=False):
-        return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                     callback=callback, variant=variant, transport=transport, format=format,
-                     full_output=full_output, energy=energy)
+    if method == "cg":
+        def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+                   variant="host", transport="mpi", format="auto", full_output=False,
+                   energy=False, single_reduction=False):
+            return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                         callback=callback, variant=variant, transport=transport, format=format,
+                         full_output=full_output, energy=energy,
+                         single_reduction=single_reduction)
+    else:
+        def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+                   variant="host", transport="mpi", format="auto", full_output=False,
+                   energy=False):
+            return solve(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                         callback=callback, variant=variant, transport=transport, format=format,
+                         full_output=full_output, energy=energy)
     m = method_table.get(method)
     solver.__name__ = solver.__qualname__ = method
     solver.__module__ = "dpsolve.distributed"
+    single = ("""
+    single_reduction : run the single-reduction CG (Chronopoulos & Gear 1989; PETSc's
+        ``-ksp_cg_single_reduction``, ``dpsolve/methods/cg1``): the inner products of an
+        iteration in ONE all-reduce, where CG makes two (three with M). The same iterates in
+        exact arithmetic; in rounding, counts within the spread rounding alone gives CG's
+        (s3rmt3m3 with Jacobi: 12,420 against 12,421). Every rank must pass the same value;
+        the report's ``single_reduction`` says it.""" if method == "cg"
+              else "")
     solver.__doc__ = f"""Solve ``A x = b`` with {m.title}, distributed over the ranks of
     ``A.comm`` (collective: call it on every rank).
 
@@ -613,7 +661,7 @@ def _make(method):
         with the reading of the rank whose window was longest), ``energy_per_gpu`` (by NVML
         UUID) and ``energy_note`` (why there is no figure: no NVML, no counter, a solve
         shorter than 0.25 s). GPU variants only: variant "host" raises ValueError on every rank.
-        Off by default (NVML reads cost milliseconds). Every rank must pass the same value.
+        Off by default (NVML reads cost milliseconds). Every rank must pass the same value.{single}
 
     Returns (x_local, info) or (x_local, info, report); ``info`` as ``dpsolve.{method}``, the
     same on every rank{m.breakdown}.

@@ -80,12 +80,14 @@ class LocalSpace:
     A reference solver reaches its vectors' global reductions only through a space:
 
         space.dot(a, b)           <a, b>, conjugate-linear in a (SciPy's), in the working dtype
+        space.dots(pairs)         [<a, b> for (a, b) in pairs] in ONE reduction, each the bits
+                                  of ``dot(a, b)`` (the single-reduction CG's)
         space.norm(r)             ||r||_2 as a Python float
         space.dot_accurate(a, b)  <a, b> correctly rounded (the confirmation of a breakdown test)
         space.any(x)              whether any entry of x is nonzero (decides r_0 = b - A x_0)
 
     so that the same solver runs on one process (this class) or on the rows of one rank of a
-    distributed system (``dpsolve.distributed.DistributedSpace``, whose four all-reduce).
+    distributed system (``dpsolve.distributed.DistributedSpace``, whose five all-reduce).
     ``dot`` is the inner product to use (``dotprod(x)`` of the solver's module, looked up when
     the solve starts); None picks it from the first argument's dtype at each call.
     """
@@ -95,6 +97,9 @@ class LocalSpace:
 
     def dot(self, a, b):
         return (self._dot or dotprod(a))(a, b)
+
+    def dots(self, pairs):
+        return [self.dot(a, b) for a, b in pairs]
 
     def norm(self, r):
         return norm(r)

@@ -48,7 +48,8 @@
 
 // ---- the device scalar slots of a GPU solve (GpuState.scal, DPS_SLOTS values of T). Kernels
 // take pointers to single slots; graph.cu reads TAU and STATUS as one pair, so STATUS must be
-// TAU + 1. CG: slots 0-8; BiCG / BiCGStab on the host-driven variants add 9-18.
+// TAU + 1. CG: slots 0-8; BiCG / BiCGStab on the host-driven variants add 9-18; the
+// single-reduction CG (dpsolve/methods/cg1) uses CG's and PENDING, and adds 19-21.
 #define DPS_SLOTS 32
 #define DPS_SLOT_SIGMA 0
 #define DPS_SLOT_PV 1
@@ -69,3 +70,8 @@
 #define DPS_SLOT_TT 16
 #define DPS_SLOT_SS 17
 #define DPS_SLOT_PENDING 18
+// the single-reduction CG (cg1.cu): gamma' = <r, u>, delta = <u, A u> and <r, r>, reduced over
+// the ranks by ONE all-reduce of the three, so they must stay adjacent in this order
+#define DPS_SLOT_CG1_GAMMA 19
+#define DPS_SLOT_CG1_DELTA 20
+#define DPS_SLOT_CG1_RR 21
