@@ -560,3 +560,19 @@ def test_graph_variant_says_what_it_needs(call, message):
     with pytest.raises(ValueError, match=message):
         call(dd, D, b)
     assert np.array_equal(b, keep)
+
+
+@needs_mpi4py
+def test_report_splits_the_solve_from_the_set_up():
+    """report.solve_time: the iterations' seconds (without the set-up), per rank and max; at
+    most the wall time; None for a zero b (nothing solved)."""
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    D = dd.DistributedMatrix.laplace3d(6, 6, 6, MPI.COMM_SELF)
+    _, info, rep = dd.cg(D, np.ones(D.n_local), rtol=1e-10, full_output=True)
+    assert info == 0 and len(rep.solve_times) == 1
+    assert 0 < rep.solve_time == rep.solve_times[0] <= rep.wall_time
+    assert "solve " in rep.summary()
+    _, info, rep = dd.cg(D, np.zeros(D.n_local), full_output=True)
+    assert info == 0 and rep.solve_time is None

@@ -247,9 +247,12 @@ def run_host(job: DistributedJob) -> Outcome:
         _, info, its = solver(matvec, job.b, x, atol=job.tol, maxiter=budget, **kw)  # x in place
         return info, its
 
+    t0 = time.perf_counter()
     info, total, rnorm, restarts = restarted(
         run_once, lambda: space.norm(job.b - matvec(x)), job.tol, job.maxiter)
-    return Outcome(x, info, total, rnorm, restarts)
+    out = Outcome(x, info, total, rnorm, restarts)
+    out.seconds = time.perf_counter() - t0
+    return out
 
 
 # variant name -> fn(job) -> Outcome; GPU variants register themselves here
@@ -561,8 +564,9 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     wall = time.perf_counter() - t0
     mine = {"error": (None if space.error is None
                       else f"raised in {space.error[0]}: {_describe(space.error[1])}"),
-            "wall": wall, "comm": (stats.allreduce_seconds + stats.halo_seconds
-                                   if getattr(outcome, "comm_timed", True) else None),
+            "wall": wall, "solve": getattr(outcome, "seconds", None),
+            "comm": (stats.allreduce_seconds + stats.halo_seconds
+                     if getattr(outcome, "comm_timed", True) else None),
             "allreduce_seconds": stats.allreduce_seconds, "halo_seconds": stats.halo_seconds,
             "allreduce_calls": stats.allreduce_calls, "halo_calls": stats.halo_calls,
             "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local,
@@ -590,6 +594,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     if not full_output:
         return x, outcome.info
     walls = tuple(f["wall"] for f in facts)
+    solves = tuple(f["solve"] for f in facts)
     comms = tuple(f["comm"] for f in facts)
     report = DistributedReport(
         method=method, variant=variant, transport=tr.name, ranks=size, dtype=dtype.name,
@@ -597,6 +602,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         single_reduction=bool(single_reduction),
         info=outcome.info, converged=outcome.info == 0, residual_norm=outcome.residual_norm,
         tolerance=tol, restarts=outcome.restarts, wall_times=walls, comm_times=comms,
+        solve_times=solves, solve_time=None if None in solves else max(solves),
         wall_time=max(walls), comm_time=None if None in comms else max(comms),
         allreduce_calls=mine["allreduce_calls"], halo_calls=mine["halo_calls"],
         allreduce_seconds=tuple(f["allreduce_seconds"] for f in facts),
