@@ -195,6 +195,9 @@ def _solve_case(ctx, ck, method, dtype, *, M=None, x0=False, maxiter=None, parti
     ck.that(rep.n == n and rep.nnz == A.nnz, f"report n={rep.n} nnz={rep.nnz}")
     ck.that(rep.allreduce_calls > 0 and rep.halo_calls >= rep.iterations, "report counts")
     ck.that(rep.wall_time >= max(rep.comm_times) >= 0, "report times")
+    ck.that(all(0 <= w <= a for w, a in zip(rep.allreduce_wait_seconds, rep.allreduce_seconds))
+            and len(rep.allreduce_wait_seconds) == ctx.size,
+            f"waits {rep.allreduce_wait_seconds} outside 0..{rep.allreduce_seconds}")
     ck.that(same_everywhere(comm, (rep.residual_norm, rep.iterations, rep.bytes_sent)),
             "the report differs by rank")
     # SciPy on the gathered system, for the record

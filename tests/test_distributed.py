@@ -404,6 +404,8 @@ def test_comm_stats():
     s.halo_calls += 2
     s.bytes_sent += 5
     assert s.since(before) == CommStats(halo_calls=2, bytes_sent=5)
+    s.add(CommStats(allreduce_calls=1, allreduce_wait_seconds=0.25), times=4)
+    assert (s.allreduce_calls, s.allreduce_wait_seconds) == (7, 1.0)
     s.reset()
     assert s == CommStats()
 

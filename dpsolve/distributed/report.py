@@ -33,6 +33,8 @@ class DistributedReport:
     allreduce_calls: int = 0             # per rank (every rank makes the same calls)
     halo_calls: int = 0                  # per rank, each an exchange with all of its neighbours
     allreduce_seconds: tuple = field(default_factory=tuple)   # s, per rank
+    allreduce_wait_seconds: tuple = field(default_factory=tuple)  # s, per rank: of those, the
+    #                                      wait for the last rank to arrive (ranks of one host)
     halo_seconds: tuple = field(default_factory=tuple)        # s, per rank
     bytes_sent: int = 0                  # all ranks together: halo values + allreduce payload
     bytes_sent_per_rank: tuple = field(default_factory=tuple)

@@ -568,6 +568,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
             "comm": (stats.allreduce_seconds + stats.halo_seconds
                      if getattr(outcome, "comm_timed", True) else None),
             "allreduce_seconds": stats.allreduce_seconds, "halo_seconds": stats.halo_seconds,
+            "allreduce_wait_seconds": stats.allreduce_wait_seconds,
             "allreduce_calls": stats.allreduce_calls, "halo_calls": stats.halo_calls,
             "bytes": stats.bytes_sent, "nnz": A.nnz_local, "rows": A.n_local,
             "energy": window.record() if window is not None else None}
@@ -606,6 +607,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         wall_time=max(walls), comm_time=None if None in comms else max(comms),
         allreduce_calls=mine["allreduce_calls"], halo_calls=mine["halo_calls"],
         allreduce_seconds=tuple(f["allreduce_seconds"] for f in facts),
+        allreduce_wait_seconds=tuple(f["allreduce_wait_seconds"] for f in facts),
         halo_seconds=tuple(f["halo_seconds"] for f in facts),
         bytes_sent=sum(f["bytes"] for f in facts),
         bytes_sent_per_rank=tuple(f["bytes"] for f in facts),

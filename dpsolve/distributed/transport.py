@@ -18,7 +18,9 @@ itself there.
 """
 from __future__ import annotations
 
+import socket
 import time
+import zlib
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -33,10 +35,14 @@ class CommStats:
     ``allreduce_calls``, ``allreduce_seconds``: all-reduces and the seconds spent inside them;
     ``halo_calls``, ``halo_seconds``: halo exchanges and the seconds spent inside ``halo_start``
     and ``halo_finish`` (the waiting, not the local SpMV overlapped with it);
+    ``allreduce_wait_seconds``: of ``allreduce_seconds``, the time this rank waited for the
+    last rank to arrive (ranks of one host only, whose monotonic clocks are one clock; where the
+    ranks span hosts it stays 0): load imbalance, not the transport's latency;
     ``bytes_sent``: halo values sent plus this rank's all-reduce payload (``buf.nbytes`` per
     call)."""
     allreduce_calls: int = 0
     allreduce_seconds: float = 0.0
+    allreduce_wait_seconds: float = 0.0
     halo_calls: int = 0
     halo_seconds: float = 0.0
     bytes_sent: int = 0
@@ -133,6 +139,7 @@ class MpiTransport(Transport):
         from mpi4py import MPI        # noqa: F401  (a clear ImportError without mpi4py)
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self._host_id = float(zlib.crc32(socket.gethostname().encode()))
 
     def allreduce(self, buf) -> None:
         t0 = time.perf_counter()
@@ -141,11 +148,18 @@ class MpiTransport(Transport):
         if host.ndim != 1:
             raise ValueError(f"allreduce takes a 1-D array, got shape {host.shape}")
         host = np.ascontiguousarray(host)
-        gathered = np.empty((self.size, host.size), dtype=host.dtype)
-        self.comm.Allgather(_bytes(host), _bytes(gathered))
-        acc = gathered[0].copy()
+        # each rank's values, then its arrival time and host (two float64) in the same message
+        row = np.empty(host.nbytes + 16, dtype=np.uint8)
+        row[:host.nbytes] = _bytes(host)
+        t_enter = time.monotonic()
+        row[host.nbytes:].view(np.float64)[:] = (t_enter, self._host_id)
+        gathered = np.empty((self.size, row.size), dtype=np.uint8)
+        self.comm.Allgather(row, gathered)
+        values = gathered[:, :host.nbytes].copy().view(host.dtype)
+        when = gathered[:, host.nbytes:].copy().view(np.float64)
+        acc = values[0].copy()
         for r in range(1, self.size):        # in rank order: the same bits everywhere
-            acc += gathered[r]
+            acc += values[r]
         if dev:
             buf.set(acc)
         else:
@@ -154,6 +168,8 @@ class MpiTransport(Transport):
         st.allreduce_calls += 1
         st.bytes_sent += host.nbytes
         st.allreduce_seconds += time.perf_counter() - t0
+        if (when[:, 1] == self._host_id).all():  # one host: one monotonic clock
+            st.allreduce_wait_seconds += max(0.0, float(when[:, 0].max()) - t_enter)
 
     def halo_start(self, plan, send, recv):
         t0 = time.perf_counter()
