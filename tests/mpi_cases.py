@@ -1060,23 +1060,14 @@ def _gpu_bad_nan(ctx, ck):
 # on variant cuda: against the single-GPU CG (dpsolve.cg, variant cuda) of the same system, which
 # it equals in exact arithmetic; ONE all-reduce per iteration: ||b|| (host), the set-up's one,
 # one per iteration, the true residual (host) -- iterations + 3, and 2 more per restart -- where
-# the standard CG makes 2 per iteration (3 with Jacobi).
+# the standard CG makes 2 per iteration (its <r, z> and <r, r> share one with Jacobi).
 def _gpu_cg1_case(ctx, ck, dtype, *, M=None, partition=None, laplace=None):
     import cupy
 
     import dpsolve
     import dpsolve.distributed as dd
-    from dpsolve.matrices import laplace_3d
     comm = ctx.comm
-    if laplace:
-        A = sp.csr_array(laplace_3d(laplace).astype(dtype))
-        b = (A @ np.ones(A.shape[0])).astype(dtype)
-        DA = dd.DistributedMatrix.laplace3d(laplace, laplace, laplace, comm, dtype=dtype)
-    else:
-        A, b = problem("cg", dtype)
-        part = dd.Partition.from_sizes(partition) if partition is not None else None
-        DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm,
-                                              partition=part)
+    A, b, DA = _gpu_system(ctx, "cg", dtype, laplace=laplace, partition=partition)
     b_loc = mine(b, DA).copy()
     kw = dict(rtol=rtol_of(dtype), M=M)
     x, info, rep = dd.cg(DA, b_loc, full_output=True, variant="cuda", transport=ctx.transport,
@@ -1105,6 +1096,10 @@ def _gpu_cg1_case(ctx, ck, dtype, *, M=None, partition=None, laplace=None):
             f"{rep.restarts} restarts)")
     ck.that(std.iterations < 3 or std.allreduce_calls > rep.allreduce_calls,
             f"standard CG: {std.allreduce_calls} all-reduces, cg1: {rep.allreduce_calls}")
+    # the standard CG: 2 per iteration, with or without Jacobi (<r, z> and <r, r> in one)
+    want_std = 2 * std.iterations + 3 + 2 * std.restarts
+    ck.that(std.allreduce_calls == want_std,
+            f"standard CG: {std.allreduce_calls} all-reduces, expected {want_std}")
     cupy.cuda.Device().synchronize()
     ck.note(f"cg1 {np.dtype(dtype).name} M={M}: it={rep.iterations} (single GPU "
             f"{reps.iterations}) allreduce={rep.allreduce_calls} (standard "

@@ -246,8 +246,7 @@ class GpuState:
         ex.axpy(s(ONE), self.v, self.r, sign=-1.0)                     # r = b - A x
         if pre:
             self.psolve(self.r, self.z)
-            ex.dot(self.r, self.r, s(RR))
-        ex.dot(self.r, self.z, s(ZETA))
+        ex.dots(((self.r, self.r, s(RR)),) * pre + ((self.r, self.z, s(ZETA)),))
         ex.scalar("cg", "cg_start", self.dtype, s(ZETA), s(RR if pre else ZETA), s(SIGMA),
                   s(TAU), s(STATUS))
         ex.copy(self.z, self.p)

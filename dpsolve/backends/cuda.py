@@ -98,8 +98,8 @@ class CudaBackend(HostDrivenBackend):
             ex.axpy(s(ALPHA), st.v, st.r, sign=-1.0)                   # O4  r -= alpha v
             if pre:
                 st.psolve(st.r, st.z)                                  #     z = M r
-                ex.dot(st.r, st.r, s(RR))
-            ex.dot(st.r, st.z, s(ZETA))                                # O5  zeta = <r, z>
+            ex.dots(((st.r, st.r, s(RR)),) * pre                       # ||r||^2 with M, and
+                    + ((st.r, st.z, s(ZETA)),))                        # O5  zeta = <r, z>
             ex.scalar("cg", "cg_beta", dt, s(ZETA), s(rr), s(SIGMA), s(BETA), s(TAU))  # O6 O7 O9
             ex.xpay(st.z, s(BETA), st.p)                               # O8  p = z + beta p
         return iteration

@@ -140,6 +140,13 @@ class Executor:
         """out[0] = ||x|| on the device (two kernels)."""
         ops.nrm2(x, out, self.partials, self.stream)
 
+    def dots(self, pairs) -> None:
+        """Several inner products ``(x, y, out)``, each as :meth:`dot`; a distributed executor
+        all-reduces them together when their ``out`` slots are adjacent (CG's <r, z> and
+        <r, r> with a preconditioner: one all-reduce, not two)."""
+        for x, y, out in pairs:
+            self.dot(x, y, out)
+
     def allreduce_slots(self, view) -> None:
         """Sum the k adjacent scalar slots of ``view`` (a device view of ``GpuState.scal``) over
         the ranks of a distributed solve, in ONE all-reduce: a no-op on one GPU, whose local

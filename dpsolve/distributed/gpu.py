@@ -222,6 +222,23 @@ class DistributedExecutor(Executor):
         super().dot(x, y, out)
         host_call(lambda: self.allreduce(out))
 
+    def dots(self, pairs) -> None:
+        """The local inner products, then ONE all-reduce of their slots when those are adjacent
+        in one buffer (in any order), else one each."""
+        import cupy
+        outs = [out for _, _, out in pairs]
+        for x, y, out in pairs:
+            Executor.dot(self, x, y, out)
+        ptrs = sorted(o.data.ptr for o in outs)
+        step = outs[0].itemsize
+        if all(o.size == 1 for o in outs) and all(b - a == step for a, b in zip(ptrs, ptrs[1:])):
+            first = min(outs, key=lambda o: o.data.ptr)
+            span = cupy.ndarray((len(outs),), first.dtype, first.data)
+            host_call(lambda: self.allreduce(span))
+        else:
+            for out in outs:
+                host_call(lambda o=out: self.allreduce(o))
+
     def nrm2(self, x, out) -> None:
         super().dot(x, x, out)
 
