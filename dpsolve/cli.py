@@ -182,12 +182,17 @@ def cmd_solve(args) -> int:
             doc["report"]["sync"] = None
         print(json.dumps(doc, indent=2, default=_jsonable))
         return 0
-    print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, "
-          f"{dtype}")
-    print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
-          f"{', Jacobi' if args.precond else ''}")
-    print(f"report   : {_summary(rep)}")
+    _print_head(f"{prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}",
+                args, "", _summary(rep))
     return _print_result(info, rel_res, rel_err)
+
+
+def _print_head(matrix: str, args, extra: str, summary: str) -> None:
+    """The first lines of ``solve``'s text output (single-GPU and distributed)."""
+    print(f"matrix   : {matrix}")
+    print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
+          f"{', Jacobi' if args.precond else ''}{extra}")
+    print(f"report   : {summary}")
 
 
 def _print_result(info, rel_res, rel_err) -> int:
@@ -289,11 +294,9 @@ def cmd_solve_distributed(args) -> int:
         print(json.dumps(doc, indent=2, default=_jsonable))
         return 0
     from ._units import human_time
-    print(f"matrix   : {meta['name']} ({meta['source']}, {where}): n = {rep.n:,}, "
-          f"nnz = {rep.nnz:,}, {dtype}")
-    print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
-          f"{', Jacobi' if args.precond else ''}; {_count(size, 'rank')} over {rep.transport}")
-    print(f"report   : {rep.summary()}")
+    _print_head(f"{meta['name']} ({meta['source']}, {where}): n = {rep.n:,}, "
+                f"nnz = {rep.nnz:,}, {dtype}", args,
+                f"; {_count(size, 'rank')} over {rep.transport}", rep.summary())
     print(f"ranks    : rows {', '.join(f'{r:,}' for r in rep.rows_per_rank)}; wall "
           f"{', '.join(human_time(t) for t in rep.wall_times)}; comm "
           f"{', '.join(human_time(t) for t in rep.comm_times)}")

@@ -189,6 +189,13 @@ def test_a_gpu_without_the_counter_reports_why(fake_gpu, monkeypatch):
     assert "E_gpu=n/a (rank 0: no energy counter on device 3" in rep.summary()
 
 
+def _energy_note(dd, D, b):
+    """energy=True on the fake GPU: the solve converges with no energy figure; its note."""
+    x, info, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
+    assert info == 0 and rep.energy_joules is None
+    return rep.energy_note
+
+
 @needs_mpi4py
 def test_no_nvml_and_a_failing_lookup_report_why(fake_gpu, monkeypatch):
     from dpsolve.distributed import energy as energy_mod
@@ -203,10 +210,8 @@ def test_no_nvml_and_a_failing_lookup_report_why(fake_gpu, monkeypatch):
     def broken(comm):
         raise RuntimeError("no CUDA device")
     monkeypatch.setattr(energy_mod, "rank_gpu", broken)
-    x, info, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
-    assert info == 0 and rep.energy_joules is None
-    assert rep.energy_note == ("rank 0: could not find this rank's GPU in NVML: "
-                               "RuntimeError: no CUDA device")
+    assert _energy_note(dd, D, b) == ("rank 0: could not find this rank's GPU in NVML: "
+                                      "RuntimeError: no CUDA device")
 
 
 @needs_mpi4py
@@ -215,10 +220,8 @@ def test_a_meter_that_fails_mid_solve_reports_why(fake_gpu, monkeypatch):
         raise OSError("NVML_ERROR_GPU_IS_LOST")
     monkeypatch.setattr(FakeMeter, "stop", fail)
     dd, D, b = _system()
-    x, info, rep = dd.cg(D, b, variant="fake-gpu", energy=True, full_output=True)
-    assert info == 0 and rep.energy_joules is None
-    assert rep.energy_note == ("rank 0: reading NVML's energy counter failed: "
-                               "OSError: NVML_ERROR_GPU_IS_LOST")
+    assert _energy_note(dd, D, b) == ("rank 0: reading NVML's energy counter failed: "
+                                      "OSError: NVML_ERROR_GPU_IS_LOST")
 
 
 @needs_mpi4py

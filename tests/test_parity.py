@@ -71,12 +71,24 @@ def _check_outcome(A, b, tol, infos, infod, xd, dtype, sensitive=False):
         assert _true_residual(A, xd, b) <= tol * slack
 
 
-@pytest.mark.parametrize("name, dtype", CASE_PARAMS)
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_converges_like_scipy(variant, method, name, dtype):
+def _grid(test):
+    """Every (variant, method, shared case, dtype) of the parity suite."""
+    for name, values in (("variant", VARIANTS), ("method", METHODS),      # innermost first,
+                         ("name, dtype", CASE_PARAMS)):                    # as stacked before
+        test = pytest.mark.parametrize(name, values)(test)
+    return test
+
+
+def _case(variant, method, name, dtype):
+    """The case's (A, b); skips where the variant cannot run it."""
     A, b = build(name, dtype)
     _skip_if_unsupported(variant, method, A, b)
+    return A, b
+
+
+@_grid
+def test_converges_like_scipy(variant, method, name, dtype):
+    A, b = _case(variant, method, name, dtype)
     rtol = rtol_for(dtype)
     with np.errstate(all="ignore"):
         xs, infos = getattr(sla, method)(A, b, rtol=rtol)
@@ -91,12 +103,9 @@ def test_converges_like_scipy(variant, method, name, dtype):
         assert rep.iterations - cb.calls in ((0, 1) if method == "bicgstab" else (0,))
 
 
-@pytest.mark.parametrize("name, dtype", CASE_PARAMS)
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("variant", VARIANTS)
+@_grid
 def test_maxiter_one_and_x0_untouched(variant, method, name, dtype):
-    A, b = build(name, dtype)
-    _skip_if_unsupported(variant, method, A, b)
+    A, b = _case(variant, method, name, dtype)
     x0 = np.full_like(b, 0.5)
     saved = x0.copy()
     with np.errstate(all="ignore"):

@@ -79,11 +79,17 @@ def test_changing_A_after_prepare_never_gives_stale_answers(variant):
     _solved(A, b, P.solve(b, rtol=1e-10))
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_failed_update_keeps_the_prepared_system(variant):
+def _prepared_cg(variant):
+    """(A, b, P): a float64 CG system and its prepared solve on ``variant`` (skips where the
+    variant cannot run here)."""
     _skip_if_unavailable(variant)
     A, b = _system("cg", np.float64)
-    P = dpsolve.prepare(A, "cg", variant=variant)
+    return A, b, dpsolve.prepare(A, "cg", variant=variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_failed_update_keeps_the_prepared_system(variant):
+    A, b, P = _prepared_cg(variant)
     bad = A.copy()
     bad.data[4] = np.nan
     with pytest.raises(ValueError, match="A contains NaN or Inf"):
@@ -96,9 +102,7 @@ def test_failed_update_keeps_the_prepared_system(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_prepared_solve_semantics(variant):
     """SciPy's rules per solve: inputs untouched, zero b, x0, maxiter, tolerance, dtype cast."""
-    _skip_if_unavailable(variant)
-    A, b = _system("cg", np.float64)
-    P = dpsolve.prepare(A, "cg", variant=variant)
+    A, b, P = _prepared_cg(variant)
     b_saved, x0 = b.copy(), np.full(b.shape, 0.5)
     x0_saved = x0.copy()
     x, info, rep = P.solve(b, x0=x0, rtol=1e-8, full_output=True)
