@@ -79,24 +79,31 @@ def nvml_handle(device_index=0):
         return None
 
 
+def nvml_at_pci(pci: str) -> tuple[int, str]:
+    """NVML's (index, UUID) of the GPU at PCI bus id ``pci``. NVML numbers the host's GPUs in
+    PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so a CUDA device index is not NVML's wherever
+    a process sees a subset of the GPUs (one rank per GPU, a scheduler's allocation): the bus id
+    is what both name alike. Raises where NVML is unusable or has no GPU there."""
+    nv = _nvml()
+    if nv is None:
+        raise RuntimeError("NVML is not available")
+    h = nv.nvmlDeviceGetHandleByPciBusId(pci)
+    uuid = nv.nvmlDeviceGetUUID(h)
+    return int(nv.nvmlDeviceGetIndex(h)), uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+
+
 def nvml_index_of(cuda_device: int | None = None) -> int:
     """NVML's index of this process's CUDA device ``cuda_device`` (None: CuPy's current one; 0
-    without CuPy). NVML numbers the host's GPUs
-    in PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so the two indices differ wherever a
-    process sees a subset of the GPUs (one rank per GPU, a scheduler's allocation). Found by
-    PCI bus id; where that lookup is impossible, the CUDA index itself."""
+    without CuPy), by PCI bus id (:func:`nvml_at_pci`); where that lookup is impossible, the CUDA
+    index itself."""
     try:
         import cupy
     except ImportError:
         return cuda_device or 0
     if cuda_device is None:
         cuda_device = cupy.cuda.Device().id
-    nv = _nvml()
-    if nv is None:
-        return cuda_device
     try:
-        pci = cupy.cuda.runtime.deviceGetPCIBusId(cuda_device)
-        return int(nv.nvmlDeviceGetIndex(nv.nvmlDeviceGetHandleByPciBusId(pci)))
+        return nvml_at_pci(cupy.cuda.runtime.deviceGetPCIBusId(cuda_device))[0]
     except Exception:
         return cuda_device
 

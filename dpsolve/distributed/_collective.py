@@ -9,6 +9,11 @@ line prints it once (on rank 0), not once per rank.
 from __future__ import annotations
 
 
+def describe(exc) -> str:
+    """An exception as the error messages name it: ``Type: message``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def everywhere(exc):
     """Mark ``exc`` as raised identically on every rank; returns it."""
     exc.everywhere = True

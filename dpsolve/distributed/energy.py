@@ -8,11 +8,8 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ..measure import GpuEnergyMeter, nvml_energy_support
-
-
-def _describe(exc) -> str:
-    return f"{type(exc).__name__}: {exc}"
+from ..measure import GpuEnergyMeter, nvml_at_pci, nvml_energy_support
+from ._collective import describe as _describe
 
 
 @dataclass
@@ -44,12 +41,11 @@ def rank_gpu(comm) -> RankGpu:
     if nv is None:
         return RankGpu(where, None, nvml_energy_support()[1], sync)
     try:
-        h = nv.nvmlDeviceGetHandleByPciBusId(pci)
-        index, uuid = nv.nvmlDeviceGetIndex(h), nv.nvmlDeviceGetUUID(h)
+        index, uuid = nvml_at_pci(pci)
     except Exception as e:
         return RankGpu(where, None, f"NVML has no GPU at PCI bus id {pci} (CUDA device {dev}): "
                                     f"{_describe(e)}", sync)
-    return RankGpu(uuid.decode() if isinstance(uuid, bytes) else str(uuid), index, None, sync)
+    return RankGpu(uuid, index, None, sync)
 
 
 class EnergyWindow:

@@ -56,6 +56,7 @@ from .._frontend import restarted
 from .._system import coerce
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
+from ._collective import describe as _describe
 from ._collective import disagreement, everywhere, format_problems
 from .matrix import DistributedMatrix
 from .energy import EnergyWindow
@@ -304,10 +305,6 @@ def _tolerance_problem(name, value):
 
 def _digest(partition) -> str:
     return hashlib.sha1(partition.offsets.tobytes()).hexdigest()[:12]
-
-
-def _describe(exc) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
