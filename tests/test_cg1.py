@@ -28,6 +28,7 @@ import dpsolve
 import nonfinite_cases
 from dpsolve import methods
 from dpsolve.cuda import abi
+from dpsolve.backends._gpu import GpuState
 from dpsolve.matrices import laplace_2d, paper_rhs, read_matrix
 from dpsolve.methods.cg1 import gpu as cg1_gpu
 from dpsolve.methods.cg1.reference import cg1
@@ -483,6 +484,7 @@ class _Plan:
             op()
 
 
+
 class _FakeExecutor:
     """The executor's surface cg1_cuda uses, in NumPy: an operation runs now or, inside
     ``record()``, is kept for the plan (as dpsolve/cuda/executor.py's); ``allreduce_slots``
@@ -547,6 +549,8 @@ class _FakeState:
         self.scal = np.zeros(abi.DPS_SLOTS, dt)
         self.scal[abi.DPS_SLOT_ONE] = 1
         self._vecs = {}
+
+    residual = GpuState.residual            # the real r = b - A x, over the fake executor
 
     def s(self, k):
         return self.scal[k:k + 1]

@@ -237,13 +237,18 @@ class GpuState:
         ops.dot_accurate(a, b, self.s(RHO), self.stream)
         return self.host.fetch(self.s(RHO), self.stream, sync)[0]
 
+    def residual(self, x):
+        """Issue r = b - A x (v as scratch): the first step of every set-up."""
+        ex = self.ex
+        ex.copy(self.b, self.r)
+        ex.spmv(self.A, x, self.v)
+        ex.axpy(self.s(ONE), self.v, self.r, sign=-1.0)
+
     def cg_setup(self, x):
         """Issue the CG set-up with dpsolve's unfused kernels: r = b - A x, z = D^-1 r,
         sigma = <r, z>, tau = ||r||, status = 0, p = z. Shared by the host-driven variants."""
         ex, s, pre = self.ex, self.s, self.preconditioned
-        ex.copy(self.b, self.r)
-        ex.spmv(self.A, x, self.v)
-        ex.axpy(s(ONE), self.v, self.r, sign=-1.0)                     # r = b - A x
+        self.residual(x)                                               # r = b - A x
         if pre:
             self.psolve(self.r, self.z)
         ex.dots(((self.r, self.r, s(RR)),) * pre + ((self.r, self.z, s(ZETA)),))
@@ -284,9 +289,7 @@ class GpuState:
         vectors in ``zero`` set to 0 (p, p~, v: the first iteration's beta = 0 then gives p = z
         or p = r exactly), status = beta = omega = 0, tau = ||r||. Shared by cuda and merge."""
         ex, s = self.ex, self.s
-        ex.copy(self.b, self.r)
-        ex.spmv(self.A, x, self.v)
-        ex.axpy(s(ONE), self.v, self.r, sign=-1.0)                     # r = b - A x
+        self.residual(x)                                               # r = b - A x
         ex.copy(self.r, self.vec("rt"))
         for v in zero:
             ex.fill(v, 0)

@@ -390,7 +390,6 @@ def run_cuda(job, *, sync: str = "polling"):
     from .._frontend import restarted
     from ..backends._gpu import SyncMode
     from ..backends.cuda import CudaBackend
-    from .solvers import Outcome
     if job.precond not in ("none", "jacobi"):
         raise ValueError("variant 'cuda' of a distributed solve takes M=None or 'jacobi'")
     select_device(job.A.comm)
@@ -408,10 +407,17 @@ def run_cuda(job, *, sync: str = "polling"):
             return info, its
         info, total, rnorm, restarts = restarted(
             run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
+    return _outcome(st, job.transport, x, (info, total, rnorm, restarts), t0, fmt)
+
+
+def _outcome(st, transport, x, result, t0, fmt):
+    """The solvers' Outcome of a GPU run started at ``t0`` (perf_counter), once the stream is
+    done and an NCCL transport's event timings are read."""
+    from .solvers import Outcome
     st.stream.synchronize()
-    if isinstance(job.transport, NcclTransport):
-        job.transport.settle()
-    out = Outcome(x, info, total, rnorm, restarts)
+    if isinstance(transport, NcclTransport):
+        transport.settle()
+    out = Outcome(x, *result)
     out.seconds = time.perf_counter() - t0
     out.format = fmt
     out.launches = st.ex.launches
@@ -445,7 +451,6 @@ def run_graph(job):
     from .._frontend import restarted
     from ..backends.cuda import CudaBackend
     from ..backends.graph import GraphBackend, GraphState, capture_while, launch_graph
-    from .solvers import Outcome
     tr = job.transport
     if not isinstance(tr, NcclTransport):
         raise ValueError("variant 'graph' captures the NCCL calls into a CUDA graph: it needs "
@@ -499,12 +504,7 @@ def run_graph(job):
     with st.ex, st.stream:
         info, total, rnorm, restarts = restarted(
             run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
-    st.stream.synchronize()
-    tr.settle()
-    out = Outcome(x, info, total, rnorm, restarts)
-    out.seconds = time.perf_counter() - t1
+    out = _outcome(st, tr, x, (info, total, rnorm, restarts), t1, fmt)
     out.build_time = build
-    out.format = fmt
-    out.launches = st.ex.launches
     out.comm_timed = False
     return out

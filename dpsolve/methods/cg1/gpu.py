@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backends import _gpu
-from ...backends._gpu import ALPHA, BETA, ONE, PENDING, SIGMA, STATUS, TAU
+from ...backends._gpu import ALPHA, BETA, PENDING, SIGMA, STATUS, TAU
 from ...cuda import abi, ops
 from ...cuda._loader import get_kernel
 from ...cuda.executor import launch
@@ -69,9 +69,7 @@ def cg1_cuda(backend, st, x, *, atol, maxiter, sync, callback):
         ex.allreduce_slots(red)
 
     def start():
-        ex.copy(st.b, r)
-        ex.spmv(A, x, w)
-        ex.axpy(s(ONE), w, r, sign=-1.0)                          # r = b - A x
+        st.residual(x)                                            # r = b - A x (w = v)
         if pre:
             st.psolve(r, u)                                       # u = D^-1 r
         ex.spmv(A, u, w)                                          # w = A u
