@@ -237,6 +237,20 @@ def _partitions(ctx, ck):
         _solve_case(ctx, ck, "bicgstab", "complex128", partition=sizes, M="jacobi")
 
 
+@case("graph-one-rank")
+def _graph_one_rank(ctx, ck):
+    """Variant graph on more than one rank is refused before any work, on every rank (on two
+    H200 such a solve hung), naming the variant to use instead."""
+    import dpsolve.distributed as dd
+    if ctx.size == 1:
+        ck.note("one rank: nothing to refuse")
+        return
+    DA = dd.DistributedMatrix.laplace3d(4, 4, 4, ctx.comm)
+    expect_error(ctx.comm, ck, ValueError,
+                 lambda: dd.cg(DA, np.ones(DA.n_local), variant="graph", transport="nccl"),
+                 "variant 'graph' runs on one rank only", "use variant 'cuda' on several ranks")
+
+
 @case("callable-M")
 def _callable_m(ctx, ck):
     """M as a callable (and an object with matvec/rmatvec for BiCG) applying D^-1 gives the very
@@ -924,6 +938,10 @@ def _graph_case(ctx, ck, dtype, M=None, laplace=None):
     if ctx.transport.name != "nccl":
         expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b_loc, variant="graph", **kw),
                      "variant 'graph'", "transport 'nccl'")
+        return
+    if ctx.size > 1:
+        expect_error(comm, ck, ValueError, lambda: dd.cg(DA, b_loc, variant="graph", **kw),
+                     "variant 'graph' runs on one rank only", "use variant 'cuda'")
         return
     xg, ig, rg = dd.cg(DA, b_loc, variant="graph", **kw)
     xc, ic, rc = dd.cg(DA, b_loc, variant="cuda", **kw)
