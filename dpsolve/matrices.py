@@ -491,6 +491,21 @@ def check_dtype_keeps(A_is_complex: bool, dtype, what: str, option: str) -> None
                          f"discard its imaginary part (use complex128 or complex64)")
 
 
+def hermitian_defect(A) -> float:
+    """max|A - A^H| / max|A| of a sparse or dense matrix (0.0 for a Hermitian one, also for a
+    zero matrix): one transpose and one subtraction, O(nnz). CG needs a Hermitian (symmetric)
+    matrix; the command line warns and the study skips CG where this exceeds HERMITIAN_TOL."""
+    m = sp.csr_array(A)
+    scale = float(abs(m).max()) if m.nnz else 0.0
+    if scale == 0.0 or not np.isfinite(scale):
+        return 0.0 if scale == 0.0 else float("nan")
+    d = m - m.conj().T
+    return float(abs(d).max()) / scale if d.nnz else 0.0
+
+
+HERMITIAN_TOL = 1e-10       # relative: a file written with 16 digits keeps symmetry to ~1e-16
+
+
 def matrix_name(path) -> str:
     """``dir/bcsstk16.mtx.gz`` -> ``bcsstk16``."""
     name = Path(path).name
