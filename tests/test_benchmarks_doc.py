@@ -1,5 +1,7 @@
-"""BENCHMARKS.md stays readable: long raw tables live in benchmarks/*.csv, and every CSV the
-document names is there and well formed."""
+"""The written record stays readable. BENCHMARKS.md: a one-page summary of current figures first,
+the whole file under MAX_LINES lines, long raw tables in benchmarks/*.csv, every CSV it names there
+and well formed, every file it links there, every #anchor it links a heading; README.md's links
+into BENCHMARKS.md and its own sections resolve."""
 from __future__ import annotations
 
 import csv
@@ -8,9 +10,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "BENCHMARKS.md"
+README = ROOT / "README.md"
 MAX_TABLE_LINES = 40          # longer tables belong in benchmarks/*.csv
+MAX_LINES = 600               # the project's rule: the whole file under 600 lines
+MAX_SUMMARY_LINES = 60        # the summary at the top fits a page
 
 CSV_NAME = re.compile(r"benchmarks/[\w.-]+\.csv")
+LINK = re.compile(r"\]\(([^)\s]+)\)")     # [text](target)
 
 
 def named_csvs(text):
@@ -66,3 +72,85 @@ def test_no_long_tables():
     found = long_tables(DOC.read_text())
     assert not found, (f"tables of more than {MAX_TABLE_LINES} lines in BENCHMARKS.md "
                        f"(line, length): {found}; move them to benchmarks/*.csv")
+
+
+def slug(heading):
+    """GitHub's anchor for a heading's text: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    """The #anchors of a Markdown file's headings (outside code blocks), repeats numbered as GitHub
+    numbers them."""
+    found, seen, in_code = set(), {}, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and re.match(r"#{1,6} ", line):
+            base = slug(line.lstrip("#"))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def links(text):
+    """(path, anchor) of every relative Markdown link; path '' for a link inside the file."""
+    out = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):          # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        out.append((path, anchor))
+    return out
+
+
+def sections(text, level="## "):
+    """(heading, number of lines) of each section at the given level, in order."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith(level):
+            found.append([line[len(level):], 0])
+        elif found:
+            found[-1][1] += 1
+    return [tuple(f) for f in found]
+
+
+def test_whole_file_under_the_line_limit():
+    lines = len(DOC.read_text().splitlines())
+    assert lines < MAX_LINES, (f"BENCHMARKS.md has {lines} lines; the rule is under {MAX_LINES}: "
+                               "condense the log, move raw tables to benchmarks/*.csv")
+
+
+def test_summary_comes_first_and_fits_a_page():
+    found = sections(DOC.read_text())
+    assert found and found[0][0].lower().startswith("summary"), (
+        f"the first section of BENCHMARKS.md should be the summary, not {found[:1]}")
+    assert found[0][1] <= MAX_SUMMARY_LINES, (
+        f"the summary is {found[0][1]} lines; keep it to a page ({MAX_SUMMARY_LINES})")
+
+
+def test_linked_files_exist():
+    text = DOC.read_text()
+    missing = sorted({path for path, _ in links(text) if path and not (ROOT / path).exists()})
+    assert not missing, f"BENCHMARKS.md links files that are not there: {missing}"
+    linked_csvs = [path for path, _ in links(text) if path.endswith(".csv")]
+    assert linked_csvs, "BENCHMARKS.md links no CSV"
+    problems = [p for name in linked_csvs for p in csv_problems(ROOT / name)]
+    assert not problems, "\n".join(problems)
+
+
+def test_anchors_resolve():
+    docs = {"BENCHMARKS.md": DOC.read_text(), "README.md": README.read_text()}
+    heads = {name: anchors(text) for name, text in docs.items()}
+    broken = []
+    for name, text in docs.items():
+        for path, anchor in links(text):
+            target = name if path == "" else path
+            if anchor and target in heads and anchor not in heads[target]:
+                broken.append(f"{name} -> {target}#{anchor}")
+            if path and path not in heads and not (ROOT / path).exists():
+                broken.append(f"{name} -> {path} (no such file)")
+    assert not broken, "links to no heading or file:\n" + "\n".join(broken)
+
