@@ -1,7 +1,8 @@
 """The written record stays readable. BENCHMARKS.md: a one-page summary of current figures first,
 the whole file under MAX_LINES lines, long raw tables in benchmarks/*.csv, every CSV it names there
-and well formed, every file it links there, every #anchor it links a heading; README.md's links
-into BENCHMARKS.md and its own sections resolve."""
+and well formed, every file it links there, every #anchor it links a heading. README.md: its
+status table's rows are short (the detail lives in prose below the table or in BENCHMARKS.md), and
+its links into BENCHMARKS.md and its own sections resolve."""
 from __future__ import annotations
 
 import csv
@@ -14,6 +15,7 @@ README = ROOT / "README.md"
 MAX_TABLE_LINES = 40          # longer tables belong in benchmarks/*.csv
 MAX_LINES = 600               # the project's rule: the whole file under 600 lines
 MAX_SUMMARY_LINES = 60        # the summary at the top fits a page
+MAX_STATUS_ROW = 300          # characters in one row of README's status table
 
 CSV_NAME = re.compile(r"benchmarks/[\w.-]+\.csv")
 LINK = re.compile(r"\]\(([^)\s]+)\)")     # [text](target)
@@ -154,3 +156,24 @@ def test_anchors_resolve():
                 broken.append(f"{name} -> {path} (no such file)")
     assert not broken, "links to no heading or file:\n" + "\n".join(broken)
 
+
+def status_rows(text):
+    """The rows (header and separator excluded) of README's first table after '## Status'."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("## Status"))
+    rows, in_table = [], False
+    for line in lines[start + 1:]:
+        if line.startswith("|"):
+            in_table = True
+            rows.append(line)
+        elif in_table or line.startswith("## "):
+            break
+    return rows[2:]
+
+
+def test_readme_status_rows_are_short():
+    rows = status_rows(README.read_text())
+    assert len(rows) >= 10, "README's status table not found"
+    long = [f"{len(row)} chars: {row[:60]}..." for row in rows if len(row) > MAX_STATUS_ROW]
+    assert not long, (f"README status rows over {MAX_STATUS_ROW} characters (move the detail to "
+                      "the prose below the table or to BENCHMARKS.md):\n" + "\n".join(long))
