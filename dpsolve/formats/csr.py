@@ -165,7 +165,11 @@ def _checked(indptr, indices, data, n, xp) -> CSR:
 
 
 def to_csr(A, dtype) -> CSR:
-    """CSR of ``A`` in ``dtype``, in the memory space ``A`` lives in (host or device)."""
+    """CSR of ``A`` in ``dtype``, in the memory space ``A`` lives in (host or device). A sparse
+    ``A``'s index arrays are checked as they are before anything converts or narrows them."""
+    if sp.issparse(A) or (_is_cupy(A) and hasattr(A, "format")):
+        from .validate import check_indices
+        check_indices(A)
     if _is_cupy(A):
         return _from_cupy(A, dtype)
     if sp.issparse(A):
