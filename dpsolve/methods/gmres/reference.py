@@ -12,7 +12,9 @@ it but the true residual did not, loosened otherwise.
           callback_type=None) -> (x, info, iterations)
 
 ``iterations`` and ``maxiter`` count restart cycles (inner iterations with ``callback_type=
-"legacy"``). ``info``: 0 when the true residual meets ``atol``, else ``maxiter``.
+"legacy"``). ``info``: 0 when the true residual meets ``atol``, else ``maxiter``. A "happy"
+breakdown (the Krylov space invariant) whose true residual still misses ``atol`` restarts from
+the new x, as long as each such cycle lowers the residual.
 """
 from __future__ import annotations
 
@@ -90,7 +92,8 @@ def run_cycles(space, *, atol, maxiter, restart, callback, callback_type):
     R = np.zeros((m + 1, m), dtype=dt)           # the Hessenberg matrix, rotated to triangular
     rot = []                                     # the Givens rotations (c, s) of this cycle
     inner = 0
-    if space.residual() < atol:
+    last = space.residual()
+    if last < atol:
         return 0, 0
     for cycle in range(maxiter):
         g = np.zeros(m + 1, dtype=dt)            # the rotated right-hand side beta e_1
@@ -121,8 +124,11 @@ def run_cycles(space, *, atol, maxiter, restart, callback, callback_type):
             callback(space.x)
         if rnorm <= atol:
             return 0, inner if legacy else cycle + 1
-        if breakdown:                            # the exact solution of a rounded problem
+        # a breakdown exhausted the Krylov space of the old residual (x solves a rounded problem
+        # exactly): restart from the new residual while cycles remain and that makes progress
+        if breakdown and rnorm >= last:
             break
+        last = rnorm
         factor = max(eps, 0.25 * factor) if presid <= ptol else min(1.0, 1.5 * factor)
         ptol = presid * min(factor, atol / rnorm)
     return maxiter, inner if legacy else cycle + 1
