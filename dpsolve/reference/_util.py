@@ -51,12 +51,41 @@ def dot_accurate(a, b):
     below eps**2). A breakdown in exact arithmetic is still reported.
     """
     dt = np.result_type(a, b)
-    if np.iscomplexobj(a) or np.iscomplexobj(b):
-        a, b = np.asarray(a, np.complex128), np.asarray(b, np.complex128)
-        re = _exact_sum_of_products([(a.real, b.real), (a.imag, b.imag)])
-        im = _exact_sum_of_products([(a.real, b.imag), (-a.imag, b.real)])
-        return dt.type(complex(re, im))
-    return dt.type(_exact_sum_of_products([(a, b)]))
+    with np.errstate(all="ignore"):
+        fast = dotprod(a)(a, b)
+        if np.iscomplexobj(a) or np.iscomplexobj(b):
+            a, b = np.asarray(a, np.complex128), np.asarray(b, np.complex128)
+            (ar, ai), ea = _unit_scaled(a.real, a.imag)
+            (br, bi), eb = _unit_scaled(b.real, b.imag)
+            re = _exact_sum_of_products([(ar, br), (ai, bi)])
+            im = _exact_sum_of_products([(ar, bi), (-ai, br)])
+            value = complex(_ldexp_or_inf(re, ea + eb), _ldexp_or_inf(im, ea + eb))
+        else:
+            (a,), ea = _unit_scaled(np.asarray(a, np.float64))
+            (b,), eb = _unit_scaled(np.asarray(b, np.float64))
+            value = _ldexp_or_inf(_exact_sum_of_products([(a, b)]), ea + eb)
+        value = dt.type(value)
+    # where even the accurate sum leaves the range (or its input holds inf / NaN), the fast
+    # value stands: the test is then made on what the iteration computed (as on the GPU)
+    return value if np.isfinite(value) else fast
+
+
+def _unit_scaled(*parts):
+    """The real arrays ``parts`` times one power of two 2^-e that brings their largest
+    magnitude into [0.5, 1) (exact), and e: no product of two such entries, nor Dekker's split of
+    one, can overflow, and a sum of n products stays below n."""
+    m = max((float(np.max(np.abs(p))) for p in parts if p.size), default=0.0)
+    if m == 0 or not np.isfinite(m):
+        return parts, 0
+    e = int(np.frexp(m)[1])
+    return tuple(np.ldexp(p, -e) for p in parts), e
+
+
+def _ldexp_or_inf(v: float, e: int) -> float:
+    try:
+        return math.ldexp(v, e)
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def confirmed_dot(space, a, b, fails):

@@ -231,7 +231,9 @@ __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ 
 // says that the breakdown test fails on the fast value `rho` (an inner product <a, b>, or the
 // rho of the name) where the test would be made; then the whole
 // block computes the accurate <a, b> and returns it in place of rho (all threads get the same
-// value); otherwise rho is returned unchanged. Every thread of the block must call it.
+// value); otherwise rho is returned unchanged. Where the accurate sum is not finite (an
+// intermediate overflow near the top of the range), the fast value stands, as the reference's
+// dot_accurate does. Every thread of the block must call it.
 template <typename T>
 __device__ __forceinline__ T confirm_dot(bool suspect, T rho, int n, const T* __restrict__ a,
                                          const T* __restrict__ b) {
@@ -240,7 +242,9 @@ __device__ __forceinline__ T confirm_dot(bool suspect, T rho, int n, const T* __
     __syncthreads();
     const bool s = sh_suspect;
     __syncthreads();   // sh_suspect may be written again by a later call
-    return s ? dot_accurate(n, a, b) : rho;
+    if (!s) return rho;
+    const T acc = dot_accurate(n, a, b);
+    return is_finite(acc) ? acc : rho;
 }
 
 }  // namespace dps
