@@ -8,10 +8,17 @@ runs as kernels with one host wait (``dpsolve._system.device_system``); a prepar
 Convergence (SciPy's): the iteration stops when ||r|| < max(rtol*||b||, atol) on the recurrence
 residual. dpsolve then recomputes the true residual ||b - A x|| once; if it misses the tolerance
 (the recurrence drifted, as it does in float32), the solve restarts from the true residual with
-the iterations left, and reports non-convergence (info = iterations run) if that fails too.
+the iterations left, and reports non-convergence (info = maxiter, SciPy's value) if that fails
+too. The true residual decides success: info is 0 exactly when ||b - A x|| <= tol.
+
+Range: a b whose norm would under- or overflow the working dtype's squares is solved as b / 2^e
+(exactly: ``_system.scale_rhs``), and x, the callback's iterates and the residual multiplied
+back; no per-iteration cost, and ||b|| == 0 means b is exactly zero.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import numbers
 import time
 import warnings
@@ -22,7 +29,9 @@ from . import autotune
 from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import device_system, make_system, vector_norm
+from ._system import (device_system, initial_guess_Mb, make_system, scale_rhs, split_x0,
+                      sum_of_squares, times_power_of_two)
+from .formats.csr import _is_cupy
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
 from .report import SolveReport
@@ -113,21 +122,49 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     t0, c0 = time.perf_counter(), time.process_time()
     check_options(variant, sync, format, maxiter, callback)
     options = method_table.get(method).check_options(options or {})
+    x0, x0_mb = split_x0(x0)
     if on_device(variant):
-        system, bnrm2 = device_system(method, A, b, x0, M, sync=sync)
+        system, sq = device_system(method, A, b, x0, M, sync=sync)
     else:
         system = make_system(method, A, b, x0, M)
-        bnrm2 = vector_norm(system.b)
+        sq = sum_of_squares(system.b)
     system.options = options
-    tol = _get_atol_rtol(method, bnrm2, atol, rtol)
+    tol, tol_solved = tolerances(system, sq, x0_mb, method, atol, rtol)
     backend, fmt = pick(system, variant, format, callback)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
-    if bnrm2 == 0:
+    if tol_solved is None:
         return zero_solution(system, report, t0, c0, full_output)
     state = prepared(backend, system, fmt, sync)
-    return iterate(backend, state, system, tol, maxiter, callback, sync, energy, report, t0, c0,
-                   full_output)
+    return iterate(backend, state, system, tol_solved, maxiter, callback, sync, energy, report,
+                   t0, c0, full_output)
+
+
+def _set_up_stream(system):
+    """The context the set-up's device work runs in: dpsolve's stream where b is on the device
+    (the solve's kernels follow on it), else nothing."""
+    if _is_cupy(system.b):
+        from ._setup import resources
+        return resources().stream
+    return contextlib.nullcontext()
+
+
+def tolerances(system, sq, x0_mb, method, atol, rtol):
+    """The end of every call's set-up: b scaled into the safe range where ||b||^2 = ``sq`` (as
+    summed) is outside it (``scale_rhs``), SciPy's ``x0="Mb"`` made, and the tolerance.
+    Returns (tol, tol_solved): SciPy's max(atol, rtol ||b||) for the report, and the same for
+    the system as solved (b / 2^scale), computed from the scaled ||b|| so that it is finite
+    where ||b|| itself overflows; tol_solved is None when b is exactly zero."""
+    with _set_up_stream(system):
+        bnorm = scale_rhs(system, sq)
+        if x0_mb and bnorm != 0:
+            initial_guess_Mb(system)
+    e = system.scale
+    with np.errstate(over="ignore"):
+        tol = _get_atol_rtol(method, math.ldexp(bnorm, e), atol, rtol)
+        if bnorm == 0:
+            return tol, None
+        return tol, max(math.ldexp(float(atol), -e), float(rtol) * bnorm)
 
 
 def prepared(backend, system, fmt, sync, wait=False, **kw):
@@ -164,27 +201,40 @@ def restarted(run_once, residual, tol, maxiter):
     ``run_once(budget)`` runs SciPy's loop for at most ``budget`` iterations from the current x
     and returns (info, iterations); ``residual()`` is then the true ||b - A x||. While the
     recurrence says converged and the true residual does not, run again (MAX_RESTARTS at most,
-    within maxiter). Returns (info, iterations, true residual norm, restarts)."""
+    within maxiter). Returns (info, iterations, true residual norm, restarts).
+
+    Success needs the true residual: info is 0 only when ``rnorm <= tol``. With ``tol == 0``
+    the strict recurrence test (SciPy's ``<``) can never pass, and the loop ends by exhausting
+    the precision (an exact or underflowed residual gives 0/0, a "breakdown"): there the true
+    residual alone decides, 0 if it is exactly 0, else non-convergence. Otherwise SciPy's codes
+    stand: a breakdown keeps its code, a run out of iterations is non-convergence. Non-
+    convergence is ``maxiter``, SciPy's value, also when a run that exits at once (its freshly
+    computed residual below ``tol``, the true one not) leaves nothing to restart."""
     total = restarts = 0
     while True:
         info, its = run_once(maxiter - total)
         total += its
         rnorm = residual()
-        if info != 0:
-            return (info if info < 0 else total), total, rnorm, restarts
-        # converged on the recurrence; a run of 0 iterations tested a freshly computed residual
-        if rnorm <= tol or its == 0:
+        if info == 0 and rnorm <= tol:
             return 0, total, rnorm, restarts
-        if total >= maxiter or restarts >= MAX_RESTARTS:
-            return total, total, rnorm, restarts
+        if info < 0 and tol == 0:
+            return (0 if rnorm == 0 else maxiter), total, rnorm, restarts
+        if info < 0:
+            return info, total, rnorm, restarts
+        if info > 0 or its == 0 or total >= maxiter or restarts >= MAX_RESTARTS:
+            return maxiter, total, rnorm, restarts
         restarts += 1
 
 
 def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report, t0, c0,
             full_output):
     """Solve with the prepared ``state``: SciPy's loop, then restarts from the true residual
-    while the recurrence says converged and the true residual does not. ``t0``/``c0``: the
-    call's start (wall and process CPU), so the report splits set-up from solve."""
+    while the recurrence says converged and the true residual does not. ``tol``: the tolerance
+    of the system as solved (b / 2^system.scale); x, the callback's iterates and the reported
+    residual are the caller's (times 2^scale). ``t0``/``c0``: the call's start (wall and process
+    CPU), so the report splits set-up from solve. No NumPy floating-point warning escapes (a
+    breakdown's 0/0 is a code, not a warning); the user's callback runs under the caller's own
+    warning settings."""
     if maxiter is None:
         maxiter = 10 * system.n
     backend.load(state, system)
@@ -192,6 +242,7 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     t_solve = time.perf_counter()
     report.setup_time = t_solve - t0
     stats, last = {}, [None]
+    callback = _caller_callback(callback, system.scale, np.geterr())
 
     def run_once(budget):
         run = last[0] = backend.run(state, system, last[0].x if last[0] else x, atol=tol,
@@ -204,20 +255,60 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
         return (run.residual if run.residual is not None
                 else backend.residual_norm(state, system, run.x))
 
-    info, total, rnorm, restarts = restarted(run_once, residual, tol, maxiter)
-    x = last[0].x
+    with np.errstate(all="ignore"):
+        info, total, rnorm, restarts = restarted(run_once, residual, tol, maxiter)
+        x = last[0].x
+        if system.scale:
+            info, rnorm = _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter)
+        x = backend.to_output(x, system)
+        if system.scale:
+            with _set_up_stream(system):
+                x = times_power_of_two(x, system.scale)
+            rnorm = math.ldexp(rnorm, system.scale)
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
     for k, v in stats.items():
         if k != "wall_time":
             setattr(report, k, v)
-    x = backend.to_output(x, system)
     t_end = time.perf_counter()
     report.solve_time = t_end - t_solve
     report.wall_time = t_end - t0
     # the call's host CPU time: set-up, solve and output (the runs' own is inside it)
     report.host_cpu_time = time.process_time() - c0
     return (x, info, report) if full_output else (x, info)
+
+
+def _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter):
+    """(info, rnorm) of the x the caller will get, x * 2^scale: where that rounds (entries
+    below the normal range, or past the largest float), the true residual of the rounded x
+    decides, not that of the x solved for. A rare path: scaled systems only, and a residual
+    computed only where the multiplication back is not exact."""
+    xp = np if isinstance(x, np.ndarray) else None
+    with _set_up_stream(system):
+        back = times_power_of_two(times_power_of_two(x, system.scale), -system.scale)
+        if xp is None:
+            import cupy as xp
+        if bool(xp.array_equal(back, x)):
+            return info, rnorm
+    rnorm = backend.residual_norm(state, system, back)
+    if info == 0 and not rnorm <= tol:
+        info = maxiter
+    return info, rnorm
+
+
+def _caller_callback(callback, scale, errstate):
+    """The user's callback as the solve calls it: an iterate multiplied back to the caller's
+    scale (a residual norm GMRES passes is relative: it needs nothing), under the caller's
+    NumPy error settings (the solve itself ignores floating-point warnings)."""
+    if callback is None:
+        return None
+
+    def caller(xk):
+        if scale and getattr(xk, "ndim", 0):
+            xk = times_power_of_two(xk, scale)
+        with np.errstate(**errstate):
+            return callback(xk)
+    return caller
 
 
 _SUMMED = ("wall_time", "gpu_time", "gpu_energy", "host_cpu_time", "host_energy", "host_syncs",

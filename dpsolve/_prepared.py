@@ -18,22 +18,29 @@ call ``update(A)`` (or prepare again). A ``LinearOperator`` ``A`` or ``M`` is th
 called as it is at each solve, since dpsolve cannot copy a function.
 
 **Types.** The working dtype is fixed when preparing: A's (integers become float64), or the
-``dtype`` given. ``solve`` casts ``b`` and ``x0`` to it when NumPy's ``same_kind`` rule allows
-(a float64 ``b`` into a float32 system is solved in float32); a complex ``b`` for a real system is
-an error naming both dtypes. Output follows ``b``: NumPy in, NumPy out; CuPy in, CuPy out.
+``dtype`` given; ``update`` keeps it. Every cast into it follows NumPy's ``same_kind`` rule: a
+float64 ``b`` (or ``A``, or ``M``) into a float32 system is solved in float32, while a complex
+``A``, ``M``, ``b`` or ``x0`` for a real system is a TypeError naming both dtypes (its imaginary
+part would be dropped). Output follows ``b``: NumPy in, NumPy out; CuPy in, CuPy out.
 
-Not thread-safe: one prepared system serves one thread at a time.
+**Threads.** A prepared system may be shared between threads: its solves (and ``update``) run one
+at a time, each with its own right-hand side, under the system's lock; a GPU system keeps its
+own stream and buffers, so whichever thread solves orders its work after the set-up. A solve
+re-entered from its own callback (or from an operator it calls) is refused with RuntimeError:
+the outer solve holds the state. Prepare a second system for nested solves.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 
 import numpy as np
 
 from . import _frontend as fe
 from . import methods as method_table
-from ._system import (System, check_vector, device_system, host_system, host_vector,
-                      vector_norm)
+from ._system import (System, check_vector, device_system, host_system, host_vector, split_x0,
+                      sum_of_squares)
 from .formats.csr import _is_cupy
 from .report import SolveReport
 
@@ -58,12 +65,39 @@ class PreparedSystem:
                                 f"got {dtype}")
         self.method, self.sync = method, sync
         self._options = dict(M=M, variant=variant, format=format, dtype=dtype)
-        self._build(A)
+        self._lock, self._owner, self._res = threading.Lock(), None, None
+        device = fe.on_device(variant)
+        if device:
+            from ._setup import Resources
+            self._res = Resources()              # this system's own stream and buffers
+        with self._exclusive():
+            self._build(A, device)
+        self._options["dtype"] = self.dtype      # update() keeps it
 
-    def _build(self, A):
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """One call at a time (a solve or an update), on this system's own GPU resources; the
+        same thread coming back (a callback that solves with this system) is refused."""
+        me = threading.get_ident()
+        if self._owner == me:
+            raise RuntimeError("this prepared system is already solving in this thread (a solve "
+                               "or update re-entered from its own callback or operator); "
+                               "prepare a second system for nested solves")
+        with self._lock:
+            self._owner = me
+            try:
+                if self._res is None:
+                    yield
+                else:
+                    from ._setup import using
+                    with using(self._res):
+                        yield
+            finally:
+                self._owner = None
+
+    def _build(self, A, device):
         t0 = time.perf_counter()
         o = self._options
-        device = fe.on_device(o["variant"])
         if device:
             base, _ = device_system(self.method, A, None, None, o["M"], dtype=o["dtype"],
                                     copy=True, sync=self.sync)
@@ -79,12 +113,14 @@ class PreparedSystem:
         self.prepare_time = time.perf_counter() - t0
 
     def update(self, A) -> None:
-        """Prepare again with a changed ``A`` (same method, M, variant, format, sync and dtype).
-        ``A`` must have the shape of the one prepared; on an error the previous system stays."""
+        """Prepare again with a changed ``A`` (same method, M, variant, format, sync and working
+        dtype: A's dtype must cast to it by ``same_kind``). ``A`` must have the shape of the one
+        prepared; on an error the previous system stays."""
         shape = getattr(A, "shape", None)
         if shape is not None and tuple(shape) != (self.n, self.n):
             raise ValueError(f"update needs a {self.n} x {self.n} matrix, got shape {tuple(shape)}")
-        self._build(A)
+        with self._exclusive():
+            self._build(A, self._device)
 
     def __repr__(self):
         return (f"<dpsolve.PreparedSystem {self.method} n={self.n} nnz={self.nnz} "
@@ -103,44 +139,45 @@ class PreparedSystem:
               full_output=False, energy=False, **options):
         """Solve ``A x = b`` with the prepared method: SciPy's arguments, defaults and
         ``(x, info)`` codes, as :func:`dpsolve.cg` (``full_output``, ``energy`` likewise);
-        ``options``: the method's own (GMRES's ``restart``, ...)."""
+        ``options``: the method's own (GMRES's ``restart``, ...). Thread-safe (one solve at a
+        time); re-entering from this solve's own callback raises RuntimeError."""
         t0, c0 = time.perf_counter(), time.process_time()
         fe.check_options(self._options["variant"], self.sync, self._options["format"], maxiter,
                          callback)
         options = method_table.get(self.method).check_options(options)
         out_cupy = _is_cupy(b)
         b = self._vector(b, "b")
+        x0, x0_mb = split_x0(x0)
         if x0 is not None:
-            if isinstance(x0, str):
-                raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
             x0 = self._vector(x0, "x0")
-        if self._device:
-            b, x0, bnrm2 = _device_rhs(b, x0, self.dtype, self.sync)
-        else:
-            b, x0, bnrm2 = _host_rhs(b, x0, self.dtype)
-        system = System(self.method, self.n, self.dtype, self._base.csr, self._base.operator, b,
-                        x0, self._base.M, out_cupy, options)
-        tol = fe._get_atol_rtol(self.method, bnrm2, atol, rtol)
-        report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
-                             method=self.method, dtype=str(self.dtype), n=self.n, nnz=self.nnz,
-                             tolerance=tol)
-        if bnrm2 == 0:
-            return fe.zero_solution(system, report, t0, c0, full_output)
-        return fe.iterate(self._backend, self._state, system, tol, maxiter, callback, self.sync,
-                          energy, report, t0, c0, full_output)
+        with self._exclusive():
+            if self._device:
+                b, x0, sq = _device_rhs(b, x0, self.dtype, self.sync)
+            else:
+                b, x0, sq = _host_rhs(b, x0, self.dtype)
+            system = System(self.method, self.n, self.dtype, self._base.csr,
+                            self._base.operator, b, x0, self._base.M, out_cupy, options)
+            tol, tol_solved = fe.tolerances(system, sq, x0_mb, self.method, atol, rtol)
+            report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
+                                 method=self.method, dtype=str(self.dtype), n=self.n,
+                                 nnz=self.nnz, tolerance=tol)
+            if tol_solved is None:
+                return fe.zero_solution(system, report, t0, c0, full_output)
+            return fe.iterate(self._backend, self._state, system, tol_solved, maxiter, callback,
+                              self.sync, energy, report, t0, c0, full_output)
 
 
 def _host_rhs(b, x0, dtype):
-    """b and x0 as private copies in ``dtype``, checked, and ||b|| (the host variant)."""
+    """b and x0 as private copies in ``dtype``, checked, and ||b||^2 (the host variant)."""
     b = host_vector(b, dtype, "b")
     if x0 is not None:
         x0 = host_vector(x0, dtype, "x0")
-    return b, x0, vector_norm(b)
+    return b, x0, sum_of_squares(b)
 
 
 def _device_rhs(b, x0, dtype, sync):
-    """b and x0 on the device in ``dtype`` (not copied: only read from here on), ||b||, x0
-    checked: one host wait."""
+    """b and x0 on the device in ``dtype`` (not copied: only read from here on), ||b||^2 as
+    summed, x0 checked: one host wait."""
     from . import _setup
     res = _setup.resources()
     stream = res.stream
@@ -149,8 +186,7 @@ def _device_rhs(b, x0, dtype, sync):
     rb = _setup.Readback(stream, res)
     vectors = _setup.PendingVectors(b, x0, up[0], up[1], dtype, rb)
     rb.fetch(sync)
-    bnrm2 = vectors.finish()
-    return vectors.b, vectors.x0, bnrm2
+    return vectors.b, vectors.x0, vectors.finish()
 
 
 def prepare(A, method="cg", *, M=None, variant="auto", format="auto", sync="polling",

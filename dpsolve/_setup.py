@@ -11,13 +11,15 @@ What a call needs before its first iteration -- the matrix on the device and che
   and ELL's width need it) -- instead of a chain of NumPy or CuPy reductions, each with its sync;
 * ``||b||^2`` and ``||x0||^2`` by blas1's two-stage DOT; a non-finite result means NaN or Inf in
   the vector, or squares that overflow (entries near 1e+154 in float64): the rare slow path tells
-  which.
+  which. A sum outside the safe range (over- or underflowed squares) has the front end solve
+  for b scaled by a power of two (``_system.scale_rhs``), again on the rare path only.
 
 Per thread and device, the stream, the events, the pinned buffers and the scratch area are made
 once and reused by every call (``resources()``).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -42,6 +44,7 @@ class Resources:
 
     def __init__(self):
         import cupy
+        self.device = cupy.cuda.runtime.getDevice()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         # host waits: a plain event (polling) and one made with cudaEventBlockingSync (blocking)
         self.wait_events = {"polling": cupy.cuda.Event(block=False, disable_timing=True),
@@ -92,20 +95,37 @@ class Resources:
 class _Local(threading.local):
     def __init__(self):
         self.by_device = {}
+        self.override = None
 
 
 _local = _Local()
 
 
 def resources() -> Resources:
-    """This thread's Resources for the current device (made on first use)."""
+    """This thread's Resources for the current device (made on first use), or those ``using``
+    put in place."""
     import cupy
     dev = cupy.cuda.runtime.getDevice()
+    r = _local.override
+    if r is not None and r.device == dev:
+        return r
     r = _local.by_device.get(dev)
     if r is None:
         with cupy.cuda.Device(dev):
             r = _local.by_device[dev] = Resources()
     return r
+
+
+@contextlib.contextmanager
+def using(res: Resources):
+    """Run the block with ``res`` as this thread's Resources: a prepared system keeps its own
+    (its stream, events and buffers), so that whichever thread solves with it -- one at a time,
+    under its lock -- orders every step on the stream its state was built on."""
+    prev, _local.override = _local.override, res
+    try:
+        yield res
+    finally:
+        _local.override = prev
 
 
 def follow_caller(stream, res: Resources | None = None) -> None:
@@ -283,28 +303,26 @@ def queue_norm2(v, rb: Readback) -> int:
     return k
 
 
-def norm_result(rb: Readback, k: int, v, what: str) -> float:
-    """||v|| from its slot. A non-finite square sum is NaN/Inf in ``v`` (ValueError naming
-    ``what``) or squares that overflow (then the norm is computed scaled)."""
+def square_sum(rb: Readback, k: int, v, what: str) -> float:
+    """||v||^2 from its slot, as the working dtype summed it. A non-finite sum is NaN/Inf in
+    ``v`` (ValueError naming ``what``) or squares that overflow (the caller then scales: see
+    ``_system.in_safe_range``)."""
     sq = float(np.real(rb.value(k, v.dtype)))
-    if np.isfinite(sq):
-        return float(np.sqrt(sq))
-    import cupy
-    with rb.stream:
-        if not bool(cupy.isfinite(v).all()):
-            raise ValueError(f"{what} contains NaN or Inf")
-    return scaled_norm(v, rb.stream)
+    if not np.isfinite(sq):
+        import cupy
+        with rb.stream:
+            if not bool(cupy.isfinite(v).all()):
+                raise ValueError(f"{what} contains NaN or Inf")
+    return sq
 
 
 def scaled_norm(v, stream) -> float:
-    """||v|| of a device vector whose squares overflow: max|v| * ||v / max|v||| (a NaN or Inf
-    max, or 0, is returned as it is). The rare path behind a non-finite sum of squares."""
+    """||v|| of a device vector whose squares under- or overflow (``_system.scaled_norm``, on
+    ``stream``). The rare path behind a sum of squares outside the safe range."""
     import cupy
+    from ._system import scaled_norm as scaled
     with stream:
-        scale = float(cupy.abs(v).max())
-        if not np.isfinite(scale) or scale == 0:
-            return scale
-        return scale * float(cupy.linalg.norm(v / scale))
+        return scaled(v, cupy)
 
 
 def host_part(v):
@@ -315,7 +333,7 @@ def host_part(v):
 
 class PendingVectors:
     """b and x0 (either may be None) on the device in ``dtype`` with ||b||^2 and ||x0||^2
-    queued; ``finish()`` (after the readback) checks them and returns ||b||.
+    queued; ``finish()`` (after the readback) checks them and returns ||b||^2.
 
     ``up_b`` / ``up_x``: their uploads where they were host arrays (``host_part``), else None
     and the caller's CuPy arrays are used. Nothing is copied: from here on b and x0 are only
@@ -333,29 +351,35 @@ class PendingVectors:
             self.kx = queue_norm2(self.x0, rb) if self.x0 is not None else None
 
     def finish(self):
-        """||b|| (None without b); NaN or Inf in b, then in x0, raise ValueError naming it."""
-        bnorm = norm_result(self.rb, self.kb, self.b, "b") if self.kb is not None else None
+        """||b||^2 as summed (None without b); NaN or Inf in b, then in x0, raise ValueError
+        naming it."""
+        sq = square_sum(self.rb, self.kb, self.b, "b") if self.kb is not None else None
         if self.kx is not None:
-            norm_result(self.rb, self.kx, self.x0, "x0")
-        return bnorm
+            square_sum(self.rb, self.kx, self.x0, "x0")
+        return sq
 
 
 # --------------------------------------------------------------------------- matrices
 def matrix_arrays(A):
     """(indptr, indices, data, n) of ``A`` as CSR arrays where A lives, without copying what is
     already CSR: a SciPy or cupyx CSR gives its own arrays (only read), other sparse formats and
-    dense arrays are converted (COO and CSC sum their duplicates on the way)."""
+    dense arrays are converted (COO and CSC sum their duplicates on the way). Other formats' index
+    arrays are checked before the conversion reads them (``formats.validate``); a CSR's, in its
+    own dtype, by csr_check."""
     from .formats.csr import _is_cupy
+    from .formats.validate import check_indices
     if _is_cupy(A):
         import cupy
         import cupyx.scipy.sparse as csp
         if csp.issparse(A):
+            check_indices(A, compressed=False)      # before tocsr reads them; a CSR: csr_check
             m = A if A.format == "csr" else A.tocsr()
         else:
             m = csp.csr_matrix(cupy.asarray(A))
         return m.indptr, m.indices, m.data, int(m.shape[0])
     import scipy.sparse as sp
     if sp.issparse(A):
+        check_indices(A, compressed=False)
         m = A if A.format == "csr" else A.tocsr()
     else:
         m = sp.csr_array(np.asarray(A))

@@ -12,7 +12,8 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 from .formats import CSR, to_csr
-from .formats.csr import _is_cupy
+from .formats.csr import _is_cupy, array_module
+from .formats.validate import check_indices
 
 # SciPy's coercion table (scipy.sparse.linalg._isolve.utils): the working type of A and b.
 _COERCE = {('f', 'f'): 'f', ('f', 'd'): 'd', ('f', 'F'): 'F', ('f', 'D'): 'D',
@@ -43,14 +44,87 @@ def _host(a):
     return a.get() if _is_cupy(a) else np.asarray(a)
 
 
-def vector_norm(v) -> float:
-    """||v||_2 where v lives, without a BLAS call: NumPy's BLAS (OpenBLAS) leaves its worker
+def safe_exponent_range(dtype) -> int:
+    """T: a right-hand side with ||b|| in [2^-T, 2^T] is solved as it is; outside it, scaled.
+    A quarter of the dtype's exponent range (float32: 32, float64: 256), so that every norm and
+    inner product of the solve -- squares of b, of the residual down to any sensible rtol, and
+    <p, A p> with a moderately scaled A -- stays clear of overflow and of subnormals."""
+    return np.finfo(np.dtype(dtype)).maxexp // 4
+
+
+def in_safe_range(sq: float, dtype) -> bool:
+    """Whether a sum of squares ||v||^2 needs no scaling (finite, and ||v|| in [2^-T, 2^T])."""
+    t = 2.0 ** (2 * safe_exponent_range(dtype))
+    return bool(np.isfinite(sq)) and 1.0 / t <= sq <= t
+
+
+def exponent_of(vmax: float) -> int:
+    """e with vmax / 2^e in [0.5, 1): the power of two a vector of max |v| = vmax is divided by."""
+    return int(np.frexp(vmax)[1])
+
+
+def times_power_of_two(v, e: int):
+    """v * 2^e, exactly (a new array; NumPy or CuPy, real or complex), in two factors so that
+    neither over- nor underflows where the product does not (2^e alone can, for |e| > 1022)."""
+    if e == 0:
+        return v
+    half = e // 2
+    return (v * v.real.dtype.type(2.0 ** half)) * v.real.dtype.type(2.0 ** (e - half))
+
+
+def scaled_norm(v, xp=np) -> float:
+    """||v||_2 of a vector whose squares under- or overflow: max|v| * ||v / 2^e|| with 2^e the
+    power of two near max|v| (exact). 0.0 exactly when v is zero."""
+    vmax = float(xp.abs(v).max())
+    if vmax == 0 or not np.isfinite(vmax):
+        return vmax
+    e = exponent_of(vmax)
+    with np.errstate(over="ignore"):              # a norm past the float64 range is inf
+        return float(np.ldexp(float(xp.linalg.norm(times_power_of_two(v, -e))), e))
+
+
+def sum_of_squares(v) -> float:
+    """||v||^2 of a host vector, squares and sum in float64 (over- and underflow left to the
+    caller: ``in_safe_range``), without a BLAS call: NumPy's BLAS (OpenBLAS) leaves its worker
     threads spinning for a while after a large dot, which would bill the solve for CPU time."""
-    if _is_cupy(v):
-        import cupy
-        return float(cupy.linalg.norm(v))
-    sq = v.real * v.real + v.imag * v.imag if np.iscomplexobj(v) else v * v
-    return float(np.sqrt(np.add.reduce(sq, dtype=np.float64)))
+    w = v.astype(np.complex128 if np.iscomplexobj(v) else np.float64, copy=False)
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.add.reduce(w.real * w.real + w.imag * w.imag if np.iscomplexobj(w)
+                                   else w * w))
+
+
+def vector_norm(v) -> float:
+    """||v||_2 where v lives, without over- or underflow: the plain sum of squares where it is in
+    the safe range, else the scaled path. 0.0 exactly when v is zero."""
+    xp = array_module(v)
+    sq = float(xp.vdot(v, v).real) if xp is not np else sum_of_squares(v)
+    return float(np.sqrt(sq)) if in_safe_range(sq, np.float64) else scaled_norm(v, xp)
+
+
+# Off only in the tests of the non-finite stop (tests/nonfinite_cases.py), which reach the
+# overflow of an iteration through b's scale: with scaling on, dpsolve solves those systems.
+SCALE_RHS = True
+
+
+def scale_rhs(system, sq: float) -> float:
+    """Scale ``system.b`` (and ``x0``) by a power of two where ``sq`` = ||b||^2 (as summed) is
+    outside the safe range of the working dtype; returns ||b|| of the system as it will be
+    solved. ``system.scale`` = e: the solve runs on b / 2^e, exactly (every iterate is the
+    unscaled one's times 2^-e, bit for bit), and the front end multiplies x and the residual
+    back. A zero ||b|| means b is exactly zero. Device vectors are scaled on the set-up's stream
+    (the caller's context)."""
+    system.scale = 0
+    if not SCALE_RHS or in_safe_range(sq, system.dtype):
+        return float(np.sqrt(sq))
+    xp = array_module(system.b)
+    vmax = float(xp.abs(system.b).max())
+    if vmax == 0:
+        return 0.0
+    e = system.scale = exponent_of(vmax)
+    system.b = times_power_of_two(system.b, -e)
+    if system.x0 is not None:
+        system.x0 = times_power_of_two(system.x0, -e)
+    return vector_norm(system.b)
 
 
 def _all_finite(a) -> bool:
@@ -81,6 +155,7 @@ class System:
     M: Preconditioner
     out_cupy: bool               # return CuPy arrays (b was a CuPy array)
     options: dict = field(default_factory=dict)   # the method's own (methods.Method.options)
+    scale: int = 0               # b and x0 are the caller's / 2^scale (``scale_rhs``)
 
     @property
     def nnz(self):
@@ -103,6 +178,8 @@ def check_matrix(A):
     elif isinstance(A, LinearOperator) or hasattr(A, "matvec"):
         is_operator = True
         A = aslinearoperator(A)
+    elif callable(A):
+        raise TypeError(_function_hint(A, "A"))
     else:
         given = type(A).__name__            # named in errors: not NumPy's conversion of A
         try:
@@ -162,6 +239,36 @@ def _host_matrix(A, is_operator, dtype):
     return csr, None
 
 
+def split_x0(x0):
+    """(x0, whether it is SciPy's ``"Mb"``): ``x0="Mb"`` starts from M b (b itself without M),
+    made by ``initial_guess_Mb`` once the system is set up; any other string is an error."""
+    if isinstance(x0, str):
+        if x0 == "Mb":
+            return None, True
+        raise ValueError(f"x0={x0!r} is not supported; pass an array, None or 'Mb' (x0 = M b)")
+    return x0, False
+
+
+def initial_guess_Mb(system) -> None:
+    """``system.x0`` = M b, where b lives (SciPy's ``x0="Mb"``), checked like any x0. Called
+    after ``scale_rhs`` (M is linear: M (b / 2^e) is the scaled M b), on the set-up's stream."""
+    b, M = system.b, system.M
+    xp = array_module(b)
+    if M.kind == "none":
+        x0 = b.copy()
+    elif M.kind == "jacobi":
+        x0 = xp.asarray(M.inv_diag) * b
+    elif xp is np or system.out_cupy:          # an operator gets arrays of the caller's kind
+        x0 = xp.asarray(M.op.matvec(b)).ravel()
+    else:
+        x0 = xp.asarray(np.asarray(M.op.matvec(b.get())).ravel())
+    check_cast(x0.dtype, system.dtype, "M b (x0='Mb')", "cast M")
+    x0 = x0.astype(system.dtype, copy=False)
+    if not _all_finite(x0):
+        raise ValueError("x0 = M b (x0='Mb') contains NaN or Inf")
+    system.x0 = x0
+
+
 def make_system(method, A, b, x0, M) -> System:
     """The System of a host-side solve: every check with NumPy (or CuPy, where the input lives)."""
     A, is_operator, shape = check_matrix(A)
@@ -173,10 +280,8 @@ def make_system(method, A, b, x0, M) -> System:
     dtype = coerce(matrix_char(A), b.dtype.char)
     b = host_vector(b, dtype, "b")
 
-    # ---- x0
+    # ---- x0 (SciPy's "Mb" is made later: M b once b is scaled, ``initial_guess_Mb``)
     if x0 is not None:
-        if isinstance(x0, str):
-            raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
         x0 = host_vector(check_vector(x0, shape, "x0"), dtype, "x0")
 
     csr, op = _host_matrix(A, is_operator, dtype)
@@ -186,16 +291,27 @@ def make_system(method, A, b, x0, M) -> System:
 def host_system(method, A, M, dtype=None) -> System:
     """The System of A alone (b=None) for a prepared host solve: a checked copy of A."""
     A, is_operator, shape = check_matrix(A)
-    ch = matrix_char(A)
-    dtype = coerce(ch, ch) if dtype is None else np.dtype(dtype)
+    dtype = working_dtype(A, dtype)
     csr, op = _host_matrix(A, is_operator, dtype)
     n = shape[0]
-    return System(method, n, dtype, csr, op, None, None, make_preconditioner(M, csr, n, dtype),
-                  False)
+    return System(method, n, dtype, csr, op, None, None,
+                  make_preconditioner(M, csr, n, dtype, snapshot=True), False)
+
+
+def working_dtype(A, dtype=None) -> np.dtype:
+    """A prepared system's working dtype: A's own (integers as float64), or ``dtype``, to which
+    A's must cast by ``same_kind``."""
+    ch = matrix_char(A)
+    if dtype is None:
+        return coerce(ch, ch)
+    check_cast(np.dtype(ch), dtype, "A", f"prepare with dtype={np.dtype(ch).name} (or a "
+               f"complex dtype)")
+    return np.dtype(dtype)
 
 
 def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"):
-    """(System, ||b||) of a GPU solve, every input on the device, at the cost of one host wait.
+    """(System, ||b||^2 as summed) of a GPU solve, every input on the device, at the cost of one
+    host wait.
 
     The same checks and messages as ``make_system``, in the same order, but every pass over the
     data is a kernel (``dpsolve._setup``): host arrays (SciPy's CSR arrays as they are, NumPy b,
@@ -210,12 +326,10 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     out_cupy = _is_cupy(b)
     if b is not None:
         b = check_vector(b, shape, "b")
-    if dtype is None:
-        ch = matrix_char(A)
-        dtype = coerce(ch, b.dtype.char if b is not None else ch)
+        dtype = coerce(matrix_char(A), b.dtype.char)
+    else:
+        dtype = working_dtype(A, dtype)
     if x0 is not None:
-        if isinstance(x0, str):
-            raise ValueError(f"x0={x0!r} is not supported; pass an array or None")
         x0 = check_vector(x0, shape, "x0")
     res = _setup.resources()
     stream = res.stream
@@ -232,16 +346,36 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     pending = (_setup.PendingCSR(*arrays, dtype, rb, copy=copy and not mat_host)
                if arrays is not None else None)
     rb.fetch(sync)                           # the host waits as the call's sync mode says
-    bnorm = vectors.finish()
+    sq = vectors.finish()
     csr = pending.finish() if pending is not None else None
     system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, vectors.b,
-                    vectors.x0, make_preconditioner(M, csr, n, dtype), out_cupy)
-    return system, bnorm
+                    vectors.x0, make_preconditioner(M, csr, n, dtype, snapshot=copy), out_cupy)
+    return system, sq
 
 
-def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
+def check_cast(src, dtype, what: str, fix: str) -> None:
+    """Refuse a cast of ``what`` from ``src`` to the working ``dtype`` that NumPy's
+    ``same_kind`` rule does not allow (complex to real would drop the imaginary part)."""
+    src, dtype = np.dtype(src), np.dtype(dtype)
+    if not np.can_cast(src, dtype, "same_kind"):
+        raise TypeError(f"{what} has dtype {src}, which does not cast to the working dtype "
+                        f"{dtype} (its imaginary part would be dropped); {fix}")
+
+
+def _function_hint(obj, what: str) -> str:
+    """The advice for a plain Python function passed where a matrix or an operator belongs."""
+    name = getattr(obj, "__name__", type(obj).__name__)
+    return (f"{what} is a plain function ({name}); wrap it as "
+            f"scipy.sparse.linalg.LinearOperator((n, n), matvec={name}, dtype=...) (with "
+            f"rmatvec=, {what}^H x, for BiCG)")
+
+
+def make_preconditioner(M, csr, n, dtype, *, snapshot=False) -> Preconditioner:
     """M may be None, "jacobi", a 1-D array holding D^-1, a diagonal sparse matrix, or any
-    matrix / LinearOperator approximating A^-1 (host-driven variants only)."""
+    matrix / LinearOperator approximating A^-1 (host-driven variants only). ``snapshot``: a
+    dense M is copied (a prepared system's M, like its A, does not follow later changes); a
+    sparse one always is. M's dtype must cast to ``dtype`` (``same_kind``)."""
+    fix = "cast M, or solve in a complex dtype"
     if M is None:
         return Preconditioner("none")
     if isinstance(M, str):
@@ -261,6 +395,7 @@ def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
     if (isinstance(M, np.ndarray) or _is_cupy(M)) and M.ndim == 1:
         if M.shape != (n,):
             raise ValueError(f"M as a 1-D inverse diagonal must have shape ({n},), got {M.shape}")
+        check_cast(M.dtype, dtype, "M", fix)
         inv = _host(M).astype(dtype, copy=True)
         if not np.isfinite(inv).all():
             raise ValueError("M (inverse diagonal) contains NaN or Inf")
@@ -268,13 +403,26 @@ def make_preconditioner(M, csr, n, dtype) -> Preconditioner:
     if sp.issparse(M) or _is_cupy(M):
         if tuple(M.shape) != (n, n):
             raise ValueError("matrix and preconditioner have different shapes")
+        check_cast(M.dtype, dtype, "M", fix)
+        if hasattr(M, "format"):
+            check_indices(M, "M")
         Mh = sp.coo_array(M.get() if _is_cupy(M) else M, copy=True)   # M is not touched
         Mh.sum_duplicates()
         Mh.eliminate_zeros()
+        if not np.isfinite(Mh.data).all():
+            raise ValueError("M contains NaN or Inf")
         if bool((Mh.row == Mh.col).all()):                      # diagonal: a Jacobi application
             return Preconditioner("jacobi", inv_diag=Mh.diagonal().astype(dtype))
         M = Mh
+    elif isinstance(M, np.ndarray):
+        check_cast(M.dtype, dtype, "M", fix)
+        if snapshot:
+            M = M.copy()
+    elif callable(M) and not hasattr(M, "matvec"):
+        raise TypeError(_function_hint(M, "M"))
     op = aslinearoperator(M)
     if op.shape != (n, n):
         raise ValueError("matrix and preconditioner have different shapes")
+    if op.dtype is not None:
+        check_cast(op.dtype, dtype, "M", fix)
     return Preconditioner("operator", op=op)

@@ -31,6 +31,15 @@ def matrix_dir():
 
 
 @pytest.fixture
+def unscaled_rhs(monkeypatch):
+    """dpsolve's scaling of an extreme b (``_system.scale_rhs``) turned off: the tests of the
+    non-finite stop (tests/nonfinite_cases.py) reach an iteration's overflow through b's scale,
+    which dpsolve otherwise scales away (and then solves those systems)."""
+    from dpsolve import _system
+    monkeypatch.setattr(_system, "SCALE_RHS", False)
+
+
+@pytest.fixture
 def broken_kernel(tmp_path, monkeypatch):
     """A CUDA source "broken" registered with the loader, whose line 3 does not compile
     (an undefined symbol): the compile-error tests of nvcc and NVRTC."""

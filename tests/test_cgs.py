@@ -246,7 +246,7 @@ def test_breakdown_confirmed_with_the_accurate_dot(monkeypatch, which):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_host_nonfinite_stops_with_minus_10(dtype):
+def test_host_nonfinite_stops_with_minus_10(dtype, unscaled_rhs):
     """dpsolve's extension, as BiCG's: where SciPy iterates on NaN or inf to maxiter, CGS stops
     with -10 and a finite x. "huge": <r~, A r> overflows in the first iteration (x untouched);
     "trap": the residual after the first step overflows (-10 at 1, after its callback)."""

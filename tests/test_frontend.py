@@ -83,10 +83,18 @@ class Counter:
         self.shapes.append(np.shape(xk))
 
 
+def scipy_solve(method, A, b, **kw):
+    """SciPy's function of ``method``; GMRES with a callback is told SciPy's default callback
+    type ("legacy") explicitly, as SciPy asks (it warns otherwise)."""
+    if method == "gmres" and kw.get("callback") is not None:
+        kw.setdefault("callback_type", "legacy")
+    return getattr(sla, method)(A, b, **kw)
+
+
 def run_both(method, A, b, **kw):
     """(x, info, callback count) for SciPy and for dpsolve's host variant."""
     cs, cd = Counter(), Counter()
-    xs, infos = getattr(sla, method)(A, b, callback=cs, **kw)
+    xs, infos = scipy_solve(method, A, b, callback=cs, **kw)
     xd, infod = getattr(dpsolve, method)(A, b, callback=cd, variant="host", **kw)
     return (xs, infos, cs.calls), (xd, infod, cd.calls)
 
@@ -145,7 +153,7 @@ def test_cg_on_indefinite_stops_with_breakdown():
 
 
 @pytest.mark.parametrize("method", ["bicg", "bicgstab"])
-def test_bicg_family_stops_on_a_nonfinite_scalar(method):
+def test_bicg_family_stops_on_a_nonfinite_scalar(method, unscaled_rhs):
     """Documented dpsolve extension, as CG's: BiCG and BiCGStab stop with -10 when a scalar turns
     non-finite (float32 overflow here) instead of iterating on NaN to maxiter as SciPy does."""
     import nonfinite_cases
@@ -342,7 +350,7 @@ def test_jacobi_preconditioning(method, form):
     M_scipy = LinearOperator((n, n), matvec=lambda v: inv * v, rmatvec=lambda v: inv * v,
                              dtype=A.dtype)
     cs, cd, cu = Counter(), Counter(), Counter()
-    xs, infos = getattr(sla, method)(A, b, rtol=rtol, M=M_scipy, callback=cs)
+    xs, infos = scipy_solve(method, A, b, rtol=rtol, M=M_scipy, callback=cs)
     x, info = solve(method, A, b, rtol=rtol, M=M, callback=cd)
     _, info_plain = solve(method, A, b, rtol=rtol, callback=cu)
     assert infos == 0 and info == 0
@@ -401,7 +409,7 @@ def test_A_as_dense_ndarray(method):
     A, b = build("poisson2d", np.float64)
     dense = A.toarray()
     cs, cd = Counter(), Counter()
-    xs, infos = getattr(sla, method)(A, b, rtol=1e-8, callback=cs)
+    xs, infos = scipy_solve(method, A, b, rtol=1e-8, callback=cs)
     xd, infod = solve(method, dense, b, rtol=1e-8, callback=cd)
     assert infod == infos == 0
     assert true_residual(A, xd, b) <= 1e-8 * np.linalg.norm(b)
@@ -648,10 +656,10 @@ def test_persistent_false_convergence_is_not_success(monkeypatch, method):
     monkeypatch.setitem(dpsolve.methods.TABLE, (method, "host"), liar)
     A, b = build("poisson2d", np.float64)
     x, info, rep = solve(method, A, b, rtol=1e-8, full_output=True)
-    assert info > 0
+    assert info == 10 * A.shape[0]            # SciPy's non-convergence code: maxiter
     assert rep.converged is False
     assert rep.restarts == _frontend.MAX_RESTARTS
-    assert info == rep.iterations
+    assert rep.iterations < info
     assert rep.residual_norm == pytest.approx(true_residual(A, x, b), rel=1e-6)
     assert rep.residual_norm > rep.tolerance
 

@@ -23,6 +23,7 @@ from ..cuda import abi, ops
 from ..cuda.executor import Executor
 from ..formats import FORMATS
 from .._setup import Readback, resources, scaled_norm, wait
+from .._system import in_safe_range
 from ..measure import GpuEnergyMeter, Stopwatch, no_rapl, nvml_index_of
 from .base import Backend, Run
 
@@ -438,9 +439,11 @@ class GpuBackend(Backend):
     @staticmethod
     def residual_result(rb, k, state) -> float:
         sq = float(np.real(rb.value(k, state.dtype)))
-        if np.isfinite(sq):
+        if in_safe_range(sq, state.dtype):
             return float(np.sqrt(sq))
-        with state.stream:                         # overflowing squares, or a non-finite x
+        # squares that over- or underflow (an exact zero included: 0 must mean r == 0, which
+        # a tolerance of 0 accepts), or a non-finite x: the rare scaled path
+        with state.stream:
             r = state.b - state.v
         return scaled_norm(r, state.stream)
 

@@ -1,0 +1,511 @@
+"""The contract (issue 29): no false success, no crash, no lost result on any input.
+
+``info == 0`` means the true residual ||b - A x|| meets the tolerance; malformed input is an
+error that names the problem, before anything reads it; nothing the caller passed in is modified.
+Every test runs on the host variant and, on a GPU machine, on every GPU variant that runs the
+method (the set-up code is shared; the kernels are not). The oracle of every residual is
+``scaled_norm`` in float64 (complex128), independent of dpsolve's own norms.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+from scipy.sparse.linalg import LinearOperator
+
+import dpsolve
+from dpsolve import FormatError
+from dpsolve import methods as method_table
+from dpsolve.backends import VARIANT_NAMES, get_backend
+from dpsolve.matrices import laplace_2d
+
+GPU_VARIANTS = VARIANT_NAMES[1:]
+VARIANTS = ["host"] + [pytest.param(v, marks=pytest.mark.gpu) for v in GPU_VARIANTS]
+HOST_DRIVEN = ["host"] + [pytest.param(v, marks=pytest.mark.gpu)
+                          for v in ("cublas", "cuda", "merge")]
+
+
+def runs(method, variant) -> bool:
+    return method_table.implemented(method, variant)
+
+
+def scaled_norm(v) -> float:
+    v = np.asarray(v, dtype=np.complex128 if np.iscomplexobj(v) else np.float64)
+    s = float(np.max(np.abs(v))) if v.size else 0.0
+    if s == 0.0 or not np.isfinite(s):
+        return s
+    return s * float(np.linalg.norm(v / s))
+
+
+def true_residual(A, x, b) -> float:
+    """||b - A x|| in float64 / complex128, scaled (no over- or underflow)."""
+    big = np.complex128 if np.iscomplexobj(x) or np.iscomplexobj(b) else np.float64
+    x = np.asarray(x.get() if hasattr(x, "get") else x, dtype=big)
+    A = sp.csr_array(A, dtype=big)
+    # A x without overflow: scale x first (A's entries are moderate in every test here)
+    s = 2.0 ** int(np.frexp(float(np.max(np.abs(x))))[1])     # exact: a power of two
+    return scaled_norm(np.asarray(b, dtype=big) / s - A @ (x / s)) * s
+
+
+def assert_contract(A, b, x, info, rep, rtol=1e-8, atol=0.0):
+    """info 0 only where the true residual meets SciPy's tolerance, and the report agrees."""
+    tol = max(atol, rtol * scaled_norm(b))
+    res = true_residual(A, x, b)
+    assert rep.converged == (info == 0)
+    if info == 0:
+        assert res <= tol * (1 + 1e-6), f"info 0 but ||b - A x|| = {res:.3e} > tol {tol:.3e}"
+    return res, tol
+
+
+def spd(n=64, dtype=np.float64):
+    return sp.csr_array(laplace_2d(int(round(np.sqrt(n)))), dtype=dtype)
+
+
+def nonsym(n=49, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    A = sp.random_array((n, n), density=0.1, rng=rng, format="csr") * 0.1
+    return sp.csr_array(A + sp.diags_array(np.full(n, 4.0)), dtype=dtype)
+
+
+def system_for(method, dtype=np.float64):
+    A = spd(64, dtype) if method == "cg" else nonsym(64, dtype)
+    b = np.random.default_rng(1).standard_normal(A.shape[0]).astype(dtype)
+    return A, b
+
+
+def solve(method, A, b, variant, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)      # none may escape a solver
+        return getattr(dpsolve, method)(A, b, variant=variant, full_output=True, **kw)
+
+
+# ------------------------------------------------------------------ 1. index narrowing
+def _wide_csr(dtype):
+    A = spd(16)
+    return sp.csr_array((A.data, A.indices.astype(dtype), A.indptr.astype(dtype)), shape=A.shape)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "bsr"])
+@pytest.mark.parametrize("how", ["past-int32", "negative"])
+def test_wide_indices_are_checked_before_narrowing(variant, fmt, how):
+    """An int64 index 2^32 past a valid column narrows onto that column: it must be refused in
+    its own dtype, before anything narrows it (it "converged" on another matrix before)."""
+    A = _wide_csr(np.int64)
+    M = {"csr": sp.csr_array, "csc": sp.csc_array, "coo": sp.coo_array,
+         "bsr": lambda a: sp.bsr_array(a, blocksize=(2, 2))}[fmt](A)
+    arr = M.coords[0] if fmt == "coo" else M.indices
+    arr = arr.astype(np.int64)
+    arr[1] = arr[1] + 2 ** 32 if how == "past-int32" else -1 - arr[1]
+    if fmt == "coo":
+        M.coords = (arr, M.coords[1].astype(np.int64))
+    else:
+        M.indices = arr
+    b = np.ones(16)
+    with pytest.raises(FormatError, match="out of range"):
+        dpsolve.cg(M, b, variant=variant)
+    with pytest.raises(FormatError, match="out of range"):
+        dpsolve.cg(spd(16), b, M=M, variant=variant if variant in ("host", "cublas", "cuda",
+                                                                   "merge") else "host")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("array", ["indices", "indptr"])
+def test_non_integer_index_arrays_are_refused(variant, array):
+    A = spd(16)
+    setattr(A, array, getattr(A, array).astype(np.float64) + (0.25 if array == "indices" else 0))
+    with pytest.raises(FormatError, match="must hold integers"):
+        dpsolve.cg(A, np.ones(16), variant=variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_uint64_indices_in_range_solve_and_out_of_range_are_refused(variant):
+    A = _wide_csr(np.int64)
+    ok = sp.csr_array(A, copy=True)
+    ok.indices, ok.indptr = A.indices.astype(np.uint64), A.indptr.astype(np.uint64)
+    b = np.ones(16)
+    x, info, rep = solve("cg", ok, b, variant)
+    assert info == 0
+    assert_contract(A, b, x, info, rep, rtol=1e-5)
+    ok.indices[3] = np.uint64(2 ** 63 + 1)
+    with pytest.raises(FormatError, match="out of range"):
+        dpsolve.cg(ok, b, variant=variant)
+
+
+# ------------------------------------------------------------------ 6. malformed sparse input
+def _malformed():
+    """(name, builder) of matrices whose index arrays crash SciPy's C++ or give it another
+    matrix; each must be a FormatError before any conversion reads them."""
+    def csr_indptr(v):
+        def make():
+            A = spd(16)
+            A.indptr = A.indptr.copy()
+            A.indptr[5] = v
+            return A
+        return make
+
+    def fmt_index(fmt, v):
+        def make():
+            A = getattr(spd(16), f"to{fmt}")()
+            if fmt == "coo":
+                row = A.coords[0].copy()
+                row[3] = v
+                A.coords = (row, A.coords[1])
+            else:
+                A.indices = A.indices.copy()
+                A.indices[3] = v
+            return A
+        return make
+
+    def csc_indptr():
+        A = spd(16).tocsc()
+        A.indptr = A.indptr.copy()
+        A.indptr[2] = 10 ** 9
+        return A
+
+    def dia_offsets(offsets):
+        def make():
+            A = spd(16).todia()
+            A.offsets = np.asarray(offsets, dtype=A.offsets.dtype if
+                                   np.asarray(offsets).dtype.kind != "f" else np.float64)
+            return A
+        return make
+
+    return [("csr-indptr-huge", csr_indptr(10 ** 9), "indptr"),
+            ("csr-indptr-negative", csr_indptr(-7), "indptr"),
+            ("csc-row-far", fmt_index("csc", 10 ** 9), "out of range"),
+            ("csc-indptr-huge", csc_indptr, "indptr"),
+            ("coo-row-far", fmt_index("coo", 10 ** 9), "out of range"),
+            ("coo-row-negative", fmt_index("coo", -2), "out of range"),
+            ("bsr-col-far", lambda: _bad_bsr(), "out of range"),
+            ("dia-offset-outside", dia_offsets([-4, -1, 0, 1, 99]), "out of range"),
+            ("dia-offset-repeated", dia_offsets([-4, -1, 0, 1, 1]), "repeat"),
+            ("dia-offset-float", dia_offsets([-4.0, -1.0, 0.0, 1.0, 4.0]), "integers")]
+
+
+def _bad_bsr():
+    A = sp.bsr_array(spd(16), blocksize=(2, 2))
+    A.indices = A.indices.copy()
+    A.indices[0] = 99
+    return A
+
+
+MALFORMED = _malformed()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("name,make,match", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_index_arrays_are_a_format_error(variant, name, make, match):
+    A = make()
+    with pytest.raises(FormatError, match=match):
+        dpsolve.cg(A, np.ones(16), variant=variant)
+    with pytest.raises(FormatError, match=match):            # the same for a sparse M
+        dpsolve.cg(spd(16), np.ones(16), M=make(),
+                   variant="host" if variant not in ("cublas", "cuda", "merge") else variant)
+    with pytest.raises(FormatError, match=match):
+        dpsolve.prepare(make(), "cg", variant=variant)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("fmt", ["coo", "csc"])
+def test_cupyx_index_arrays_are_checked_on_the_device_before_tocsr(variant, fmt):
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A = getattr(csp.csr_matrix(sp.csr_matrix(spd(16))), f"to{fmt}")()
+    if fmt == "coo":
+        A.row[3] = 10 ** 9
+    else:
+        A.indices[3] = 10 ** 9
+    with pytest.raises(FormatError, match="out of range"):
+        dpsolve.cg(A, cupy.ones(16), variant=variant)
+
+
+# ------------------------------------------------------------------ 2. scaling
+# the solutions stay in the normal range (a subnormal x cannot carry rtol's digits: see below)
+SCALES64 = (1e-300, 1e-160, 1e160, 1e300, 1e307)
+SCALES32 = (1e-30, 1e-15, 1e15, 1e30, 1e37)
+
+
+def _scale_params():
+    out = []
+    for variant in VARIANTS:
+        name = variant if isinstance(variant, str) else variant.values[0]
+        for method in method_table.names():
+            if runs(method, name):
+                out.append(pytest.param(method, name, marks=getattr(variant, "marks", ())))
+    return out
+
+
+@pytest.mark.parametrize("method,variant", _scale_params())
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_extreme_right_hand_sides_solve_as_scale_1_does(method, variant, dtype):
+    """b at the edges of the range (subnormal, squares that underflow or overflow, a norm past
+    the largest float): the solve meets the tolerance as at scale 1, with the iterations of
+    scale 1 (b scaled by a power of two is solved bit for bit as the scaled system)."""
+    real = np.finfo(np.dtype(dtype)).dtype
+    A, b1 = system_for(method, real)
+    if np.dtype(dtype).kind == "c":
+        A = sp.csr_array(A, dtype=dtype)
+        b1 = (b1 + 1j * b1[::-1]).astype(dtype)
+    rtol = 1e-8 if real == np.float64 else 1e-4
+    x1, info1, rep1 = solve(method, A, b1, variant, rtol=rtol)
+    assert info1 == 0
+    for s in (SCALES64 if real == np.float64 else SCALES32):
+        # a power of two near s: b * 2^k is exact, so the solve must be scale 1's, times 2^k
+        k = int(np.frexp(s)[1])
+        b = (b1 * np.ldexp(real.type(1), k)).astype(dtype)
+        if not np.all(np.isfinite(b)) or not np.any(b):
+            continue
+        x, info, rep = solve(method, A, b, variant, rtol=rtol)
+        assert info == 0, f"scale 2^{k}: info {info}"
+        assert rep.iterations == rep1.iterations, f"scale 2^{k}"
+        res, tol = assert_contract(A, b, x, info, rep, rtol=rtol)
+        assert np.isfinite(rep.residual_norm) and rep.residual_norm <= rep.tolerance
+        expect = x1 * np.ldexp(1.0, k)
+        if np.all(np.abs(x1[x1 != 0]) * 2.0 ** k > np.finfo(real).tiny):     # no subnormals
+            np.testing.assert_array_equal(x, expect.astype(x.dtype))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("tiny", [5e-324, 1e-315, 1e-309])
+def test_zero_norm_means_zero_b(variant, tiny):
+    """||b|| == 0 only for b exactly zero (a zero b returns zeros at once). A subnormal b is
+    solved; its solution is subnormal too and cannot carry rtol's digits, and the x returned
+    (multiplied back, rounded) is judged by its own residual: non-convergence, never a false
+    success, and never x = 0 with info 0."""
+    A = spd(16)
+    x, info, rep = solve("cg", A, np.zeros(16), variant)
+    assert info == 0 and not np.any(x) and rep.iterations == 0
+    b = np.zeros(16)
+    b[5] = tiny
+    x, info, rep = solve("cg", A, b, variant, rtol=1e-5)
+    assert rep.iterations > 0
+    assert_contract(A, b, x, info, rep, rtol=1e-5)
+    assert info != 0 or np.any(x)
+
+
+@pytest.mark.parametrize("variant", HOST_DRIVEN)
+def test_callbacks_and_x0_see_the_callers_scale(variant):
+    A, b1 = system_for("cg")
+    b = b1 * 2.0 ** -1000
+    seen = []
+    x0 = np.full(b.shape, 2.0 ** -1001)
+    x, info, rep = solve("cg", A, b, variant, x0=x0, rtol=1e-8,
+                         callback=lambda xk: seen.append(float(np.max(np.abs(np.asarray(
+                             xk.get() if hasattr(xk, "get") else xk))))))
+    assert info == 0 and seen
+    assert all(2.0 ** -1010 < m < 2.0 ** -990 for m in seen), seen[:3]
+    assert_contract(A, b, x, info, rep)
+
+
+# ------------------------------------------------------------------ 3. casts that lose data
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_prepare_refuses_a_cast_that_drops_the_imaginary_part(variant):
+    A = sp.csr_array(spd(16), dtype=np.complex128)
+    A = A + 1j * sp.eye_array(16) * 0.5
+    with pytest.raises(TypeError, match="complex128.*float64"):
+        dpsolve.prepare(A, "bicg", dtype=np.float64, variant=variant)
+    P = dpsolve.prepare(spd(16), "bicg", variant=variant)
+    with pytest.raises(TypeError, match="complex128.*float64"):
+        P.update(A)
+    with pytest.raises(TypeError, match="M has dtype complex"):
+        dpsolve.prepare(spd(16), "cg", M=np.full(16, 0.25 + 0.1j), variant=variant)
+    with pytest.raises(TypeError, match="M has dtype complex"):
+        dpsolve.cg(spd(16), np.ones(16), M=sp.diags_array(np.full(16, 0.25 + 0.1j)),
+                   variant=variant)
+    x, info = P.solve(np.ones(16))                          # the failed update changed nothing
+    assert info == 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_update_keeps_the_working_dtype(variant):
+    P = dpsolve.prepare(spd(16), "cg", variant=variant)
+    P.update(sp.csr_array(spd(16), dtype=np.float32))
+    assert P.dtype == np.float64
+    x, info = P.solve(np.ones(16), rtol=1e-10)
+    assert info == 0 and x.dtype == np.float64
+
+
+# ------------------------------------------------------------------ 4. one system, many callers
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_threads_sharing_a_prepared_system_each_solve_their_own_b(variant):
+    A = spd(256)
+    P = dpsolve.prepare(A, "cg", M="jacobi", variant=variant)
+    rng = np.random.default_rng(7)
+    bs = [rng.standard_normal(256) * 10.0 ** rng.integers(-3, 4) for _ in range(24)]
+    out = [None] * len(bs)
+
+    def work(i):
+        out[i] = P.solve(bs[i], rtol=1e-8, full_output=True)
+
+    threads = [threading.Thread(target=lambda j=j: [work(i) for i in range(j, len(bs), 6)])
+               for j in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for b, (x, info, rep) in zip(bs, out):
+        assert info == 0
+        assert_contract(A, b, x, info, rep)
+
+
+@pytest.mark.parametrize("variant", HOST_DRIVEN)
+def test_a_solve_reentered_from_its_own_callback_is_refused(variant):
+    A = spd(64)
+    P = dpsolve.prepare(A, "cg", variant=variant)
+    b = np.ones(64)
+
+    def reenter(xk):
+        P.solve(b * 2)
+
+    with pytest.raises(RuntimeError, match="re-entered"):
+        P.solve(b, callback=reenter)
+    x, info, rep = P.solve(b, full_output=True, rtol=1e-8)     # the system is free again
+    assert info == 0
+    assert_contract(A, b, x, info, rep)
+
+
+# ------------------------------------------------------------------ 5. the restart rule
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_a_run_claiming_success_at_once_is_judged_by_its_residual(monkeypatch, variant, method):
+    """A run that exits at once with info 0 (its freshly computed residual below tol, the true
+    one not) is not success: the report must agree with its own numbers."""
+    backend = get_backend(variant)
+    real_run = backend.run
+
+    def liar(state, system, x, **kw):
+        run = real_run(state, system, x, **{**kw, "maxiter": 1})
+        run.info, run.iterations, run.residual = 0, 0, None
+        return run
+
+    monkeypatch.setattr(backend, "run", liar)
+    A, b = system_for(method)
+    x, info, rep = solve(method, A, b, variant, rtol=1e-10)
+    assert info != 0 and not rep.converged
+    assert info == 10 * A.shape[0]                 # SciPy's non-convergence code: maxiter
+    assert rep.residual_norm > rep.tolerance
+    assert_contract(A, b, x, info, rep, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ 10. the accurate confirmation
+def test_the_accurate_inner_product_near_overflow_keeps_its_promise():
+    """dot_accurate (every breakdown test's confirmation) raised OverflowError on finite input
+    whose products are near the top of the range (math.fsum's intermediate overflow): it now
+    sums them scaled by a power of two (exact), and where even the exact value leaves the range
+    the fast value stands."""
+    from dpsolve.reference._util import dot_accurate
+    a = np.full(4, 1e154)
+    b = np.array([1e154, 1e154, -1e154, -1e154])        # products 1e308, partial sums 2e308
+    assert dot_accurate(a, b) == 0.0
+    assert dot_accurate(a.astype(np.complex128), b * 1j) == 0.0
+    assert dot_accurate(np.array([1e300, -3.0]), np.array([1e-300, 1.0])) == -2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # and no NumPy warning either
+        big = dot_accurate(np.full(3, 1e200), np.full(3, 1e200))
+    assert big == np.inf                                 # the fast value: it overflows too
+
+
+# ------------------------------------------------------------------ 13. tol = 0
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["cg", "bicg", "bicgstab"])
+def test_zero_tolerance_exact_solution_is_success(variant, method):
+    """rtol = atol = 0 on a system solved exactly in one step: the true residual is exactly 0,
+    which meets <= 0 (it was -10, "not positive definite", with a NumPy warning)."""
+    A = sp.diags_array(np.full(8, 2.0)).tocsr()
+    b = np.ones(8)
+    x, info, rep = solve(method, A, b, variant, rtol=0.0, atol=0.0)
+    assert info == 0 and rep.residual_norm == 0.0
+    np.testing.assert_array_equal(x, 0.5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_zero_tolerance_on_an_inexact_system_is_non_convergence(variant, method):
+    A, b = system_for(method)
+    x, info, rep = solve(method, A, b, variant, rtol=0.0, atol=0.0, maxiter=400)
+    assert info == 400 and not rep.converged, (info, rep.iterations)
+
+
+# ------------------------------------------------------------------ 14. GMRES restarts
+@pytest.mark.parametrize("variant", ["host", pytest.param("cublas", marks=pytest.mark.gpu)])
+def test_gmres_restarts_after_a_happy_breakdown_that_misses_the_tolerance(variant):
+    """I + u u^T (a Krylov space of dimension 2), a tiny b and a poor x0: the breakdown solves
+    for the old residual, whose rounding leaves the true one 1,600x over the tolerance; SciPy
+    1.17 returns 0, and so must dpsolve (it gave up after one cycle)."""
+    rng = np.random.default_rng(0)
+    n = int(rng.integers(2, 40))
+    u = rng.standard_normal(n) * 10 ** rng.uniform(-1, 2)
+    A = np.eye(n) + np.outer(u, u)
+    b = rng.standard_normal(n) * 10 ** rng.uniform(-14, -6)
+    x0 = rng.standard_normal(n) * 10 ** rng.uniform(0, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, info_s = sla.gmres(A, b, x0=x0.copy(), rtol=1e-5, callback_type="x")
+    x, info, rep = solve("gmres", A, b, variant, x0=x0, rtol=1e-5)
+    assert info_s == 0 and info == 0 and rep.iterations > 1
+    assert_contract(A, b, x, info, rep, rtol=1e-5)
+
+
+def test_gmres_gives_up_with_maxiter():
+    A = sp.csr_array(nonsym(64))
+    b = np.ones(64)
+    x, info, rep = solve("gmres", A, b, "host", rtol=1e-14, restart=2, maxiter=3)
+    assert info == 3 and rep.iterations == 3
+
+
+# ------------------------------------------------------------------ 12 and 16. what M and x0 may be
+@pytest.mark.parametrize("variant", HOST_DRIVEN)
+def test_a_prepared_dense_M_is_a_snapshot(variant):
+    A = spd(64)
+    Md = np.diag(1.0 / A.diagonal())
+    P = dpsolve.prepare(A, "cg", M=Md, variant=variant)
+    b = np.linspace(1, 2, 64)
+    x1, _ = P.solve(b, rtol=1e-9)
+    Md[:] = np.eye(64) * 1e3                  # the caller's M changes; the prepared one does not
+    x2, _ = P.solve(b, rtol=1e-9)
+    np.testing.assert_array_equal(x1, x2)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("M", [None, "jacobi", "inverse-diagonal"])
+def test_x0_Mb_is_scipys(variant, M):
+    A, b = system_for("bicgstab")
+    Mx = 1.0 / A.diagonal() if M == "inverse-diagonal" else M
+    start = b if M is None else (1.0 / A.diagonal()) * b
+    x, info, rep = solve("bicgstab", A, b, variant, x0="Mb", M=Mx, rtol=1e-9)
+    xr, info_r, rep_r = solve("bicgstab", A, b, variant, x0=start, M=Mx, rtol=1e-9)
+    assert info == info_r == 0 and rep.iterations == rep_r.iterations
+    np.testing.assert_array_equal(x, xr)
+    Ms = None if M is None else sp.diags_array(1.0 / A.diagonal())
+    xs, info_s = sla.bicgstab(A, b, x0="Mb", M=Ms, rtol=1e-9)
+    assert info_s == 0
+    np.testing.assert_allclose(x, xs, rtol=1e-6)
+
+
+def test_x0_Mb_with_an_operator_M():
+    A, b = system_for("bicg")
+    d = 1.0 / A.diagonal()
+    op = LinearOperator(A.shape, matvec=lambda v: d * v, rmatvec=lambda v: d * v,
+                        dtype=np.float64)
+    x, info = dpsolve.bicg(A, b, x0="Mb", M=op, variant="host", rtol=1e-9)
+    xr, info_r = dpsolve.bicg(A, b, x0=d * b, M=op, variant="host", rtol=1e-9)
+    assert info == info_r == 0
+    np.testing.assert_array_equal(x, xr)
+
+
+@pytest.mark.parametrize("what", ["M", "A"])
+def test_a_plain_function_is_told_to_become_a_linear_operator(what):
+    A = spd(16)
+
+    def apply(v):
+        return v
+
+    kw = {"M": apply} if what == "M" else {}
+    with pytest.raises(TypeError, match="plain function.*LinearOperator"):
+        dpsolve.cg(apply if what == "A" else A, np.ones(16), variant="host", **kw)
