@@ -23,6 +23,9 @@ RESULT_FIELDS = KEY + (
     "finished")
 RAW_FIELDS = KEY + ("rep", "wall_s", "cpu_s", "iterations", "info", "rel_residual",
                     "solve_time_s", "gpu_time_s")
+TEXT_FIELDS = KEY + ("status", "error", "format_used", "source", "device", "finished")
+NUMBER_FIELDS = frozenset(RESULT_FIELDS + RAW_FIELDS) - set(TEXT_FIELDS)   # "" or a number
+STATUSES = ("ok", "failed", "skipped")
 
 DEFAULT_OUT = "study-out"
 DEFAULT_GENERATED = ("laplace2d-256", "laplace3d-64")
