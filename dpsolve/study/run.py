@@ -6,6 +6,7 @@ figures from results.csv)."""
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import sys
 import time
@@ -84,6 +85,22 @@ class _Loaded:
             return
         self.n, self.nnz = int(self.A64.shape[0]), int(self.A64.nnz)
 
+    def why_not_cg(self) -> str | None:
+        """Why CG is not run on this matrix, or None: it is not SPD by construction, or, where
+        that is not known in advance (a file), not Hermitian (symmetric)."""
+        if self.prob.spd is False:
+            return "the matrix is not SPD: CG is run on SPD matrices only"
+        if self.prob.spd is None and self.hermitian_defect > _m.HERMITIAN_TOL:
+            return (f"the matrix is not symmetric (max|A - A^H| / max|A| = "
+                    f"{self.hermitian_defect:.2g} > {_m.HERMITIAN_TOL:g}): CG is run on "
+                    f"symmetric (Hermitian) positive definite matrices only")
+        return None
+
+    @functools.cached_property
+    def hermitian_defect(self) -> float:
+        """:func:`dpsolve.matrices.hermitian_defect` of the matrix as read, once per matrix."""
+        return _m.hermitian_defect(self.A64)
+
     def inputs(self, dtype, device):
         if dtype not in self.by_dtype:
             _m.check_dtype_keeps(np.iscomplexobj(self.A64), dtype, self.prob.source, "dtype")
@@ -149,8 +166,9 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
         row.update(status="failed", error=f"loading the matrix: {loaded.error}")
         return row, []
     row.update(n=loaded.n, nnz=loaded.nnz)
-    if cfg.method == "cg" and loaded.prob.spd is False:
-        row.update(status="skipped", error="the matrix is not SPD: CG is run on SPD matrices only")
+    why = loaded.why_not_cg() if cfg.method == "cg" else None
+    if why:
+        row.update(status="skipped", error=why)
         return row, []
     vi = variant_info(cfg.variant)
     if not vi.available:
