@@ -239,6 +239,7 @@ def test_study_with_a_baseline_writes_table2_and_figure7(tmp_path, fake_gpu):
         assert f"| {sync} | {variant} |" in t2
     png = out / "figure7_cg_float64_auto.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert f"[{png.name}]({png.name})" in t2
 
 
 def test_progress_bar_fallback_without_tqdm(tmp_path, capsys, monkeypatch):

@@ -20,8 +20,8 @@ from ..backends import get_backend, variant_info
 from .figures import write_figures
 from .files import (append_rows, drop_rows_without_result, read_rows, read_settings, repair,
                     write_whole)
-from .plan import (DEFAULT_OUT, KEY, NO_SYNC, RAW_FIELDS, RESULT_FIELDS, Config, Problem,
-                   Settings, make_plan)
+from .plan import (DEFAULT_OUT, FIGURE_GLOBS, KEY, NO_SYNC, RAW_FIELDS, RESULT_FIELDS, Config,
+                   Problem, Settings, make_plan)
 from .tables import _cell, absolute_markdown, table2_markdown
 
 
@@ -270,8 +270,9 @@ def prepare_out(out, settings: Settings, restart=False, extra_meta=None, log=pri
     if restart:
         for f in ("results.csv", "raw.csv", "table2.md", "absolute.md", "study.json"):
             (out / f).unlink(missing_ok=True)
-        for f in out.glob("figure7_*.png"):
-            f.unlink()
+        for pattern in FIGURE_GLOBS:
+            for f in out.glob(pattern):
+                f.unlink()
     if meta.exists() and (out / "results.csv").exists():
         old = read_settings(meta)
         if old and old != settings.fingerprint():
@@ -347,11 +348,13 @@ def _run_plan(todo, settings: Settings, out: Path, bar: _Bar, log) -> None:
 
 # --------------------------------------------------------------------------- reports
 def write_reports(out, log=print) -> dict:
-    """table2.md, absolute.md and the figures from results.csv. Returns their paths."""
+    """The figures, then table2.md and absolute.md (which link the figures written), from
+    results.csv. Returns their paths."""
     out = Path(out)
     results = read_results(out)
-    (out / "table2.md").write_text(table2_markdown(results) + "\n")
-    (out / "absolute.md").write_text(absolute_markdown(results) + "\n")
     figs = write_figures(out, results, log)
+    names = [f.name for f in figs]
+    write_whole(out / "table2.md", (table2_markdown(results, names) + "\n").encode())
+    write_whole(out / "absolute.md", (absolute_markdown(results, names) + "\n").encode())
     return {"table2": out / "table2.md", "absolute": out / "absolute.md", "figures": figs,
             "results": out / "results.csv", "raw": out / "raw.csv"}
