@@ -26,7 +26,8 @@ def pytest_collection_modifyitems(config, items):
 def matrix_dir():
     d = shared_matrix_dir()
     if d is None:
-        pytest.skip("the shared matrices (../shared/matrices) are not present")
+        pytest.skip("no shared matrices (no *.mtx.gz in .matrices/ or ../shared/matrices "
+                    "beside the checkout): set DPSOLVE_SHARED_MATRICES=/path/to/folder")
     return d
 
 

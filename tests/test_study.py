@@ -187,6 +187,32 @@ def test_unsupported_and_unavailable_are_skipped_not_failed(tmp_path):
         assert {r["status"] for r in added} == {"skipped"}
 
 
+def test_cg_on_a_nonsymmetric_matrix_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    """A file's symmetry is not known in advance: CG on one that is not symmetric is skipped,
+    as the README says, with its Hermitian defect; the test runs once per matrix."""
+    from dpsolve import matrices
+    real, calls = matrices.hermitian_defect, []
+    monkeypatch.setattr(matrices, "hermitian_defect", lambda A: calls.append(A.shape) or real(A))
+    nonsym = _write_mtx(tmp_path / "nonsym.mtx", convdiff_2d(6))
+    sym = _write_mtx(tmp_path / "sym.mtx", laplace_2d(5))
+    s = study.Settings(methods=("cg", "bicgstab"), variants=("host",),
+                       dtypes=("float64", "float32"), **TINY)
+    study.run_study(_problems(str(nonsym), str(sym), "laplace1d-5"), s, tmp_path / "out",
+                    progress=False, log=lambda m: None)
+    res = {(r["matrix"], r["method"], r["dtype"]): r for r in _csv(tmp_path / "out/results.csv")}
+    assert len(res) == 3 * 2 * 2
+    for dtype in ("float64", "float32"):
+        cg = res["nonsym", "cg", dtype]
+        assert cg["status"] == "skipped" and cg["iterations"] == ""
+        assert re.fullmatch(r"the matrix is not symmetric \(max\|A - A\^H\| / max\|A\| = "
+                            r"[0-9.e+-]+ > 1e-10\): CG is run on symmetric \(Hermitian\) "
+                            r"positive definite matrices only", cg["error"]), cg["error"]
+        assert res["nonsym", "bicgstab", dtype]["status"] == "ok"
+        assert res["sym", "cg", dtype]["status"] == res["laplace1d-5", "cg", dtype]["status"] \
+            == "ok"
+    assert calls == [(36, 36), (25, 25)]     # once per file; none for a generated SPD problem
+
+
 @pytest.mark.skipif(device_status().ok, reason="checks the message on a machine without a GPU")
 def test_gpu_variant_without_a_gpu_is_skipped_with_the_reason(tmp_path):
     out = tmp_path / "out"
@@ -213,6 +239,7 @@ def test_study_with_a_baseline_writes_table2_and_figure7(tmp_path, fake_gpu):
         assert f"| {sync} | {variant} |" in t2
     png = out / "figure7_cg_float64_auto.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert f"[{png.name}]({png.name})" in t2
 
 
 def test_progress_bar_fallback_without_tqdm(tmp_path, capsys, monkeypatch):

@@ -14,20 +14,27 @@ Outputs, in ``out`` (default ``study-out/``), written as the study goes:
                     variant x sync against cublas + polling
     absolute.md     absolute figures per matrix: time, iterations, energy, power, host CPU, RAPL
     figure7_<method>_<dtype>_<format>.png   the paper's Figure 7: per-matrix % variation bars
+    host_time_energy.png    the host variant's time and energy per solve per matrix (energy
+                    only where RAPL was read)
     study.json      the settings (a re-run with other settings refuses to mix them)
 
 A re-run skips configurations already in results.csv (ok or failed; skipped ones are looked at
-again, as the machine may have changed) unless told to start over.
+again, as the machine may have changed) unless told to start over. It checks the files first: an
+incomplete last line (a run killed while writing it, a full disk) is dropped with a warning and
+its configuration runs again; a file of another version, or a damaged one, is an error that
+names the file and the line.
 
 The package, in the order a study runs (each module imports only those above it):
 
     plan.py         the matrices (Problem, resolve_problem), Settings, Config, make_plan, and
                     the constants (METHODS, SYNC_MODES, BASELINE, KEY, the CSV fields, defaults)
+    files.py        results.csv, raw.csv, study.json: read and checked (StudyFileError names the
+                    file and line), appended a configuration at a time, repaired on resume
     tables.py       Table 2 and the absolute table from results.csv rows (variations, table2,
                     table2_markdown, absolute_markdown)
-    figures.py      Figure 7 (plot_figure7, write_figures)
-    run.py          run_config, prepare_out, run_study, the progress bar, results.csv / raw.csv,
-                    write_reports
+    figures.py      Figure 7 (plot_figure7) and the host figure (host_figure, plot_host),
+                    write_figures
+    run.py          run_config, prepare_out, run_study, the progress bar, write_reports
 
 Every public name is importable from here: ``from dpsolve.study import run_study``. To replace a
 name for a test, patch it where it is looked up: ``dpsolve.study.plan.DEFAULT_GENERATED`` for
@@ -35,29 +42,36 @@ default_problems, the package's name for the command line (dpsolve/cli.py import
 """
 from __future__ import annotations
 
-from .figures import plot_figure7, write_figures
+from .figures import host_figure, plot_figure7, plot_host, write_figures
+from .files import StudyFileError
 from .plan import (BASELINE, CPU_GAP, CPU_WINDOW, DEFAULT_BUDGET_S, DEFAULT_GENERATED,
-                   DEFAULT_GENERATED_GPU, DEFAULT_OUT, GPU_GAP, GPU_WINDOW, KEY, METHODS,
-                   MIN_WINDOW, NO_SYNC, PAPER_MAXITER, PER_CONFIG_OVERHEAD_S, RAW_FIELDS,
-                   RESULT_FIELDS, SYNC_MODES, Config, Problem, Settings, default_problems,
-                   default_window, make_plan, paper_problems, prefetch, resolve_problem)
+                   DEFAULT_GENERATED_GPU, DEFAULT_OUT, FIGURE_GLOBS, GPU_GAP, GPU_WINDOW,
+                   HOST_FIGURE, KEY, METHODS,
+                   MIN_WINDOW, NO_SYNC, NUMBER_FIELDS, PAPER_MAXITER, PER_CONFIG_OVERHEAD_S,
+                   RAW_FIELDS, RESULT_FIELDS, STATUSES, SYNC_MODES, TEXT_FIELDS, Config,
+                   Problem, Settings, default_problems, default_window, make_plan,
+                   paper_problems, prefetch, resolve_problem)
 from .run import prepare_out, read_results, run_config, run_study, write_reports
 from .run import _done_line  # noqa: F401  (tests/test_study.py checks the per-config line)
-from .tables import (SYNC_ORDER, VARIANT_ORDER, absolute_markdown, energy_of, paper_min_max_avg,
-                     table2, table2_markdown, variations)
+from .tables import (SYNC_ORDER, VARIANT_ORDER, absolute_markdown, energy_of, host_series,
+                     paper_min_max_avg, table2, table2_markdown, variations)
 
 __all__ = [
     # plan
     "BASELINE", "SYNC_MODES", "METHODS", "NO_SYNC", "KEY", "RESULT_FIELDS", "RAW_FIELDS",
-    "DEFAULT_OUT", "DEFAULT_GENERATED", "DEFAULT_GENERATED_GPU", "GPU_WINDOW", "CPU_WINDOW",
+    "TEXT_FIELDS", "NUMBER_FIELDS", "STATUSES",
+    "DEFAULT_OUT", "HOST_FIGURE", "FIGURE_GLOBS", "DEFAULT_GENERATED", "DEFAULT_GENERATED_GPU",
+    "GPU_WINDOW", "CPU_WINDOW",
     "GPU_GAP", "CPU_GAP", "DEFAULT_BUDGET_S", "PER_CONFIG_OVERHEAD_S", "MIN_WINDOW",
     "PAPER_MAXITER", "default_window", "Problem", "resolve_problem", "default_problems",
     "prefetch", "paper_problems", "Config", "Settings", "make_plan",
+    # files
+    "StudyFileError",
     # run
     "read_results", "run_config", "prepare_out", "run_study", "write_reports",
     # tables
     "VARIANT_ORDER", "SYNC_ORDER", "energy_of", "variations", "paper_min_max_avg", "table2",
-    "table2_markdown", "absolute_markdown",
+    "table2_markdown", "absolute_markdown", "host_series",
     # figures
-    "plot_figure7", "write_figures",
+    "plot_figure7", "host_figure", "plot_host", "write_figures",
 ]

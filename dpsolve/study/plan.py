@@ -23,8 +23,13 @@ RESULT_FIELDS = KEY + (
     "finished")
 RAW_FIELDS = KEY + ("rep", "wall_s", "cpu_s", "iterations", "info", "rel_residual",
                     "solve_time_s", "gpu_time_s")
+TEXT_FIELDS = KEY + ("status", "error", "format_used", "source", "device", "finished")
+NUMBER_FIELDS = frozenset(RESULT_FIELDS + RAW_FIELDS) - set(TEXT_FIELDS)   # "" or a number
+STATUSES = ("ok", "failed", "skipped")
 
 DEFAULT_OUT = "study-out"
+HOST_FIGURE = "host_time_energy.png"                 # the host variant's results, drawn
+FIGURE_GLOBS = ("figure7_*.png", HOST_FIGURE)        # what write_figures replaces
 DEFAULT_GENERATED = ("laplace2d-256", "laplace3d-64")
 DEFAULT_GENERATED_GPU = ("laplace3d-128",)           # added where a GPU variant runs
 GPU_WINDOW, CPU_WINDOW = 2.0, 0.5                    # seconds; CPU: the host variant only
@@ -111,11 +116,18 @@ def resolve_problem(spec: str, matrix_dir=None, progress=True, *, force=False,
                      f"matrix ({', '.join(e.paper_name for e in catalog.PAPER)}) or GROUP/NAME")
 
 
-def default_problems(gpu: bool, *, force=False, dtype="float64") -> list[Problem]:
-    """Generated Laplace problems, plus every SPD matrix of the shared folder when there is one."""
+def default_problems(gpu: bool, *, force=False, dtype="float64", log=print) -> list[Problem]:
+    """Generated Laplace problems, plus every SPD matrix of the shared folder when there is one
+    (where there is none, one line says where it was looked for, and the variable to set)."""
     names = DEFAULT_GENERATED + (DEFAULT_GENERATED_GPU if gpu else ())
     probs = [resolve_problem(n, force=force, dtype=dtype) for n in names]
     d = _m.shared_matrix_dir()
+    if d is None:
+        looked = dict.fromkeys(str(p) for base in (_m.ROOT, Path.cwd().resolve())
+                               for p in (base / ".matrices", base.parent / "shared" / "matrices"))
+        log(f"no shared matrices (no *.mtx.gz in {' or '.join(looked)}): "
+            f"running the generated problems only; to add a folder's SPD matrices, set "
+            f"DPSOLVE_SHARED_MATRICES=/path/to/folder")
     for path in (_m.shared_spd_matrices(d) if d else []):
         probs.append(Problem(_m.matrix_name(path), f"shared {path}", True,
                              lambda p=path: _m.read_matrix(p), lambda p=path: _m.mtx_field(p)))

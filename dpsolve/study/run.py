@@ -1,13 +1,13 @@
 """Running the study: the matrix loaded once for its configurations (:class:`_Loaded`), one
 configuration measured over its window (:func:`run_config`), the output folder
-(:func:`prepare_out`), results.csv and raw.csv, the progress bar, and :func:`run_study`, which ties
-them together and ends with :func:`write_reports` (the tables and figures from results.csv)."""
+(:func:`prepare_out`, which readies results.csv and raw.csv for a resume), the progress bar, and
+:func:`run_study`, which ties them together and ends with :func:`write_reports` (the tables and
+figures from results.csv)."""
 from __future__ import annotations
 
-import csv
 import datetime
+import functools
 import json
-import math
 import sys
 import time
 import warnings
@@ -18,43 +18,20 @@ import numpy as np
 from .. import matrices as _m
 from ..backends import get_backend, variant_info
 from .figures import write_figures
-from .plan import (DEFAULT_OUT, KEY, NO_SYNC, RAW_FIELDS, RESULT_FIELDS, Config, Problem,
-                   Settings, make_plan)
+from .files import (append_rows, drop_rows_without_result, read_rows, read_settings, repair,
+                    write_whole)
+from .plan import (DEFAULT_OUT, FIGURE_GLOBS, KEY, NO_SYNC, RAW_FIELDS, RESULT_FIELDS, Config,
+                   Problem, Settings, make_plan)
 from .tables import _cell, absolute_markdown, table2_markdown
 
 
-# --------------------------------------------------------------------------- CSV
-def _fmt(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.6g}"
-    return str(v)
-
-
-def _append(path: Path, fields, rows):
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fields, extrasaction="ignore", lineterminator="\n")
-        if new:
-            w.writeheader()
-        for r in rows:
-            w.writerow({k: _fmt(r.get(k)) for k in fields})
-        f.flush()
-
-
 def read_results(out) -> list[dict]:
-    """results.csv as dicts, the last row of each key winning (a re-run may add one)."""
-    path = Path(out) / "results.csv"
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    """results.csv as dicts, checked (:class:`StudyFileError` naming the file and line), the
+    last row of each key winning (a re-run may add one)."""
     last = {}
-    for r in rows:
-        last[tuple(r.get(k, "") for k in KEY)] = r
+    for r in read_rows(Path(out) / "results.csv", RESULT_FIELDS):
+        last[tuple(r[k] for k in KEY)] = r
     return list(last.values())
-
 
 
 # --------------------------------------------------------------------------- running
@@ -107,6 +84,22 @@ class _Loaded:
             self.error = f"{type(e).__name__}: {e}"
             return
         self.n, self.nnz = int(self.A64.shape[0]), int(self.A64.nnz)
+
+    def why_not_cg(self) -> str | None:
+        """Why CG is not run on this matrix, or None: it is not SPD by construction, or, where
+        that is not known in advance (a file), not Hermitian (symmetric)."""
+        if self.prob.spd is False:
+            return "the matrix is not SPD: CG is run on SPD matrices only"
+        if self.prob.spd is None and self.hermitian_defect > _m.HERMITIAN_TOL:
+            return (f"the matrix is not symmetric (max|A - A^H| / max|A| = "
+                    f"{self.hermitian_defect:.2g} > {_m.HERMITIAN_TOL:g}): CG is run on "
+                    f"symmetric (Hermitian) positive definite matrices only")
+        return None
+
+    @functools.cached_property
+    def hermitian_defect(self) -> float:
+        """:func:`dpsolve.matrices.hermitian_defect` of the matrix as read, once per matrix."""
+        return _m.hermitian_defect(self.A64)
 
     def inputs(self, dtype, device):
         if dtype not in self.by_dtype:
@@ -173,8 +166,9 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
         row.update(status="failed", error=f"loading the matrix: {loaded.error}")
         return row, []
     row.update(n=loaded.n, nnz=loaded.nnz)
-    if cfg.method == "cg" and loaded.prob.spd is False:
-        row.update(status="skipped", error="the matrix is not SPD: CG is run on SPD matrices only")
+    why = loaded.why_not_cg() if cfg.method == "cg" else None
+    if why:
+        row.update(status="skipped", error=why)
         return row, []
     vi = variant_info(cfg.variant)
     if not vi.available:
@@ -267,36 +261,48 @@ def _done_line(row):
     return line + (f" ({row['error']})" if row.get("error") else "")
 
 
-def prepare_out(out, settings: Settings, restart=False, extra_meta=None) -> Path:
-    """Create ``out``; on ``restart`` delete the study's own files there; refuse to mix settings."""
+def prepare_out(out, settings: Settings, restart=False, extra_meta=None, log=print) -> Path:
+    """Create ``out``; on ``restart`` delete the study's own files there; refuse to mix settings;
+    make results.csv and raw.csv ready to be appended to (:func:`_ready_to_resume`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = out / "study.json"
     if restart:
         for f in ("results.csv", "raw.csv", "table2.md", "absolute.md", "study.json"):
             (out / f).unlink(missing_ok=True)
-        for f in out.glob("figure7_*.png"):
-            f.unlink()
+        for pattern in FIGURE_GLOBS:
+            for f in out.glob(pattern):
+                f.unlink()
     if meta.exists() and (out / "results.csv").exists():
-        old = json.loads(meta.read_text()).get("settings", {})
+        old = read_settings(meta)
         if old and old != settings.fingerprint():
             raise ValueError(f"{out} holds a study run with {old}, not {settings.fingerprint()}; "
                              f"pass --restart to start over, or another --out")
+    _ready_to_resume(out, log)
     doc = {"settings": settings.fingerprint(), "plan": {
         "methods": settings.methods, "variants": settings.variants, "syncs": settings.syncs,
         "dtypes": settings.dtypes or "own (float64; complex128 for a complex matrix)",
         "formats": settings.formats, "window_s": settings.window,
         "gap_s": settings.gap, "warmup": settings.warmup}}
     doc.update(extra_meta or {})
-    meta.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    write_whole(meta, (json.dumps(doc, indent=2, default=str) + "\n").encode())
     return out
+
+
+def _ready_to_resume(out: Path, log) -> None:
+    """Check both CSV files, drop an incomplete last line of each (a run killed while writing,
+    a full disk) and raw.csv's rows of a configuration without a result: a configuration's
+    result is whole or it runs again."""
+    results = repair(out / "results.csv", RESULT_FIELDS, log)
+    raw = out / "raw.csv"
+    drop_rows_without_result(raw, RAW_FIELDS, repair(raw, RAW_FIELDS, log), results, log)
 
 
 def run_study(problems, settings: Settings, out=DEFAULT_OUT, *, restart=False,
               retry_failed=False, progress=True, log=print, extra_meta=None) -> list[dict]:
     """Run every configuration not yet in ``out/results.csv``; write the reports; return the
     results (all rows of the folder, this run's and earlier ones)."""
-    out = prepare_out(out, settings, restart, extra_meta)
+    out = prepare_out(out, settings, restart, extra_meta, log)
     plan = make_plan(problems, settings)
     keep = {"ok"} if retry_failed else {"ok", "failed"}
     done = {tuple(r[k] for k in KEY) for r in read_results(out) if r.get("status") in keep}
@@ -304,7 +310,20 @@ def run_study(problems, settings: Settings, out=DEFAULT_OUT, *, restart=False,
     if len(todo) < len(plan):
         log(f"resuming in {out}: {len(plan) - len(todo)} of {len(plan)} configurations already "
             f"done (--restart to start over)")
-    bar = _Bar(len(plan), len(plan) - len(todo), progress)
+    try:
+        _run_plan(todo, settings, out, _Bar(len(plan), len(plan) - len(todo), progress), log)
+    except BaseException:
+        try:                             # the reports of what finished; the error comes first
+            write_reports(out, log=log)
+        except Exception as e:
+            log(f"could not write the reports: {e}")
+        raise
+    write_reports(out, log=log)
+    return read_results(out)
+
+
+def _run_plan(todo, settings: Settings, out: Path, bar: _Bar, log) -> None:
+    """Run the configurations ``todo``, appending each one's rows as it finishes."""
     loaded = None
     try:
         for prob, cfg in todo:
@@ -316,8 +335,8 @@ def run_study(problems, settings: Settings, out=DEFAULT_OUT, *, restart=False,
                 for w in getattr(loaded, "warnings", []):
                     log(f"warning: {prob.name}: {w}")
             row, raw = run_config(cfg, loaded, settings)
-            _append(out / "raw.csv", RAW_FIELDS, raw)
-            _append(out / "results.csv", RESULT_FIELDS, [row])
+            append_rows(out / "raw.csv", RAW_FIELDS, raw)        # raw first: see _ready_to_resume
+            append_rows(out / "results.csv", RESULT_FIELDS, [row])
             bar.done(_done_line(row))
             if row["status"] == "ok" and settings.gap > 0:
                 time.sleep(settings.gap)
@@ -325,17 +344,17 @@ def run_study(problems, settings: Settings, out=DEFAULT_OUT, *, restart=False,
         bar.close()
         if loaded is not None:
             loaded.release()
-        write_reports(out, log=log)
-    return read_results(out)
 
 
 # --------------------------------------------------------------------------- reports
 def write_reports(out, log=print) -> dict:
-    """table2.md, absolute.md and the figures from results.csv. Returns their paths."""
+    """The figures, then table2.md and absolute.md (which link the figures written), from
+    results.csv. Returns their paths."""
     out = Path(out)
     results = read_results(out)
-    (out / "table2.md").write_text(table2_markdown(results) + "\n")
-    (out / "absolute.md").write_text(absolute_markdown(results) + "\n")
     figs = write_figures(out, results, log)
+    names = [f.name for f in figs]
+    write_whole(out / "table2.md", (table2_markdown(results, names) + "\n").encode())
+    write_whole(out / "absolute.md", (absolute_markdown(results, names) + "\n").encode())
     return {"table2": out / "table2.md", "absolute": out / "absolute.md", "figures": figs,
             "results": out / "results.csv", "raw": out / "raw.csv"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..backends import VARIANT_NAMES, variant_info
-from .plan import BASELINE, NO_SYNC
+from .plan import BASELINE, HOST_FIGURE, NO_SYNC
 
 
 # --------------------------------------------------------------------------- reading results rows
@@ -65,6 +65,18 @@ def variations(results, metric="gpu") -> dict:
     return out
 
 
+def host_series(results) -> dict:
+    """The host variant's results, per solve: {(method, dtype): {matrix: (time s, host energy J
+    or None where RAPL was not read)}}, over its ok rows."""
+    out = {}
+    for r in results:
+        t = _num(r.get("time_s"))
+        if r.get("variant") == "host" and r.get("status") == "ok" and t is not None:
+            out.setdefault((r["method"], r["dtype"]), {})[r["matrix"]] = \
+                (t, _num(r.get("host_energy_j")))
+    return out
+
+
 def paper_min_max_avg(values):
     """The paper's Table 2 convention: min and max are the variations of smallest and largest
     *absolute value* (so both may be negative), avg the plain mean. None for no values."""
@@ -96,7 +108,22 @@ def _groups(results):
                    if r.get("variant") != "host"})
 
 
-def table2_markdown(results) -> str:
+def _link(name) -> str:
+    return f"[{name}]({name})"
+
+
+def _host_figure_note(figures) -> list:
+    if HOST_FIGURE not in figures:
+        return []
+    return [f"The host variant (the NumPy reference solvers on the CPU; not one of the paper's "
+            f"variants, so not in Table 2) is drawn in {_link(HOST_FIGURE)}: time and energy "
+            f"per solve, per matrix.", ""]
+
+
+def table2_markdown(results, figures=()) -> str:
+    """Table 2 in Markdown; ``figures``: the names of the figures written beside it (linked)."""
+    figures = [str(f) for f in figures]
+    seen = [_link("absolute.md")] + [_link(f) for f in figures if f != HOST_FIGURE]
     lines = ["# Table 2: variation (%) of time and energy per solve against cublas + polling", "",
              "As in the paper's Table 2: for every variant x sync mode, the % variation of the "
              "time and of the energy of one solve with respect to `cublas` (the paper's CUBLASL) "
@@ -105,7 +132,7 @@ def table2_markdown(results) -> str:
              "convention, so both can be negative), **avg** the mean. Negative is better. Time is "
              "the wall time of one `dpsolve` call (inputs already on the device); energy is the "
              "GPU's (NVML) over the measurement window, per solve. Per-matrix values are in "
-             "the figure7_*.png files and absolute.md.", ""]
+             f"{' and '.join(seen)}.", "", *_host_figure_note(figures)]
     tables = table2(results)
     groups = _groups(results) or [None]
     for grp in groups:
@@ -167,14 +194,20 @@ def _cell(v, scale=1.0):
     return f"{v:.2e}"
 
 
-def absolute_markdown(results) -> str:
+def absolute_markdown(results, figures=()) -> str:
+    """The absolute table in Markdown; ``figures``: the names of the figures written beside it."""
     lines = ["# Absolute figures per matrix", "",
              "Per solve, averaged over each configuration's measurement window: wall time of one "
              "`dpsolve` call, iterations (of the last solve), time per iteration, GPU energy "
              "(NVML, J) and mean GPU power (W) over the window, host process CPU seconds, host "
              "package energy (RAPL, J; n/a where not readable). The set-up is the paper's: "
              "x* = ones, b = A x*, x0 = 0. `info` is SciPy's (0: converged; > 0: iterations "
-             "run without converging; < 0: breakdown).", ""]
+             "run without converging; < 0: breakdown).", "",
+             *_host_figure_note([str(f) for f in figures])]
+    ok = [r for r in results if r.get("status") == "ok"]
+    if ok and all(_num(r.get("host_energy_j")) is None for r in ok):
+        lines += ["Host energy was not measured on this machine (no readable RAPL counter under "
+                  "/sys/class/powercap): host J / solve is n/a.", ""]
     by_matrix = {}
     for r in results:
         by_matrix.setdefault(r["matrix"], []).append(r)
