@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import dpsolve
 import mpi_cases
 from dpsolve.distributed import HaloPlan, Partition
+from dpsolve.distributed._collective import describe
 from dpsolve.distributed.matrix import _split
 from dpsolve.distributed.solvers import _expansion
 from dpsolve.distributed.transport import CommStats
@@ -396,6 +397,12 @@ def test_expansion_is_exact():
         assert sum(map(fractions.Fraction, exp)) == exact
         assert all(abs(exp[i]) > abs(exp[i + 1]) for i in range(len(exp) - 1))
     assert _expansion([(np.array([1e100, 1.0, -1e100, -1.0]), np.ones(4))]) == []
+
+
+def test_describe_names_a_bare_exception():
+    assert describe(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert describe(SystemExit(3)) == "SystemExit: 3"
+    assert describe(ValueError("bad M")) == "ValueError: bad M"
 
 
 def test_comm_stats():
