@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -113,6 +114,31 @@ def expect_error(comm, ck, exc_type, fn, *must_contain):
     ck.that(all(g == every[0] for g in every), f"the ranks got different errors: {every}")
     for s in must_contain:
         ck.that(exc is not None and s in str(exc), f"{s!r} not in the message {got}")
+    return exc
+
+
+def expect_stop(comm, ck, fn, on, own, *must_contain):
+    """Run the collective ``fn``, in which rank ``on`` raises KeyboardInterrupt or SystemExit
+    (from its user code or a SIGINT): that rank must raise it again (``own(exc)`` True), every
+    other rank the same DistributedError naming it (``ranks == (on,)``, marked ``everywhere``),
+    containing each of ``must_contain``. Returns this rank's exception."""
+    from dpsolve.distributed import DistributedError
+    exc = None
+    try:
+        fn()
+    except BaseException as e:       # noqa: BLE001 - KeyboardInterrupt too: checked below
+        exc = e
+    got = (type(exc).__name__, str(exc)) if exc is not None else None
+    others = [g for r, g in enumerate(comm.allgather(got)) if r != on]
+    if comm.Get_rank() == on:
+        ck.that(own(exc), f"rank {on} raised {got}, not its own exception again")
+    else:
+        ck.that(isinstance(exc, DistributedError) and getattr(exc, "everywhere", False)
+                and getattr(exc, "ranks", None) == (on,),
+                f"expected a DistributedError (everywhere) naming rank {on}, got {got}")
+        for s in must_contain:
+            ck.that(s in str(exc), f"{s!r} not in the message {got}")
+    ck.that(all(g == others[0] for g in others), f"the other ranks got different errors: {others}")
     return exc
 
 
@@ -656,15 +682,18 @@ def _bad_constructors(ctx, ck):
     still_works(comm, ck)
 
 
-def _raiser(ctx, at_call, on_rank):
-    """A callback raising on ``on_rank`` at its ``at_call``-th call; ``callback.calls`` counts
-    the calls on this rank."""
-    def callback(xk):
-        callback.calls += 1
-        if ctx.rank == on_rank and callback.calls == at_call:
-            raise RuntimeError(f"boom on call {at_call}")
-    callback.calls = 0
-    return callback
+def _raiser(ctx, at_call, on_rank, make=None, then=None):
+    """A callback (with ``then``: a preconditioner returning ``then(v)``) raising ``make()``
+    (default: RuntimeError "boom on call N") on ``on_rank`` at its ``at_call``-th call;
+    ``.calls`` counts the calls on this rank, ``.raised`` is what it raised."""
+    def fn(v):
+        fn.calls += 1
+        if ctx.rank == on_rank and fn.calls == at_call:
+            fn.raised = make() if make else RuntimeError(f"boom on call {at_call}")
+            raise fn.raised
+        return then(v) if then else None
+    fn.calls, fn.raised = 0, None
+    return fn
 
 
 @case("callback-raises")
@@ -735,6 +764,44 @@ def _m_raises(ctx, ck):
     expect_error(comm, ck, DistributedError,
                  lambda: dd.cg(DA, np.ones(DA.n_local), M=M_shape),
                  f"rank {ctx.size - 1}: raised in M: ValueError: M returned shape")
+    still_works(comm, ck)
+
+
+@case("user-code-stops")
+def _user_code_stops(ctx, ck):
+    """KeyboardInterrupt or SystemExit from a callback, M or M^H on one rank: every rank stops at
+    the next all-reduce (no callback is called again), that rank raises its own exception again,
+    the others a DistributedError naming it. Before, that rank left the solve alone and the
+    others waited in their next all-reduce forever."""
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    on = ctx.size - 1
+    systems = {}
+    for m in ("cg", "bicgstab"):
+        A, b = problem(m, "float64")
+        systems[m] = (dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm), b)
+    systems["bicg"] = systems["bicgstab"]
+    for method, kw in (("cg", {}), ("cg", {"single_reduction": True}), ("bicg", {}),
+                       ("bicgstab", {})):
+        DA, b = systems[method]
+        cb = _raiser(ctx, 3, on, KeyboardInterrupt)
+        expect_stop(comm, ck,
+                    lambda: dd.solve(method, DA, mine(b, DA), rtol=1e-10, callback=cb, **kw),
+                    on, lambda e: e is cb.raised and e is not None,
+                    f"dpsolve.distributed.{method}: rank {on}: stopped by KeyboardInterrupt in "
+                    f"the callback")
+        ck.that(cb.calls == 3, f"{method} {kw}: the callback was called {cb.calls} times on rank "
+                f"{ctx.rank}; every rank should stop after the third")
+    DA, b = systems["bicgstab"]
+    M = _raiser(ctx, 2, 0, lambda: SystemExit(3), then=lambda r: r / 4.0)
+    expect_stop(comm, ck, lambda: dd.bicgstab(DA, mine(b, DA), M=M), 0,
+                lambda e: e is M.raised and e is not None and e.code == 3,
+                "rank 0: stopped by SystemExit: 3 in M")
+    rmatvec = _raiser(ctx, 2, on, KeyboardInterrupt, then=lambda r: r / 4.0)
+    Op = SimpleNamespace(matvec=lambda r: r / 4.0, rmatvec=rmatvec)
+    expect_stop(comm, ck, lambda: dd.bicg(DA, mine(b, DA), M=Op), on,
+                lambda e: e is rmatvec.raised and e is not None,
+                f"rank {on}: stopped by KeyboardInterrupt in M^H")
     still_works(comm, ck)
 
 

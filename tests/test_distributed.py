@@ -544,6 +544,30 @@ def test_one_rank_errors_and_inputs_untouched():
 
 
 @needs_mpi4py
+def test_one_rank_interrupt_and_exit_are_raised_again():
+    """KeyboardInterrupt and SystemExit from user code come out as they are (not wrapped), with
+    the SIGINT handler restored."""
+    import signal
+
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    D = dd.DistributedMatrix.laplace3d(3, 3, 3, MPI.COMM_SELF)
+    b = np.ones(27)
+    handler = signal.getsignal(signal.SIGINT)
+    stop = KeyboardInterrupt()
+
+    def cb(xk):
+        raise stop
+    with pytest.raises(KeyboardInterrupt) as e:
+        dd.cg(D, b, callback=cb)
+    assert e.value is stop and signal.getsignal(signal.SIGINT) is handler
+    with pytest.raises(SystemExit) as e:
+        dd.bicgstab(D, b, M=lambda r: sys.exit(4))
+    assert e.value.code == 4
+
+
+@needs_mpi4py
 @pytest.mark.parametrize("call, message", [
     (lambda dd, D, b: dd.cg(D, b, variant="graph", transport="mpi"),
      "variant 'graph' captures the NCCL calls .* needs transport 'nccl', not mpi"),

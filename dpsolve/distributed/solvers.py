@@ -21,12 +21,16 @@ Errors never leave a rank behind:
   rank's own checks: the length of its b and x0, NaN/Inf in them or in its rows of A, a zero
   diagonal entry for Jacobi). Any disagreement or bad value raises the same ValueError on every
   rank, naming the problem and the rank(s).
-* A user callback or preconditioner that raises on one rank: that rank records the exception
-  and stops calling user code; each all-reduce carries one extra slot with the ranks' error
-  flags, so every rank stops at the next one, and a final all-gather after the solve catches an
-  exception raised after the last. Every rank then raises :class:`DistributedError` (a
-  RuntimeError) naming the rank(s) and their exceptions; on a rank that raised, the original
-  exception is its ``__cause__``.
+* A user callback or preconditioner that raises on one rank (any exception, KeyboardInterrupt
+  and SystemExit included): that rank records the exception and stops calling user code; each
+  all-reduce carries one extra slot with the ranks' error flags, so every rank stops at the
+  next one, and a final all-gather after the solve catches an exception raised after the last.
+  Every rank then raises :class:`DistributedError` (a RuntimeError) naming the rank(s) and
+  their exceptions ("rank 1: raised in the callback: ValueError: ..."; "rank 1: stopped by
+  KeyboardInterrupt in M"); on a rank that raised an ordinary exception, the original is its
+  ``__cause__``, and a rank that raised KeyboardInterrupt or SystemExit raises that exception
+  itself again instead (a Ctrl-C stays a KeyboardInterrupt, an exit keeps its code). The flag
+  slot travels in the all-reduces the iteration makes anyway: no collective is added.
 
 GPU energy (``energy=True``, GPU variants only; variant ``host`` refuses it with the same
 ValueError on every rank, as it runs on no GPU): each rank reads NVML's total-energy counter of
@@ -472,8 +476,9 @@ def _agree_signatures(sigs):
 def _guard(space, fn, where, fallback, vector_out=False):
     """``fn`` on this rank's vectors; an exception is recorded in ``space.error`` (once) and
     ``fallback(v)`` returned, and ``fn`` is not called again: the next collective stops
-    every rank. ``vector_out``: ``fn`` must return a vector of ``v``'s length (a
-    preconditioner)."""
+    every rank. Any exception: KeyboardInterrupt and SystemExit too (raised again on this rank
+    once every rank has stopped). ``vector_out``: ``fn`` must return a vector of ``v``'s
+    length (a preconditioner)."""
     def call(v):
         if space.error is not None:
             return fallback(v)
@@ -486,10 +491,17 @@ def _guard(space, fn, where, fallback, vector_out=False):
                                      f"shape {v.shape}")
                 out = out.reshape(v.shape)
             return out
-        except Exception as e:
+        except BaseException as e:
             space.error = (where, e)
             return fallback(v)
     return call
+
+
+def _failure(where, exc) -> str:
+    """How the error messages name what happened on a rank."""
+    if isinstance(exc, Exception):
+        return f"raised in {where}: {_describe(exc)}"
+    return f"stopped by {_describe(exc)} in {where}"       # KeyboardInterrupt, SystemExit
 
 
 def _none(v):
@@ -563,8 +575,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         space.error = space.error or ("the solver", e)
     stats = tr.stats.since(before)
     wall = time.perf_counter() - t0
-    mine = {"error": (None if space.error is None
-                      else f"raised in {space.error[0]}: {_describe(space.error[1])}"),
+    mine = {"error": None if space.error is None else _failure(*space.error),
             "wall": wall, "solve": getattr(outcome, "seconds", None),
             "comm": (stats.allreduce_seconds + stats.halo_seconds
                      if getattr(outcome, "comm_timed", True) else None),
@@ -584,9 +595,12 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                                           f"{format_problems(errors)}"))
         err.errors = {r: e for r, e in enumerate(errors) if e}
         err.ranks = tuple(err.errors)
-        if space.error is not None:
-            raise err from space.error[1]
-        raise err
+        if space.error is None:
+            raise err
+        original = space.error[1]
+        if not isinstance(original, Exception):     # KeyboardInterrupt, SystemExit: as they are
+            raise original
+        raise err from original
     x = outcome.x
     if out_device:
         import cupy
