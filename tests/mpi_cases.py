@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -802,6 +803,61 @@ def _user_code_stops(ctx, ck):
     expect_stop(comm, ck, lambda: dd.bicg(DA, mine(b, DA), M=Op), on,
                 lambda e: e is rmatvec.raised and e is not None,
                 f"rank {on}: stopped by KeyboardInterrupt in M^H")
+    still_works(comm, ck)
+
+
+@contextmanager
+def sigint_in(owner, name, rank, on, at):
+    """While active, rank ``on`` (this process being ``rank``) sends itself a SIGINT from inside
+    its ``at``-th call of the method ``owner.name`` (an all-reduce: dpsolve's own code, not user
+    code). Also used by tests/test_distributed.py's command-line test."""
+    import signal
+    method, calls = getattr(owner, name), [0]
+
+    def interrupt_then_call(obj, *args):
+        calls[0] += 1
+        if rank == on and calls[0] == at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return method(obj, *args)
+    setattr(owner, name, interrupt_then_call)
+    try:
+        yield
+    finally:
+        setattr(owner, name, method)
+
+
+def sigint_in_reduce(rank, on, at):
+    """:func:`sigint_in` the host variant's all-reduces (``DistributedSpace.reduce``)."""
+    from dpsolve.distributed.solvers import DistributedSpace
+    return sigint_in(DistributedSpace, "reduce", rank, on, at)
+
+
+@case("sigint-one-rank")
+def _sigint_one_rank(ctx, ck):
+    """A SIGINT to one rank's process while dpsolve's own code runs there (sent from inside
+    the rank's 5th all-reduce): Python's handler still runs, but its KeyboardInterrupt is
+    deferred to that all-reduce, which stops every rank; that rank raises it, the others a
+    DistributedError. Before, it left the solve on that rank alone, the others waited forever."""
+    import signal
+
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    on = ctx.size // 2
+    DA = dd.DistributedMatrix.laplace3d(4, 3, 3, comm)
+    tr = dd.MpiTransport(comm)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with sigint_in_reduce(ctx.rank, on, 5):
+            expect_stop(comm, ck, lambda: dd.cg(DA, np.ones(DA.n_local), rtol=1e-12, transport=tr),
+                        on, lambda e: type(e) is KeyboardInterrupt,
+                        f"rank {on}: stopped by KeyboardInterrupt in a SIGINT handler")
+        ck.that(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                "the solve did not restore the SIGINT handler")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    n = tr.stats.allreduce_calls
+    ck.that(same_everywhere(comm, n) and n in (5, 6),
+            f"{n} all-reduces on rank {ctx.rank}: every rank should stop at the 5th (or 6th)")
     still_works(comm, ck)
 
 
