@@ -1261,6 +1261,71 @@ def _gpu_cg1_partitions(ctx, ck):
         _gpu_cg1_case(ctx, ck, "float64", M="jacobi", partition=sizes)
 
 
+@gpu_case("gpu-user-code-stops")
+def _gpu_user_code_stops(ctx, ck):
+    """Variant cuda: a callback raising at its 3rd call on one rank (KeyboardInterrupt on the
+    last rank; ValueError on rank 0): that rank's next all-reduce sends NaN, so every rank's
+    loop ends within the next iteration (no callback is called more than once more) and the
+    true residual's all-reduce stops every rank; the KeyboardInterrupt is raised again on its
+    rank, the others raise DistributedError naming it (for the ValueError: every rank). Before,
+    a KeyboardInterrupt left the others waiting forever and a ValueError let every rank run the
+    whole solve."""
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import DistributedError
+    comm = ctx.comm
+    on = ctx.size - 1
+    for method, kw in (("cg", {}), ("cg", {"single_reduction": True}), ("bicg", {}),
+                       ("bicgstab", {})):
+        A, b, DA = _gpu_system(ctx, method, "float64")
+        b_loc = mine(b, DA).copy()
+
+        def solve(callback):
+            return dd.solve(method, DA, b_loc, rtol=1e-10, variant="cuda",
+                            transport=ctx.transport, callback=callback, **kw)
+        stop = _raiser(ctx, 3, on, KeyboardInterrupt)
+        expect_stop(comm, ck, lambda: solve(stop), on,
+                    lambda e: e is stop.raised and e is not None,
+                    f"rank {on}: stopped by KeyboardInterrupt in the callback")
+        bad = _raiser(ctx, 3, 0, lambda: ValueError("bad callback"))
+        expect_error(comm, ck, DistributedError, lambda: solve(bad),
+                     "rank 0: raised in the callback: ValueError: bad callback")
+        for cb in (stop, bad):
+            ck.that(cb.calls <= 4, f"{method} {kw}: the callback was called {cb.calls} times on "
+                    f"rank {ctx.rank}; every rank should stop after the 3rd or 4th")
+    still_works(comm, ck)
+
+
+@gpu_case("gpu-sigint-one-rank")
+def _gpu_sigint_one_rank(ctx, ck):
+    """Variant cuda: a SIGINT to one rank from inside its 5th device all-reduce (dpsolve's own
+    code): deferred, that rank's all-reduces send NaN, every rank stops; that rank raises
+    KeyboardInterrupt, the others DistributedError naming it, after the same number of
+    all-reduces everywhere. Before, the others waited forever."""
+    import signal
+
+    import dpsolve.distributed as dd
+    from dpsolve.distributed.gpu import DistributedExecutor
+    comm = ctx.comm
+    on = ctx.size // 2
+    _, b, DA = _gpu_system(ctx, "cg", "float64", laplace=12)
+    b_loc = mine(b, DA).copy()
+    before = ctx.transport.stats.copy()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with sigint_in(DistributedExecutor, "allreduce", ctx.rank, on, 5):
+            expect_stop(comm, ck, lambda: dd.cg(DA, b_loc, rtol=1e-12, variant="cuda",
+                                                transport=ctx.transport),
+                        on, lambda e: type(e) is KeyboardInterrupt,
+                        f"rank {on}: stopped by KeyboardInterrupt in a SIGINT handler")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    n = ctx.transport.stats.since(before).allreduce_calls
+    ck.that(same_everywhere(comm, n), f"{n} all-reduces on rank {ctx.rank}: not the same on "
+                                      f"every rank")
+    ck.note(f"stopped after {n} all-reduces")
+    still_works(comm, ck)
+
+
 class Ctx:
     def __init__(self, comm):
         self.comm = comm

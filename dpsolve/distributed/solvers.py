@@ -30,7 +30,8 @@ Errors never leave a rank behind:
   KeyboardInterrupt in M"); on a rank that raised an ordinary exception, the original is its
   ``__cause__``, and a rank that raised KeyboardInterrupt or SystemExit raises that exception
   itself again instead (a Ctrl-C stays a KeyboardInterrupt, an exit keeps its code). The flag
-  slot travels in the all-reduces the iteration makes anyway: no collective is added.
+  travels in the all-reduces the iteration makes anyway (variant ``cuda``: as NaN partial sums,
+  see ``gpu.py``): no collective is added.
 * A SIGINT (Ctrl-C sent to one rank's process) while the solve runs: the rank's SIGINT handler
   still runs at once, but the KeyboardInterrupt it raises is deferred to the next all-reduce
   (:class:`_Interrupts`), as if user code had raised it, unless user code is running then:
