@@ -17,7 +17,9 @@ import os
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -113,6 +115,31 @@ def expect_error(comm, ck, exc_type, fn, *must_contain):
     ck.that(all(g == every[0] for g in every), f"the ranks got different errors: {every}")
     for s in must_contain:
         ck.that(exc is not None and s in str(exc), f"{s!r} not in the message {got}")
+    return exc
+
+
+def expect_stop(comm, ck, fn, on, own, *must_contain):
+    """Run the collective ``fn``, in which rank ``on`` raises KeyboardInterrupt or SystemExit
+    (from its user code or a SIGINT): that rank must raise it again (``own(exc)`` True), every
+    other rank the same DistributedError naming it (``ranks == (on,)``, marked ``everywhere``),
+    containing each of ``must_contain``. Returns this rank's exception."""
+    from dpsolve.distributed import DistributedError
+    exc = None
+    try:
+        fn()
+    except BaseException as e:       # noqa: BLE001 - KeyboardInterrupt too: checked below
+        exc = e
+    got = (type(exc).__name__, str(exc)) if exc is not None else None
+    others = [g for r, g in enumerate(comm.allgather(got)) if r != on]
+    if comm.Get_rank() == on:
+        ck.that(own(exc), f"rank {on} raised {got}, not its own exception again")
+    else:
+        ck.that(isinstance(exc, DistributedError) and getattr(exc, "everywhere", False)
+                and getattr(exc, "ranks", None) == (on,),
+                f"expected a DistributedError (everywhere) naming rank {on}, got {got}")
+        for s in must_contain:
+            ck.that(s in str(exc), f"{s!r} not in the message {got}")
+    ck.that(all(g == others[0] for g in others), f"the other ranks got different errors: {others}")
     return exc
 
 
@@ -656,15 +683,18 @@ def _bad_constructors(ctx, ck):
     still_works(comm, ck)
 
 
-def _raiser(ctx, at_call, on_rank):
-    """A callback raising on ``on_rank`` at its ``at_call``-th call; ``callback.calls`` counts
-    the calls on this rank."""
-    def callback(xk):
-        callback.calls += 1
-        if ctx.rank == on_rank and callback.calls == at_call:
-            raise RuntimeError(f"boom on call {at_call}")
-    callback.calls = 0
-    return callback
+def _raiser(ctx, at_call, on_rank, make=None, then=None):
+    """A callback (with ``then``: a preconditioner returning ``then(v)``) raising ``make()``
+    (default: RuntimeError "boom on call N") on ``on_rank`` at its ``at_call``-th call;
+    ``.calls`` counts the calls on this rank, ``.raised`` is what it raised."""
+    def fn(v):
+        fn.calls += 1
+        if ctx.rank == on_rank and fn.calls == at_call:
+            fn.raised = make() if make else RuntimeError(f"boom on call {at_call}")
+            raise fn.raised
+        return then(v) if then else None
+    fn.calls, fn.raised = 0, None
+    return fn
 
 
 @case("callback-raises")
@@ -735,6 +765,99 @@ def _m_raises(ctx, ck):
     expect_error(comm, ck, DistributedError,
                  lambda: dd.cg(DA, np.ones(DA.n_local), M=M_shape),
                  f"rank {ctx.size - 1}: raised in M: ValueError: M returned shape")
+    still_works(comm, ck)
+
+
+@case("user-code-stops")
+def _user_code_stops(ctx, ck):
+    """KeyboardInterrupt or SystemExit from a callback, M or M^H on one rank: every rank stops at
+    the next all-reduce (no callback is called again), that rank raises its own exception again,
+    the others a DistributedError naming it. Before, that rank left the solve alone and the
+    others waited in their next all-reduce forever."""
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    on = ctx.size - 1
+    systems = {}
+    for m in ("cg", "bicgstab"):
+        A, b = problem(m, "float64")
+        systems[m] = (dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, comm), b)
+    systems["bicg"] = systems["bicgstab"]
+    for method, kw in (("cg", {}), ("cg", {"single_reduction": True}), ("bicg", {}),
+                       ("bicgstab", {})):
+        DA, b = systems[method]
+        cb = _raiser(ctx, 3, on, KeyboardInterrupt)
+        expect_stop(comm, ck,
+                    lambda: dd.solve(method, DA, mine(b, DA), rtol=1e-10, callback=cb, **kw),
+                    on, lambda e: e is cb.raised and e is not None,
+                    f"dpsolve.distributed.{method}: rank {on}: stopped by KeyboardInterrupt in "
+                    f"the callback")
+        ck.that(cb.calls == 3, f"{method} {kw}: the callback was called {cb.calls} times on rank "
+                f"{ctx.rank}; every rank should stop after the third")
+    DA, b = systems["bicgstab"]
+    M = _raiser(ctx, 2, 0, lambda: SystemExit(3), then=lambda r: r / 4.0)
+    expect_stop(comm, ck, lambda: dd.bicgstab(DA, mine(b, DA), M=M), 0,
+                lambda e: e is M.raised and e is not None and e.code == 3,
+                "rank 0: stopped by SystemExit: 3 in M")
+    rmatvec = _raiser(ctx, 2, on, KeyboardInterrupt, then=lambda r: r / 4.0)
+    Op = SimpleNamespace(matvec=lambda r: r / 4.0, rmatvec=rmatvec)
+    expect_stop(comm, ck, lambda: dd.bicg(DA, mine(b, DA), M=Op), on,
+                lambda e: e is rmatvec.raised and e is not None,
+                f"rank {on}: stopped by KeyboardInterrupt in M^H")
+    still_works(comm, ck)
+
+
+@contextmanager
+def sigint_in(owner, name, rank, on, at):
+    """While active, rank ``on`` (this process being ``rank``) sends itself a SIGINT from inside
+    its ``at``-th call of the method ``owner.name`` (an all-reduce: dpsolve's own code, not user
+    code). Also used by tests/test_distributed.py's command-line test."""
+    import signal
+    method, calls = getattr(owner, name), [0]
+
+    def interrupt_then_call(obj, *args):
+        calls[0] += 1
+        if rank == on and calls[0] == at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return method(obj, *args)
+    setattr(owner, name, interrupt_then_call)
+    try:
+        yield
+    finally:
+        setattr(owner, name, method)
+
+
+def sigint_in_reduce(rank, on, at):
+    """:func:`sigint_in` the host variant's all-reduces (``DistributedSpace.reduce``)."""
+    from dpsolve.distributed.solvers import DistributedSpace
+    return sigint_in(DistributedSpace, "reduce", rank, on, at)
+
+
+@case("sigint-one-rank")
+def _sigint_one_rank(ctx, ck):
+    """A SIGINT to one rank's process while dpsolve's own code runs there (sent from inside
+    the rank's 5th all-reduce): Python's handler still runs, but its KeyboardInterrupt is
+    deferred to that all-reduce, which stops every rank; that rank raises it, the others a
+    DistributedError. Before, it left the solve on that rank alone, the others waited forever."""
+    import signal
+
+    import dpsolve.distributed as dd
+    comm = ctx.comm
+    on = ctx.size // 2
+    DA = dd.DistributedMatrix.laplace3d(4, 3, 3, comm)
+    tr = dd.MpiTransport(comm)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with sigint_in_reduce(ctx.rank, on, 5):
+            expect_stop(comm, ck, lambda: dd.cg(DA, np.ones(DA.n_local), rtol=1e-12, transport=tr),
+                        on, lambda e: type(e) is KeyboardInterrupt,
+                        f"rank {on}: stopped by KeyboardInterrupt in a SIGINT handler")
+        ck.that(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                "the solve did not restore the SIGINT handler")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    n = tr.stats.allreduce_calls
+    ck.that(same_everywhere(comm, n) and n in (5, 6),
+            f"{n} all-reduces on rank {ctx.rank}: every rank should stop at the 5th (or 6th)")
     still_works(comm, ck)
 
 
@@ -1136,6 +1259,71 @@ gpu_case("gpu-cg1-laplace")(
 def _gpu_cg1_partitions(ctx, ck):
     for sizes in partitions_for(ctx.size, 81):
         _gpu_cg1_case(ctx, ck, "float64", M="jacobi", partition=sizes)
+
+
+@gpu_case("gpu-user-code-stops")
+def _gpu_user_code_stops(ctx, ck):
+    """Variant cuda: a callback raising at its 3rd call on one rank (KeyboardInterrupt on the
+    last rank; ValueError on rank 0): that rank's next all-reduce sends NaN, so every rank's
+    loop ends within the next iteration (no callback is called more than once more) and the
+    true residual's all-reduce stops every rank; the KeyboardInterrupt is raised again on its
+    rank, the others raise DistributedError naming it (for the ValueError: every rank). Before,
+    a KeyboardInterrupt left the others waiting forever and a ValueError let every rank run the
+    whole solve."""
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import DistributedError
+    comm = ctx.comm
+    on = ctx.size - 1
+    for method, kw in (("cg", {}), ("cg", {"single_reduction": True}), ("bicg", {}),
+                       ("bicgstab", {})):
+        A, b, DA = _gpu_system(ctx, method, "float64")
+        b_loc = mine(b, DA).copy()
+
+        def solve(callback):
+            return dd.solve(method, DA, b_loc, rtol=1e-10, variant="cuda",
+                            transport=ctx.transport, callback=callback, **kw)
+        stop = _raiser(ctx, 3, on, KeyboardInterrupt)
+        expect_stop(comm, ck, lambda: solve(stop), on,
+                    lambda e: e is stop.raised and e is not None,
+                    f"rank {on}: stopped by KeyboardInterrupt in the callback")
+        bad = _raiser(ctx, 3, 0, lambda: ValueError("bad callback"))
+        expect_error(comm, ck, DistributedError, lambda: solve(bad),
+                     "rank 0: raised in the callback: ValueError: bad callback")
+        for cb in (stop, bad):
+            ck.that(cb.calls <= 4, f"{method} {kw}: the callback was called {cb.calls} times on "
+                    f"rank {ctx.rank}; every rank should stop after the 3rd or 4th")
+    still_works(comm, ck)
+
+
+@gpu_case("gpu-sigint-one-rank")
+def _gpu_sigint_one_rank(ctx, ck):
+    """Variant cuda: a SIGINT to one rank from inside its 5th device all-reduce (dpsolve's own
+    code): deferred, that rank's all-reduces send NaN, every rank stops; that rank raises
+    KeyboardInterrupt, the others DistributedError naming it, after the same number of
+    all-reduces everywhere. Before, the others waited forever."""
+    import signal
+
+    import dpsolve.distributed as dd
+    from dpsolve.distributed.gpu import DistributedExecutor
+    comm = ctx.comm
+    on = ctx.size // 2
+    _, b, DA = _gpu_system(ctx, "cg", "float64", laplace=12)
+    b_loc = mine(b, DA).copy()
+    before = ctx.transport.stats.copy()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with sigint_in(DistributedExecutor, "allreduce", ctx.rank, on, 5):
+            expect_stop(comm, ck, lambda: dd.cg(DA, b_loc, rtol=1e-12, variant="cuda",
+                                                transport=ctx.transport),
+                        on, lambda e: type(e) is KeyboardInterrupt,
+                        f"rank {on}: stopped by KeyboardInterrupt in a SIGINT handler")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    n = ctx.transport.stats.since(before).allreduce_calls
+    ck.that(same_everywhere(comm, n), f"{n} all-reduces on rank {ctx.rank}: not the same on "
+                                      f"every rank")
+    ck.note(f"stopped after {n} all-reduces")
+    still_works(comm, ck)
 
 
 class Ctx:

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import dpsolve
 import mpi_cases
 from dpsolve.distributed import HaloPlan, Partition
+from dpsolve.distributed._collective import describe
 from dpsolve.distributed.matrix import _split
 from dpsolve.distributed.solvers import _expansion
 from dpsolve.distributed.transport import CommStats
@@ -251,6 +252,40 @@ def test_cli_distributed_file_and_error(tmp_path):
     assert "unknown distributed variant 'cublas'" in lines[0] and "host" in lines[0]
 
 
+CLI_SIGINT = """
+import sys
+sys.path.insert(0, {tests!r})
+from mpi4py import MPI
+from mpi_cases import sigint_in_reduce
+from dpsolve.cli import main
+rank = MPI.COMM_WORLD.Get_rank()
+with sigint_in_reduce(rank, 1, 5):
+    rc = main(sys.argv[1:])
+print(f"rank {{rank}} exit {{rc}}", flush=True)
+sys.exit(rc)
+"""
+
+
+@needs_mpi
+def test_cli_distributed_sigint_on_one_rank(tmp_path):
+    """A SIGINT to rank 1 of 3 mid-solve: every rank stops at the next all-reduce (before, ranks
+    0 and 2 waited in it forever); rank 1 says "interrupted" (130), rank 0 prints the error
+    naming rank 1 once, and every rank exits non-zero."""
+    script = tmp_path / "cli_sigint.py"
+    script.write_text(CLI_SIGINT.format(tests=str(ROOT / "tests")))
+    rc, out, err, secs = launch(mpirun_command(3) + [
+        sys.executable, str(script), "solve", "laplace3d-8", "--distributed", "--rtol", "1e-12"],
+        timeout=60)
+    assert rc is not None, f"hung: stopped after {secs:.0f} s\n{out}\n{err}"
+    assert rc != 0
+    assert sorted(ln for ln in out.splitlines() if ln.startswith("rank ")) == [
+        "rank 0 exit 1", "rank 1 exit 130", "rank 2 exit 1"], out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("dpsolve")]
+    assert sorted(lines) == ["dpsolve solve: error: dpsolve.distributed.cg: rank 1: stopped by "
+                             "KeyboardInterrupt in a SIGINT handler",
+                             "dpsolve: interrupted"], err
+
+
 def test_cli_distributed_without_mpi4py(capsys, monkeypatch):
     """Without mpi4py, --distributed is one clear error naming the extra to install."""
     from dpsolve.cli import main
@@ -398,6 +433,12 @@ def test_expansion_is_exact():
     assert _expansion([(np.array([1e100, 1.0, -1e100, -1.0]), np.ones(4))]) == []
 
 
+def test_describe_names_a_bare_exception():
+    assert describe(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert describe(SystemExit(3)) == "SystemExit: 3"
+    assert describe(ValueError("bad M")) == "ValueError: bad M"
+
+
 def test_comm_stats():
     s = CommStats(allreduce_calls=3, bytes_sent=10, halo_seconds=0.5)
     before = s.copy()
@@ -534,6 +575,44 @@ def test_one_rank_errors_and_inputs_untouched():
         dd.cg(D, b, callback=lambda xk: {}["stop"])
     assert isinstance(e.value.__cause__, KeyError) and e.value.ranks == (0,)
     assert isinstance(e.value, RuntimeError)
+
+
+@needs_mpi4py
+def test_one_rank_interrupt_and_exit_are_raised_again():
+    """KeyboardInterrupt and SystemExit from user code come out as they are (not wrapped), with
+    the SIGINT handler restored; a SIGINT while user code runs interrupts that code at once
+    (here a sleep that would otherwise last 30 s)."""
+    import signal
+
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    D = dd.DistributedMatrix.laplace3d(3, 3, 3, MPI.COMM_SELF)
+    b = np.ones(27)
+    handler = signal.getsignal(signal.SIGINT)
+    stop = KeyboardInterrupt()
+
+    def cb(xk):
+        raise stop
+    with pytest.raises(KeyboardInterrupt) as e:
+        dd.cg(D, b, callback=cb)
+    assert e.value is stop and signal.getsignal(signal.SIGINT) is handler
+    with pytest.raises(SystemExit) as e:
+        dd.bicgstab(D, b, M=lambda r: sys.exit(4))
+    assert e.value.code == 4
+    reached = []
+
+    def slow(xk):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+        reached.append(xk)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dd.cg(D, b, callback=slow)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert reached == []
 
 
 @needs_mpi4py

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 
 def describe(exc) -> str:
-    """An exception as the error messages name it: ``Type: message``."""
-    return f"{type(exc).__name__}: {exc}"
+    """An exception as the error messages name it: ``Type: message``, or ``Type`` alone when
+    the message is empty (a bare ``KeyboardInterrupt``)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def everywhere(exc):

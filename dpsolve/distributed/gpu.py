@@ -16,6 +16,13 @@ loops (``dpsolve/backends/cuda.py``) run on them unchanged. Only two operations 
 Per CG iteration: 2 all-reduces (``<p, A p>``; ``<r, z>``, with ``<r, r>`` a third when
 preconditioned) and one halo exchange.
 
+Stopping every rank: the all-reduces of the loop carry no error-flag slot (they sum scalar slots
+on the device). Once this rank's callback has raised (or a SIGINT came), its next all-reduce
+sends NaN instead of its partial sums: every rank's sum is NaN, so every rank's host loop ends
+at its next read of tau (a non-finite tau), the same iteration everywhere, and the true
+residual's all-reduce that follows (through the solve's space, with its flag) stops every
+rank. Until then this costs one test of a Python attribute per all-reduce, no extra collective.
+
 Breakdown tests: the scalar kernels' accurate re-computation of a suspect inner product
 (``dps::confirm_dot``) sees a rank's rows only, so here it covers none (``GpuState.confirm_n =
 0``): the tests are made on the all-reduced fast sum, as SciPy makes them. The ``host`` variant
@@ -172,11 +179,15 @@ class NcclTransport(Transport):
 class DistributedExecutor(Executor):
     """The executor of a rank (``dpsolve/cuda/executor.py``) whose dot and nrm2 end with an
     all-reduce and whose SpMV of a :class:`HaloMatrix` exchanges the halo. Inside
-    ``record()`` the communication is captured as host calls, replayed in order."""
+    ``record()`` the communication is captured as host calls, replayed in order.
 
-    def __init__(self, stream, dtype, transport: Transport):
+    ``space``: the solve's ``DistributedSpace``; once its ``error`` is set, every all-reduce
+    of this rank sends NaN (the stop signal: see the module docstring)."""
+
+    def __init__(self, stream, dtype, transport: Transport, space=None):
         super().__init__(stream, dtype)
         self.transport = transport
+        self.space = space
         self.device_side = isinstance(transport, NcclTransport)
         if self.device_side:
             transport.stream = stream
@@ -189,6 +200,9 @@ class DistributedExecutor(Executor):
     def allreduce(self, out) -> None:
         """out summed over the ranks, element by element, in one all-reduce (``out`` a device
         view of k >= 1 adjacent values)."""
+        if self.space is not None and self.space.error is not None:
+            with self.stream:
+                out.fill(np.nan)                # every rank's sum is NaN: its loop ends
         if self.device_side:
             self.transport.stream = self.stream     # this executor's stream at the call
             self.transport.allreduce(out)
@@ -363,7 +377,7 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
                              csr=local, operator=None, M=M, b=job.b, x0=None, out_cupy=True,
                              options={})
     st = (State or GpuState)(system, fmt)
-    st.ex = DistributedExecutor(st.stream, st.dtype, transport)
+    st.ex = DistributedExecutor(st.stream, st.dtype, transport, job.space)
     st.partials = st.ex.partials
     st.confirm_n = 0
     # every upload and fill on the solve's stream: it is non-blocking, so work on CuPy's default

@@ -21,12 +21,21 @@ Errors never leave a rank behind:
   rank's own checks: the length of its b and x0, NaN/Inf in them or in its rows of A, a zero
   diagonal entry for Jacobi). Any disagreement or bad value raises the same ValueError on every
   rank, naming the problem and the rank(s).
-* A user callback or preconditioner that raises on one rank: that rank records the exception
-  and stops calling user code; each all-reduce carries one extra slot with the ranks' error
-  flags, so every rank stops at the next one, and a final all-gather after the solve catches an
-  exception raised after the last. Every rank then raises :class:`DistributedError` (a
-  RuntimeError) naming the rank(s) and their exceptions; on a rank that raised, the original
-  exception is its ``__cause__``.
+* A user callback or preconditioner that raises on one rank (any exception, KeyboardInterrupt
+  and SystemExit included): that rank records the exception and stops calling user code; each
+  all-reduce carries one extra slot with the ranks' error flags, so every rank stops at the
+  next one, and a final all-gather after the solve catches an exception raised after the last.
+  Every rank then raises :class:`DistributedError` (a RuntimeError) naming the rank(s) and
+  their exceptions ("rank 1: raised in the callback: ValueError: ..."; "rank 1: stopped by
+  KeyboardInterrupt in M"); on a rank that raised an ordinary exception, the original is its
+  ``__cause__``, and a rank that raised KeyboardInterrupt or SystemExit raises that exception
+  itself again instead (a Ctrl-C stays a KeyboardInterrupt, an exit keeps its code). The flag
+  travels in the all-reduces the iteration makes anyway (variant ``cuda``: as NaN partial sums,
+  see ``gpu.py``): no collective is added.
+* A SIGINT (Ctrl-C sent to one rank's process) while the solve runs: the rank's SIGINT handler
+  still runs at once, but the KeyboardInterrupt it raises is deferred to the next all-reduce
+  (:class:`_Interrupts`), as if user code had raised it, unless user code is running then:
+  that code is interrupted as usual. In the main thread, over a Python handler only.
 
 GPU energy (``energy=True``, GPU variants only; variant ``host`` refuses it with the same
 ValueError on every rank, as it runs on no GPU): each rank reads NVML's total-energy counter of
@@ -45,6 +54,8 @@ import hashlib
 import itertools
 import math
 import numbers
+import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -89,8 +100,9 @@ class DistributedSpace:
     terms, each rank's in its own slots) and ``math.fsum``-ed: the correctly rounded global
     sum, so a cancellation to exactly 0 across ranks is seen as 0.
 
-    ``error`` holds ``(where, exception)`` once user code raised on this rank; the next
-    collective then raises ``_Abort`` on every rank.
+    ``error`` holds ``(where, exception)`` once user code raised on this rank (or a SIGINT
+    came, see :class:`_Interrupts`); the next collective then raises ``_Abort`` on every rank.
+    ``in_user_code``: True while a user callback or preconditioner runs on this rank.
     """
 
     def __init__(self, transport: Transport, rank: int, size: int, dtype):
@@ -99,6 +111,7 @@ class DistributedSpace:
         self.complex = self.dtype.kind == "c"
         self.real = np.dtype(self.dtype.char.lower())
         self.error = None
+        self.in_user_code = False
 
     # ---- the one reduction, with the flag
     def reduce(self, values):
@@ -472,13 +485,18 @@ def _agree_signatures(sigs):
 def _guard(space, fn, where, fallback, vector_out=False):
     """``fn`` on this rank's vectors; an exception is recorded in ``space.error`` (once) and
     ``fallback(v)`` returned, and ``fn`` is not called again: the next collective stops
-    every rank. ``vector_out``: ``fn`` must return a vector of ``v``'s length (a
-    preconditioner)."""
+    every rank. Any exception: KeyboardInterrupt and SystemExit too (raised again on this rank
+    once every rank has stopped). ``vector_out``: ``fn`` must return a vector of ``v``'s
+    length (a preconditioner)."""
     def call(v):
         if space.error is not None:
             return fallback(v)
         try:
-            out = fn(v)
+            space.in_user_code = True           # a SIGINT now interrupts fn (_Interrupts)
+            try:
+                out = fn(v)
+            finally:
+                space.in_user_code = False
             if vector_out:
                 out = np.asarray(out)
                 if out.shape not in (v.shape, v.shape + (1,)):
@@ -486,10 +504,70 @@ def _guard(space, fn, where, fallback, vector_out=False):
                                      f"shape {v.shape}")
                 out = out.reshape(v.shape)
             return out
-        except Exception as e:
+        except BaseException as e:
             space.error = (where, e)
             return fallback(v)
     return call
+
+
+def _failure(where, exc) -> str:
+    """How the error messages name what happened on a rank."""
+    if isinstance(exc, Exception):
+        return f"raised in {where}: {_describe(exc)}"
+    return f"stopped by {_describe(exc)} in {where}"       # KeyboardInterrupt, SystemExit
+
+
+class _Interrupts:
+    """SIGINT during a distributed solve, deferred to the next collective (``with``; the main
+    thread only, where Python runs its signal handlers, and only over a Python handler).
+
+    Python raises the handler's KeyboardInterrupt wherever this rank is: in the middle of the
+    solver, one rank would leave the collectives that the others then wait in forever. So for
+    the solve's duration the handler is wrapped: it still runs at once, but what it raises is
+    recorded as this rank's error (``(where, exception)``, in the solve's space once there is
+    one, see :meth:`attach`) and this rank runs on to the next all-reduce, whose flag stops
+    every rank; the KeyboardInterrupt is then raised again on this rank. While user code runs
+    (``space.in_user_code``) the handler raises as usual, interrupting that code, and
+    ``_guard`` records it. An error recorded too late to be reported (after the final status
+    was sent, or before the space existed when the solve failed earlier) is raised on leaving
+    the ``with``, when this rank has no collective left."""
+
+    def __init__(self):
+        self.error = None                 # (where, exception), before a space takes over
+        self.space = None
+        self.reported = None              # the error sent with the final status, if any
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self.previous = previous
+                signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def attach(self, space) -> None:
+        """From now on, record into ``space`` (an interrupt already recorded goes with it)."""
+        space.error = space.error or self.error
+        self.space = space
+
+    def _handler(self, signum, frame):
+        sink = self.space or self
+        if getattr(sink, "in_user_code", False):
+            return self.previous(signum, frame)
+        try:
+            self.previous(signum, frame)
+        except BaseException as e:
+            if sink.error is None:
+                sink.error = ("a SIGINT handler", e)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        error = (self.space or self).error
+        if error is not None and error is not self.reported:
+            raise error[1]
+        return False
 
 
 def _none(v):
@@ -509,6 +587,14 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     if not isinstance(A, DistributedMatrix):
         raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
                         f"{type(A).__name__}")
+    with _Interrupts() as interrupts:
+        return _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
+                      format, full_output, energy, single_reduction, t0, interrupts)
+
+
+def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport, format,
+           full_output, energy, single_reduction, t0, interrupts):
+    """:func:`solve`'s work, with SIGINT deferred by ``interrupts``."""
     comm = A.comm
     rank, size = comm.Get_rank(), comm.Get_size()
     sig, bv, x0v, dtype, inv_diag = _check(method, A, b, x0, rtol, atol, maxiter, M, callback,
@@ -520,6 +606,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     tr, owned = make_transport(transport, comm)
     before = tr.stats.copy()
     space = DistributedSpace(tr, rank, size, dtype)
+    interrupts.attach(space)
     out_device = hasattr(b, "__cuda_array_interface__") and not isinstance(b, np.ndarray)
     Aw = A.astype(dtype)
     bw = bv.astype(dtype, copy=True)
@@ -563,8 +650,8 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
         space.error = space.error or ("the solver", e)
     stats = tr.stats.since(before)
     wall = time.perf_counter() - t0
-    mine = {"error": (None if space.error is None
-                      else f"raised in {space.error[0]}: {_describe(space.error[1])}"),
+    interrupts.reported = space.error
+    mine = {"error": None if space.error is None else _failure(*space.error),
             "wall": wall, "solve": getattr(outcome, "seconds", None),
             "comm": (stats.allreduce_seconds + stats.halo_seconds
                      if getattr(outcome, "comm_timed", True) else None),
@@ -584,9 +671,12 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
                                           f"{format_problems(errors)}"))
         err.errors = {r: e for r, e in enumerate(errors) if e}
         err.ranks = tuple(err.errors)
-        if space.error is not None:
-            raise err from space.error[1]
-        raise err
+        if space.error is None:
+            raise err
+        original = space.error[1]
+        if not isinstance(original, Exception):     # KeyboardInterrupt, SystemExit: as they are
+            raise original
+        raise err from original
     x = outcome.x
     if out_device:
         import cupy
