@@ -352,7 +352,7 @@ def test_cublas_breakdowns_as_the_reference(case, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_cublas_nonfinite_as_the_reference(dtype):
+def test_cublas_nonfinite_as_the_reference(dtype, unscaled_rhs):
     dt = np.dtype(dtype).name
     for build in (nonfinite_cases.huge, nonfinite_cases.trap):
         A, b, x0 = build(dt)

@@ -499,6 +499,22 @@ def test_reference_reduces_through_its_space(method):
 
 # --------------------------------------------------------------------------- one rank, in process
 @needs_mpi4py
+@pytest.mark.parametrize("build", ["from_global", "from_rows"])
+def test_malformed_index_arrays_are_refused_before_conversion(build):
+    """Issue 29 item 6: a COO row index far out of range crashed SciPy's conversion (or gave
+    its unrelated message); it is a ValueError naming the problem, on every rank."""
+    from mpi4py import MPI
+
+    from dpsolve.distributed import DistributedMatrix
+    A = sp.coo_array(laplace_3d(3, 3, 3))
+    row = A.coords[0].copy()
+    row[4] = 10 ** 9
+    A.coords = (row, A.coords[1])
+    with pytest.raises(ValueError, match="COO row index 1000000000 at entry 4 is out of range"):
+        getattr(DistributedMatrix, build)(A, MPI.COMM_SELF)
+
+
+@needs_mpi4py
 def test_laplace3d_on_comm_self_is_the_generator():
     from mpi4py import MPI
 

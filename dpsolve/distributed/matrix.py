@@ -23,6 +23,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ..formats.validate import check_indices
+
 from ._collective import agree, disagreement, everywhere, exchange_counts, format_problems
 from .halo import HaloPlan
 from .partition import Partition
@@ -52,6 +54,7 @@ def _canonical_rows(rows, dtype=None, what="rows"):
     working dtype (or ``dtype``). The caller's matrix is never touched; ``what`` names it in
     errors."""
     if sp.issparse(rows):
+        check_indices(rows, what)         # before SciPy's conversion reads them (FormatError)
         M = sp.csr_array(rows, copy=True)
     else:
         if hasattr(rows, "get") and not isinstance(rows, np.ndarray):

@@ -64,7 +64,7 @@ import numpy as np
 from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
-from .._system import coerce
+from .._system import coerce, exponent_of, in_safe_range, times_power_of_two
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -620,12 +620,20 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         psolve = _guard(space, fwd, "M", _copy, vector_out=True)
         if hasattr(M, "rmatvec"):
             rpsolve = _guard(space, M.rmatvec, "M^H", _copy, vector_out=True)
+    scale = [0]                           # b is solved as b / 2^scale: see _scaled_rhs
+    if callback is not None:
+        user_cb = callback
+
+        def callback(xk):                 # the caller's scale, as the single-GPU front end
+            return user_cb(times_power_of_two(xk, scale[0]) if scale[0] else xk)
     cb = _guard(space, callback, "the callback", _none) if callback is not None else None
     outcome, tol = None, None
     try:
-        bnorm = space.norm(bw)
-        tol = max(float(atol), float(rtol) * bnorm)
-        job = DistributedJob(method, Aw, bw, x0w, dtype, tol,
+        bw, x0w, bnorm, scale[0] = _scaled_rhs(space, comm, bw, x0w)
+        with np.errstate(over="ignore"):
+            tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
+        tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
+        job = DistributedJob(method, Aw, bw, x0w, dtype, tol_solved,
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
                              ("callable" if psolve is not None else "none"),
@@ -683,6 +691,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         x = cupy.asarray(x)
     elif not isinstance(x, np.ndarray):           # a GPU variant's x, for NumPy's b
         x = x.get()
+    if scale[0]:
+        x = times_power_of_two(x, scale[0])
+        outcome.residual_norm = math.ldexp(outcome.residual_norm, scale[0])
     if not full_output:
         return x, outcome.info
     walls = tuple(f["wall"] for f in facts)
@@ -707,6 +718,25 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         report.energy_joules, report.energy_per_gpu, report.energy_note = aggregate_energy(
             [f["energy"] for f in facts], ENERGY_MIN_SECONDS)
     return x, outcome.info, report
+
+
+def _scaled_rhs(space, comm, bw, x0w):
+    """(b, x0, ||b||, e) as the solve runs them, as the single-GPU front end does
+    (``_system.scale_rhs``): where the global ||b||^2 leaves the safe range of the working dtype,
+    b and x0 are divided by 2^e, e the exponent of the global max|b| (exact), with one more
+    collective on that rare path only; every rank takes the same branch (||b|| is global).
+    ||b|| == 0 means b is exactly zero."""
+    bnorm = space.norm(bw)
+    if in_safe_range(bnorm * bnorm, space.dtype):
+        return bw, x0w, bnorm, 0
+    from mpi4py import MPI
+    vmax = comm.allreduce(float(np.max(np.abs(bw))) if bw.size else 0.0, op=MPI.MAX)
+    if vmax == 0:
+        return bw, x0w, 0.0, 0
+    e = exponent_of(vmax)
+    bw = times_power_of_two(bw, -e)
+    x0w = None if x0w is None else times_power_of_two(x0w, -e)
+    return bw, x0w, space.norm(bw), e
 
 
 def _make(method):
