@@ -29,8 +29,8 @@ from . import autotune
 from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import (device_system, initial_guess_Mb, make_system, scale_rhs, split_x0,
-                      sum_of_squares, times_power_of_two)
+from ._system import (device_system, in_safe_range, initial_guess_Mb, make_system, scale_rhs,
+                      split_x0, sum_of_squares, times_power_of_two)
 from .formats.csr import _is_cupy
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
@@ -155,6 +155,10 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
     Returns (tol, tol_solved): SciPy's max(atol, rtol ||b||) for the report, and the same for
     the system as solved (b / 2^scale), computed from the scaled ||b|| so that it is finite
     where ||b|| itself overflows; tol_solved is None when b is exactly zero."""
+    if not x0_mb and in_safe_range(sq, system.dtype):       # the usual call: nothing to do
+        system.scale = 0
+        tol = _get_atol_rtol(method, math.sqrt(sq), atol, rtol)
+        return tol, tol
     with _set_up_stream(system):
         bnorm = scale_rhs(system, sq)
         if x0_mb and bnorm != 0:
@@ -242,7 +246,7 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     t_solve = time.perf_counter()
     report.setup_time = t_solve - t0
     stats, last = {}, [None]
-    callback = _caller_callback(callback, system.scale, np.geterr())
+    callback = _caller_callback(callback, system.scale)
 
     def run_once(budget):
         run = last[0] = backend.run(state, system, last[0].x if last[0] else x, atol=tol,
@@ -296,12 +300,13 @@ def _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter):
     return info, rnorm
 
 
-def _caller_callback(callback, scale, errstate):
+def _caller_callback(callback, scale):
     """The user's callback as the solve calls it: an iterate multiplied back to the caller's
     scale (a residual norm GMRES passes is relative: it needs nothing), under the caller's
     NumPy error settings (the solve itself ignores floating-point warnings)."""
     if callback is None:
         return None
+    errstate = np.geterr()
 
     def caller(xk):
         if scale and getattr(xk, "ndim", 0):

@@ -31,7 +31,6 @@ the outer solve holds the state. Prepare a second system for nested solves.
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -74,26 +73,10 @@ class PreparedSystem:
             self._build(A, device)
         self._options["dtype"] = self.dtype      # update() keeps it
 
-    @contextlib.contextmanager
     def _exclusive(self):
         """One call at a time (a solve or an update), on this system's own GPU resources; the
         same thread coming back (a callback that solves with this system) is refused."""
-        me = threading.get_ident()
-        if self._owner == me:
-            raise RuntimeError("this prepared system is already solving in this thread (a solve "
-                               "or update re-entered from its own callback or operator); "
-                               "prepare a second system for nested solves")
-        with self._lock:
-            self._owner = me
-            try:
-                if self._res is None:
-                    yield
-                else:
-                    from ._setup import using
-                    with using(self._res):
-                        yield
-            finally:
-                self._owner = None
+        return _Exclusive(self)
 
     def _build(self, A, device):
         t0 = time.perf_counter()
@@ -165,6 +148,39 @@ class PreparedSystem:
                 return fe.zero_solution(system, report, t0, c0, full_output)
             return fe.iterate(self._backend, self._state, system, tol_solved, maxiter, callback,
                               self.sync, energy, report, t0, c0, full_output)
+
+
+class _Exclusive:
+    """``PreparedSystem._exclusive``'s context: its lock, its owner thread, its Resources (a
+    plain class: a generator-based context manager costs microseconds a call)."""
+    __slots__ = ("system", "using")
+
+    def __init__(self, system):
+        self.system, self.using = system, None
+
+    def __enter__(self):
+        P = self.system
+        me = threading.get_ident()
+        if P._owner == me:
+            raise RuntimeError("this prepared system is already solving in this thread (a solve "
+                               "or update re-entered from its own callback or operator); "
+                               "prepare a second system for nested solves")
+        P._lock.acquire()
+        P._owner = me
+        if P._res is not None:
+            from ._setup import using
+            self.using = using(P._res)
+            self.using.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        P = self.system
+        try:
+            if self.using is not None:
+                self.using.__exit__(*exc)
+        finally:
+            P._owner = None
+            P._lock.release()
 
 
 def _host_rhs(b, x0, dtype):

@@ -52,10 +52,15 @@ def safe_exponent_range(dtype) -> int:
     return np.finfo(np.dtype(dtype)).maxexp // 4
 
 
+_SQUARE_BOUNDS = {}
+
+
 def in_safe_range(sq: float, dtype) -> bool:
     """Whether a sum of squares ||v||^2 needs no scaling (finite, and ||v|| in [2^-T, 2^T])."""
-    t = 2.0 ** (2 * safe_exponent_range(dtype))
-    return bool(np.isfinite(sq)) and 1.0 / t <= sq <= t
+    t = _SQUARE_BOUNDS.get(dtype)
+    if t is None:
+        t = _SQUARE_BOUNDS[dtype] = 2.0 ** (2 * safe_exponent_range(dtype))
+    return 1.0 / t <= sq <= t               # False for NaN and inf
 
 
 def exponent_of(vmax: float) -> int:
