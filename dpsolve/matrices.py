@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._errors import DpsolveError
+
 ROOT = Path(__file__).resolve().parents[1]       # the checkout, for an editable install
 
 
@@ -254,7 +256,7 @@ VECTORS = 16              # b, x*, x and the solver's work vectors, with slack
 BASE_BYTES = 200 * 2**20  # the interpreter, NumPy and SciPy
 
 
-class ProblemTooLargeError(MemoryError):
+class ProblemTooLargeError(DpsolveError, MemoryError):
     """A generated problem whose estimated memory exceeds what this machine has available."""
 
 
@@ -382,12 +384,12 @@ def extract_mtx(tarball, dest, name: str | None = None) -> Path:
     return dest
 
 
-class MatrixFileError(ValueError):
-    """A matrix file that cannot be read. The message names the file (and the line, where the
-    reader gives one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
+class MatrixFileError(DpsolveError, ValueError):
+    """A matrix file that cannot be read. The message names the file (and the line, where there
+    is one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
 
     def __init__(self, path, message, line=None, member=False):
-        self.path, self.line, self.detail = str(path), line, message
+        self.path, self.line, self.detail, self.member = str(path), line, message, member
         where = (" (its .mtx member)" if member else "") + (f", line {line}" if line else "")
         super().__init__(f"{path}{where}: {message}")
 
