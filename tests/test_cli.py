@@ -225,6 +225,11 @@ BAD_FILES = {
     "bad.mtx.gz": (b"no", ": not a gzip file"),
     "cut.mtx.gz": (None, ": the compressed file is cut short"),
     "bad.tar.gz": (b"not a tar", ": not a tar archive"),
+    "cut.tar.gz": (None, ": the archive is cut short or corrupt"),
+    "nan.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 nan\n3 3 1\n",
+                ", line 4: 'nan' is not finite"),
+    "inf.mtx.gz": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 1\n"
+                   b"3 3 -1e999\n", ", line 5: '-1e999' is not finite"),
 }
 
 
@@ -233,12 +238,19 @@ def test_file_errors_name_the_file_and_line(capsys, tmp_path, name):
     import gzip
     content, needle = BAD_FILES[name]
     path = tmp_path / name
-    if content is None:                       # a .gz whose end is missing
+    if name == "cut.tar.gz":                  # a tarball whose end is missing
+        src = tmp_path / "whole.tar.gz"
+        src.write_bytes(make_tarball("cut", laplace_2d(30)))
+        content = src.read_bytes()[:3000]
+    elif content is None:                     # a .gz whose end is missing
         content = gzip.compress(BAD_FILES["float.mtx"][0] * 50)[:60]
+    elif name == "inf.mtx.gz":
+        content = gzip.compress(content)
     path.write_bytes(content)
     code, out, err = run(capsys, "solve", str(path), "--variant", "host")
     assert code == 1 and err.count("\n") == 1 and out == ""
     assert f"error: {path}{needle}" in err
+    assert "b contains" not in err
 
 
 def test_an_archive_member_error_names_the_archive_and_line(capsys, tmp_path):
@@ -307,6 +319,75 @@ def test_bad_numbers_exit_2_before_any_work(capsys, tmp_path, argv, needle):
     assert not (tmp_path / "s").exists()                 # nothing ran
 
 
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("info, status, says", [(0, 0, "converged"),
+                                                (12, 3, "not converged after 12 iterations"),
+                                                (-10, 4, "breakdown (-10)")])
+def test_the_exit_status_tells_the_result(capsys, small_mtx, monkeypatch, json_out, info, status,
+                                          says):
+    """0 converged, 3 not converged, 4 breakdown: a script sees the result without parsing the
+    output (1 stays an error, 2 a malformed command line)."""
+    import numpy as np
+    from dpsolve import _solvers
+    from dpsolve.report import SolveReport
+
+    def solve(A, b, **kw):
+        rep = SolveReport(variant="host", format=None, sync=None, method="cg", dtype="float64",
+                          n=49, nnz=217, iterations=12, info=info, converged=info == 0,
+                          residual_norm=1.0)
+        return np.ones(A.shape[0]), info, rep
+    monkeypatch.setattr(_solvers, "cg", solve)
+    code, out, err = run(capsys, "solve", str(small_mtx), *(("--json",) if json_out else ()))
+    assert code == status, err
+    assert json.loads(out)["report"]["info"] == info if json_out else f"result   : {says}" in out
+
+
+def test_help_documents_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit):
+        main(["solve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for line in ("0 converged", "1 an error", "2 a malformed command line", "3 not converged",
+                 "4 a breakdown", "130 interrupted"):
+        assert line in out
+
+
+def test_a_run_out_of_iterations_exits_3(small_mtx):
+    r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", str(small_mtx), "--variant",
+                        "host", "--maxiter", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 3 and "not converged after 2 iterations" in r.stdout
+
+
+@pytest.mark.parametrize("method", ["gmres", "cgs"])
+def test_a_method_without_a_distributed_solver_is_a_usage_error(capsys, monkeypatch, method):
+    from dpsolve import study
+
+    def resolved(*a, **k):
+        raise AssertionError("work started")
+    monkeypatch.setattr(study, "resolve_problem", resolved)
+    with pytest.raises(SystemExit) as e:
+        main(["solve", "laplace2d-5", "--distributed", "--method", method])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"--method {method} has no distributed solver (--distributed takes cg, bicg, " \
+           f"bicgstab)" in err
+
+
+def test_cg_on_a_nonsymmetric_file_warns(capsys, tmp_path, small_mtx):
+    A = laplace_2d(7).tolil()
+    A[0, 1] = -1.5                                  # no longer symmetric; still solvable
+    path = tmp_path / "nonsym.mtx"
+    scipy.io.mmwrite(str(path), sp.coo_matrix(A.tocsr()))
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code in (0, 3, 4)
+    assert err.count("\n") == 1 and err.startswith("dpsolve: warning: ")
+    assert f"{path}: the matrix is not symmetric" in err and "CG" in err
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host", "--method", "bicgstab")
+    assert err == ""
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host")
+    assert err == ""
+
+
 def test_the_process_exit_status(small_mtx):
     r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", "/nonexistent.mtx"],
                        capture_output=True, text=True, cwd=ROOT)
@@ -368,6 +449,19 @@ def test_size_guard_overrides(capsys, monkeypatch):
     monkeypatch.setenv("DPSOLVE_NO_SIZE_GUARD", "1")
     code, out, err = run(capsys, "solve", "laplace2d-30", "--variant", "host")
     assert code == 0 and "converged" in out
+
+
+def test_size_guard_meets_a_files_header(capsys, small_machine, tmp_path):
+    path = tmp_path / "huge.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n"
+                    "200000000 200000000 2000000000\n1 1 1.0\n")
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1
+    assert f"error: {path}: the header declares n = 200,000,000, nnz = 2,000,000,000" in err
+    assert "more than the 24 GB available here" in err and "--force" in err
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host", "--force")
+    assert code == 1 and "truncated file: the header declares 2,000,000,000 entries" in err
+    assert "DPSOLVE_NO_SIZE_GUARD" not in os.environ          # --force lasted the command only
 
 
 @pytest.mark.parametrize("name", ["laplace1d-99999999999999999999", "laplace3d-" + "9" * 5000],
