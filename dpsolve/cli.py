@@ -441,7 +441,6 @@ def cmd_study(args) -> int:
 # --------------------------------------------------------------------------- fetch
 def cmd_fetch(args) -> int:
     from . import catalog, fetch
-    from .matrices import read_matrix
 
     if args.url:
         os.environ["DPSOLVE_SUITESPARSE_URL"] = args.url
@@ -454,10 +453,10 @@ def cmd_fetch(args) -> int:
         spec = entry.source
     group, name = fetch.split_name(spec)
     cached = fetch.cached_path(spec, args.dir).is_file()
-    path = fetch.fetch(spec, args.dir, progress=not args.quiet)
+    path = fetch.fetch(spec, args.dir, progress=not args.quiet, deadline=args.deadline)
     line = f"{group}/{name}: {path}{' (already cached)' if cached else ''}"
     if not args.no_check:
-        A = read_matrix(path)
+        A = fetch.read(path)
         mismatch = fetch.check(A, group, name)
         ref = catalog.lookup_source(group, name)
         verdict = ("; not in the paper's catalog" if ref is None else
@@ -475,6 +474,7 @@ def build_parser():
     from ._frontend import SYNC_MODES
     from .backends import VARIANT_NAMES
     from .distributed.transport import TRANSPORTS
+    from .fetch import DEADLINE
     from .formats import FORMATS
     from .study import DEFAULT_OUT, METHODS
 
@@ -592,6 +592,9 @@ def build_parser():
     f.add_argument("name", metavar="GROUP/NAME")
     f.add_argument("--dir", default=None, help="cache folder (default $DPSOLVE_MATRIX_DIR)")
     f.add_argument("--url", default=None, help="base URL (default $DPSOLVE_SUITESPARSE_URL)")
+    f.add_argument("--deadline", type=_number(float, 0, strict=True), default=None,
+                   metavar="SECONDS", help="give up after this long in all, every attempt "
+                                           f"included (default {DEADLINE:g})")
     f.add_argument("--no-check", action="store_true", help="do not read the matrix to check it")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

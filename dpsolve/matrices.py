@@ -762,13 +762,14 @@ def _mtx_member(tf, tarball: Path, name: str | None = None):
     return pick[0]
 
 
-def extract_mtx(tarball, dest, name: str | None = None) -> Path:
+def extract_mtx(tarball, dest, name: str | None = None, *, check: bool = False) -> Path:
     """Extract the matrix of a SuiteSparse ``<name>.tar.gz`` to the file ``dest``.
 
     The collection's tarballs hold ``<name>/<name>.mtx`` and sometimes auxiliary files
     (``<name>_b.mtx``, coordinates...): the member ``<name>.mtx`` is taken, or the only ``.mtx``.
     ``dest`` is written through a temporary file beside it and renamed, so it is either complete
-    or absent.
+    or absent; with ``check``, only once :func:`check_matrix_file` passed it (a MatrixFileError,
+    naming the temporary file, otherwise).
     """
     tarball, dest = Path(tarball), Path(dest)
     with tarfile.open(tarball, "r:*") as tf:
@@ -778,6 +779,8 @@ def extract_mtx(tarball, dest, name: str | None = None) -> Path:
         try:
             with os.fdopen(fd, "wb") as out, tf.extractfile(pick) as src:
                 shutil.copyfileobj(src, out, 1 << 20)
+            if check:
+                check_matrix_file(tmp)
             os.replace(tmp, dest)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

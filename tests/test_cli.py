@@ -555,6 +555,27 @@ def test_fetch_url_option(capsys, server, monkeypatch):
     assert code == 0 and "Grp/x:" in out and "nnz" not in out
 
 
+def test_fetch_deadline_option(capsys, server, tmp_path):
+    data = make_tarball("slow", laplace_2d(20))
+    server.trickle[server.add("Grp/slow", data)] = 0.05      # about 20 s in all
+    code, out, err = run(capsys, "fetch", "Grp/slow", "--quiet", "--deadline", "0.5")
+    assert code == 1 and err.count("\n") == 1 and "gave up at the 0.5 s deadline" in err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fetch_names_and_evicts_a_corrupt_cached_file(capsys, server, tmp_path):
+    p = server.add("Grp/m", make_tarball("m", laplace_2d(3)))
+    cached = tmp_path / "cache" / "Grp" / "m.mtx"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1,5\n")
+    code, out, err = run(capsys, "fetch", "Grp/m", "--quiet")
+    assert code == 1 and err.count("\n") == 1
+    assert f"{cached}, line 3: '1,5' is not a number (removed from the cache" in err
+    assert not cached.exists() and p not in server.requests
+    code, out, err = run(capsys, "fetch", "Grp/m", "--quiet")
+    assert code == 0 and "n = 9, nnz = 33" in out and server.requests[p] == 1
+
+
 # --------------------------------------------------------------------------- study
 def test_study_command(capsys, tmp_path):
     out_dir = tmp_path / "s"
