@@ -651,10 +651,10 @@ class _CheckedEntries(io.RawIOBase):
 
     def __init__(self, f, path, member=False):
         self._f, self._path, self._member = f, path, member
+        self._chunks = self._checked()          # started on the first read (close() needs it)
         self.header, head = _read_header(f, path, member)
         self._buf, self._pos = memoryview(head), 0
         self._lines, self._entries = self.header.lines, 0
-        self._chunks = self._checked()
 
     def readable(self):
         return True
@@ -724,24 +724,27 @@ class _CheckedEntries(io.RawIOBase):
 
 @contextlib.contextmanager
 def _mtx_stream(path: Path):
-    """(binary stream, member) of the Matrix Market text at ``path``: the file, a .gz
+    """(binary stream, member) of the Matrix Market text at ``path``: the file, a .gz or .bz2
     decompressed, or the .mtx member of a SuiteSparse tarball. A damaged container, found now or
     while the stream is read, is a MatrixFileError naming the file."""
+    import bz2
     import gzip
     import zlib
     member = path.name.endswith(_TARBALL)
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    damaged = (EOFError, zlib.error) + ((OSError,) if opener is bz2.open else ())
     try:
         if member:
             with tarfile.open(path, "r:*") as tf, tf.extractfile(_mtx_member(tf, path)) as f:
                 yield f, True
         else:
-            with (gzip.open if path.name.endswith(".gz") else open)(path, "rb") as f:
+            with opener(path, "rb") as f:
                 yield f, False
     except gzip.BadGzipFile as e:
         head = re.search(r"\((b['\"].*)\)$", str(e))
         raise MatrixFileError(path, "not a gzip file"
                               + (f" (it starts with {head.group(1)})" if head else "")) from None
-    except (EOFError, zlib.error) as e:
+    except damaged as e:
         what = "archive" if member else "compressed file"
         raise MatrixFileError(path, f"the {what} is cut short or corrupt ({e})") from None
     except tarfile.TarError:
@@ -846,7 +849,7 @@ def read_matrix(path, *, force: bool = False) -> sp.csr_array:
         _guard(f"{path}: the header declares ", max(h.rows, h.cols), h.stored, h.dtype, force,
                "--force (force=True from Python)", "read and solve")
         try:
-            if member or path.name.endswith(".gz"):
+            if member or path.suffix in (".gz", ".bz2"):
                 m = _parse(entries)
             else:                   # checked first, then read by the parser itself (faster)
                 entries.check_all()

@@ -4,6 +4,7 @@ header's n and nnz meet the size guard before any entry is read. The same for a 
 and the .mtx member of a SuiteSparse .tar.gz, with SciPy's reader or fast_matrix_market."""
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import itertools
@@ -30,12 +31,14 @@ def entries(value: bytes, head: bytes = REAL) -> bytes:
 
 
 def write(tmp_path, data: bytes, container: str) -> Path:
-    """``data`` as m.mtx, m.mtx.gz or the m/m.mtx member of m.tar.gz."""
+    """``data`` as m.mtx, m.mtx.gz, m.mtx.bz2 or the m/m.mtx member of m.tar.gz."""
     path = tmp_path / f"m.{container}"
     if container == "mtx":
         path.write_bytes(data)
     elif container == "mtx.gz":
         path.write_bytes(gzip.compress(data))
+    elif container == "mtx.bz2":
+        path.write_bytes(bz2.compress(data))
     else:
         with tarfile.open(path, "w:gz") as tf:
             info = tarfile.TarInfo("m/m.mtx")
@@ -44,7 +47,7 @@ def write(tmp_path, data: bytes, container: str) -> Path:
     return path
 
 
-CONTAINERS = ("mtx", "mtx.gz", "tar.gz")
+CONTAINERS = ("mtx", "mtx.gz", "mtx.bz2", "tar.gz")
 
 
 @pytest.fixture(params=["scipy", "fast_matrix_market"])
@@ -298,6 +301,14 @@ def test_lines_are_counted_across_chunks(tmp_path, parser, monkeypatch):
     lines[bad - 1] = lines[bad - 1] + b"junk"
     path.write_bytes(b"\n".join(lines))
     refused(path, bad, "is not a number")
+
+
+@pytest.mark.parametrize("container", ["mtx.gz", "mtx.bz2", "tar.gz"])
+def test_a_damaged_container_is_named(tmp_path, container):
+    whole = write(tmp_path, VALID["symmetric"], container).read_bytes()
+    path = tmp_path / f"cut.{container}"
+    path.write_bytes(whole[:len(whole) * 2 // 3])
+    refused(path, None, "is cut short or corrupt")
 
 
 def test_a_line_without_end_is_refused(tmp_path, monkeypatch):
