@@ -372,7 +372,7 @@ def paper_rhs(A, dtype=None):
 # 1, 1,5 is 1, 0x1p3 is 0, an extra column is dropped), and a NUL byte crashes SciPy's; so what
 # reaches them is known to be well formed. The size guard meets the header's n and nnz before any
 # entry is read.
-MTX_CHUNK = 8 << 20          # bytes of entry lines checked at a time
+MTX_CHUNK = 2 << 20          # bytes of entry lines checked at a time (in the cache, fastest)
 MTX_MAX_LINE = 1 << 16       # no entry line is longer: a file whose line is, is not Matrix Market
 _TARBALL = (".tar.gz", ".tgz", ".tar")
 
@@ -559,17 +559,21 @@ _SHAPE = bytes(_SHAPE)
 _DIGIT, _SIGN, _POINT, _EXP = b"0SPX"
 
 
-def _ranks(mask, at):
-    """For each position in ``at``: how many of ``mask[:position + 1]`` are True. A rank over
+def _ranker(mask):
+    """rank(positions): for each position, how many of ``mask[:position + 1]`` are True. Over
     the mask's bits, 64 to a word (NumPy 2), else a binary search over its positions."""
     if not hasattr(np, "bitwise_count"):
-        return np.searchsorted(np.flatnonzero(mask), at, "right")
+        where = np.flatnonzero(mask)
+        return lambda at: np.searchsorted(where, at, "right")
     words = np.packbits(mask, bitorder="little")
     words = np.concatenate((words, np.zeros(8 - words.size % 8, np.uint8))).view("<u8")
     before = np.concatenate(([0], np.cumsum(np.bitwise_count(words), dtype=np.int64)))
-    w, bit = at >> 6, (at & 63).astype(np.uint64)
-    upto = words[w] & ((np.uint64(2) << bit) - np.uint64(1))        # bits 0..bit of the word
-    return before[w] + np.bitwise_count(upto)
+
+    def rank(at):
+        w, bit = at >> 6, (at & 63).astype(np.uint64)
+        upto = words[w] & ((np.uint64(2) << bit) - np.uint64(1))    # bits 0..bit of the word
+        return before[w] + np.bitwise_count(upto)
+    return rank
 
 
 def _count_entries(chunk: bytes, header: MtxHeader) -> tuple[int, int] | None:
@@ -590,8 +594,9 @@ def _count_entries(chunk: bytes, header: MtxHeader) -> tuple[int, int] | None:
     blank = a <= 32
     starts = np.zeros(a.size, bool)                         # the first byte of each field
     np.greater(blank[:-1], blank[1:], out=starts[1:])
+    fields_to = _ranker(starts)                             # fields up to a position
     newlines = np.flatnonzero(a == 10)
-    per_line = np.diff(_ranks(starts, newlines))
+    per_line = np.diff(fields_to(newlines))
     k = len(header.names)
     if not np.all((per_line == k) | (per_line == 0)):
         return None
@@ -599,7 +604,7 @@ def _count_entries(chunk: bytes, header: MtxHeader) -> tuple[int, int] | None:
     at = np.flatnonzero(a > _DIGIT)                         # signs, points, exponent letters
     if not at.size:
         return counts
-    field = _ranks(starts, at)                              # the field's ordinal, from 1
+    field = fields_to(at)                                   # the field's ordinal, from 1
     if np.any((field - 1) % k < header.indices):
         return None
     c, before, after = a[at], a[at - 1], a[at + 1]
