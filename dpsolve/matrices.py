@@ -449,14 +449,14 @@ def _read_header(f, path, member) -> tuple[MtxHeader, bytes]:
         raise MatrixFileError(path, message, len(raw), member)
 
     def next_line():
-        raw.append(f.readline(MTX_MAX_LINE))
-        part = raw[-1]
-        while part.startswith(b"%") and not part.endswith(b"\n"):  # a long comment: all of it
-            part = f.readline(MTX_MAX_LINE)
-            raw[-1] += part
-        if b"\0" in raw[-1]:
+        line = f.readline(MTX_MAX_LINE)
+        while line.startswith(b"%") and not line.endswith(b"\n") and \
+                (part := f.readline(MTX_MAX_LINE)):
+            line += part                                # a long comment: all of it
+        raw.append(line)
+        if b"\0" in line:
             refuse("a NUL byte (a binary or corrupt file)")
-        return raw[-1]
+        return line
 
     words = next_line().split()
     if not words or words[0].lower() != b"%%matrixmarket":
@@ -476,24 +476,23 @@ def _read_header(f, path, member) -> tuple[MtxHeader, bytes]:
     line = next_line()
     while line and (line.startswith(b"%") or not line.strip()):
         line = next_line()
-    size = line.split()
-    want = 3 if fmt == "coordinate" else 2
     if not line:
         refuse("truncated file: no size line")
+    size, want = line.split(), (3 if fmt == "coordinate" else 2)
     if len(size) != want or not all(_INDEX.fullmatch(w) for w in size):
         refuse(f"the size line should be '{' '.join(('rows', 'columns', 'entries')[:want])}' "
                f"(whole numbers), got {_shown(line.strip())}")
     if max(len(w) for w in size) > 30:
         refuse("its size is more than a sparse matrix can index (at most 2^63 - 1)")
     rows, cols = int(size[0]), int(size[1])
-    if fmt == "coordinate":
-        entries = int(size[2])
-    else:
-        n = cols if rows == cols else None
-        entries = {"general": rows * cols, "skew-symmetric": n and n * (n - 1) // 2}.get(
-            symmetry, n and n * (n + 1) // 2)
     if symmetry != "general" and rows != cols:
         refuse(f"a {symmetry} matrix must be square, not {rows:,} x {cols:,}")
+    if fmt == "coordinate":
+        entries = int(size[2])
+    elif symmetry == "general":
+        entries = rows * cols
+    else:                       # an array's lower triangle, without the diagonal if skew
+        entries = rows * (rows + (-1 if symmetry == "skew-symmetric" else 1)) // 2
     if fmt == "coordinate" and entries > rows * cols:
         refuse(f"the header declares {entries:,} entries, more than a {rows:,} x {cols:,} "
                f"matrix holds")

@@ -348,3 +348,20 @@ def test_the_fast_check_passes_ordinary_files():
     body = buf.getvalue().split(b"\n", 3)[3]
     header = matrices.MtxHeader("coordinate", "real", "general", 300, 300, A.nnz, 3)
     assert matrices._count_entries(body, header) == (A.nnz, A.nnz)
+
+
+def test_a_long_comment_is_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(matrices, "MTX_MAX_LINE", 100)
+    data = REAL.replace(b"\n3 3 3", b"\n%" + b"c" * 1000 + b"\n3 3 3") + b"1 1 1\n2 2 2\n3 3 3\n"
+    assert read_matrix(write(tmp_path, data, "mtx")).nnz == 3
+
+
+@pytest.mark.parametrize("symmetry, entries", [("general", 6), ("symmetric", 6),
+                                               ("skew-symmetric", 3)])
+def test_an_array_has_the_entries_of_its_shape(tmp_path, symmetry, entries):
+    head = f"%%MatrixMarket matrix array real {symmetry}\n".encode()
+    size = b"2 3\n" if symmetry == "general" else b"3 3\n"
+    path = write(tmp_path, head + size + b"1\n" * (entries - 1), "mtx")
+    refused(path, None, f"the header declares {entries} entries, the file holds {entries - 1}")
+    path.write_bytes(head + size + b"1\n" * entries)
+    assert read_matrix(path).shape == ((2, 3) if symmetry == "general" else (3, 3))
