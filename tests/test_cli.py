@@ -388,6 +388,17 @@ def test_cg_on_a_nonsymmetric_file_warns(capsys, tmp_path, small_mtx):
     assert err == ""
 
 
+def test_a_nul_byte_is_one_line_not_a_crash(tmp_path):
+    """SciPy's reader crashed the process (SIGSEGV) on a NUL byte after a value."""
+    path = tmp_path / "nul.mtx"
+    path.write_bytes(b"%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\x00\n2 2 1\n")
+    r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", str(path), "--variant", "host"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"dpsolve solve: error: {path}, line 3: a NUL byte (a binary or corrupt "
+                        f"file)\n")
+
+
 def test_the_process_exit_status(small_mtx):
     r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", "/nonexistent.mtx"],
                        capture_output=True, text=True, cwd=ROOT)
