@@ -8,9 +8,9 @@
 
 `dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
 (2 for a malformed command line); `solve` exits 0 when the solve converged, 3 when it did not,
-4 on a breakdown; Ctrl-C at any point, start-up included, is one line and exit status 130. So
-that this holds while modules are still being imported, this module imports only
-os and sys at its top: everything else is imported inside main().
+4 on a breakdown; Ctrl-C at any point, start-up included, is one line and exit status 130.
+So that this holds while modules are still being imported, this module imports only os and sys
+at its top: everything else is imported inside main().
 """
 from __future__ import annotations
 
@@ -479,7 +479,7 @@ def build_parser():
     from .study import DEFAULT_OUT, METHODS
 
     _Parser = _parser_class()
-    p = _Parser(prog="dpsolve", description=__doc__.split(" So that this holds")[0],
+    p = _Parser(prog="dpsolve", description=__doc__.split("\nSo that this holds")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 

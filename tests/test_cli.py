@@ -44,6 +44,8 @@ def test_top_level_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     for c in COMMANDS:
         assert c in out
+    assert "exits 0 when the solve converged, 3 when it did not" in " ".join(out.split())
+    assert "imports only" not in out                 # the module's note to its maintainers
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
