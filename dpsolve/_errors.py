@@ -1,8 +1,23 @@
 """Exceptions and warnings raised by dpsolve."""
 
 
+def _rebuild(cls, args, state):
+    """Unpickle an exception without calling its __init__ (whose arguments need not be its
+    ``args``): the arguments and the attributes as they were. The __new__ is that of the base
+    the class takes its layout from (OSError's for an OSError): another builtin base's
+    (MemoryError's, found first) refuses the subclass."""
+    e = cls.__base__.__new__(cls, *args)
+    e.args = args
+    e.__dict__.update(state)
+    return e
+
+
 class DpsolveError(Exception):
-    """Base class of every dpsolve error."""
+    """Base class of every dpsolve error. Every one pickles (a process pool sends exceptions
+    between processes), whatever its __init__ takes: rebuilt from its ``args`` and attributes."""
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.args, self.__dict__)
 
 
 class BackendUnavailableError(DpsolveError, RuntimeError):

@@ -7,9 +7,10 @@
     dpsolve fetch GROUP/NAME      download a SuiteSparse matrix into the local cache
 
 `dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
-(2 for a malformed command line); Ctrl-C at any point, start-up included, is one line and exit
-status 130. So that this holds while modules are still being imported, this module imports only
-os and sys at its top: everything else is imported inside main().
+(2 for a malformed command line); `solve` exits 0 when the solve converged, 3 when it did not,
+4 on a breakdown; Ctrl-C at any point, start-up included, is one line and exit status 130.
+So that this holds while modules are still being imported, this module imports only os and sys
+at its top: everything else is imported inside main().
 """
 from __future__ import annotations
 
@@ -29,8 +30,23 @@ def _parser_class():
 
 
 DTYPES = ("float64", "float32", "complex128", "complex64")
-FORCE_HELP = ("build a generated problem even when its estimated memory exceeds what this "
-              "machine has available (also: DPSOLVE_NO_SIZE_GUARD=1)")
+FORCE_HELP = ("build a generated problem, or read a matrix file, even when its estimated memory "
+              "exceeds what this machine has available (also: DPSOLVE_NO_SIZE_GUARD=1)")
+
+# exit statuses; solve's tell its result (SciPy's info: 0, > 0, < 0)
+CONVERGED, ERROR, USAGE, NOT_CONVERGED, BREAKDOWN, INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_STATUS_HELP = f"""exit status:
+  {CONVERGED:<4} converged (info = 0)
+  {ERROR:<4} an error (one line on stderr)
+  {USAGE:<4} a malformed command line
+  {NOT_CONVERGED:<4} not converged (info > 0: maxiter reached)
+  {BREAKDOWN:<4} a breakdown (info < 0)
+  {INTERRUPTED:<4} interrupted (Ctrl-C)"""
+
+
+def exit_status(info: int) -> int:
+    """solve's exit status for the solver's info."""
+    return CONVERGED if info == 0 else NOT_CONVERGED if info > 0 else BREAKDOWN
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -165,6 +181,7 @@ def cmd_solve(args) -> int:
     dtype = args.dtype or ("complex128" if np.iscomplexobj(A) else "float64")
     check_dtype_keeps(np.iscomplexobj(A), dtype, prob.source, "--dtype")
     A = A.astype(dtype, copy=False)
+    _warn_if_not_hermitian(A, args.method, prob.source)
     b, x_star = paper_rhs(A)
     solver = getattr(_solvers, args.method)
     x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
@@ -181,10 +198,27 @@ def cmd_solve(args) -> int:
         if rep.variant == "host":       # no sync mode on the host (SI numbers stay as they are)
             doc["report"]["sync"] = None
         print(json.dumps(doc, indent=2, default=_jsonable))
-        return 0
+        return exit_status(info)
     _print_head(f"{prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}",
                 args, "", _summary(rep))
     return _print_result(info, rel_res, rel_err)
+
+
+def _warn_if_not_hermitian(A, method: str, source: str) -> None:
+    """CG is for a symmetric (Hermitian) positive definite matrix: a DpsolveWarning when A is
+    not symmetric (dpsolve.matrices.hermitian_defect), which the solve would not tell."""
+    if method != "cg":
+        return
+    import warnings
+
+    from ._errors import DpsolveWarning
+    from .matrices import HERMITIAN_TOL, hermitian_defect
+    defect = hermitian_defect(A)
+    if not defect <= HERMITIAN_TOL:
+        warnings.warn(f"{source}: the matrix is not symmetric (max|A - A^H| / max|A| = "
+                      f"{defect:.1e}); CG is for symmetric (Hermitian) positive definite "
+                      f"matrices, its result here means little (bicgstab and gmres take any)",
+                      DpsolveWarning, stacklevel=2)
 
 
 def _print_head(matrix: str, args, extra: str, summary: str) -> None:
@@ -201,7 +235,7 @@ def _print_result(info, rel_res, rel_err) -> int:
              f"not converged after {info} iterations" if info > 0 else f"breakdown ({info})")
     print(f"result   : {state}; ||b - A x|| / ||b|| = "
           f"{'n/a' if rel_res is None else f'{rel_res:.3e}'}; ||x - x*|| / ||x*|| = {rel_err:.3e}")
-    return 0
+    return exit_status(info)
 
 
 def _mpi_rank():
@@ -252,6 +286,7 @@ def cmd_solve_distributed(args) -> int:
                 dtype = args.dtype or ("complex128" if np.iscomplexobj(A_global) else "float64")
                 check_dtype_keeps(np.iscomplexobj(A_global), dtype, prob.source, "--dtype")
                 A_global = A_global.astype(dtype, copy=False)
+                _warn_if_not_hermitian(A_global, args.method, prob.source)
             meta = {"name": prob.name, "source": prob.source, "grid": grid, "dtype": dtype}
         except Exception as e:
             failure = e
@@ -282,7 +317,7 @@ def cmd_solve_distributed(args) -> int:
     rel_err = float(np.sqrt(sum(p[1] for p in parts)) / np.sqrt(A.n))
     rel_res = rep.residual_norm / bnorm if bnorm and rep.residual_norm is not None else None
     if rank != 0:
-        return 0
+        return exit_status(info)
     where = ("generated in place on each rank" if meta["grid"] is not None
              else "read by rank 0, rows scattered")
     if args.json:
@@ -292,7 +327,7 @@ def cmd_solve_distributed(args) -> int:
                "relative_residual": rel_res, "relative_error": rel_err,
                "report": rep.as_dict()}
         print(json.dumps(doc, indent=2, default=_jsonable))
-        return 0
+        return exit_status(info)
     from ._units import human_time
     _print_head(f"{meta['name']} ({meta['source']}, {where}): n = {rep.n:,}, "
                 f"nnz = {rep.nnz:,}, {dtype}", args,
@@ -393,7 +428,7 @@ def cmd_study(args) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: what finished is in {args.out}/; run the same command again to "
               f"resume", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     out = args.out
     print(f"\n{open(os.path.join(out, 'table2.md')).read().rstrip()}\n")
     figs = sorted(f for f in os.listdir(out) if f.startswith("figure7_"))
@@ -406,7 +441,6 @@ def cmd_study(args) -> int:
 # --------------------------------------------------------------------------- fetch
 def cmd_fetch(args) -> int:
     from . import catalog, fetch
-    from .matrices import read_matrix
 
     if args.url:
         os.environ["DPSOLVE_SUITESPARSE_URL"] = args.url
@@ -419,10 +453,10 @@ def cmd_fetch(args) -> int:
         spec = entry.source
     group, name = fetch.split_name(spec)
     cached = fetch.cached_path(spec, args.dir).is_file()
-    path = fetch.fetch(spec, args.dir, progress=not args.quiet)
+    path = fetch.fetch(spec, args.dir, progress=not args.quiet, deadline=args.deadline)
     line = f"{group}/{name}: {path}{' (already cached)' if cached else ''}"
     if not args.no_check:
-        A = read_matrix(path)
+        A = fetch.read(path)
         mismatch = fetch.check(A, group, name)
         ref = catalog.lookup_source(group, name)
         verdict = ("; not in the paper's catalog" if ref is None else
@@ -436,14 +470,16 @@ def cmd_fetch(args) -> int:
 # --------------------------------------------------------------------------- main
 def build_parser():
     import argparse
+    import textwrap
     from ._frontend import SYNC_MODES
     from .backends import VARIANT_NAMES
     from .distributed.transport import TRANSPORTS
+    from .fetch import DEADLINE
     from .formats import FORMATS
     from .study import DEFAULT_OUT, METHODS
 
     _Parser = _parser_class()
-    p = _Parser(prog="dpsolve", description=__doc__.split(" So that this holds")[0],
+    p = _Parser(prog="dpsolve", description=__doc__.split("\nSo that this holds")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -453,12 +489,15 @@ def build_parser():
                                "run here (and why not).")
 
     s = sub.add_parser("solve", help="solve one system and print the report",
-                       description="Solve A x = b with the paper's set-up (x* = ones, b = A x*, "
-                                   "x0 = 0) and print the solve report: iterations, residual, "
-                                   "time, GPU energy, host CPU. MATRIX is a .mtx / .mtx.gz file, "
-                                   "a generated problem (laplace3d-64, convdiff2d-256-pe100, "
-                                   "A252), a paper matrix name (LDOOR) or a SuiteSparse "
-                                   "GROUP/NAME (downloaded into the cache).")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=EXIT_STATUS_HELP,      # a table, as written; the text wrapped
+                       description=textwrap.fill(
+                           "Solve A x = b with the paper's set-up (x* = ones, b = A x*, x0 = 0) "
+                           "and print the solve report: iterations, residual, time, GPU energy, "
+                           "host CPU. MATRIX is a .mtx / .mtx.gz file, a generated problem "
+                           "(laplace3d-64, convdiff2d-256-pe100, A252), a paper matrix name "
+                           "(LDOOR) or a SuiteSparse GROUP/NAME (downloaded into the cache). CG "
+                           "on a matrix that is not symmetric warns.", 79))
     s.add_argument("matrix", metavar="MATRIX", help="FILE.mtx[.gz], generated name, or GROUP/NAME")
     s.add_argument("--method", choices=METHODS, default="cg", help="default cg")
     s.add_argument("--variant", choices=("auto",) + VARIANT_NAMES, default="auto",
@@ -479,11 +518,12 @@ def build_parser():
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--force", action="store_true", help=FORCE_HELP)
     s.add_argument("--distributed", action="store_true",
-                   help="solve over MPI: run as mpirun -n K python3 -m dpsolve solve MATRIX "
-                        "--distributed; rows are partitioned over the K ranks (rank 0 reads the "
-                        "matrix and scatters it; laplace3d-N and A252 are generated in place), "
-                        "the host variant (auto means host), --sync and --format ignored; rank 0 "
-                        "prints the report. Needs the mpi extra: pip install -e '.[mpi]'")
+                   help="solve over MPI (cg, bicg or bicgstab): run as mpirun -n K python3 -m "
+                        "dpsolve solve MATRIX --distributed; rows are partitioned over the K "
+                        "ranks (rank 0 reads the matrix and scatters it; laplace3d-N and A252 are "
+                        "generated in place), the host variant (auto means host), --sync and "
+                        "--format ignored; rank 0 prints the report. Needs the mpi extra: pip "
+                        "install -e '.[mpi]'")
     s.add_argument("--transport", choices=tuple(TRANSPORTS), default="mpi",
                    help="with --distributed: how the ranks exchange data (default mpi)")
 
@@ -552,6 +592,9 @@ def build_parser():
     f.add_argument("name", metavar="GROUP/NAME")
     f.add_argument("--dir", default=None, help="cache folder (default $DPSOLVE_MATRIX_DIR)")
     f.add_argument("--url", default=None, help="base URL (default $DPSOLVE_SUITESPARSE_URL)")
+    f.add_argument("--deadline", type=_number(float, 0, strict=True), default=None,
+                   metavar="SECONDS", help="give up after this long in all, every attempt "
+                                           f"included (default {DEADLINE:g})")
     f.add_argument("--no-check", action="store_true", help="do not read the matrix to check it")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -591,20 +634,46 @@ def main(argv=None) -> int:
 
 def _say_interrupted() -> int:
     print("dpsolve: interrupted", file=sys.stderr)
-    return 130
+    return INTERRUPTED
+
+
+def _size_guard(force: bool):
+    """--force, for the whole command: DPSOLVE_NO_SIZE_GUARD=1 while it runs (matrix files are
+    read later, by the study's problems too, through calls that take no force argument)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def off():
+        from .matrices import SIZE_GUARD_ENV
+        before = os.environ.get(SIZE_GUARD_ENV)
+        os.environ[SIZE_GUARD_ENV] = "1"
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(SIZE_GUARD_ENV, None)
+            else:
+                os.environ[SIZE_GUARD_ENV] = before
+    return off() if force else contextlib.nullcontext()
 
 
 def _main(argv=None) -> int:
     import warnings
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "solve" and args.distributed:
+        from .distributed import METHODS as DISTRIBUTED
+        if args.method not in DISTRIBUTED:
+            parser.error(f"--method {args.method} has no distributed solver (--distributed "
+                         f"takes {', '.join(DISTRIBUTED)})")
     cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch}[args.cmd]
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _size_guard(getattr(args, "force", False)):
             warnings.showwarning = _show_warning
             return cmd(args)
     except BrokenPipeError:             # stdout closed early (| head): not an error to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return ERROR
     except Exception as e:
         if os.environ.get("DPSOLVE_DEBUG") or _interrupted:
             raise
@@ -614,7 +683,7 @@ def _main(argv=None) -> int:
         if isinstance(e, FileNotFoundError) and e.filename:
             msg = f"no such file: {e.filename}"
         print(f"dpsolve {args.cmd}: error: {_oneline(msg)}", file=sys.stderr)
-        return 1
+        return ERROR
 
 
 if __name__ == "__main__":

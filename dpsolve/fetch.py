@@ -8,9 +8,15 @@ order), by default :data:`DEFAULT_URLS`. The cache is ``DPSOLVE_MATRIX_DIR``, by
 
 * What is cached is never downloaded again (no request is made).
 * The tarball is written to a temporary file in the cache and the matrix is extracted through
-  another one, renamed into place at the end: an interrupted or short download (fewer bytes than
-  the server announced) leaves no file behind, and the next call starts again. Nor does a failed
+  another one, checked (:func:`dpsolve.matrices.check_matrix_file`: every line) and renamed into
+  place at the end: an interrupted or short download (fewer bytes than the server announced), or
+  a corrupt one, leaves no file behind, and the next call starts again. Nor does a failed
   download (or Ctrl-C) leave the folders it created for it (``<GROUP>/``, the cache itself).
+* A fetch has a deadline for the whole of it (:data:`DEADLINE` seconds, every attempt and mirror
+  included) besides the timeout of each read from the server: a server that trickles its bytes
+  cannot keep it waiting without bound.
+* A cached file that fails to read (:func:`load`, :func:`read`) is removed from the cache, and
+  the error names it: the next fetch downloads it again.
 * A progress bar (tqdm when installed, else a line every 10 %) goes to stderr.
 * n and nnz are checked against the paper's catalog once the matrix is read
   (:func:`load`); a mismatch warns.
@@ -37,6 +43,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 CHUNK = 1 << 20
 RETRY_PAUSE = 2.0            # seconds before the second round of attempts, twice that before
                              # the third
+DEADLINE = 3600.0            # seconds for a whole fetch, every attempt included
 
 
 class FetchError(DpsolveError, OSError):
@@ -114,26 +121,27 @@ def _size(nbytes):
         nbytes /= 1024
 
 
-def _download(url: str, dest_dir: Path, desc: str, progress: bool, timeout: float) -> Path:
+def _download(url: str, dest_dir: Path, desc: str, progress: bool, timeout: float,
+              deadline: _Deadline) -> Path:
     """Stream ``url`` into a temporary file in ``dest_dir``; return its path (the caller removes
-    it). Raises FetchError, leaving nothing behind, on any failure or a short body."""
+    it). Raises FetchError, leaving nothing behind, on any failure, a short body or a passed
+    deadline (checked after every read, each read waiting at most ``timeout`` seconds)."""
     req = urllib.request.Request(url, headers={"User-Agent": f"dpsolve/{__version__}"})
     fd, tmp = tempfile.mkstemp(prefix=".download-", suffix=".tar.gz.part", dir=dest_dir)
     tmp = Path(tmp)
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(req, timeout=timeout) as resp:
+        with os.fdopen(fd, "wb") as out, \
+                urllib.request.urlopen(req, timeout=deadline.timeout(timeout)) as resp:
             total = resp.headers.get("Content-Length")
             total = int(total) if total and total.isdigit() else None
             bar = _Progress(total, desc, progress)
             got = 0
             try:
-                while True:
-                    chunk = resp.read(CHUNK)
-                    if not chunk:
-                        break
+                while chunk := resp.read1(CHUNK):     # what has come, not a full CHUNK
                     out.write(chunk)
                     got += len(chunk)
                     bar.update(len(chunk))
+                    deadline.check(f"download of {url} ({got:,} bytes in)")
             finally:
                 bar.close()
             if total is not None and got != total:
@@ -153,12 +161,32 @@ def _download(url: str, dest_dir: Path, desc: str, progress: bool, timeout: floa
         raise
 
 
+class _Deadline:
+    """The deadline of a whole fetch, ``seconds`` from now."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.end = seconds, time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def timeout(self, timeout: float) -> float:
+        """A per-read timeout that does not reach past the deadline."""
+        return max(0.01, min(timeout, self.left()))
+
+    def check(self, what: str):
+        if self.left() <= 0:
+            raise FetchError(f"{what}: gave up at the {self.seconds:g} s deadline")
+
+
 def fetch(spec: str, directory=None, *, progress: bool = True, retries: int = 2,
-          timeout: float = 60.0) -> Path:
+          timeout: float = 60.0, deadline: float | None = None) -> Path:
     """Path of the cached ``GROUP/NAME`` Matrix Market file, downloading it first if needed.
 
     Each base URL is tried in turn; the whole round is tried ``1 + retries`` times (with a short
-    pause) before a FetchError naming every failure is raised.
+    pause) before a FetchError naming every failure is raised. ``timeout``: seconds a read from
+    the server may wait; ``deadline``: seconds the whole fetch may take (default
+    :data:`DEADLINE`), every attempt included. The matrix is checked before it enters the cache.
     """
     group, name = split_name(spec)
     dest = cached_path(spec, directory)
@@ -167,7 +195,8 @@ def fetch(spec: str, directory=None, *, progress: bool = True, retries: int = 2,
     made = _missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _fetch_into(dest, group, name, progress, retries, timeout)
+        return _fetch_into(dest, group, name, progress, retries, timeout,
+                           _Deadline(DEADLINE if deadline is None else deadline))
     except BaseException:
         for d in made:                      # deepest first; a folder someone else filled stays
             try:
@@ -186,26 +215,35 @@ def _missing_folders(folder: Path) -> list[Path]:
     return made
 
 
-def _fetch_into(dest: Path, group: str, name: str, progress, retries, timeout) -> Path:
+def _fetch_into(dest: Path, group: str, name: str, progress, retries, timeout,
+                deadline: _Deadline) -> Path:
+    from .matrices import MatrixFileError, extract_mtx
     errors = []
-    for attempt in range(1 + max(0, retries)):
-        if attempt:
-            time.sleep(RETRY_PAUSE * attempt)
-        for base in base_urls():
-            url = f"{base}/{group}/{name}.tar.gz"
-            try:
-                tar = _download(url, dest.parent, f"{group}/{name}", progress, timeout)
-            except FetchError as e:
-                errors.append(str(e))
-                continue
-            try:
-                from .matrices import extract_mtx
+    try:
+        for attempt in range(1 + max(0, retries)):
+            if attempt:
+                time.sleep(max(0.0, min(RETRY_PAUSE * attempt, deadline.left())))
+            for base in base_urls():
+                deadline.check(f"could not fetch {group}/{name}")
+                url = f"{base}/{group}/{name}.tar.gz"
                 try:
-                    return extract_mtx(tar, dest, name)
-                except Exception as e:      # a corrupt or unexpected archive
+                    tar = _download(url, dest.parent, f"{group}/{name}", progress, timeout,
+                                    deadline)
+                except FetchError as e:
+                    errors.append(str(e))
+                    continue
+                try:
+                    return extract_mtx(tar, dest, name, check=True)
+                except MatrixFileError as e:    # a corrupt matrix: never enters the cache
+                    line = f", line {e.line}" if e.line else ""
+                    errors.append(f"{url}: not a usable SuiteSparse tarball: its {name}.mtx"
+                                  f"{line}: {e.detail}")
+                except Exception as e:          # a corrupt or unexpected archive
                     errors.append(f"{url}: not a usable SuiteSparse tarball ({e})")
-            finally:
-                tar.unlink(missing_ok=True)
+                finally:
+                    tar.unlink(missing_ok=True)
+    except FetchError as e:                     # the deadline
+        errors.append(str(e))
     raise FetchError(f"could not fetch {group}/{name}: " + "; ".join(dict.fromkeys(errors)))
 
 
@@ -224,10 +262,23 @@ def check(A, group: str, name: str) -> str | None:
     return msg
 
 
+def read(path):
+    """read_matrix of a cached file. One that fails to read (damaged after it was fetched) is
+    removed from the cache, so that the next fetch downloads it again; the MatrixFileError
+    names it and says so."""
+    from .matrices import MatrixFileError, read_matrix
+    try:
+        return read_matrix(path)
+    except MatrixFileError as e:
+        Path(path).unlink(missing_ok=True)
+        raise MatrixFileError(e.path, f"{e.detail} (removed from the cache: the next fetch "
+                              f"downloads it again)", e.line, e.member) from None
+
+
 def load(spec: str, directory=None, *, progress: bool = True):
-    """Fetch (if needed), read as CSR and check against the catalog. Returns the matrix."""
-    from .matrices import read_matrix
+    """Fetch (if needed), read as CSR (:func:`read`) and check against the catalog. Returns the
+    matrix."""
     group, name = split_name(spec)
-    A = read_matrix(fetch(spec, directory, progress=progress))
+    A = read(fetch(spec, directory, progress=progress))
     check(A, group, name)
     return A

@@ -13,15 +13,23 @@ guard (:func:`check_size`) that refuses at once what would not fit in the memory
 """
 from __future__ import annotations
 
+import collections
+import contextlib
+import functools
+import io
 import os
 import re
 import shutil
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from ._errors import DpsolveError
 
 ROOT = Path(__file__).resolve().parents[1]       # the checkout, for an editable install
 
@@ -254,7 +262,7 @@ VECTORS = 16              # b, x*, x and the solver's work vectors, with slack
 BASE_BYTES = 200 * 2**20  # the interpreter, NumPy and SciPy
 
 
-class ProblemTooLargeError(MemoryError):
+class ProblemTooLargeError(DpsolveError, MemoryError):
     """A generated problem whose estimated memory exceeds what this machine has available."""
 
 
@@ -313,13 +321,20 @@ def check_size(name: str, dtype="float64", *, force=False, override="force=True"
     if nnz > np.iinfo(np.int64).max or n > np.iinfo(np.int64).max:
         raise ValueError(f"{name}: n = {n:,} rows and nnz = {nnz:,} entries are more than a "
                          f"sparse matrix can index (at most 2^63 - 1)")
+    _guard(f"{name}: ", n, nnz, dtype, force, override, "build and solve")
+
+
+def _guard(what: str, n: int, nnz: int, dtype, force: bool, override: str, action: str) -> None:
+    """The size guard itself: ProblemTooLargeError ``"{what}n = ..., nnz = ... needs about ...
+    of memory to {action}, more than ... available here; pass {override} ..."`` unless ``force``
+    or DPSOLVE_NO_SIZE_GUARD=1."""
     if force or os.environ.get(SIZE_GUARD_ENV, "") not in ("", "0"):
         return
     need, avail = memory_estimate(n, nnz, dtype), available_memory()
     if avail is not None and need > avail:
         raise ProblemTooLargeError(
-            f"{name}: n = {n:,}, nnz = {nnz:,} ({np.dtype(dtype).name}) needs about "
-            f"{human_bytes(need)} of memory to build and solve, more than the "
+            f"{what}n = {n:,}, nnz = {nnz:,} ({np.dtype(dtype).name}) needs about "
+            f"{human_bytes(need)} of memory to {action}, more than the "
             f"{human_bytes(avail)} available here; pass {override} (or set "
             f"{SIZE_GUARD_ENV}=1) to try anyway")
 
@@ -351,45 +366,433 @@ def paper_rhs(A, dtype=None):
 
 
 # --------------------------------------------------------------------------- reading
-def extract_mtx(tarball, dest, name: str | None = None) -> Path:
+# A Matrix Market file is read strictly: the header by the code below, then every entry line
+# checked (_CheckedEntries) before the parser (SciPy's mmread, or fast_matrix_market) sees it.
+# Both parsers read what they can of a malformed number and skip the rest of the line (1.0d0 is
+# 1, 1,5 is 1, 0x1p3 is 0, an extra column is dropped), and a NUL byte crashes SciPy's; so what
+# reaches them is known to be well formed. The size guard meets the header's n and nnz before any
+# entry is read.
+MTX_CHUNK = 2 << 20          # bytes of entry lines checked at a time (in the cache, fastest)
+MTX_MAX_LINE = 1 << 16       # no entry line is longer: a file whose line is, is not Matrix Market
+_TARBALL = (".tar.gz", ".tgz", ".tar")
+
+
+class MatrixFileError(DpsolveError, ValueError):
+    """A matrix file that cannot be read. The message names the file (and the line, where there
+    is one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
+
+    def __init__(self, path, message, line=None, member=False):
+        self.path, self.line, self.detail, self.member = str(path), line, message, member
+        where = (" (its .mtx member)" if member else "") + (f", line {line}" if line else "")
+        super().__init__(f"{path}{where}: {message}")
+
+
+@dataclass(frozen=True)
+class MtxHeader:
+    """What the first lines of a Matrix Market file declare."""
+    format: str              # "coordinate" or "array"
+    field: str               # "real", "integer", "complex" or "pattern" ("double" is "real")
+    symmetry: str            # "general", "symmetric", "skew-symmetric" or "hermitian"
+    rows: int
+    cols: int
+    entries: int             # the entry lines that follow (for an array, from its shape)
+    lines: int               # the header's lines, the size line included
+
+    @property
+    def names(self) -> tuple:
+        """The fields of an entry line: ("row", "column", "value"), ("value",) ..."""
+        values = {"pattern": (), "complex": ("real part", "imaginary part")}.get(self.field,
+                                                                                ("value",))
+        return (("row", "column") if self.format == "coordinate" else ()) + values
+
+    @property
+    def indices(self) -> int:
+        return 2 if self.format == "coordinate" else 0
+
+    @property
+    def stored(self) -> int:
+        """Entries once a symmetric file's other triangle is added (at most)."""
+        if self.format == "array":
+            return self.rows * self.cols
+        return self.entries * (1 if self.symmetry == "general" else 2)
+
+    @property
+    def dtype(self) -> str:
+        return own_dtype(self.field)
+
+
+_FORMATS = ("coordinate", "array")
+_FIELDS = ("real", "double", "integer", "complex", "pattern")
+_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
+_INDEX = re.compile(rb"[0-9]+")
+_INTEGER = re.compile(rb"[+-]?[0-9]+")
+_REAL = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_BLANKS = re.compile(rb"[ \t\r]+")
+
+
+def _shown(token: bytes) -> str:
+    text = token[:40].decode("ascii", "backslashreplace")
+    return f"'{text}{'...' if len(token) > 40 else ''}'"
+
+
+def _fields(line: bytes) -> list:
+    """An entry line's fields: separated by blanks (space, tab, carriage return) alone."""
+    line = line.strip(b" \t\r\n")
+    return _BLANKS.split(line) if line else []
+
+
+def _read_header(f, path, member) -> tuple[MtxHeader, bytes]:
+    """The header of the Matrix Market stream ``f`` (checked) and its bytes as read."""
+    raw = []
+
+    def refuse(message):
+        raise MatrixFileError(path, message, len(raw), member)
+
+    def next_line():
+        line = f.readline(MTX_MAX_LINE)
+        while line.startswith(b"%") and not line.endswith(b"\n") and \
+                (part := f.readline(MTX_MAX_LINE)):
+            line += part                                # a long comment: all of it
+        raw.append(line)
+        if b"\0" in line:
+            refuse("a NUL byte (a binary or corrupt file)")
+        return line
+
+    words = next_line().split()
+    if not words or words[0].lower() != b"%%matrixmarket":
+        refuse("not a Matrix Market file (the first line is not a %%MatrixMarket banner)")
+    if len(words) != 5:
+        refuse("the banner should be '%%MatrixMarket matrix FORMAT FIELD SYMMETRY', got "
+               + _shown(b" ".join(words)))
+    obj, fmt, field, symmetry = (w.decode("ascii", "replace").lower() for w in words[1:])
+    for what, word, known in (("format", fmt, _FORMATS), ("field", field, _FIELDS),
+                              ("symmetry", symmetry, _SYMMETRIES)):
+        if obj == "matrix" and word not in known:
+            refuse(f"unknown {what} '{word}' (one of {', '.join(known)})")
+    if obj != "matrix":
+        refuse(f"a {obj} file, not a matrix")
+    if fmt == "array" and field == "pattern":
+        refuse("an array file cannot be a pattern")
+    line = next_line()
+    while line and (line.startswith(b"%") or not line.strip()):
+        line = next_line()
+    if not line:
+        refuse("truncated file: no size line")
+    size, want = line.split(), (3 if fmt == "coordinate" else 2)
+    if len(size) != want or not all(_INDEX.fullmatch(w) for w in size):
+        refuse(f"the size line should be '{' '.join(('rows', 'columns', 'entries')[:want])}' "
+               f"(whole numbers), got {_shown(line.strip())}")
+    if max(len(w) for w in size) > 30:
+        refuse("its size is more than a sparse matrix can index (at most 2^63 - 1)")
+    rows, cols = int(size[0]), int(size[1])
+    if symmetry != "general" and rows != cols:
+        refuse(f"a {symmetry} matrix must be square, not {rows:,} x {cols:,}")
+    if fmt == "coordinate":
+        entries = int(size[2])
+    elif symmetry == "general":
+        entries = rows * cols
+    else:                       # an array's lower triangle, without the diagonal if skew
+        entries = rows * (rows + (-1 if symmetry == "skew-symmetric" else 1)) // 2
+    if fmt == "coordinate" and entries > rows * cols:
+        refuse(f"the header declares {entries:,} entries, more than a {rows:,} x {cols:,} "
+               f"matrix holds")
+    header = MtxHeader(fmt, "real" if field == "double" else field, symmetry, rows, cols,
+                       entries, len(raw))
+    if max(rows, cols, header.stored) > np.iinfo(np.int64).max:
+        refuse("its size is more than a sparse matrix can index (at most 2^63 - 1)")
+    return header, b"".join(raw)
+
+
+def _scan_lines(chunk: bytes, header: MtxHeader) -> tuple[int, int, tuple | None]:
+    """(entries, lines, problem) of ``chunk`` (whole lines), each line checked in full; problem
+    is (the line within the chunk, counted from 1, what is wrong) for the first line that is
+    neither blank nor an entry, else None. The exact check, the reference for
+    :func:`_count_entries`."""
+    lines = chunk.split(b"\n")
+    entries = 0
+    for k, line in enumerate(lines, start=1):
+        problem = _line_problem(line, header)
+        if problem:
+            return entries, k - 1, (k, problem)
+        entries += problem is None
+    return entries, len(lines) - 1, None
+
+
+def _line_problem(line: bytes, header: MtxHeader) -> str | None:
+    """What is wrong with an entry line: None when it is an entry, "" when it is blank."""
+    if b"\0" in line:
+        return "a NUL byte (a binary or corrupt file)"
+    fields, names = _fields(line), header.names
+    if not fields:
+        return ""
+    if len(fields) != len(names):
+        return (f"expected {len(names)} field{'s' if len(names) > 1 else ''} "
+                f"({', '.join(names)}), found {len(fields)}")
+    for name, tok in zip(names, fields):
+        if name in ("row", "column"):
+            if not _INDEX.fullmatch(tok):
+                return f"the {name} index {_shown(tok)} is not a positive integer"
+        elif header.field == "integer":
+            if not _INTEGER.fullmatch(tok):
+                return f"{_shown(tok)} is not an integer"
+        elif not _REAL.fullmatch(tok):
+            try:
+                finite = np.isfinite(float(tok))
+            except ValueError:
+                finite = True
+            return f"{_shown(tok)} is not {'a number' if finite else 'finite'}"
+        elif not np.isfinite(float(tok)):
+            return f"{_shown(tok)} is not finite (beyond the range of float64)"
+    return None
+
+
+# The shape of a chunk, one byte for one (bytes.translate): '0' a digit, 'S' a sign, 'P' a
+# point, 'X' an exponent letter, ' ' a blank (space, tab, carriage return), '\n', and '?' for
+# anything else, which no entry line holds.
+_SHAPE = bytearray(b"?" * 256)
+for _chars, _code in ((b"0123456789", b"0"), (b"+-", b"S"), (b".", b"P"), (b"eE", b"X"),
+                      (b" \t\r", b" "), (b"\n", b"\n")):
+    for _c in _chars:
+        _SHAPE[_c] = _code[0]
+_SHAPE = bytes(_SHAPE)
+_DIGIT, _SIGN, _POINT, _EXP = b"0SPX"
+
+
+def _ranker(mask):
+    """rank(positions): for each position, how many of ``mask[:position + 1]`` are True. Over
+    the mask's bits, 64 to a word (NumPy 2), else a binary search over its positions."""
+    if not hasattr(np, "bitwise_count"):
+        where = np.flatnonzero(mask)
+        return lambda at: np.searchsorted(where, at, "right")
+    words = np.packbits(mask, bitorder="little")
+    words = np.concatenate((words, np.zeros(8 - words.size % 8, np.uint8))).view("<u8")
+    before = np.concatenate(([0], np.cumsum(np.bitwise_count(words), dtype=np.int64)))
+
+    def rank(at):
+        w, bit = at >> 6, (at & 63).astype(np.uint64)
+        upto = words[w] & ((np.uint64(2) << bit) - np.uint64(1))    # bits 0..bit of the word
+        return before[w] + np.bitwise_count(upto)
+    return rank
+
+
+def _count_entries(chunk: bytes, header: MtxHeader) -> tuple[int, int] | None:
+    """(entries, lines) of ``chunk`` (whole lines) when a vectorised check finds every line
+    blank or well formed; None where it may not be (then :func:`_scan_lines` says where and
+    why). It may refuse what is valid, never pass what is not (a test holds it to that).
+
+    Only digits, signs, points, e, E and blanks may stand in the chunk; each non-blank line has
+    as many fields as the header says; an index field is digits alone; and each sign, point
+    and exponent letter is where a number may have it: a sign at the start of a field or after
+    the exponent letter, before a digit (or a point); a point next to a digit, at most one and
+    before the exponent; an exponent letter after the mantissa's digits, before the exponent's.
+    """
+    shape = (b"\n" + chunk + b"\n").translate(_SHAPE)     # a blank each side of every field
+    if b"?" in shape:
+        return None
+    a = np.frombuffer(shape, np.uint8)
+    blank = a <= 32
+    starts = np.zeros(a.size, bool)                         # the first byte of each field
+    np.greater(blank[:-1], blank[1:], out=starts[1:])
+    fields_to = _ranker(starts)                             # fields up to a position
+    newlines = np.flatnonzero(a == 10)
+    per_line = np.diff(fields_to(newlines))
+    k = len(header.names)
+    if not np.all((per_line == k) | (per_line == 0)):
+        return None
+    counts = int(np.count_nonzero(per_line)), newlines.size - 2
+    at = np.flatnonzero(a > _DIGIT)                         # signs, points, exponent letters
+    if not at.size:
+        return counts
+    field = fields_to(at)                                   # the field's ordinal, from 1
+    if np.any((field - 1) % k < header.indices):
+        return None
+    c, before, after = a[at], a[at - 1], a[at + 1]
+    sign, point, exp = c == _SIGN, c == _POINT, c == _EXP
+    digit_after = after == _DIGIT
+    if header.field == "integer":
+        return None if np.any(~sign | (before > 32) | ~digit_after) else counts
+    bad = sign & ~(((before <= 32) & (digit_after | (after == _POINT)))
+                   | ((before == _EXP) & digit_after))
+    bad |= point & ~((before == _DIGIT) | digit_after)
+    mantissa = (before == _DIGIT) | ((before == _POINT) & (a[at - 2] == _DIGIT))
+    bad |= exp & ~(mantissa & (digit_after | (after == _SIGN)))
+    # two of {point, exponent letter} in one field: only a point, then the exponent
+    same = np.diff(field[~sign]) == 0
+    kind = c[~sign]
+    if np.any(bad) or np.any(same & ~((kind[:-1] == _POINT) & (kind[1:] == _EXP))):
+        return None
+    return counts
+
+
+def _check_chunk(chunk: bytes | None, header: MtxHeader) -> tuple[int, int, tuple | None]:
+    """(entries, lines, problem) of a chunk of whole lines, as :func:`_scan_lines` gives them;
+    None stands for a line too long to be an entry."""
+    if chunk is None:
+        return 0, 0, (1, f"a line longer than {MTX_MAX_LINE:,} bytes (not Matrix Market)")
+    counted = _count_entries(chunk, header)
+    return _scan_lines(chunk, header) if counted is None else (*counted, None)
+
+
+def _in_order(pool, fn, items, ahead: int):
+    """(item, fn(item)) for each of ``items`` in order, fn computed in ``pool`` at most
+    ``ahead`` items ahead of what is taken."""
+    pending = collections.deque()
+    for item in items:
+        pending.append((item, pool.submit(fn, item)))
+        if len(pending) > ahead:
+            item, done = pending.popleft()
+            yield item, done.result()
+    for item, done in pending:
+        yield item, done.result()
+
+
+class _CheckedEntries(io.RawIOBase):
+    """A Matrix Market stream as its parser reads it: the header (read and checked first), then
+    the entry lines, about MTX_CHUNK bytes at a time, each chunk checked whole before any of it
+    is handed on (:func:`_check_chunk`, in a pool of threads a few chunks ahead of the parser),
+    and their number checked against the header's. An error is a MatrixFileError naming the
+    file and the line. ``check_all()`` checks them all without handing any on."""
+
+    def __init__(self, f, path, member=False):
+        self._f, self._path, self._member = f, path, member
+        self._chunks = self._checked()          # started on the first read (close() needs it)
+        self.header, head = _read_header(f, path, member)
+        self._buf, self._pos = memoryview(head), 0
+        self._lines, self._entries = self.header.lines, 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        while self._pos >= len(self._buf):
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._buf, self._pos = memoryview(chunk), 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def check_all(self) -> MtxHeader:
+        for _ in self._chunks:
+            pass
+        return self.header
+
+    def close(self):
+        self._chunks.close()
+        super().close()
+
+    def _raw(self):
+        """The entry lines, whole lines about MTX_CHUNK bytes at a time (the last may lack its
+        newline); None for a line longer than MTX_MAX_LINE."""
+        carry = b""
+        while data := self._f.read(MTX_CHUNK):
+            data = carry + data
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                yield data[:cut]
+            carry = data[cut:]
+            if len(carry) > MTX_MAX_LINE:
+                yield None
+                return
+        if carry:
+            yield carry
+
+    def _checked(self):
+        h, workers = self.header, min(8, os.cpu_count() or 1)
+        check = functools.partial(_check_chunk, header=h)
+        with ThreadPoolExecutor(workers) as pool:
+            for chunk, (entries, lines, problem) in _in_order(pool, check, self._raw(), workers):
+                if problem:
+                    raise MatrixFileError(self._path, problem[1], self._lines + problem[0],
+                                          self._member)
+                if self._entries + entries > h.entries:
+                    self._too_many(chunk)
+                self._entries += entries
+                self._lines += lines
+                yield chunk
+        if self._entries < h.entries:
+            raise MatrixFileError(self._path, f"truncated file: the header declares "
+                                  f"{h.entries:,} entries, the file holds {self._entries:,}",
+                                  member=self._member)
+
+    def _too_many(self, chunk):
+        n = self._entries
+        for k, line in enumerate(chunk.split(b"\n"), start=self._lines + 1):
+            n += bool(_fields(line))
+            if n > self.header.entries:
+                raise MatrixFileError(self._path, f"more entries than the {self.header.entries:,}"
+                                      f" the header declares", k, self._member)
+
+
+@contextlib.contextmanager
+def _mtx_stream(path: Path):
+    """(binary stream, member) of the Matrix Market text at ``path``: the file, a .gz or .bz2
+    decompressed, or the .mtx member of a SuiteSparse tarball. A damaged container, found now or
+    while the stream is read, is a MatrixFileError naming the file."""
+    import bz2
+    import gzip
+    import zlib
+    member = path.name.endswith(_TARBALL)
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    damaged = (EOFError, zlib.error) + ((OSError,) if opener is bz2.open else ())
+    try:
+        if member:
+            with tarfile.open(path, "r:*") as tf, tf.extractfile(_mtx_member(tf, path)) as f:
+                yield f, True
+        else:
+            with opener(path, "rb") as f:
+                yield f, False
+    except gzip.BadGzipFile as e:
+        head = re.search(r"\((b['\"].*)\)$", str(e))
+        raise MatrixFileError(path, "not a gzip file"
+                              + (f" (it starts with {head.group(1)})" if head else "")) from None
+    except damaged as e:
+        what = "archive" if member else "compressed file"
+        raise MatrixFileError(path, f"the {what} is cut short or corrupt ({e})") from None
+    except tarfile.TarError:
+        raise MatrixFileError(path, "not a tar archive (or a corrupt one)") from None
+
+
+def _mtx_member(tf, tarball: Path, name: str | None = None):
+    """The matrix of a SuiteSparse tarball: the member ``<name>.mtx`` (``name`` from the
+    tarball's own), or its only ``.mtx``."""
+    name = name or tarball.name.split(".")[0]
+    members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".mtx")]
+    pick = [m for m in members if Path(m.name).name == f"{name}.mtx"]
+    if not pick and len(members) == 1:
+        pick = members
+    if not pick:
+        found = ", ".join(m.name for m in members) or "no .mtx file"
+        raise MatrixFileError(tarball, f"holds no {name}.mtx (found: {found})")
+    return pick[0]
+
+
+def extract_mtx(tarball, dest, name: str | None = None, *, check: bool = False) -> Path:
     """Extract the matrix of a SuiteSparse ``<name>.tar.gz`` to the file ``dest``.
 
     The collection's tarballs hold ``<name>/<name>.mtx`` and sometimes auxiliary files
     (``<name>_b.mtx``, coordinates...): the member ``<name>.mtx`` is taken, or the only ``.mtx``.
     ``dest`` is written through a temporary file beside it and renamed, so it is either complete
-    or absent.
+    or absent; with ``check``, only once :func:`check_matrix_file` passed it (a MatrixFileError,
+    naming the temporary file, otherwise).
     """
     tarball, dest = Path(tarball), Path(dest)
-    if name is None:
-        name = tarball.name.split(".")[0]
     with tarfile.open(tarball, "r:*") as tf:
-        members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".mtx")]
-        pick = [m for m in members if Path(m.name).name == f"{name}.mtx"]
-        if not pick and len(members) == 1:
-            pick = members
-        if not pick:
-            found = ", ".join(m.name for m in members) or "no .mtx file"
-            raise ValueError(f"{tarball.name} holds no {name}.mtx (found: {found})")
+        pick = _mtx_member(tf, tarball, name)
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         try:
-            with os.fdopen(fd, "wb") as out, tf.extractfile(pick[0]) as src:
+            with os.fdopen(fd, "wb") as out, tf.extractfile(pick) as src:
                 shutil.copyfileobj(src, out, 1 << 20)
+            if check:
+                check_matrix_file(tmp)
             os.replace(tmp, dest)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     return dest
-
-
-class MatrixFileError(ValueError):
-    """A matrix file that cannot be read. The message names the file (and the line, where the
-    reader gives one; for a .tar.gz, the line of its .mtx member), as do ``path`` and ``line``."""
-
-    def __init__(self, path, message, line=None, member=False):
-        self.path, self.line, self.detail = str(path), line, message
-        where = (" (its .mtx member)" if member else "") + (f", line {line}" if line else "")
-        super().__init__(f"{path}{where}: {message}")
 
 
 _LINE = re.compile(r"^\s*line\s+(\d+)\s*:\s*(.*)$", re.IGNORECASE | re.DOTALL)
@@ -409,48 +812,75 @@ def _reader_message(text: str) -> tuple[int | None, str]:
     return line, text or "unreadable"
 
 
-def read_matrix(path) -> sp.csr_array:
-    """Read a .mtx or .mtx.gz file (or a SuiteSparse .tar.gz) as CSR: fast_matrix_market when
-    installed, else scipy.io.mmread. A file that cannot be read raises :class:`MatrixFileError`
-    naming the file and, where there is one, the line."""
-    import gzip
+def _existing(path) -> Path:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no matrix file at {path}")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a matrix file")
-    if path.name.endswith((".tar.gz", ".tgz", ".tar")):
-        try:
-            with tempfile.TemporaryDirectory() as d:
-                return read_matrix(extract_mtx(path, Path(d) / "matrix.mtx"))
-        except tarfile.TarError:
-            raise MatrixFileError(path, "not a tar archive (or a corrupt one)") from None
-        except MatrixFileError as e:          # the member's own error, under the archive's name
-            raise MatrixFileError(path, e.detail, e.line, member=True) from None
+    return path
+
+
+def _parse(stream):
+    """fast_matrix_market's mmread where it is installed, else SciPy's (the same C++ reader)."""
     try:
+        import fast_matrix_market as fmm
+    except ImportError:
+        import inspect
+
+        import scipy.io
+        # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where it can
+        kw = ({"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters
+              else {})
+        return scipy.io.mmread(stream, **kw)
+    return fmm.mmread(stream)
+
+
+def read_matrix(path, *, force: bool = False) -> sp.csr_array:
+    """Read a .mtx or .mtx.gz file (or the matrix of a SuiteSparse .tar.gz) as CSR.
+
+    Strictly: the header first, whose n and nnz meet the size guard (ProblemTooLargeError
+    where the matrix would not fit in the memory available; ``force=True`` or
+    DPSOLVE_NO_SIZE_GUARD=1 reads it anyway) before any entry is read; then every entry line is
+    checked before the parser (fast_matrix_market when installed, else scipy.io.mmread) sees it.
+    What is not a number, a value that is not finite, a wrong number of fields, a NUL byte, a
+    damaged .gz or tarball: a :class:`MatrixFileError` naming the file and the line.
+    """
+    path = _existing(path)
+    with _mtx_stream(path) as (f, member), contextlib.closing(_CheckedEntries(f, path, member)) \
+            as entries:
+        h = entries.header
+        _guard(f"{path}: the header declares ", max(h.rows, h.cols), h.stored, h.dtype, force,
+               "--force (force=True from Python)", "read and solve")
         try:
-            import fast_matrix_market as fmm
-            m = fmm.mmread(str(path))
-        except ImportError:
-            import inspect
-            import scipy.io
-            # SciPy 1.18 warns that mmread's default return type changes; ask for arrays where
-            # it can
-            kw = ({"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters
-                  else {})
-            m = scipy.io.mmread(str(path), **kw)
-    except gzip.BadGzipFile as e:
-        head = re.search(r"\((b['\"].*)\)$", str(e))
-        raise MatrixFileError(path, "not a gzip file"
-                              + (f" (it starts with {head.group(1)})" if head else "")) from None
-    except EOFError as e:
-        raise MatrixFileError(path, f"the compressed file is cut short ({e})") from None
-    except (ValueError, UnicodeDecodeError, IndexError, OverflowError) as e:
-        line, msg = _reader_message(e)
-        raise MatrixFileError(path, msg, line) from None
-    if not sp.issparse(m):
-        m = sp.coo_array(m)
+            if member or path.suffix in (".gz", ".bz2"):
+                m = _parse(entries)
+            else:                   # checked first, then read by the parser itself (faster)
+                entries.check_all()
+                m = _parse(str(path))
+        except MatrixFileError:
+            raise
+        except (ValueError, IndexError, OverflowError) as e:
+            line, msg = _reader_message(e)
+            raise MatrixFileError(path, msg, line, member) from None
+    m = sp.coo_array(m) if sp.issparse(m) else sp.coo_array(np.asarray(m))
+    if not np.all(np.isfinite(m.data)):         # a number too large for float64 (1e999)
+        with _mtx_stream(path) as (f, member):
+            h = _read_header(f, path, member)[0]
+            _, _, problem = _scan_lines(f.read(), h)
+        line, msg = problem or (None, "an entry is not finite")
+        raise MatrixFileError(path, msg, line and h.lines + line, member)
     return sp.csr_array(m)
+
+
+def check_matrix_file(path) -> MtxHeader:
+    """Check a Matrix Market file (.mtx, .mtx.gz or a SuiteSparse .tar.gz) as :func:`read_matrix`
+    does, line by line and in little memory, without building the matrix; its header, or a
+    MatrixFileError naming the file and line (as read_matrix's). A value beyond float64's range
+    passes here and fails read_matrix."""
+    with _mtx_stream(_existing(path)) as (f, member), \
+            contextlib.closing(_CheckedEntries(f, path, member)) as entries:
+        return entries.check_all()
 
 
 def mtx_field(path) -> str | None:

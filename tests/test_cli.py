@@ -44,6 +44,8 @@ def test_top_level_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     for c in COMMANDS:
         assert c in out
+    assert "exits 0 when the solve converged, 3 when it did not" in " ".join(out.split())
+    assert "imports only" not in out                 # the module's note to its maintainers
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -218,13 +220,18 @@ def test_corrupt_matrix_file_is_one_line(capsys, tmp_path):
 
 BAD_FILES = {
     "float.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 x\n3 3 1\n",
-                  ", line 4: invalid floating-point value"),
+                  ", line 4: 'x' is not a number"),
     "banner.mtx": (b"garbage\n", ", line 1: not a Matrix Market file"),
     "short.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1.0\n",
                   ": truncated file"),
     "bad.mtx.gz": (b"no", ": not a gzip file"),
     "cut.mtx.gz": (None, ": the compressed file is cut short"),
     "bad.tar.gz": (b"not a tar", ": not a tar archive"),
+    "cut.tar.gz": (None, ": the archive is cut short or corrupt"),
+    "nan.mtx": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 nan\n3 3 1\n",
+                ", line 4: 'nan' is not finite"),
+    "inf.mtx.gz": (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 1\n"
+                   b"3 3 -1e999\n", ", line 5: '-1e999' is not finite"),
 }
 
 
@@ -233,12 +240,19 @@ def test_file_errors_name_the_file_and_line(capsys, tmp_path, name):
     import gzip
     content, needle = BAD_FILES[name]
     path = tmp_path / name
-    if content is None:                       # a .gz whose end is missing
+    if name == "cut.tar.gz":                  # a tarball whose end is missing
+        src = tmp_path / "whole.tar.gz"
+        src.write_bytes(make_tarball("cut", laplace_2d(30)))
+        content = src.read_bytes()[:3000]
+    elif content is None:                     # a .gz whose end is missing
         content = gzip.compress(BAD_FILES["float.mtx"][0] * 50)[:60]
+    elif name == "inf.mtx.gz":
+        content = gzip.compress(content)
     path.write_bytes(content)
     code, out, err = run(capsys, "solve", str(path), "--variant", "host")
     assert code == 1 and err.count("\n") == 1 and out == ""
     assert f"error: {path}{needle}" in err
+    assert "b contains" not in err
 
 
 def test_an_archive_member_error_names_the_archive_and_line(capsys, tmp_path):
@@ -252,7 +266,7 @@ def test_an_archive_member_error_names_the_archive_and_line(capsys, tmp_path):
         tf.addfile(info, io.BytesIO(data))
     code, out, err = run(capsys, "solve", str(path), "--variant", "host")
     assert code == 1 and err.count("\n") == 1
-    assert f"error: {path} (its .mtx member), line 4: invalid floating-point value" in err
+    assert f"error: {path} (its .mtx member), line 4: 'x' is not a number" in err
 
 
 def test_a_non_square_file_is_refused_by_name(capsys, tmp_path):
@@ -305,6 +319,86 @@ def test_bad_numbers_exit_2_before_any_work(capsys, tmp_path, argv, needle):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and needle in err
     assert not (tmp_path / "s").exists()                 # nothing ran
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("info, status, says", [(0, 0, "converged"),
+                                                (12, 3, "not converged after 12 iterations"),
+                                                (-10, 4, "breakdown (-10)")])
+def test_the_exit_status_tells_the_result(capsys, small_mtx, monkeypatch, json_out, info, status,
+                                          says):
+    """0 converged, 3 not converged, 4 breakdown: a script sees the result without parsing the
+    output (1 stays an error, 2 a malformed command line)."""
+    import numpy as np
+    from dpsolve import _solvers
+    from dpsolve.report import SolveReport
+
+    def solve(A, b, **kw):
+        rep = SolveReport(variant="host", format=None, sync=None, method="cg", dtype="float64",
+                          n=49, nnz=217, iterations=12, info=info, converged=info == 0,
+                          residual_norm=1.0)
+        return np.ones(A.shape[0]), info, rep
+    monkeypatch.setattr(_solvers, "cg", solve)
+    code, out, err = run(capsys, "solve", str(small_mtx), *(("--json",) if json_out else ()))
+    assert code == status, err
+    assert json.loads(out)["report"]["info"] == info if json_out else f"result   : {says}" in out
+
+
+def test_help_documents_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit):
+        main(["solve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for line in ("0 converged", "1 an error", "2 a malformed command line", "3 not converged",
+                 "4 a breakdown", "130 interrupted"):
+        assert line in out
+
+
+def test_a_run_out_of_iterations_exits_3(small_mtx):
+    r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", str(small_mtx), "--variant",
+                        "host", "--maxiter", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 3 and "not converged after 2 iterations" in r.stdout
+
+
+@pytest.mark.parametrize("method", ["gmres", "cgs"])
+def test_a_method_without_a_distributed_solver_is_a_usage_error(capsys, monkeypatch, method):
+    from dpsolve import study
+
+    def resolved(*a, **k):
+        raise AssertionError("work started")
+    monkeypatch.setattr(study, "resolve_problem", resolved)
+    with pytest.raises(SystemExit) as e:
+        main(["solve", "laplace2d-5", "--distributed", "--method", method])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"--method {method} has no distributed solver (--distributed takes cg, bicg, " \
+           f"bicgstab)" in err
+
+
+def test_cg_on_a_nonsymmetric_file_warns(capsys, tmp_path, small_mtx):
+    A = laplace_2d(7).tolil()
+    A[0, 1] = -1.5                                  # no longer symmetric; still solvable
+    path = tmp_path / "nonsym.mtx"
+    scipy.io.mmwrite(str(path), sp.coo_matrix(A.tocsr()))
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code in (0, 3, 4)
+    assert err.count("\n") == 1 and err.startswith("dpsolve: warning: ")
+    assert f"{path}: the matrix is not symmetric" in err and "CG" in err
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host", "--method", "bicgstab")
+    assert err == ""
+    code, out, err = run(capsys, "solve", str(small_mtx), "--variant", "host")
+    assert err == ""
+
+
+def test_a_nul_byte_is_one_line_not_a_crash(tmp_path):
+    """SciPy's reader crashed the process (SIGSEGV) on a NUL byte after a value."""
+    path = tmp_path / "nul.mtx"
+    path.write_bytes(b"%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\x00\n2 2 1\n")
+    r = subprocess.run([sys.executable, "-m", "dpsolve", "solve", str(path), "--variant", "host"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"dpsolve solve: error: {path}, line 3: a NUL byte (a binary or corrupt "
+                        f"file)\n")
 
 
 def test_the_process_exit_status(small_mtx):
@@ -368,6 +462,19 @@ def test_size_guard_overrides(capsys, monkeypatch):
     monkeypatch.setenv("DPSOLVE_NO_SIZE_GUARD", "1")
     code, out, err = run(capsys, "solve", "laplace2d-30", "--variant", "host")
     assert code == 0 and "converged" in out
+
+
+def test_size_guard_meets_a_files_header(capsys, small_machine, tmp_path):
+    path = tmp_path / "huge.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n"
+                    "200000000 200000000 2000000000\n1 1 1.0\n")
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host")
+    assert code == 1 and err.count("\n") == 1
+    assert f"error: {path}: the header declares n = 200,000,000, nnz = 2,000,000,000" in err
+    assert "more than the 24 GB available here" in err and "--force" in err
+    code, out, err = run(capsys, "solve", str(path), "--variant", "host", "--force")
+    assert code == 1 and "truncated file: the header declares 2,000,000,000 entries" in err
+    assert "DPSOLVE_NO_SIZE_GUARD" not in os.environ          # --force lasted the command only
 
 
 @pytest.mark.parametrize("name", ["laplace1d-99999999999999999999", "laplace3d-" + "9" * 5000],
@@ -459,6 +566,27 @@ def test_fetch_url_option(capsys, server, monkeypatch):
     monkeypatch.setenv("DPSOLVE_SUITESPARSE_URL", "http://127.0.0.1:9/MM")
     code, out, err = run(capsys, "fetch", "Grp/x", "--url", server.url, "--quiet", "--no-check")
     assert code == 0 and "Grp/x:" in out and "nnz" not in out
+
+
+def test_fetch_deadline_option(capsys, server, tmp_path):
+    data = make_tarball("slow", laplace_2d(20))
+    server.trickle[server.add("Grp/slow", data)] = 0.05      # about 20 s in all
+    code, out, err = run(capsys, "fetch", "Grp/slow", "--quiet", "--deadline", "0.5")
+    assert code == 1 and err.count("\n") == 1 and "gave up at the 0.5 s deadline" in err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fetch_names_and_evicts_a_corrupt_cached_file(capsys, server, tmp_path):
+    p = server.add("Grp/m", make_tarball("m", laplace_2d(3)))
+    cached = tmp_path / "cache" / "Grp" / "m.mtx"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1,5\n")
+    code, out, err = run(capsys, "fetch", "Grp/m", "--quiet")
+    assert code == 1 and err.count("\n") == 1
+    assert f"{cached}, line 3: '1,5' is not a number (removed from the cache" in err
+    assert not cached.exists() and p not in server.requests
+    code, out, err = run(capsys, "fetch", "Grp/m", "--quiet")
+    assert code == 0 and "n = 9, nnz = 33" in out and server.requests[p] == 1
 
 
 # --------------------------------------------------------------------------- study

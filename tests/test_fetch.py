@@ -10,6 +10,7 @@ import csv
 import io
 import tarfile
 import threading
+import time
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +21,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from dpsolve import DpsolveWarning, catalog, fetch
-from dpsolve.matrices import extract_mtx, laplace_2d, laplace_3d, read_matrix
+from dpsolve.matrices import MatrixFileError, extract_mtx, laplace_2d, laplace_3d, read_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,11 +50,12 @@ class LocalSuiteSparse:
     """http.server on 127.0.0.1 serving ``files`` {url path: bytes} under ``/MM``.
 
     ``interrupt[path] = k`` makes the next k requests for ``path`` announce the full
-    Content-Length, send half the body and close the connection. ``requests[path]`` counts.
+    Content-Length, send half the body and close the connection. ``trickle[path] = s`` sends
+    its body 16 bytes at a time, ``s`` seconds apart. ``requests[path]`` counts.
     """
 
     def __init__(self):
-        self.files, self.interrupt, self.requests = {}, {}, {}
+        self.files, self.interrupt, self.requests, self.trickle = {}, {}, {}, {}
         srv = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,7 +77,14 @@ class LocalSuiteSparse:
                     self.close_connection = True
                     self.connection.shutdown(2)       # the connection drops mid-body
                     return
-                self.wfile.write(data)
+                pause = srv.trickle.get(path)
+                try:
+                    for i in range(0, len(data), 16 if pause else len(data)):
+                        self.wfile.write(data[i:i + 16] if pause else data)
+                        self.wfile.flush()
+                        time.sleep(pause or 0)
+                except OSError:                       # the client gave up
+                    pass
 
             def log_message(self, *args):
                 pass
@@ -190,6 +199,74 @@ def test_corrupt_tarball_is_an_error_with_no_file(server, env):
     with pytest.raises(fetch.FetchError, match="not a usable SuiteSparse tarball"):
         fetch.fetch("Grp/bad", progress=False, retries=0)
     assert _files(env) == []
+
+
+def test_a_slow_server_meets_the_overall_deadline(server, env):
+    """A server that trickles bytes (each read well within the per-read timeout) is cut off by
+    the deadline of the whole fetch, and leaves nothing behind."""
+    data = make_tarball("slow", laplace_2d(20))
+    p = server.add("Grp/slow", data)
+    server.trickle[p] = 0.05                          # len(data) / 16 * 0.05 s in all
+    assert len(data) / 16 * 0.05 > 10
+    with pytest.raises(fetch.FetchError) as e:
+        fetch.fetch("Grp/slow", progress=False, timeout=5, deadline=0.5)
+    msg = str(e.value)
+    assert "Grp/slow" in msg and "0.5 s deadline" in msg
+    assert server.requests[p] == 1                    # no retry past the deadline
+    assert _files(env) == []
+
+
+def test_the_deadline_covers_the_retries(server, env, monkeypatch):
+    monkeypatch.setattr(fetch, "RETRY_PAUSE", 0.3)
+    p = server.add("Grp/big", make_tarball("big", laplace_2d(30)))
+    server.interrupt[p] = 100
+    with pytest.raises(fetch.FetchError, match="deadline"):
+        fetch.fetch("Grp/big", progress=False, retries=50, deadline=0.5)
+    assert server.requests[p] < 50
+
+
+BAD_MEMBERS = {
+    "a NUL byte": (b"%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\x00\n2 2 1\n",
+                   "line 3: a NUL byte"),
+    "not a number": (b"%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0d0\n2 2 1\n",
+                     "line 3: '1.0d0' is not a number"),
+    "cut short": (b"%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1.0\n",
+                  "truncated file"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD_MEMBERS))
+def test_a_corrupt_matrix_never_enters_the_cache(server, env, what):
+    content, needle = BAD_MEMBERS[what]
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tf:
+        info = tarfile.TarInfo("bad/bad.mtx")
+        info.size = len(content)
+        tf.addfile(info, io.BytesIO(content))
+    server.add("Grp/bad", out.getvalue())
+    with pytest.raises(fetch.FetchError) as e:
+        fetch.fetch("Grp/bad", progress=False, retries=0)
+    msg = str(e.value)
+    assert "not a usable SuiteSparse tarball: its bad.mtx" in msg and needle in msg
+    assert ".part" not in msg                         # the temporary file is not named
+    assert _files(env) == [] and not env.exists()
+
+
+def test_a_corrupt_cached_file_is_named_and_evicted(server, env):
+    """A cached file that fails to read (damaged after it was fetched) is named in the error
+    and removed: the next load downloads it again."""
+    A = laplace_2d(4)
+    p = server.add("Grp/m", make_tarball("m", A))
+    cached = fetch.cached_path("Grp/m")
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 \x00\n")
+    with pytest.raises(MatrixFileError) as e:
+        fetch.load("Grp/m", progress=False)
+    msg = str(e.value)
+    assert msg.startswith(f"{cached}, line 3: a NUL byte") and "removed from the cache" in msg
+    assert not cached.exists() and p not in server.requests
+    assert _same(fetch.load("Grp/m", progress=False), A)          # downloaded anew
+    assert server.requests[p] == 1
 
 
 def _folders(d: Path):
