@@ -431,10 +431,12 @@ def cmd_study(args) -> int:
         return INTERRUPTED
     out = args.out
     print(f"\n{open(os.path.join(out, 'table2.md')).read().rstrip()}\n")
-    figs = sorted(f for f in os.listdir(out) if f.startswith("figure7_"))
+    from .study import HOST_FIGURE
+    figs = sorted(f for f in os.listdir(out) if f.startswith("figure7_") or f == HOST_FIGURE)
     print(f"written to {out}/: results.csv (one row per configuration), raw.csv (one row per "
           f"solve), table2.md, absolute.md (per-matrix absolute figures), study.json"
-          + (", " + ", ".join(figs) if figs else " (no figures: they need cublas + polling)"))
+          + (", " + ", ".join(figs) if figs else
+             " (no figures: matplotlib is not installed, or no configuration ran)"))
     return 0
 
 
@@ -532,8 +534,9 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run matrices x methods x variants x sync modes x dtypes. Each configuration "
                     "gets a warm-up, then repeated solves over a measurement window, then an idle "
-                    "gap. Writes results.csv, raw.csv, table2.md, absolute.md and "
-                    "figure7_*.png into --out as it goes; a re-run resumes.",
+                    "gap. Writes results.csv, raw.csv, table2.md, absolute.md, "
+                    "figure7_*.png (GPU variants) and host_time_energy.png (the host variant) "
+                    "into --out as it goes; a re-run resumes.",
         epilog="Defaults: generated Laplace problems plus every SPD matrix of ../shared/matrices "
                "(when present); CG; every available GPU variant (the host variant on a machine "
                "without a GPU); polling and blocking; float64; a 2 s window (0.5 s when only the "

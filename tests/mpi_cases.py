@@ -684,7 +684,7 @@ def _bad_constructors(ctx, ck):
         idx[-1] = 25
         bad = sp.csr_array((rows.data.copy(), idx, rows.indptr.copy()), shape=rows.shape)
     expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(bad, comm),
-                 f"rank {last}: column index 25 is outside 0:25")
+                 f"rank {last}: rows: CSR column index 25", "out of range [0, 25)")
     # n given and not matching
     expect_error(comm, ck, ValueError, lambda: dd.DistributedMatrix.from_rows(rows, comm, n=24),
                  "n = 24")
