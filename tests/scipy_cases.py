@@ -1,8 +1,19 @@
 """SciPy's kinds of test case (scipy/sparse/linalg/_isolve/tests/test_iterative.py), shared by the
 front-end and parity suites. Each builder returns a matrix (sparse or dense, float64/complex128);
 callers cast it to the dtype under test."""
+import inspect
+
 import numpy as np
+import scipy.io
 import scipy.sparse as sp
+
+
+def scipy_mmread(source):
+    """SciPy's own Matrix Market reader, the reference the tests compare dpsolve's with, asked for
+    a sparse array where it can be (SciPy 1.18 warns that its default return type changes)."""
+    kw = ({"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters
+          else {})
+    return scipy.io.mmread(source, **kw)
 
 
 def poisson1d(n=40):

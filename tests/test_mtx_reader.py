@@ -19,6 +19,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from dpsolve import matrices
+from scipy_cases import scipy_mmread
 from dpsolve.matrices import MatrixFileError, ProblemTooLargeError, read_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +272,7 @@ VALID = {
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_what_is_valid_reads_as_scipy_reads_it(tmp_path, parser, container, name):
     data = VALID[name]
-    expect = sp.csr_array(sp.coo_array(scipy.io.mmread(io.BytesIO(data))))
+    expect = sp.csr_array(sp.coo_array(scipy_mmread(io.BytesIO(data))))
     got = read_matrix(write(tmp_path, data, container))
     assert got.shape == expect.shape and got.dtype == expect.dtype
     assert abs(got - expect).max() == 0 if got.nnz or expect.nnz else True

@@ -17,6 +17,7 @@ from scipy.sparse.linalg import LinearOperator
 
 import dpsolve
 from dpsolve.matrices import paper_rhs, read_matrix
+from scipy_cases import scipy_mmread
 
 # From ../shared/matrices/README.md: name -> (n, nnz, kind, zero diagonal entries)
 TABLE = {
@@ -110,11 +111,9 @@ def test_the_strict_reader_reads_what_scipy_reads(load, matrix_dir, name):
     it; the checks take no line-by-line path on any of them (the vectorised check passes it)."""
     import gzip
 
-    import scipy.io
-
     from dpsolve import matrices
     path = Path(matrix_dir) / f"{name}.mtx.gz"
-    expect = sp.csr_array(sp.coo_array(scipy.io.mmread(str(path))))
+    expect = sp.csr_array(sp.coo_array(scipy_mmread(str(path))))
     A = load(name)
     assert A.shape == expect.shape and A.dtype == expect.dtype
     assert (A != expect).nnz == 0
