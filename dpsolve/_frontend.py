@@ -31,7 +31,7 @@ from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
 from ._system import (device_system, in_safe_range, initial_guess_Mb, make_system, scale_rhs,
                       split_x0, sum_of_squares, times_power_of_two)
-from .formats.csr import _is_cupy
+from .formats.csr import _is_cupy, array_module
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
 from .report import SolveReport
@@ -287,12 +287,9 @@ def _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter):
     below the normal range, or past the largest float), the true residual of the rounded x
     decides, not that of the x solved for. A rare path: scaled systems only, and a residual
     computed only where the multiplication back is not exact."""
-    xp = np if isinstance(x, np.ndarray) else None
     with _set_up_stream(system):
         back = times_power_of_two(times_power_of_two(x, system.scale), -system.scale)
-        if xp is None:
-            import cupy as xp
-        if bool(xp.array_equal(back, x)):
+        if bool(array_module(x).array_equal(back, x)):
             return info, rnorm
     rnorm = backend.residual_norm(state, system, back)
     if info == 0 and not rnorm <= tol:

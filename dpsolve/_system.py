@@ -420,7 +420,6 @@ def make_preconditioner(M, csr, n, dtype, *, snapshot=False) -> Preconditioner:
             return Preconditioner("jacobi", inv_diag=Mh.diagonal().astype(dtype))
         M = Mh
     elif isinstance(M, np.ndarray):
-        check_cast(M.dtype, dtype, "M", fix)
         if snapshot:
             M = M.copy()
     elif callable(M) and not hasattr(M, "matvec"):

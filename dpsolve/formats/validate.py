@@ -17,13 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import FormatError
-
-
-def _xp(a):
-    if type(a).__module__.split(".")[0] in ("cupy", "cupyx"):
-        import cupy
-        return cupy
-    return np
+from .csr import array_module
 
 
 def _integers(arr, label: str, what: str) -> None:
@@ -79,7 +73,7 @@ def check_indices(A, what: str = "A", *, compressed: bool = True) -> None:
     indptr's length and ends)."""
     fmt = getattr(A, "format", None)
     nrow, ncol = (int(s) for s in A.shape)
-    xp = _xp(A.data) if hasattr(A, "data") else np
+    xp = array_module(A.data) if hasattr(A, "data") else np
     if fmt in ("csr", "csc"):
         major, minor = (nrow, ncol) if fmt == "csr" else (ncol, nrow)
         index = "column index" if fmt == "csr" else "row index"
@@ -104,8 +98,4 @@ def check_indices(A, what: str = "A", *, compressed: bool = True) -> None:
         _in_range(xp, off, -nrow + 1, ncol, "DIA offset", what)
         if off.size and int(xp.unique(off).size) != int(off.size):
             raise FormatError(f"{what}: DIA offsets repeat a diagonal "
-                              f"({sorted(int(v) for v in np.asarray(_host(off)))})")
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+                              f"({sorted(off.tolist())})")

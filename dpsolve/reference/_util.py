@@ -51,8 +51,8 @@ def dot_accurate(a, b):
     below eps**2). A breakdown in exact arithmetic is still reported.
     """
     dt = np.result_type(a, b)
+    a0, b0 = a, b
     with np.errstate(all="ignore"):
-        fast = dotprod(a)(a, b)
         if np.iscomplexobj(a) or np.iscomplexobj(b):
             a, b = np.asarray(a, np.complex128), np.asarray(b, np.complex128)
             (ar, ai), ea = _unit_scaled(a.real, a.imag)
@@ -65,9 +65,11 @@ def dot_accurate(a, b):
             (b,), eb = _unit_scaled(np.asarray(b, np.float64))
             value = _ldexp_or_inf(_exact_sum_of_products([(a, b)]), ea + eb)
         value = dt.type(value)
-    # where even the accurate sum leaves the range (or its input holds inf / NaN), the fast
-    # value stands: the test is then made on what the iteration computed (as on the GPU)
-    return value if np.isfinite(value) else fast
+        if np.isfinite(value):
+            return value
+        # where even the accurate sum leaves the range (or its input holds inf / NaN), the fast
+        # value stands: the test is then made on what the iteration computed (as on the GPU)
+        return dotprod(a0)(a0, b0)
 
 
 def _unit_scaled(*parts):
