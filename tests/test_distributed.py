@@ -261,7 +261,8 @@ from dpsolve.cli import main
 rank = MPI.COMM_WORLD.Get_rank()
 with sigint_in_reduce(rank, 1, 5):
     rc = main(sys.argv[1:])
-print(f"rank {{rank}} exit {{rc}}", flush=True)
+sys.stdout.write(f"rank {{rank}} exit {{rc}}\\n")    # one write: mpirun may interleave two
+sys.stdout.flush()
 sys.exit(rc)
 """
 
