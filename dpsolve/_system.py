@@ -13,7 +13,8 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 from .formats import CSR, to_csr
 from .formats.csr import _is_cupy, array_module
-from .formats.validate import check_indices
+from . import precond
+from .precond import Preconditioner, check_cast  # noqa: F401  (check_cast: imported from here)
 
 # SciPy's coercion table (scipy.sparse.linalg._isolve.utils): the working type of A and b.
 _COERCE = {('f', 'f'): 'f', ('f', 'd'): 'd', ('f', 'F'): 'F', ('f', 'D'): 'D',
@@ -140,15 +141,6 @@ def _all_finite(a) -> bool:
 
 
 @dataclass
-class Preconditioner:
-    """``kind`` is "none", "jacobi" (``inv_diag`` holds D^-1) or "operator" (``op`` a
-    LinearOperator)."""
-    kind: str
-    inv_diag: object = None
-    op: LinearOperator | None = None
-
-
-@dataclass
 class System:
     method: str
     n: int
@@ -157,7 +149,7 @@ class System:
     operator: LinearOperator | None
     b: object                    # 1-D, dtype, in the memory space of the input b
     x0: object | None            # 1-D copy, dtype, or None for a zero guess
-    M: Preconditioner
+    M: Preconditioner            # bound (dpsolve.precond)
     out_cupy: bool               # return CuPy arrays (b was a CuPy array)
     options: dict = field(default_factory=dict)   # the method's own (methods.Method.options)
     scale: int = 0               # b and x0 are the caller's / 2^scale (``scale_rhs``)
@@ -259,14 +251,14 @@ def initial_guess_Mb(system) -> None:
     after ``scale_rhs`` (M is linear: M (b / 2^e) is the scaled M b), on the set-up's stream."""
     b, M = system.b, system.M
     xp = array_module(b)
-    if M.kind == "none":
+    if not M.active:
         x0 = b.copy()
     elif M.kind == "jacobi":
         x0 = xp.asarray(M.inv_diag) * b
-    elif xp is np or system.out_cupy:          # an operator gets arrays of the caller's kind
+    elif M.calls_python and (xp is np or system.out_cupy):   # arrays of the caller's kind
         x0 = xp.asarray(M.op.matvec(b)).ravel()
-    else:
-        x0 = xp.asarray(np.asarray(M.op.matvec(b.get())).ravel())
+    else:                                      # the host face, on a host copy of b
+        x0 = xp.asarray(np.asarray(M.apply_host(_host(b))).ravel())
     check_cast(x0.dtype, system.dtype, "M b (x0='Mb')", "cast M")
     x0 = x0.astype(system.dtype, copy=False)
     if not _all_finite(x0):
@@ -358,15 +350,6 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     return system, sq
 
 
-def check_cast(src, dtype, what: str, fix: str) -> None:
-    """Refuse a cast of ``what`` from ``src`` to the working ``dtype`` that NumPy's
-    ``same_kind`` rule does not allow (complex to real would drop the imaginary part)."""
-    src, dtype = np.dtype(src), np.dtype(dtype)
-    if not np.can_cast(src, dtype, "same_kind"):
-        raise TypeError(f"{what} has dtype {src}, which does not cast to the working dtype "
-                        f"{dtype} (its imaginary part would be dropped); {fix}")
-
-
 def _function_hint(obj, what: str) -> str:
     """The advice for a plain Python function passed where a matrix or an operator belongs."""
     name = getattr(obj, "__name__", type(obj).__name__)
@@ -376,57 +359,5 @@ def _function_hint(obj, what: str) -> str:
 
 
 def make_preconditioner(M, csr, n, dtype, *, snapshot=False) -> Preconditioner:
-    """M may be None, "jacobi", a 1-D array holding D^-1, a diagonal sparse matrix, or any
-    matrix / LinearOperator approximating A^-1 (host-driven variants only). ``snapshot``: a
-    dense M is copied (a prepared system's M, like its A, does not follow later changes); a
-    sparse one always is. M's dtype must cast to ``dtype`` (``same_kind``)."""
-    fix = "cast M, or solve in a complex dtype"
-    if M is None:
-        return Preconditioner("none")
-    if isinstance(M, str):
-        if M != "jacobi":
-            raise ValueError(f"unknown preconditioner M={M!r}; "
-                             "expected 'jacobi', an array or an operator")
-        if csr is None:
-            raise ValueError("M='jacobi' needs A as a matrix, not a LinearOperator")
-        d = _host(csr.diagonal())
-        zero = np.flatnonzero(d == 0)
-        if zero.size:
-            rows = ", ".join(str(i) for i in zero[:10]) + (", ..." if zero.size > 10 else "")
-            raise ValueError(f"Jacobi preconditioner needs a nonzero diagonal, but A has "
-                             f"{zero.size} zero diagonal entr{'y' if zero.size == 1 else 'ies'} "
-                             f"(row{'s' if zero.size > 1 else ''} {rows})")
-        return Preconditioner("jacobi", inv_diag=(1.0 / d).astype(dtype))
-    if (isinstance(M, np.ndarray) or _is_cupy(M)) and M.ndim == 1:
-        if M.shape != (n,):
-            raise ValueError(f"M as a 1-D inverse diagonal must have shape ({n},), got {M.shape}")
-        check_cast(M.dtype, dtype, "M", fix)
-        inv = _host(M).astype(dtype, copy=True)
-        if not np.isfinite(inv).all():
-            raise ValueError("M (inverse diagonal) contains NaN or Inf")
-        return Preconditioner("jacobi", inv_diag=inv)
-    if sp.issparse(M) or _is_cupy(M):
-        if tuple(M.shape) != (n, n):
-            raise ValueError("matrix and preconditioner have different shapes")
-        check_cast(M.dtype, dtype, "M", fix)
-        if hasattr(M, "format"):
-            check_indices(M, "M")
-        Mh = sp.coo_array(M.get() if _is_cupy(M) else M, copy=True)   # M is not touched
-        Mh.sum_duplicates()
-        Mh.eliminate_zeros()
-        if not np.isfinite(Mh.data).all():
-            raise ValueError("M contains NaN or Inf")
-        if bool((Mh.row == Mh.col).all()):                      # diagonal: a Jacobi application
-            return Preconditioner("jacobi", inv_diag=Mh.diagonal().astype(dtype))
-        M = Mh
-    elif isinstance(M, np.ndarray):
-        if snapshot:
-            M = M.copy()
-    elif callable(M) and not hasattr(M, "matvec"):
-        raise TypeError(_function_hint(M, "M"))
-    op = aslinearoperator(M)
-    if op.shape != (n, n):
-        raise ValueError("matrix and preconditioner have different shapes")
-    if op.dtype is not None:
-        check_cast(op.dtype, dtype, "M", fix)
-    return Preconditioner("operator", op=op)
+    """M bound to the system: ``dpsolve.precond.make`` (the registry, the checks, the messages)."""
+    return precond.make(M, csr, n, dtype, snapshot=snapshot)

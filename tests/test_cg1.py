@@ -19,6 +19,8 @@ import contextlib
 import importlib.util
 import time
 
+import types
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -543,6 +545,10 @@ class _FakeState:
         self.A, self.n, self.dtype, self.stream, self.M = A, n, dt, None, None
         self.ex = _FakeExecutor()
         self.inv_diag = inv_diag
+        # the preconditioner's faces as cg1_cuda reads them: fused (pointwise) or none; the
+        # emulated cg1_update takes the D^-1 array where the kernel takes its PrecondArgs
+        self.fused, self.general = inv_diag is not None, False
+        self.pc_args = inv_diag if inv_diag is not None else np.uint64(0)
         self.b = b.copy()
         self.r, self.p, self.v = (np.full(n, np.nan, dt) for _ in range(3))
         self.z = np.full(n, np.nan, dt) if inv_diag is not None else self.r
@@ -667,7 +673,8 @@ def test_gpu_loop_emulated_nonfinite_tau_and_maxiter(monkeypatch, dtype):
 def test_gpu_loop_refuses_a_general_preconditioner():
     A, b = spd(np.float64, seed=11)
     st = _FakeState(A, b, None)
-    st.M = object()                       # a user's operator M: not fusable
-    with pytest.raises(ValueError, match="M=None or 'jacobi'"):
+    st.general = True                     # a user's operator M, or one of kernels: not fusable
+    st.precond = types.SimpleNamespace(kind="operator")
+    with pytest.raises(ValueError, match="M=None or a pointwise preconditioner.*'operator'"):
         cg1_gpu.cg1_cuda(None, st, np.zeros_like(b), atol=1e-8, maxiter=5, sync=None,
                          callback=None)

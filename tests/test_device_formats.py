@@ -194,6 +194,7 @@ def test_merge_kernels_fused_or_not(csr, record):
 def test_device_driven_launches(csr, record, persistent):
     n = csr.n
     v = [np.zeros(n) for _ in range(13)]
+    v[1] = abi.pack("PrecondArgs", inv_diag=np.zeros(n))   # every method's second operand: pc
     parts, status = np.zeros(6 * ops.DOT_MAX_PARTIALS), np.zeros(abi.DYN_STATUS_WORDS)
     for fmt in FORMATS:
         A = matrix(fmt, csr)

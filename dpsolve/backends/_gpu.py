@@ -128,7 +128,8 @@ class HostScalars:
 
 
 class GpuState:
-    """Per-system device state: the matrix in its format, b, D^-1, work vectors and scalars."""
+    """Per-system device state: the matrix in its format, b, the preconditioner's faces
+    (``pc``, dpsolve/precond), work vectors and scalars."""
 
     N_SCALARS = abi.DPS_SLOTS   # slots 0..8 are the CG layout; BiCG / BiCGStab use 9..18
 
@@ -144,7 +145,8 @@ class GpuState:
         self.confirm_n = n
         self.real_dtype = np.finfo(dt).dtype        # of norms, residual histories, tolerances
         self._vectors = {}
-        bicg = system.method == "bicg"
+        # A^H (and M^H) for the methods whose descriptor says they need it (BiCG)
+        self.adjoint = adjoint = method_table.get(system.method).adjoint
         with self.stream:
             # a user's operator (A or M) is called on CuPy arrays when the caller passed b as a
             # CuPy array (CuPy in, CuPy out, operators included), else on NumPy copies: set per
@@ -152,20 +154,24 @@ class GpuState:
             if system.operator is not None:          # the user's operator, called per SpMV
                 op = system.operator
                 self.A = ops.OperatorMatrix(op, "matvec", n, dt, "A.matvec")
-                self.AH = ops.OperatorMatrix(op, "rmatvec", n, dt, "A.rmatvec") if bicg else None
+                self.AH = (ops.OperatorMatrix(op, "rmatvec", n, dt, "A.rmatvec") if adjoint
+                           else None)
             else:
                 self.A = ops.DeviceMatrix.build(system.csr, fmt)
                 # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
                 self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
-                           if bicg else None)
-            self.inv_diag = (cupy.asarray(system.M.inv_diag, dtype=dt)
-                             if system.M.kind == "jacobi" else None)
-            self.M = self.MH = None                  # a general preconditioner: z = M r
-            if system.M.kind == "operator":
-                op = system.M.op
-                self.M = ops.OperatorMatrix(op, "matvec", n, dt, "M.matvec")
-                self.MH = ops.OperatorMatrix(op, "rmatvec", n, dt, "M.rmatvec") if bicg else None
-            self.preconditioned = self.inv_diag is not None or self.M is not None
+                           if adjoint else None)
+            # the preconditioner on this state: its stream face (pc.apply) and, pointwise, its
+            # device face. ``fused``: a pointwise M that the fused kernels apply themselves
+            # (``pc_args``, their PrecondArgs); ``general``: one the loops apply between kernels
+            # through its stream face (the fused kernels then get an inactive ``pc_args``)
+            self.precond = system.M
+            self.pc = system.M.device(self)
+            self.preconditioned = system.M.active
+            self.fused = system.M.active and system.M.pointwise
+            self.general = system.M.active and not system.M.pointwise
+            self.pc_args = (self.pc.args if self.fused
+                            else abi.pack("PrecondArgs", inv_diag=None))
             # work vectors start poisoned (NaN): a kernel that reads what nothing wrote shows up.
             # b: each solve's b is copied in (load)
             vecs = poisoned(n, dt, 5 if self.preconditioned else 4, self.stream)
@@ -193,24 +199,18 @@ class GpuState:
         else:
             with self.stream:
                 cupy.copyto(self.b, b.reshape(self.n))
-        for op in (self.A, self.AH, self.M, self.MH):
+        for op in (self.A, self.AH) + getattr(self.pc, "operators", ()):
             if isinstance(op, ops.OperatorMatrix):
                 op.on_device = system.out_cupy
         self.options = system.options        # the method's own parameters (GMRES's restart)
 
     def psolve(self, r, z):
-        """z = M r: the Jacobi kernel, or the user's preconditioner."""
-        if self.M is not None:
-            self.ex.spmv(self.M, r, z)
-        else:
-            self.ex.jacobi(self.inv_diag, r, z)
+        """z = M r: the preconditioner's stream face, on this state's executor."""
+        self.pc.apply(self.ex, r, z)
 
     def rpsolve(self, r, z):
-        """z = M^H r (BiCG's psolve of r~): conj(D^-1) r, or the user's M.rmatvec."""
-        if self.MH is not None:
-            self.ex.spmv(self.MH, r, z)
-        else:
-            ops.jacobi_conj(self.inv_diag, r, z, self.stream)
+        """z = M^H r (BiCG's psolve of r~)."""
+        self.pc.apply_adjoint(self.ex, r, z)
 
     def s(self, k: int):
         """Device scalar slot k, as a 1-element view (its pointer is what kernels take)."""
@@ -307,12 +307,13 @@ class GpuBackend(Backend):
     formats = FORMATS            # the SpMV formats this variant runs
     takes_operator_A = False     # A as an operator, called every iteration (host-driven variants)
     takes_operator_M = False     # a general M, called every iteration (variants that do not fuse M)
+    takes_stream_M = False       # a preconditioner of kernels (not pointwise): its stream face
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         if "name" in cls.__dict__:                 # a variant (not an abstract base)
             for m in method_table.names():
-                fn = getattr(cls, m, None)
+                fn = cls.__dict__.get(m)           # its own methods only, not inherited ones
                 if callable(fn):
                     method_table.implement(m, cls.name, fn)
 
@@ -348,10 +349,16 @@ class GpuBackend(Backend):
             return (f"variant {self.name!r} runs the solve on the GPU without the host and needs "
                     f"A as a matrix, not a LinearOperator; variants that call an operator every "
                     f"iteration: {_takers('takes_operator_A')}")
-        if system.M.kind == "operator" and not self.takes_operator_M:
+        M = system.M
+        if M.calls_python and not self.takes_operator_M:
             return (f"variant {self.name!r} takes M=None, 'jacobi' or a diagonal (it fuses the "
                     f"Jacobi application into its kernels); a general preconditioner runs on "
                     f"{_takers('takes_operator_M')}")
+        if not (M.pointwise or M.calls_python or self.takes_stream_M):
+            return (f"variant {self.name!r} fuses pointwise preconditioners (None, 'jacobi', a "
+                    f"diagonal) into its kernels and cannot run M={M.kind!r}, whose V-cycle or "
+                    f"polynomial is a sequence of kernels; M={M.kind!r} runs on "
+                    f"{_takers('takes_stream_M')}")
         return None
 
     def supports(self, system) -> bool:
@@ -471,6 +478,7 @@ class HostDrivenBackend(GpuBackend):
     system is prepared, outside the measured run."""
 
     takes_operator_A = True
+    takes_stream_M = True
 
     def prepare(self, system, fmt):
         st = super().prepare(system, fmt)

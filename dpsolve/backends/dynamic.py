@@ -104,7 +104,7 @@ class DynamicState(GpuState):
 
     def ensure_vectors(self):
         """Allocate the method's named work vectors (poisoned) before a run, not inside it."""
-        names = {"bicg": ("rt", "pt", "pt2", "qt") + (("zt",) if self.inv_diag is not None else ()),
+        names = {"bicg": ("rt", "pt", "pt2", "qt") + (("zt",) if self.fused else ()),
                  "bicgstab": ("rt", "v2", "s", "t")}.get(self.method, ())
         if any(name not in self._vectors for name in names):
             for name in names:
@@ -161,18 +161,18 @@ class DynamicBackend(GpuBackend):
         return device_result(st, hist, self.LAUNCHES_PER_ITER[method], self.name)
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):
-        return self._solve("cg", st, (st.A, st.b, st.inv_diag, x, st.r, st.z, st.p, st.p2, st.v),
+        return self._solve("cg", st, (st.A, st.b, st.pc_args, x, st.r, st.z, st.p, st.p2, st.v),
                            atol, maxiter)
 
     def bicg(self, st, x, *, atol, maxiter, sync, callback):
-        pre = st.inv_diag is not None
+        pre = st.fused
         rt = st.vec("rt")
-        return self._solve("bicg", st, (st.A, st.AH, st.b, st.inv_diag, x, st.r, rt, st.z,
+        return self._solve("bicg", st, (st.A, st.AH, st.b, st.pc_args, x, st.r, rt, st.z,
                                         st.vec("zt") if pre else rt, st.p, st.p2, st.vec("pt"),
                                         st.vec("pt2"), st.v, st.vec("qt")), atol, maxiter)
 
     def bicgstab(self, st, x, *, atol, maxiter, sync, callback):
-        return self._solve("bicgstab", st, (st.A, st.b, st.inv_diag, x, st.r, st.vec("rt"), st.p,
+        return self._solve("bicgstab", st, (st.A, st.b, st.pc_args, x, st.r, st.vec("rt"), st.p,
                                             st.p2, st.v, st.vec("v2"), st.vec("s"), st.vec("t")),
                            atol, maxiter)
 

@@ -76,6 +76,7 @@ class GraphBackend(MergeBackend):
     name = "graph"
     device_driven = True
     takes_operator_A = takes_operator_M = False    # Python cannot run inside a graph
+    takes_stream_M = True            # a preconditioner of kernels is captured into the loop
     State = GraphState
 
     def __init__(self):
@@ -102,9 +103,8 @@ class GraphBackend(MergeBackend):
         mixed words, one pass, one host wait); a host one, up to CACHE_MAX_BYTES, by CRC-32 and
         Adler-32 (zlib, ~3 GB/s); a larger host matrix is not cached (None). A change of the
         matrix or D^-1 is missed with probability ~2^-64."""
-        arrays = [system.csr.indptr, system.csr.indices, system.csr.data]
-        if system.M.kind == "jacobi":
-            arrays.append(system.M.inv_diag)
+        arrays = [system.csr.indptr, system.csr.indices, system.csr.data,
+                  *system.M.cache_arrays()]
         if system.csr.on_device:
             import cupy
             from .._setup import resources
@@ -120,7 +120,7 @@ class GraphBackend(MergeBackend):
                 crc, adler = zlib.crc32(b, crc), zlib.adler32(b, adler)
             digest = (crc, adler)
         return (system.method, str(system.dtype), fmt, system.n, system.csr.nnz, system.M.kind,
-                *digest)
+                repr(system.M.options()), *digest)
 
     def prepare(self, system, fmt, cache=True):
         key = (self.cache_key(system, fmt) if cache and self.why_not(system) is None

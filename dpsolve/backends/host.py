@@ -23,18 +23,7 @@ class HostState:
             self.matvec = A.__matmul__
             self.rmatvec = AH.__matmul__
         self.b = None                      # each solve's b (load)
-        M = system.M
-        if M.kind == "jacobi":
-            # closures over named arrays: a bound ``tmp.__mul__`` of an unnamed array lets NumPy's
-            # temporary elision reuse (overwrite) that array's buffer for the product
-            self.inv_diag = np.asarray(M.inv_diag)
-            self.inv_diag_conj = np.conj(self.inv_diag)
-            self.psolve = lambda r: self.inv_diag * r
-            self.rpsolve = lambda r: self.inv_diag_conj * r
-        elif M.kind == "operator":
-            self.psolve, self.rpsolve = M.op.matvec, M.op.rmatvec
-        else:
-            self.psolve = self.rpsolve = None
+        self.psolve, self.rpsolve = system.M.host()      # the preconditioner's host face
 
 
 class HostBackend(Backend):

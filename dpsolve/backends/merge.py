@@ -36,8 +36,9 @@ slot, <p~, q> / <r~, v> and alpha in {DOT_fin, alpha}, BiCGStab's ||s||, <t, s>,
 its omega kernel; a non-finite tau in host_loop) set the status slot and the kernels after them are
 no-ops.
 
-A general preconditioner (a user's M, called every iteration) cannot be fused: the kernels that
-apply Jacobi run without it, the user's M runs after them, and one extra kernel forms the DOT
+A preconditioner that is not pointwise (a user's M, called every iteration, or one of kernels:
+dpsolve/precond) cannot be fused: the kernels that apply Jacobi run without it, its stream face
+runs after them, and one extra kernel forms the DOT
 partials that involve z (CG: <r, z>, <r, r>; BiCG: <r~, z>); BiCGStab needs no extra DOT kernel.
 An operator A likewise splits the SpMV + DOT kernels, as CSR-vector does.
 """
@@ -58,7 +59,7 @@ class MergeBackend(HostDrivenBackend):
     # each; variant "graph" captures the same program into a conditional-WHILE graph.
     def cg_program(self, st, x):
         A, s, stream = st.A, st.s, st.stream
-        pre = st.inv_diag is not None
+        pre, general = st.fused, st.general   # M in the fused kernels, or between them
         parts = st.partials
 
         def setup():
@@ -68,15 +69,13 @@ class MergeBackend(HostDrivenBackend):
         # unpreconditioned)
         sigma, pv, alpha, zeta, rrs, beta, tau, status = (s(SIGMA), s(PV), s(ALPHA), s(ZETA), s(RR),
                                                           s(BETA), s(TAU), s(STATUS))
-        inv_diag = st.inv_diag
         z = st.z if pre else None
-        general = st.M is not None          # a user's M: applied between the fused kernels
         m = ops.DOT_MAX_PARTIALS
 
         with st.ex.record() as iteration:                                   # captured once
             nparts = ops.merge_spmv_dot(A, st.p, st.v, parts, stream)             # {O1-O2a}
             ops.merge_alpha(nparts, parts, sigma, pv, alpha, status, stream)      # {O2b}
-            nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, inv_diag, z,    # {O3-O4-O5a}
+            nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, st.pc_args, z,  # {O3-O4-O5a}
                                       parts, stream)
             if general:                     # z = M r, then partials of <r, z> and <r, r>
                 st.psolve(st.r, st.z)
@@ -107,9 +106,7 @@ class MergeBackend(HostDrivenBackend):
 
     def bicg_program(self, st, x):
         A, AH, s, stream = st.A, st.AH, st.s, st.stream
-        inv_diag = st.inv_diag
-        pre = inv_diag is not None
-        general = st.M is not None          # a user's M: applied between the fused kernels
+        pre, general = st.fused, st.general   # M in the fused kernels, or between them
         r, rt, p, pt, q, qt = st.r, st.vec("rt"), st.p, st.vec("pt"), st.v, st.vec("qt")
         z, zt = (st.z, st.vec("zt")) if pre or general else (r, rt)
         part_rv, part_rho, part_rr = st.partial_sets(3)
@@ -134,7 +131,7 @@ class MergeBackend(HostDrivenBackend):
             ops.bicg_merge_alpha(nparts, part_rv, pt, q, rho, rv, alpha, status,  # {DOT_fin, alpha}
                                  stream)
             nparts = ops.bicg_merge_update(status, alpha, p, q, qt, x, r, rt,  # {x, r, r~, psolve,
-                                           inv_diag, z, zt, part_rho, part_rr,    #  DOT_ini x2}
+                                           st.pc_args, z, zt, part_rho, part_rr,  #  DOT_ini x2}
                                            stream)
             if general:                     # z = M r, z~ = M^H r~, then partials of <r~, z>
                 st.psolve(r, z)
@@ -154,9 +151,7 @@ class MergeBackend(HostDrivenBackend):
 
     def bicgstab_program(self, st, x):
         A, s, stream = st.A, st.s, st.stream
-        inv_diag = st.inv_diag
-        pre = inv_diag is not None
-        general = st.M is not None          # a user's M: applied between the fused kernels
+        pre, general = st.fused, st.general   # M in the fused kernels, or between them
         r, rt, p, v, t = st.r, st.vec("rt"), st.p, st.v, st.vec("t")
         phat, shat = (st.vec("phat"), st.vec("shat")) if pre or general else (p, None)  # s in r
         part_rv, part_ss, part_ts, part_tt, part_rho, part_rr = st.partial_sets(6)
@@ -172,7 +167,7 @@ class MergeBackend(HostDrivenBackend):
                                    beta, tau, pending, status, stream)  # rho, tau, pending
 
         with st.ex.record() as iteration:                                   # captured once
-            ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag,   # {checks, p,
+            ops.bicgstab_merge_p(pending, status, beta, omega, r, v, p, st.pc_args,  # {checks, p,
                                  phat, stream)                                      #  psolve}
             if general:
                 st.psolve(p, phat)                                                  # p^ = M p
@@ -180,7 +175,7 @@ class MergeBackend(HostDrivenBackend):
             ops.bicg_merge_alpha(n_v, part_rv, rt, v, rho, rv, alpha, status,  # {DOT_fin, alpha}
                                  stream)
             n_s = ops.bicgstab_merge_s(status, alpha, phat if general else p, v, x, r,  # {x, s,
-                                       inv_diag, phat, shat, part_ss, stream)  # psolve, DOT_ini}
+                                       st.pc_args, phat, shat, part_ss, stream)  # psolve, DOT_ini}
             if general:
                 st.psolve(r, shat)                                                  # s^ = M s
             n_t = ops.bicgstab_merge_spmv_dot2(A, shat if pre or general else r, t, r,  # {SpMV,

@@ -32,6 +32,9 @@ class PersistentBackend(DynamicBackend):
     # the dynamic variant's solve through the cooperative kernels (no device-side launches)
     PERSISTENT = True
     LAUNCHES_PER_ITER = {"cg": 0.0, "bicg": 0.0, "bicgstab": 0.0}
+    # the methods it runs, named here (a variant registers only what its class defines): the
+    # dynamic variant's operand lists, launched through the cooperative kernels
+    cg, bicg, bicgstab = DynamicBackend.cg, DynamicBackend.bicg, DynamicBackend.bicgstab
 
     @staticmethod
     def _probe():

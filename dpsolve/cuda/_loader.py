@@ -58,7 +58,9 @@ SOURCES = {
     # true residual's norm
     "check": Source("check.cu", ("csr_check<{T}, int>", "csr_check<{T}, long long>",
                                  "resid_partial<{T}>", "fingerprint")),
-    "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>", "jacobi<{T}>")),
+    "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
+    # the stream face of a pointwise preconditioner (dpsolve/precond)
+    "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
                                        "cg_merge_beta<{T}>")
                        + tuple(f"cg_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)),
@@ -70,7 +72,7 @@ SOURCES = {
                                tuple(f"bicgstab_dyn_start<{{T}}, {w}>"
                                      for w in DYNAMIC_CODES), rdc=True),
     # BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` (*_merge.cu)
-    "krylov": Source("krylov.cu", ("jacobi_conj<{T}>", "bi_axpy<{T}>", "bi_xpay<{T}>",
+    "krylov": Source("krylov.cu", ("bi_axpy<{T}>", "bi_xpay<{T}>",
                                    "bicgstab_p<{T}>", "nrm2_final<{T}>", "krylov_start<{T}>",
                                    "bicg_beta<{T}>", "bicg_alpha<{T}>", "bicgstab_beta<{T}>",
                                    "bicgstab_alpha<{T}>", "bicgstab_snorm<{T}>",

@@ -121,26 +121,30 @@ def compare(header: dict, python: dict) -> list[str]:
 
 
 # --- the device-driven solves' by-value argument structs (args.cuh), field for field: "i4" an int,
-# "f8" a double, "ptr" any pointer (a 64-bit word; None packs as nullptr)
-_CG = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr inv_diag:ptr x:ptr "
-       "r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr part_rr:ptr status:ptr hist:ptr "
-       "bins:ptr")
+# "f8" a double, "ptr" any pointer (a 64-bit word; None packs as nullptr), or the name of another
+# struct here, nested (PrecondArgs: the device face of a pointwise preconditioner, dpsolve/precond)
+_PRECOND = "inv_diag:ptr"
+_CG = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr pc:PrecondArgs "
+       "x:ptr r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr part_rr:ptr status:ptr "
+       "hist:ptr bins:ptr")
 _BICG = ("n:i4 width:i4 width_h:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr "
-         "h_indptr:ptr h_indices:ptr h_data:ptr b:ptr inv_diag:ptr x:ptr r:ptr rt:ptr z:ptr "
+         "h_indptr:ptr h_indices:ptr h_data:ptr b:ptr pc:PrecondArgs x:ptr r:ptr rt:ptr z:ptr "
          "zt:ptr p0:ptr p1:ptr pt0:ptr pt1:ptr q:ptr qt:ptr part_rho:ptr part_rr:ptr part_rv:ptr "
          "status:ptr hist:ptr bins:ptr h_bins:ptr")
-_STAB = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr inv_diag:ptr "
+_STAB = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr pc:PrecondArgs "
          "x:ptr r:ptr rt:ptr p0:ptr p1:ptr v0:ptr v1:ptr s:ptr t:ptr part_rho:ptr part_rr:ptr "
          "part_rv:ptr part_ss:ptr part_ts:ptr part_tt:ptr status:ptr hist:ptr bins:ptr")
 ARGS = {name: tuple(tuple(f.split(":")) for f in spec.split())
-        for name, spec in (("CgArgs", _CG), ("BicgArgs", _BICG), ("StabArgs", _STAB))}
+        for name, spec in (("PrecondArgs", _PRECOND), ("CgArgs", _CG), ("BicgArgs", _BICG),
+                           ("StabArgs", _STAB))}
 
 _STRUCT = re.compile(r"struct\s+(\w+Args)\s*\{(.*?)\n\};", re.S)
 
 
 def parse_structs(text: str) -> dict:
-    """{struct: ((field, kind), ...)} of args.cuh: kind "ptr" for a pointer, else "i4" (int) or
-    "f8" (double); anything else is a ValueError naming the line."""
+    """{struct: ((field, kind), ...)} of args.cuh: kind "ptr" for a pointer, "i4" (int), "f8"
+    (double), or the name of a struct defined earlier in the file (``PrecondArgs<T> pc;``,
+    nested); anything else is a ValueError naming the line."""
     out = {}
     code_only = re.sub(r"//[^\n]*", "", text)
     for name, body in _STRUCT.findall(code_only):
@@ -158,6 +162,8 @@ def parse_structs(text: str) -> dict:
             else:                                               # `int n, width`, `double atol`
                 ctype, _, names = code.partition(" ")
                 kind = {"int": "i4", "double": "f8"}.get(ctype)
+                if kind is None and ctype.split("<")[0] in out:        # a nested struct
+                    kind = ctype.split("<")[0]
             if kind is None or not ctype.strip():
                 raise ValueError(f"args.cuh: {name}: unsupported field type {ctype!r}")
             fields += [(nm.strip(), kind) for nm in names.split(",")]
@@ -187,21 +193,33 @@ def compare_structs(header: dict, python: dict) -> list[str]:
 def args_dtype(name: str):
     """The NumPy record type of struct ``name``, laid out as the C compiler lays it out."""
     import numpy as np
-    return np.dtype([(f, np.uint64 if k == "ptr" else k) for f, k in ARGS[name]], align=True)
+    return np.dtype([(f, np.uint64 if k == "ptr" else args_dtype(k) if k in ARGS else k)
+                     for f, k in ARGS[name]], align=True)
 
 
 def pack(name: str, **values):
     """One by-value kernel argument: struct ``name`` with every field given (device arrays for
-    pointers, None for nullptr); a missing or unknown field is a TypeError. (~10 us: once per
-    device-driven solve.)"""
+    pointers, None for nullptr; a nested struct as a record ``pack`` made, or None for all zeros);
+    a missing or unknown field is a TypeError. (~10 us: once per device-driven solve.)"""
     import numpy as np
     fields = ARGS[name]
     if len(values) != len(fields) or any(f not in values for f, _ in fields):
         known = {f for f, _ in fields}
         raise TypeError(f"{name}: missing fields {sorted(known - values.keys())}, unknown "
                         f"{sorted(values.keys() - known)}")
-    row = tuple(_address(values[f], name, f) if k == "ptr" else values[f] for f, k in fields)
+    row = tuple(_address(values[f], name, f) if k == "ptr" else
+                (_nested(values[f], k) if k in ARGS else values[f]) for f, k in fields)
     return np.array(row, args_dtype(name))[()]
+
+
+def _nested(v, struct):
+    """A nested struct field's value: a record of ``struct`` (from ``pack``), None = all zeros."""
+    import numpy as np
+    if v is None:
+        return np.zeros((), args_dtype(struct))[()]
+    if getattr(v, "dtype", None) != args_dtype(struct):
+        raise TypeError(f"expected a {struct} record (dpsolve.cuda.abi.pack), got {v!r}")
+    return v
 
 
 def _address(v, struct, field):

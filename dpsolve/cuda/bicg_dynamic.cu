@@ -137,13 +137,13 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
     const T* __restrict__ p = (j & 1) ? a.p1 : a.p0;
     const T* __restrict__ q = a.q;
     const T* __restrict__ qt = a.qt;
-    const T* __restrict__ inv_diag = a.inv_diag;
+    const dps::Pointwise<T> m = dps::pointwise(a.pc);
     T* __restrict__ x = a.x;
     T* __restrict__ r = a.r;
     T* __restrict__ rt = a.rt;
     T* __restrict__ z = a.z;
     T* __restrict__ zt = a.zt;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     T rho_next = T(0), rr = T(0);
     auto step = [&](int i) {
         x[i] += alpha * p[i];                                     // x = x + alpha p
@@ -152,10 +152,9 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
         r[i] = ri;
         rt[i] = rti;
         if (pre) {
-            const T d = inv_diag[i];
-            const T zi = d * ri;                                  // z = D^-1 r
+            const T zi = m.apply(i, ri);                          // z = M r
             z[i] = zi;
-            zt[i] = dps::conj(d) * rti;                           // z~ = conj(D^-1) r~
+            zt[i] = m.apply_adjoint(i, rti);                      // z~ = M^H r~
             rho_next += dps::conj(rti) * zi;
         } else {
             rho_next += dps::conj(rti) * ri;
@@ -171,8 +170,7 @@ bicg_dyn_update(const dyn::BicgArgs<T> a, int j, T rho) {
     dyn::put_partial(rr, a.part_rr, smem);
 }
 
-// The one kernel the host launches: status reset, r = b - A x, r~ = r, z = D^-1 r,
-// z~ = conj(D^-1) r~, partials of <r~, z> and <r, r>; then the chain starts with
+// The one kernel the host launches: status reset, r = b - A x, r~ = r, z = M r, z~ = M^H r~, partials of <r~, z> and <r, r>; then the chain starts with
 // bicg_dyn_spmv(j = 0). The grid size (<= 1024 blocks of DPS_BLOCK threads) is the number of
 // partials and is kept by every kernel of the chain.
 template <typename T, int W>
@@ -184,7 +182,7 @@ bicg_dyn_start(const dyn::BicgArgs<T> a) {  // a.z, a.zt == a.r, a.rt without a 
         bicg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
         dyn::check_launch(a.status);
     }
-    dyn::ShadowSetup<T> setup{a.b, a.inv_diag, a.r, a.rt, a.z, a.zt};
+    dyn::ShadowSetup<T> setup{a.b, dps::pointwise(a.pc), a.r, a.rt, a.z, a.zt};
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, dyn::LoadVec<T>{a.x}, setup, a.bins);
     dyn::put_partial(setup.rho, a.part_rho, smem);
     dyn::put_partial(setup.rr, a.part_rr, smem);

@@ -40,7 +40,7 @@
 // stays where the reference leaves it. A non-finite scalar is -10 at the same place (dpsolve's
 // extension, as CG's; SciPy iterates on NaN): rho and beta through pending, <p~, q> and alpha in
 // bicg_merge_alpha; a non-finite tau is the host's (host_loop) or graph_step's -10.
-// Unpreconditioned, z is r and z~ is r~ (inv_diag, z and z~ null in bicg_merge_update).
+// Unpreconditioned, z is r and z~ is r~ (pc inactive, z and z~ null in bicg_merge_update).
 //
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries per matrix, nparts <= 1024 blocks, w
 // the ELL widths; gathers of p / p~ counted as nnz*s each, an upper bound):
@@ -49,10 +49,11 @@
 //                       + 2nnz*s (gathers) + n*s (p~_i), writes 2n*s (q, q~) + nparts*s
 //   bicg_spmv2_vector   the same without the p~_i read and the partials (dot_partial: 2n*s more)
 //   bicg_merge_alpha    reads nparts*s + 2s, writes 2s
-//   bicg_merge_update   reads 6n*s (alpha-updates of x, r, r~ with p, q, q~) [+ n*s inv_diag],
+//   bicg_merge_update   reads 6n*s (alpha-updates of x, r, r~ with p, q, q~) [+ n*s D^-1],
 //                       writes 3n*s [+ 2n*s (z, z~)] + 2nparts*s
 //   bicg_merge_rho      reads 2nparts*s + 2s, writes 5s
 #include <dpsolve/common.cuh>
+#include <dpsolve/precond.cuh>
 #include <dpsolve/spmv.cuh>
 
 // Vector updates round each product on its own (dps::mul_rn), as NumPy does in the reference.
@@ -156,19 +157,20 @@ bicg_merge_alpha(int nparts, const T* __restrict__ partials, int n, const T* __r
 }
 
 // {x, r, r~, psolve, DOT_ini x2}: one thread per element. x += alpha p; r -= alpha q;
-// r~ -= conj(alpha) q~; with inv_diag: z = D^-1 r, z~ = conj(D^-1) r~. Partials of <r~, z>
+// r~ -= conj(alpha) q~; with a pointwise M (pc): z = M r, z~ = M^H r~. Partials of <r~, z>
 // (z = r unpreconditioned) into part_rho and of <r, r> into part_rr. A no-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alpha,
                   const T* __restrict__ p, const T* __restrict__ q, const T* __restrict__ qt,
                   T* __restrict__ x, T* __restrict__ r, T* __restrict__ rt,
-                  const T* __restrict__ inv_diag, T* __restrict__ z, T* __restrict__ zt,
+                  const dyn::PrecondArgs<T> pc, T* __restrict__ z, T* __restrict__ zt,
                   T* __restrict__ part_rho, T* __restrict__ part_rr) {
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;                       // uniform over the grid
     const T a = alpha[0], ac = dps::conj(alpha[0]);
-    const bool pre = (inv_diag != nullptr);
+    const dps::Pointwise<T> m(pc);
+    const bool pre = m.active();
     T rho = T(0), rr = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
@@ -179,10 +181,9 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
         rt[i] = rti;
         T zi = ri;
         if (pre) {
-            const T d = inv_diag[i];
-            zi = d * ri;
+            zi = m.apply(i, ri);
             z[i] = zi;
-            zt[i] = dps::conj(d) * rti;
+            zt[i] = m.apply_adjoint(i, rti);
         }
         rho += dps::conj(rti) * zi;
         rr += dps::conj(ri) * ri;

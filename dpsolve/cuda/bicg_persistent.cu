@@ -51,7 +51,7 @@ bicg_persistent_body(int n, int width, int width_h, int maxiter, double atol,
                 const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const int* __restrict__ h_indptr,
                 const int* __restrict__ h_indices, const T* __restrict__ h_data,
-                const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt, T* z,
+                const T* __restrict__ b, const dps::Pointwise<T> m, T* x, T* r, T* rt, T* z,
                 T* zt, T* p0, T* p1, T* pt0, T* pt1, T* q, T* qt, T* part_rho, T* part_rr,
                 T* part_rv, double* status, dps::real_t<T>* hist,
                 const unsigned long long* __restrict__ bins,
@@ -59,12 +59,12 @@ bicg_persistent_body(int n, int width, int width_h, int maxiter, double atol,
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     if (blockIdx.x == 0 && threadIdx.x == 0) dyn::start(status);
 
-    // ---- set-up: r = b - A x, r~ = r, z = D^-1 r, z~ = conj(D^-1) r~, partials of <r~,z>, <r,r>
+    // ---- set-up: r = b - A x, r~ = r, z = M r, z~ = M^H r~, partials of <r~,z>, <r,r>
     {
-        dyn::ShadowSetup<T> setup{b, inv_diag, r, rt, z, zt};
+        dyn::ShadowSetup<T> setup{b, m, r, rt, z, zt};
         dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x}, setup, bins);
         dyn::put_partial(setup.rho, part_rho, smem);
         dyn::put_partial(setup.rr, part_rr, smem);
@@ -122,10 +122,9 @@ bicg_persistent_body(int n, int width, int width_h, int maxiter, double atol,
                 r[i] = ri;
                 rt[i] = rti;
                 if (pre) {
-                    const T d = inv_diag[i];
-                    const T zi = d * ri;                                      // z = D^-1 r
+                    const T zi = m.apply(i, ri);                              // z = M r
                     z[i] = zi;
-                    zt[i] = dps::conj(d) * rti;                               // z~ = conj(D^-1) r~
+                    zt[i] = m.apply_adjoint(i, rti);                          // z~ = M^H r~
                     rho_next += dps::conj(rti) * zi;
                 } else {
                     rho_next += dps::conj(rti) * ri;
@@ -153,7 +152,7 @@ bicg_persistent_body(int n, int width, int width_h, int maxiter, double atol,
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) bicg_persistent(const dyn::BicgArgs<T> a) {
     bicg_persistent_body<T, W>(a.n, a.width, a.width_h, a.maxiter, a.atol, a.indptr, a.indices,
-                               a.data, a.h_indptr, a.h_indices, a.h_data, a.b, a.inv_diag, a.x, a.r,
+                               a.data, a.h_indptr, a.h_indices, a.h_data, a.b, dps::pointwise(a.pc), a.x, a.r,
                                a.rt, a.z, a.zt, a.p0, a.p1, a.pt0, a.pt1, a.q, a.qt, a.part_rho,
                                a.part_rr, a.part_rv, a.status, a.hist, a.bins, a.h_bins);
 }

@@ -85,7 +85,7 @@ bicgstab_dyn_v(const dyn::StabArgs<T> a, int j, T rho_prev, T alpha, T omega) {
     T* __restrict__ p_new = odd ? a.p1 : a.p0;
     T* __restrict__ v_new = odd ? a.v1 : a.v0;
     const T* __restrict__ rt = a.rt;
-    const dyn::LoadStabP<T, false> load{a.r, odd ? a.p0 : a.p1, odd ? a.v0 : a.v1, a.inv_diag,
+    const dyn::LoadStabP<T, false> load{a.r, odd ? a.p0 : a.p1, odd ? a.v0 : a.v1, dps::pointwise(a.pc),
                                         sh_beta, omega, j == 0};
     T acc = T(0);
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
@@ -127,7 +127,7 @@ bicgstab_dyn_t(const dyn::StabArgs<T> a, int j, T rho) {
 
     T* __restrict__ s = a.s;
     T* __restrict__ t = a.t;
-    const dyn::LoadStabS<T, false> load{a.r, (j & 1) ? a.v1 : a.v0, a.inv_diag, sh_alpha};
+    const dyn::LoadStabS<T, false> load{a.r, (j & 1) ? a.v1 : a.v0, dps::pointwise(a.pc), sh_alpha};
     T ss = T(0), ts = T(0), tt = T(0);
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, load, [&](int row, T av) {
         const T si = load.s_at(row);
@@ -188,14 +188,13 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
     const T* __restrict__ s = a.s;
     const T* __restrict__ t = a.t;
     const T* __restrict__ rt = a.rt;
-    const T* __restrict__ inv_diag = a.inv_diag;
-    const bool pre = inv_diag != nullptr;
+    const dps::Pointwise<T> m = dps::pointwise(a.pc);
+    const bool pre = m.active();
     T* __restrict__ x = a.x;
     T* __restrict__ r = a.r;
     T rho_next = T(0), rr = T(0);
     auto step = [&](int i) {
-        const T d = pre ? inv_diag[i] : T(1);
-        const T phat = pre ? d * p[i] : p[i];
+        const T phat = pre ? m.apply(i, p[i]) : p[i];
         T xi = x[i] + alpha * phat;                                // x += alpha p^
         if (done) {
             x[i] = xi;
@@ -203,7 +202,7 @@ bicgstab_dyn_update(const dyn::StabArgs<T> a, int j, T rho, T alpha) {
         }
         const T si = s[i];
         const T ti = t[i];
-        const T shat = pre ? d * si : si;
+        const T shat = pre ? m.apply(i, si) : si;
         xi += omega * shat;                                        // x += omega s^
         x[i] = xi;
         const T ri = si - omega * ti;                              // r = s - omega t
@@ -233,7 +232,7 @@ bicgstab_dyn_start(const dyn::StabArgs<T> a) {
         bicgstab_dyn_v<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0), T(0), T(0));
         dyn::check_launch(a.status);
     }
-    dyn::ShadowSetup<T> setup{a.b, nullptr, a.r, a.rt, nullptr, nullptr};    // rho_0 = <r~, r>
+    dyn::ShadowSetup<T> setup{a.b, dps::no_pointwise<T>(), a.r, a.rt, nullptr, nullptr};    // rho_0 = <r~, r>
     dyn::for_rows<T, W>(a.n, a.width, a.indptr, a.indices, a.data, dyn::LoadVec<T>{a.x}, setup, a.bins);
     dyn::put_partial(setup.rho, a.part_rho, smem);
     dyn::put_partial(setup.rr, a.part_rr, smem);

@@ -56,16 +56,16 @@
 // leaves it). A non-finite scalar is -10 at the reference's place (dpsolve's extension, as CG's;
 // SciPy iterates on NaN): rho and beta through pending, <r~, v> and alpha in bicg_merge_alpha,
 // ||s||, <t, s>, <t, t> and omega in bicgstab_merge_omega; a non-finite tau is the host's
-// (host_loop) or graph_step's -10. Unpreconditioned, p^ is p and s^ is s (inv_diag, phat and
+// (host_loop) or graph_step's -10. Unpreconditioned, p^ is p and s^ is s (pc inactive, phat and
 // shat null: no restrict-qualified aliases).
 //
 // Bytes per call (s = sizeof(T), n rows, nnz stored entries, nparts <= 1024 blocks, w ELL width;
 // gathers counted as nnz*s, an upper bound):
-//   bicgstab_merge_p      reads 3n*s (r, p, v) [+ n*s inv_diag] + 3s, writes n*s [+ n*s p^]
+//   bicgstab_merge_p      reads 3n*s (r, p, v) [+ n*s D^-1] + 3s, writes n*s [+ n*s p^]
 //   bicgstab_spmv_dot     reads the matrix (CSR: nnz*(4+s) + (n+1)*4; ELL: w*n*(4+s)) + nnz*s
 //                         + n*s (r~), writes n*s (v) + nparts*s
 //   bicg_merge_alpha      reads nparts*s + 2s, writes 2s
-//   bicgstab_merge_s      reads 4n*s (p^, v, x, r) [+ n*s inv_diag] + s, writes 2n*s [+ n*s s^]
+//   bicgstab_merge_s      reads 4n*s (p^, v, x, r) [+ n*s D^-1] + s, writes 2n*s [+ n*s s^]
 //                         + nparts*s
 //   bicgstab_spmv_dot2    reads the matrix + nnz*s + n*s (s), writes n*s (t) + 2nparts*s
 //   bicgstab_dot2_partial reads 2n*s, writes 2nparts*s
@@ -73,6 +73,7 @@
 //   bicgstab_merge_r      reads 5n*s (s^, t, x, r, r~), writes 2n*s + 2nparts*s
 //   bicgstab_merge_rho    reads 2nparts*s + 4s, writes 5s
 #include <dpsolve/common.cuh>
+#include <dpsolve/precond.cuh>
 #include <dpsolve/spmv.cuh>
 
 // DPS_MID_STEP (abi.cuh): CONVERGED_MID_STEP of dpsolve/backends/_gpu.py
@@ -81,13 +82,13 @@
 // (The dots keep their FMAs: how they round is part of the reduction order anyway.)
 
 // {checks, p, psolve}: a pending breakdown becomes the status and the iteration does nothing;
-// otherwise p = r + beta (p - omega v) and, with inv_diag, p^ = D^-1 p. pending is uniform; only
+// otherwise p = r + beta (p - omega v) and, with a pointwise M (pc), p^ = M p. pending is uniform; only
 // thread 0 of block 0 writes status (nothing in this kernel reads it).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status,
                  const T* __restrict__ beta, const T* __restrict__ omega, const T* __restrict__ r,
-                 const T* __restrict__ v, T* __restrict__ p, const T* __restrict__ inv_diag,
+                 const T* __restrict__ v, T* __restrict__ p, const dyn::PrecondArgs<T> pc,
                  T* __restrict__ phat) {
     const T flag = pending[0];
     if (flag != T(0)) {
@@ -95,12 +96,13 @@ bicgstab_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status,
         return;
     }
     const T b = beta[0], w = omega[0];
-    const bool pre = (inv_diag != nullptr);
+    const dps::Pointwise<T> m(pc);
+    const bool pre = m.active();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         const T pi = r[i] + dps::mul_rn(b, p[i] - dps::mul_rn(w, v[i]));
         p[i] = pi;
-        if (pre) phat[i] = inv_diag[i] * pi;
+        if (pre) phat[i] = m.apply(i, pi);
     }
 }
 
@@ -128,17 +130,18 @@ bicgstab_spmv_dot(int n, int width, const int* __restrict__ indptr,
 }
 
 // {x, s, psolve, DOT_ini}: x += alpha p^ (p^ = p when phat is null); s = r - alpha v, written over r;
-// with inv_diag, s^ = D^-1 s; partials of <s, s>. A no-op once status != 0.
+// with a pointwise M (pc), s^ = M s; partials of <s, s>. A no-op once status != 0.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_merge_s(int n, const T* __restrict__ status, const T* __restrict__ alpha,
                  const T* __restrict__ p, const T* __restrict__ phat, const T* __restrict__ v,
-                 T* __restrict__ x, T* __restrict__ r, const T* __restrict__ inv_diag,
+                 T* __restrict__ x, T* __restrict__ r, const dyn::PrecondArgs<T> pc,
                  T* __restrict__ shat, T* __restrict__ part_ss) {
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;                       // uniform over the grid
     const T a = alpha[0];
-    const bool pre = (inv_diag != nullptr);
+    const dps::Pointwise<T> m(pc);
+    const bool pre = m.active();
     const T* __restrict__ ph = pre ? phat : p;
     T ss = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -146,7 +149,7 @@ bicgstab_merge_s(int n, const T* __restrict__ status, const T* __restrict__ alph
         x[i] = x[i] + dps::mul_rn(a, ph[i]);
         const T si = r[i] - dps::mul_rn(a, v[i]);
         r[i] = si;
-        if (pre) shat[i] = inv_diag[i] * si;
+        if (pre) shat[i] = m.apply(i, si);
         ss += dps::conj(si) * si;
     }
     ss = dps::block_sum(ss, smem);

@@ -54,19 +54,19 @@ template <typename T, int W>
 __device__ __forceinline__ void
 bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
                     const int* __restrict__ indices, const T* __restrict__ data,
-                    const T* __restrict__ b, const T* __restrict__ inv_diag, T* x, T* r, T* rt,
+                    const T* __restrict__ b, const dps::Pointwise<T> m, T* x, T* r, T* rt,
                     T* p0, T* p1, T* v0, T* v1, T* s, T* t, T* part_rho, T* part_rr, T* part_rv,
                     T* part_ss, T* part_ts, T* part_tt, double* status,
                     dps::real_t<T>* hist, const unsigned long long* __restrict__ bins) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     if (blockIdx.x == 0 && threadIdx.x == 0) dyn::start(status);
 
     // ---- set-up: r = b - A x, r~ = r, partials of <r~,r> and <r,r>
     {
-        dyn::ShadowSetup<T> setup{b, nullptr, r, rt, nullptr, nullptr};  // rho_0 = <r~, r>
+        dyn::ShadowSetup<T> setup{b, dps::no_pointwise<T>(), r, rt, nullptr, nullptr};  // rho_0 = <r~, r>
         dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x}, setup, bins);
         dyn::put_partial(setup.rho, part_rho, smem);
         dyn::put_partial(setup.rr, part_rr, smem);
@@ -93,7 +93,7 @@ bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* 
 
         // ---- phase V: p, p^ in the gather; v = A p^; partials of <r~, v>
         {
-            const dyn::LoadStabP<T, true> load{r, odd ? p0 : p1, odd ? v0 : v1, inv_diag, beta,
+            const dyn::LoadStabP<T, true> load{r, odd ? p0 : p1, odd ? v0 : v1, m, beta,
                                                omega, first};
             T rv = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
@@ -112,7 +112,7 @@ bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* 
             if (rv == T(0)) { info = -11; its = j; break; }                   // x untouched
             alpha = rho / rv;
             if (!dps::is_finite(rv) || !dps::is_finite(alpha)) { info = -10; its = j; break; }
-            const dyn::LoadStabS<T, true> load{r, v_cur, inv_diag, alpha};
+            const dyn::LoadStabS<T, true> load{r, v_cur, m, alpha};
             T ss = T(0), ts = T(0), tt = T(0);
             dyn::for_rows<T, W>(n, width, indptr, indices, data, load, [&](int row, T av) {
                 const T si = load.s_at(row);
@@ -144,9 +144,8 @@ bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* 
             const bool last = done || nonfinite;
             T rho_next = T(0), rr_next = T(0);
             auto step = [&](int i) {
-                const T d = pre ? inv_diag[i] : T(1);
                 const T pi = dps::ldcg(p_cur + i);
-                const T phat = pre ? d * pi : pi;
+                const T phat = pre ? m.apply(i, pi) : pi;
                 T xi = dps::ldcg(x + i) + dps::mul_rn(alpha, phat);           // x += alpha p^
                 if (last) {
                     x[i] = xi;
@@ -154,7 +153,7 @@ bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* 
                 }
                 const T si = dps::ldcg(s + i);
                 const T ti = dps::ldcg(t + i);
-                const T shat = pre ? d * si : si;
+                const T shat = pre ? m.apply(i, si) : si;
                 xi = xi + dps::mul_rn(omega, shat);                           // x += omega s^
                 x[i] = xi;
                 const T ri = si - dps::mul_rn(omega, ti);                     // r = s - omega t
@@ -191,7 +190,7 @@ bicgstab_persistent_body(int n, int width, int maxiter, double atol, const int* 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) bicgstab_persistent(const dyn::StabArgs<T> a) {
     bicgstab_persistent_body<T, W>(a.n, a.width, a.maxiter, a.atol, a.indptr, a.indices, a.data,
-                                   a.b, a.inv_diag, a.x, a.r, a.rt, a.p0, a.p1, a.v0, a.v1, a.s,
+                                   a.b, dps::pointwise(a.pc), a.x, a.r, a.rt, a.p0, a.p1, a.v0, a.v1, a.s,
                                    a.t, a.part_rho, a.part_rr, a.part_rv, a.part_ss, a.part_ts,
                                    a.part_tt, a.status, a.hist, a.bins);
 }

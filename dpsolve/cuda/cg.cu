@@ -1,13 +1,12 @@
 // cg.cu - CG-specific kernels of the host-driven `cuda` variant: the scalar steps (one thread each,
-// scalars stay on the device) and the Jacobi application. The vector steps are blas1.cu's DOT,
-// AXPY and XPAY and spmv.cu's SpMV, one kernel per operation.
+// scalars stay on the device). The vector steps are blas1.cu's DOT, AXPY and XPAY, spmv.cu's
+// SpMV and the preconditioner's stream face (precond.cu for Jacobi), one kernel per operation.
 //
 //   cg_start<T>   sigma = <r,z>, tau = sqrt(<r,r>), status = 0             (set-up)
 //   cg_alpha<T>   alpha = sigma / <p,v>; a non-finite alpha sets status = DPS_BREAKDOWN (-10,
 //                 as every method's step) and alpha = 0, so the AXPYs that follow leave x and r
 //                 untouched                                               (O2, scalar part)
 //   cg_beta<T>    beta = zeta / sigma; sigma = zeta; tau = sqrt(<r,r>)     (O6, O7, O9)
-//   jacobi<T>     z = D^-1 r                                               (reads 2n, writes n)
 #include <dpsolve/common.cuh>
 
 template <typename T>
@@ -35,11 +34,4 @@ __global__ void cg_beta(const T* __restrict__ zeta, const T* __restrict__ rr, T*
     beta[0] = zeta[0] / sigma[0];
     sigma[0] = zeta[0];
     tau[0] = sqrt(fabs(rr[0]));
-}
-
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-jacobi(int n, const T* __restrict__ inv_diag, const T* __restrict__ r, T* __restrict__ z) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        z[i] = inv_diag[i] * r[i];
 }

@@ -42,23 +42,25 @@
 // 2n*s, the rest O(nparts*s): 11n*s [14n*s], against 13n*s [18n*s] for variant cuda's CG (its
 // DOT, two AXPYs, DOT [+ Jacobi, DOT], XPAY) and one vector (s) more in memory.
 #include <dpsolve/common.cuh>
+#include <dpsolve/precond.cuh>
 
 static_assert(DPS_SLOT_CG1_DELTA == DPS_SLOT_CG1_GAMMA + 1 &&
               DPS_SLOT_CG1_RR == DPS_SLOT_CG1_GAMMA + 2,
               "cg1: gamma', delta and <r, r> are three adjacent slots (one all-reduce)");
 
 // {p, s, x, r, psolve, DOT_ini x2}: see above. pending is uniform, so every block returns alike;
-// only thread 0 of block 0 writes status (nothing in this kernel reads it). pre says Jacobi (a
-// flag, not inv_diag != nullptr: a rank with no rows has null vectors and must still write its
-// zero partials of <r, r>). Unpreconditioned, inv_diag, u and part_rr are null and r plays u
+// only thread 0 of block 0 writes status (nothing in this kernel reads it). pre says a pointwise
+// M (pc, precond.cuh) is applied (a flag, not pc's own test: a rank with no rows has null vectors
+// and must still write its zero partials of <r, r>). Unpreconditioned, pc, u and part_rr are
+// null and r plays u
 // (no restrict-qualified aliases): each thread reads its u_i (r_i) before it overwrites r_i.
-// Reads 3s (pending, alpha, beta) + 5n*s (r, w, p, s, x) [+ 2n*s: u, inv_diag]; writes 4n*s
+// Reads 3s (pending, alpha, beta) + 5n*s (r, w, p, s, x) [+ 2n*s: u, D^-1]; writes 4n*s
 // (p, s, x, r) [+ n*s: u] + nparts*s [+ nparts*s] (partials).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 cg1_update(int n, int pre, const T* __restrict__ pending, T* __restrict__ status,
            const T* __restrict__ alpha, const T* __restrict__ beta,
-           const T* __restrict__ inv_diag, T* __restrict__ u, const T* __restrict__ w,
+           const dyn::PrecondArgs<T> pc, T* __restrict__ u, const T* __restrict__ w,
            T* __restrict__ p, T* __restrict__ s, T* __restrict__ x, T* __restrict__ r,
            T* __restrict__ part_ru, T* __restrict__ part_rr) {
     __shared__ T smem[DPS_WARP];
@@ -68,6 +70,7 @@ cg1_update(int n, int pre, const T* __restrict__ pending, T* __restrict__ status
         return;
     }
     const T a = alpha[0], b = beta[0];
+    const dps::Pointwise<T> m(pc);
     T ru = T(0), rr = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
@@ -81,7 +84,7 @@ cg1_update(int n, int pre, const T* __restrict__ pending, T* __restrict__ status
         const T ri = ri_old - dps::mul_rn(a, si);        // r -= alpha s
         r[i] = ri;
         if (pre) {
-            const T zi = inv_diag[i] * ri;               // u = D^-1 r
+            const T zi = m.apply(i, ri);                 // u = M r
             u[i] = zi;
             ru += dps::conj(ri) * zi;
             rr += dps::conj(ri) * ri;

@@ -43,7 +43,7 @@ cg_dyn_spmv(const dyn::CgArgs<T> a, int j, T sigma_prev) {
     __shared__ T smem[DPS_WARP];
     __shared__ T sh_beta;
     __shared__ int sh_go;
-    const bool pre = a.inv_diag != nullptr;
+    const bool pre = dps::pointwise(a.pc).active();
     const T zeta = dyn::sum_partials(a.part_rz, (int)gridDim.x, smem);
     const T rr = pre ? dyn::sum_partials(a.part_rr, (int)gridDim.x, smem) : zeta;
     if (threadIdx.x == 0) {
@@ -119,18 +119,18 @@ cg_dyn_update(const dyn::CgArgs<T> a, int j, T sigma) {
     const T alpha = sh_alpha;
     const T* __restrict__ p = (j & 1) ? a.p1 : a.p0;
     const T* __restrict__ v = a.v;
-    const T* __restrict__ inv_diag = a.inv_diag;
+    const dps::Pointwise<T> m = dps::pointwise(a.pc);
     T* __restrict__ x = a.x;
     T* __restrict__ r = a.r;
     T* __restrict__ z = a.z;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     T rz = T(0), rr = T(0);
     auto step = [&](int i) {
         x[i] += alpha * p[i];                                     // O3
         const T ri = r[i] - alpha * v[i];                         // O4
         r[i] = ri;
         if (pre) {
-            const T zi = inv_diag[i] * ri;                        // z = D^-1 r
+            const T zi = m.apply(i, ri);                          // z = M r
             z[i] = zi;
             rz += dps::conj(ri) * zi;
             rr += dps::conj(ri) * ri;
@@ -147,7 +147,7 @@ cg_dyn_update(const dyn::CgArgs<T> a, int j, T sigma) {
     if (pre) dyn::put_partial(rr, a.part_rr, smem);
 }
 
-// The one kernel the host launches: status reset, r = b - A x, z = D^-1 r, partials of <r,z> and
+// The one kernel the host launches: status reset, r = b - A x, z = M r, partials of <r,z> and
 // <r,r>; then the chain starts with cg_dyn_spmv(j = 0). The grid size (<= 1024 blocks of DPS_BLOCK
 // threads) is the number of partials and is kept by every kernel of the chain.
 template <typename T, int W>
@@ -155,10 +155,10 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 cg_dyn_start(const dyn::CgArgs<T> a) {      // a.z == a.r without a preconditioner
     __shared__ T smem[DPS_WARP];
     const T* __restrict__ b = a.b;
-    const T* __restrict__ inv_diag = a.inv_diag;
+    const dps::Pointwise<T> m = dps::pointwise(a.pc);
     T* __restrict__ r = a.r;
     T* __restrict__ z = a.z;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         dyn::start(a.status);
         cg_dyn_spmv<T, W><<<gridDim.x, DPS_BLOCK, 0, cudaStreamTailLaunch>>>(a, 0, T(0));
@@ -170,7 +170,7 @@ cg_dyn_start(const dyn::CgArgs<T> a) {      // a.z == a.r without a precondition
         const T ri = b[row] - ax;
         r[row] = ri;
         if (pre) {
-            const T zi = inv_diag[row] * ri;
+            const T zi = m.apply(row, ri);
             z[row] = zi;
             rz += dps::conj(ri) * zi;
             rr += dps::conj(ri) * ri;

@@ -23,6 +23,7 @@
 // Bytes per call below: s = sizeof(T), n rows, nnz stored entries, nparts blocks, w the ELL width.
 // Gathers of p through the column indices are counted as nnz*s (an upper bound; many hit cache).
 #include <dpsolve/common.cuh>
+#include <dpsolve/precond.cuh>
 #include <dpsolve/spmv.cuh>
 
 // {O1-O2a}: v = A p; partials[b] = sum over the rows of block b of conj(p_i) v_i. One thread per
@@ -72,21 +73,22 @@ cg_merge_alpha(int nparts, const T* __restrict__ partials, const T* __restrict__
     }
 }
 
-// {O3-O4-O5a}: x += alpha p (O3); r -= alpha v (O4); when inv_diag != nullptr z = D^-1 r is
-// written (Jacobi); per-block partials of <r, z> into part_rz[b] and, when preconditioned, of
+// {O3-O4-O5a}: x += alpha p (O3); r -= alpha v (O4); with a pointwise preconditioner (pc,
+// precond.cuh) z = M r is written; per-block partials of <r, z> into part_rz[b] and, when preconditioned, of
 // <r, r> into part_rr[b]. Unpreconditioned, z is r and only <r, r> is accumulated (part_rr unused).
-// One thread per element (grid-stride), then one block_sum per dot (inv_diag is uniform).
-// Reads s (alpha) + 4*n*s (p, v, x, r) [+ n*s (inv_diag)]; writes 2*n*s (x, r) [+ n*s (z)]
+// One thread per element (grid-stride), then one block_sum per dot (pc is uniform).
+// Reads s (alpha) + 4*n*s (p, v, x, r) [+ n*s (Jacobi's D^-1)]; writes 2*n*s (x, r) [+ n*s (z)]
 // + nparts*s [+ nparts*s] (partials).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 cg_update_dot(int n, const T* __restrict__ alpha, const T* __restrict__ p,
               const T* __restrict__ v, T* __restrict__ x, T* __restrict__ r,
-              const T* __restrict__ inv_diag, T* __restrict__ z,
+              const dyn::PrecondArgs<T> pc, T* __restrict__ z,
               T* __restrict__ part_rz, T* __restrict__ part_rr) {
     __shared__ T smem[DPS_WARP];
     const T a = alpha[0];
-    const bool pre = (inv_diag != nullptr);
+    const dps::Pointwise<T> m(pc);
+    const bool pre = m.active();
     T rz = T(0), rr = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
@@ -94,7 +96,7 @@ cg_update_dot(int n, const T* __restrict__ alpha, const T* __restrict__ p,
         const T ri = r[i] - a * v[i];
         r[i] = ri;
         if (pre) {
-            const T zi = inv_diag[i] * ri;
+            const T zi = m.apply(i, ri);
             z[i] = zi;
             rz += dps::conj(ri) * zi;
             rr += dps::conj(ri) * ri;

@@ -29,17 +29,17 @@ template <typename T, int W>
 __device__ __forceinline__ void
 cg_persistent_body(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
               const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
-              const T* __restrict__ inv_diag, T* x, T* r, T* z, T* p0, T* p1, T* v,
+              const dps::Pointwise<T> m, T* x, T* r, T* z, T* p0, T* p1, T* v,
               T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist,
               const unsigned long long* __restrict__ bins) {
     cgrp::grid_group grid = cgrp::this_grid();
     __shared__ T smem[DPS_WARP];
     __shared__ T bcast;
-    const bool pre = inv_diag != nullptr;
+    const bool pre = m.active();
     const int stride = gridDim.x * DPS_BLOCK;
     const int first = blockIdx.x * DPS_BLOCK + threadIdx.x;
 
-    // ---- set-up: r = b - A x, z = D^-1 r, p_{-1} = 0, partials of <r,z> and <r,r>
+    // ---- set-up: r = b - A x, z = M r, p_{-1} = 0, partials of <r,z> and <r,r>
     {
         T rz = T(0), rr = T(0);
         dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x},
@@ -47,7 +47,7 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
         grid.sync();                              // CSR-vector rows and elements map differently
         for (int i = first; i < n; i += stride) {
             const T ri = dps::ldcg(r + i);
-            const T zi = pre ? inv_diag[i] * ri : ri;
+            const T zi = pre ? m.apply(i, ri) : ri;
             if (pre) z[i] = zi;
             p1[i] = T(0);
             rz += dps::conj(ri) * zi;
@@ -99,7 +99,7 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
                 x[i] += alpha * dps::ldcg(p_cur + i);
                 const T ri = dps::ldcg(r + i) - alpha * dps::ldcg(v + i);
                 r[i] = ri;
-                const T zi = pre ? inv_diag[i] * ri : ri;
+                const T zi = pre ? m.apply(i, ri) : ri;
                 if (pre) z[i] = zi;
                 rz += dps::conj(ri) * zi;
                 rr += dps::conj(ri) * ri;
@@ -119,6 +119,6 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent(const dyn::CgArgs<T> a) {
     cg_persistent_body<T, W>(a.n, a.width, a.maxiter, a.atol, a.indptr, a.indices, a.data, a.b,
-                             a.inv_diag, a.x, a.r, a.z, a.p0, a.p1, a.v, a.part_pv, a.part_rz,
+                             dps::pointwise(a.pc), a.x, a.r, a.z, a.p0, a.p1, a.v, a.part_pv, a.part_rz,
                              a.part_rr, a.status, a.hist, a.bins);
 }

@@ -165,9 +165,9 @@ class Executor:
         """A scalar kernel over device scalar slots (cg_alpha, bicg_beta, ...)."""
         ops.scalar(source, name, dtype, *ptrs, stream=self.stream, block=block)
 
-    def jacobi(self, inv_diag, r, z) -> None:
-        """z = D^-1 r."""
-        ops.jacobi(inv_diag, r, z, self.stream)
+    def pointwise(self, pc, r, z, adjoint: bool = False) -> None:
+        """z = M r (M^H r) of a pointwise preconditioner given by its PrecondArgs record."""
+        ops.pointwise(pc, r, z, adjoint=adjoint, stream=self.stream)
 
     # copy and fill run on CuPy's current stream: the runs issue them inside ``with stream:``
 

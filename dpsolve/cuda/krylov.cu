@@ -9,7 +9,7 @@
 // iteration leave x where the reference leaves it (dpsolve/reference/bicg.py, bicgstab.py).
 //
 // Vector kernels (s = sizeof(T), n elements):
-//   jacobi_conj<T>   z = conj(D^-1) r                      (BiCG's left psolve of r~) reads 2n*s, writes n*s
+//   (z~ = M^H r~, BiCG's left psolve of r~: the preconditioner's stream face, precond.cu)
 //   bi_axpy<T>       y += sign * a * x, a = alpha or conj(alpha); skipped when *status != 0
 //                    (status may be null: never skipped)                    reads 2n*s, writes n*s
 //   bi_xpay<T>       y = x + a * y, a = alpha or conj(alpha)                reads 2n*s, writes n*s
@@ -48,13 +48,6 @@ __device__ __forceinline__ bool dps_stopped(const T* __restrict__ status) {
 }
 
 // ---------------------------------------------------------------------------- vector kernels
-
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-jacobi_conj(int n, const T* __restrict__ inv_diag, const T* __restrict__ r, T* __restrict__ z) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        z[i] = dps::conj(inv_diag[i]) * r[i];
-}
 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)

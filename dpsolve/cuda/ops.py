@@ -130,11 +130,18 @@ def dot_accurate(x, y, out, stream=None) -> None:
            (np.int32(x.shape[0]), x, y, out), stream)
 
 
-def jacobi(inv_diag, r, z, stream=None) -> None:
-    """z = D^-1 r."""
+def pointwise(pc, r, z, adjoint: bool = False, stream=None) -> None:
+    """z = M r (or M^H r) of a pointwise preconditioner, given by its PrecondArgs record ``pc``
+    (dpsolve/precond: the stream face of Jacobi)."""
     n = r.shape[0]
-    launch(get_kernel("cg", "jacobi<{T}>", r.dtype), (grid_for(n),), (BLOCK,),
-           (np.int32(n), inv_diag, r, z), stream)
+    name = "pointwise_apply_adjoint<{T}>" if adjoint else "pointwise_apply<{T}>"
+    launch(get_kernel("precond", name, r.dtype), (grid_for(n),), (BLOCK,),
+           (np.int32(n), pc, r, z), stream)
+
+
+def active(pc) -> bool:
+    """Whether a PrecondArgs record applies a preconditioner (dps::Pointwise::active)."""
+    return int(pc["inv_diag"]) != 0
 
 
 # --- variant "merge": the fused macro-kernels of cg_merge.cu (the paper's Figure 2) -------------
@@ -178,16 +185,16 @@ def merge_alpha(nparts: int, partials, sigma, pv, alpha, status, stream=None) ->
            (np.int32(nparts), partials, sigma, pv, alpha, status), stream)
 
 
-def merge_update(alpha, p, v, x, r, inv_diag, z, partials, stream=None) -> int:
-    """{O3-O4-O5a}: x += alpha p; r -= alpha v; z = D^-1 r (if inv_diag is not None); partials of
+def merge_update(alpha, p, v, x, r, pc, z, partials, stream=None) -> int:
+    """{O3-O4-O5a}: x += alpha p; r -= alpha v; z = M r (if ``pc``, a PrecondArgs record, is
+    active); partials of
     <r, z> in partials[:nparts] and, preconditioned, of <r, r> in partials[DOT_MAX_PARTIALS:].
     Returns nparts."""
     n = r.shape[0]
     nparts = merge_parts(n)
-    pre = inv_diag is not None
+    pre = active(pc)
     launch(get_kernel("cg_merge", "cg_update_dot<{T}>", r.dtype), (nparts,), (BLOCK,),
-           (np.int32(n), alpha, p, v, x, r,
-            inv_diag if pre else _NULL, z if pre else _NULL,
+           (np.int32(n), alpha, p, v, x, r, pc, z if pre else _NULL,
             partials, partials[DOT_MAX_PARTIALS:] if pre else _NULL), stream)
     return nparts
 
@@ -285,20 +292,21 @@ def _maxiter_arg(maxiter: int, persistent: bool):
     return np.int32(min(maxiter, 2**31 - (2 if persistent else 1)))
 
 
-def cg_device(A: DeviceMatrix, b, inv_diag, x, r, z, p0, p1, v, partials, status, atol: float,
+def cg_device(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol: float,
               maxiter: int, hist=None, stream=None, persistent: bool = False) -> int:
-    """A device-driven CG solve. ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
+    """A device-driven CG solve. ``pc``: the PrecondArgs record of a pointwise preconditioner
+    (inactive: none). ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = inv_diag is not None
+    pre = active(pc)
     part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
     args = abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
-                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, inv_diag=inv_diag,
+                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, pc=pc,
                     x=x, r=r, z=z if pre else r, p0=p0, p1=p1, v=v, part_pv=part_pv,
                     part_rz=part_rz, part_rr=part_rr, status=status, hist=hist, bins=bins)
     return _device_launch("cg", persistent, A, (args,), stream)
 
 
-def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt, p0, p1, pt0, pt1,
+def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, pc, x, r, rt, z, zt, p0, p1, pt0, pt1,
                 q, qt, partials, status, atol: float, maxiter: int, hist=None, stream=None,
                 persistent: bool = False) -> int:
     """A device-driven BiCG solve (A^H in ``AH``, same format and CSR-vector width as A). ``z``,
@@ -308,26 +316,26 @@ def bicg_device(A: DeviceMatrix, AH: DeviceMatrix, b, inv_diag, x, r, rt, z, zt,
                          "format (and CSR-vector width) of A")
     width, indptr, indices, data, bins = _dyn_matrix(A)
     h_width, h_indptr, h_indices, h_data, h_bins = _dyn_matrix(AH)
-    pre = inv_diag is not None
+    pre = active(pc)
     part_rho, part_rr, part_rv = _dyn_parts(partials, 3)
     args = abi.pack("BicgArgs", n=A.n, width=width, width_h=h_width,
                     maxiter=_maxiter_arg(maxiter, persistent), atol=atol, indptr=indptr,
                     indices=indices, data=data, h_indptr=h_indptr, h_indices=h_indices,
-                    h_data=h_data, b=b, inv_diag=inv_diag, x=x, r=r, rt=rt,
+                    h_data=h_data, b=b, pc=pc, x=x, r=r, rt=rt,
                     z=z if pre else r, zt=zt if pre else rt, p0=p0, p1=p1, pt0=pt0, pt1=pt1, q=q,
                     qt=qt, part_rho=part_rho, part_rr=part_rr, part_rv=part_rv, status=status,
                     hist=hist, bins=bins, h_bins=h_bins)
     return _device_launch("bicg", persistent, A, (args,), stream)
 
 
-def bicgstab_device(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
+def bicgstab_device(A: DeviceMatrix, b, pc, x, r, rt, p0, p1, v0, v1, s, t, partials, status,
                     atol: float, maxiter: int, hist=None, stream=None,
                     persistent: bool = False) -> int:
     """A device-driven BiCGStab solve. ``partials`` holds 6 * DOT_MAX_PARTIALS values."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
     part_rho, part_rr, part_rv, part_ss, part_ts, part_tt = _dyn_parts(partials, 6)
     args = abi.pack("StabArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
-                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, inv_diag=inv_diag,
+                    atol=atol, indptr=indptr, indices=indices, data=data, b=b, pc=pc,
                     x=x, r=r, rt=rt, p0=p0, p1=p1, v0=v0, v1=v1, s=s, t=t, part_rho=part_rho,
                     part_rr=part_rr, part_rv=part_rv, part_ss=part_ss, part_ts=part_ts,
                     part_tt=part_tt, status=status, hist=hist, bins=bins)
@@ -337,13 +345,6 @@ def bicgstab_device(A: DeviceMatrix, b, inv_diag, x, r, rt, p0, p1, v0, v1, s, t
 # --- BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` ----------------
 # (bicg_merge.cu, bicgstab_merge.cu). Status-guarded kernels take the status slot and do nothing
 # once it is non-zero (a breakdown, or BiCGStab's mid-iteration convergence).
-
-def jacobi_conj(inv_diag, r, z, stream=None) -> None:
-    """z = conj(D^-1) r (BiCG's psolve of r~; D^-1 r for real dtypes)."""
-    n = r.shape[0]
-    launch(get_kernel("krylov", "jacobi_conj<{T}>", r.dtype), (grid_for(n),), (BLOCK,),
-           (np.int32(n), inv_diag, r, z), stream)
-
 
 def axpy_guarded(status, alpha, x, y, sign=1.0, conj=False, stream=None) -> None:
     """y += sign * a x with a = alpha[0] (conj(alpha[0]) when ``conj``); nothing once
@@ -430,17 +431,17 @@ def bicg_merge_alpha(nparts: int, partials, a, b, rho, rv, alpha, status, stream
            stream)
 
 
-def bicg_merge_update(status, alpha, p, q, qt, x, r, rt, inv_diag, z, zt, part_rho, part_rr,
+def bicg_merge_update(status, alpha, p, q, qt, x, r, rt, pc, z, zt, part_rho, part_rr,
                       stream=None) -> int:
     """{x, r, r~, psolve, DOT_ini x2}: x += alpha p; r -= alpha q; r~ -= conj(alpha) q~;
-    z = D^-1 r, z~ = conj(D^-1) r~ when inv_diag is not None; partials of <r~, z> and <r, r>.
+    z = M r, z~ = M^H r~ when ``pc`` (PrecondArgs) is active; partials of <r~, z> and <r, r>.
     Nothing once status != 0. Returns nparts."""
     n = r.shape[0]
     nparts = merge_parts(n)
-    pre = inv_diag is not None
+    pre = active(pc)
     launch(get_kernel("bicg_merge", "bicg_merge_update<{T}>", r.dtype), (nparts,), (BLOCK,),
            (np.int32(n), status, alpha, p, q, qt, x, r, rt,
-            inv_diag if pre else _NULL, z if pre else _NULL, zt if pre else _NULL,
+            pc, z if pre else _NULL, zt if pre else _NULL,
             part_rho, part_rr), stream)
     return nparts
 
@@ -456,14 +457,14 @@ def bicg_merge_rho(nparts: int, part_rho, part_rr, first: bool, tol, rt, z, rho,
             np.int32(rt.shape[0]), rt, z, rho, beta, tau, pending, status), stream)
 
 
-def bicgstab_merge_p(pending, status, beta, omega, r, v, p, inv_diag, phat, stream=None) -> None:
+def bicgstab_merge_p(pending, status, beta, omega, r, v, p, pc, phat, stream=None) -> None:
     """{checks, p, psolve}: status = pending[0] if non-zero (and nothing else); else
-    p = r + beta (p - omega v) and, when inv_diag is not None, p^ = D^-1 p."""
+    p = r + beta (p - omega v) and, when ``pc`` (PrecondArgs) is active, p^ = M p."""
     n = p.shape[0]
-    pre = inv_diag is not None
+    pre = active(pc)
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_p<{T}>", p.dtype), (merge_parts(n),),
            (BLOCK,), (np.int32(n), pending, status, beta, omega, r, v, p,
-                      inv_diag if pre else _NULL, phat if pre else _NULL), stream)
+                      pc, phat if pre else _NULL), stream)
 
 
 def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> int:
@@ -472,15 +473,15 @@ def bicgstab_merge_spmv_dot(A: DeviceMatrix, x, y, w, partials, stream=None) -> 
     return _spmv_dot("bicgstab_merge", A, x, y, w, partials, stream, (x, y, w))
 
 
-def bicgstab_merge_s(status, alpha, p, v, x, r, inv_diag, phat, shat, part_ss, stream=None) -> int:
-    """{x, s, psolve, DOT_ini}: x += alpha p^ (p^ = p without inv_diag); s = r - alpha v, written
-    over r; s^ = D^-1 s; partials of <s, s>. Nothing once status != 0. Returns nparts."""
+def bicgstab_merge_s(status, alpha, p, v, x, r, pc, phat, shat, part_ss, stream=None) -> int:
+    """{x, s, psolve, DOT_ini}: x += alpha p^ (p^ = p when ``pc`` is inactive); s = r - alpha v,
+    written over r; s^ = M s; partials of <s, s>. Nothing once status != 0. Returns nparts."""
     n = r.shape[0]
     nparts = merge_parts(n)
-    pre = inv_diag is not None
+    pre = active(pc)
     launch(get_kernel("bicgstab_merge", "bicgstab_merge_s<{T}>", r.dtype), (nparts,), (BLOCK,),
            (np.int32(n), status, alpha, p, phat if pre else _NULL, v, x, r,
-            inv_diag if pre else _NULL, shat if pre else _NULL, part_ss), stream)
+            pc, shat if pre else _NULL, part_ss), stream)
     return nparts
 
 

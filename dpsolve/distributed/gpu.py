@@ -364,15 +364,15 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
     """The rank's GpuState (or ``State``, a subclass): the local rows in ``fmt``, the halo
     matrix (and A^H's for BiCG), the distributed executor."""
     from .. import methods as method_table
-    from .._system import Preconditioner
+    from ..precond import Identity, Jacobi
     from ..backends._gpu import GpuState
     from ..backends.cuda import CudaBackend
     from ..formats import choose_format
     from ..formats.csr import to_csr
     local = to_csr(dist.local.tocsr(), job.dtype)
     fmt = choose_format(local, fmt, allowed=CudaBackend.formats)
-    M = (Preconditioner("jacobi", np.asarray(job.inv_diag, job.dtype))
-         if job.precond == "jacobi" else Preconditioner("none"))
+    M = (Jacobi.from_inverse_diagonal(np.asarray(job.inv_diag, job.dtype))
+         if job.precond == "jacobi" else Identity().bind(None, dist.n_local, job.dtype))
     system = SimpleNamespace(method=job.method, n=dist.n_local, dtype=np.dtype(job.dtype),
                              csr=local, operator=None, M=M, b=job.b, x0=None, out_cupy=True,
                              options={})

@@ -28,7 +28,7 @@ BETA, TAU, STATUS as CG's, PENDING the -10 that the next iteration raises (a zer
 denominator of alpha, found after the reduction but tested, as the reference tests it, after the
 host's tau test), CG1_GAMMA .. CG1_RR the reduced inner products.
 
-Preconditioners: none or Jacobi (fused into cg1_update); a general M is refused (the
+Preconditioners: none or a pointwise one (Jacobi: fused into cg1_update); any other is refused (the
 distributed ``cuda`` variant takes no other).
 """
 from __future__ import annotations
@@ -49,11 +49,12 @@ _NULL = np.uint64(0)              # a null device pointer, passed by value
 def cg1_cuda(backend, st, x, *, atol, maxiter, sync, callback):
     """Run the single-reduction CG from ``x`` on the prepared state ``st`` (the calling
     convention of the method table's GPU implementations); returns (info, iterations, {})."""
-    if st.M is not None:
-        raise ValueError("the single-reduction CG's GPU loop takes M=None or 'jacobi' (Jacobi is "
-                         "fused into its update kernel)")
+    if st.general:
+        raise ValueError(f"the single-reduction CG's GPU loop takes M=None or a pointwise "
+                         f"preconditioner ('jacobi', a diagonal: fused into its update kernel), "
+                         f"not M={st.precond.kind!r}")
     ex, A, s, dt, stream, n = st.ex, st.A, st.s, st.dtype, st.stream, st.n
-    pre = st.inv_diag is not None
+    pre = st.fused
     r, p, w = st.r, st.p, st.v
     u = st.z if pre else r
     sv = st.vec("s")                                  # s = A p, by its recurrence
@@ -87,7 +88,7 @@ def cg1_cuda(backend, st, x, *, atol, maxiter, sync, callback):
     with ex.record() as iteration:                                # captured once, replayed
         launch(get_kernel("cg1", "cg1_update<{T}>", dt), (nparts,), (ops.BLOCK,),
                (np.int32(n), np.int32(pre), s(PENDING), s(STATUS), s(ALPHA), s(BETA),
-                st.inv_diag if pre else _NULL, u if pre else _NULL, w, p, sv, x, r,
+                st.pc_args, u if pre else _NULL, w, p, sv, x, r,
                 part_ru, part_rr if pre else _NULL), stream)      # p, s, x, r, u; <r, u>, <r, r>
         ex.spmv(A, u, w)                                          # w = A u
         n_uw = ops.dot_partial(u, w, part_uw, stream)             # partials of <u, w>

@@ -5,13 +5,24 @@
 // the dynamic chain passes the same struct from kernel to kernel. dpsolve/cuda/abi.py mirrors
 // every struct field for field (ARGS), and packs it as a NumPy record (abi.pack);
 // tests/test_abi.py parses this file and fails when the two disagree. Grammar the test reads:
-// one `struct NameArgs {` per struct, one declaration per line, `int a, b;` lists allowed.
+// one `struct NameArgs {` per struct, one declaration per line, `int a, b;` lists allowed; a field
+// whose type is another struct of this file (`PrecondArgs<T> pc;`) is nested, as C lays it out.
 // Pointers are 64-bit words on the Python side (nullptr: 0).
 #pragma once
 
 #include <dpsolve/common.cuh>
 
 namespace dyn {
+
+// The device face of a pointwise preconditioner (z_i = M(r)_i: a function of row i alone), as
+// the fused kernels of every variant take it, by value; dpsolve/cuda/include/dpsolve/precond.cuh
+// applies it (dps::Pointwise). The Python side packs it from the preconditioner's device face
+// (dpsolve/precond: ``DeviceFace.args``). A new pointwise preconditioner adds its fields here
+// and its arithmetic in precond.cuh; no kernel changes.
+template <typename T>
+struct PrecondArgs {
+    const T* inv_diag;                   // Jacobi: D^-1; nullptr: no fused preconditioner (z == r)
+};
 
 // CG (cg_dynamic.cu, cg_persistent.cu)
 template <typename T>
@@ -22,7 +33,7 @@ struct CgArgs {
     const int* indices;
     const T* data;
     const T* b;
-    const T* inv_diag;                   // nullptr: no preconditioner (then z == r)
+    PrecondArgs<T> pc;                   // pointwise M (pc.inv_diag nullptr: none, z == r)
     T* x;
     T* r;
     T* z;
@@ -49,7 +60,7 @@ struct BicgArgs {
     const int* h_indices;
     const T* h_data;
     const T* b;
-    const T* inv_diag;                   // nullptr: no preconditioner (then z == r, z~ == r~)
+    PrecondArgs<T> pc;                   // pointwise M (none: z == r, z~ == r~)
     T* x;
     T* r;
     T* rt;
@@ -79,7 +90,7 @@ struct StabArgs {
     const int* indices;
     const T* data;
     const T* b;
-    const T* inv_diag;                   // nullptr: no preconditioner (p^ = p, s^ = s)
+    PrecondArgs<T> pc;                   // pointwise M (none: p^ = p, s^ = s)
     T* x;
     T* r;
     T* rt;

@@ -15,6 +15,7 @@
 
 #include <dpsolve/common.cuh>
 #include <dpsolve/args.cuh>     // CgArgs, BicgArgs, StabArgs: the chains' by-value arguments
+#include <dpsolve/precond.cuh>  // dps::Pointwise: the fused preconditioner
 
 #ifndef cudaStreamTailLaunch      // cuda_device_runtime_api.h defines it for CDP2 builds
 #define cudaStreamTailLaunch ((cudaStream_t)0x3)
@@ -50,14 +51,14 @@ __device__ __forceinline__ T ld(const T* p) {
 }
 
 // BiCGStab's gathers. p_j = r + beta (p_{j-1} - omega v_{j-1}) (p_0 = r when `first`), and the
-// gather p^ = D^-1 p_j. Explicit fma, so the value gathered for column c is bitwise what row c's
+// gather p^ = M p_j (M pointwise). Explicit fma, so the value gathered for column c is bitwise what row c's
 // owner stores as p_j[c].
 template <typename T, bool Coherent>
 struct LoadStabP {
     const T* r;
     const T* p;                          // p_{j-1} (not read when first)
     const T* v;                          // v_{j-1} (not read when first)
-    const T* __restrict__ d;             // D^-1 or nullptr
+    dps::Pointwise<T> m;                 // the preconditioner (inactive: p^ = p)
     T beta, omega;
     bool first;
     __device__ __forceinline__ T p_at(int c) const {
@@ -66,33 +67,33 @@ struct LoadStabP {
     }
     __device__ __forceinline__ T operator()(int c) const {
         const T pc = p_at(c);
-        return d != nullptr ? dps::ldg(d + c) * pc : pc;
+        return m.active() ? m.apply(c, pc) : pc;
     }
 };
 
-// s = r - alpha v_j, and the gather s^ = D^-1 s.
+// s = r - alpha v_j, and the gather s^ = M s.
 template <typename T, bool Coherent>
 struct LoadStabS {
     const T* r;
     const T* v;                          // v_j
-    const T* __restrict__ d;             // D^-1 or nullptr
+    dps::Pointwise<T> m;                 // the preconditioner (inactive: s^ = s)
     T alpha;
     __device__ __forceinline__ T s_at(int c) const {
         return fma(-alpha, ld<Coherent>(v + c), ld<Coherent>(r + c));
     }
     __device__ __forceinline__ T operator()(int c) const {
         const T sc = s_at(c);
-        return d != nullptr ? dps::ldg(d + c) * sc : sc;
+        return m.active() ? m.apply(c, sc) : sc;
     }
 };
 
 // The set-up of BiCG and BiCGStab, one row at a time as for_rows emits (A x)[row]: r = b - A x,
-// r~ = r and, with Jacobi (inv_diag, BiCG only), z = D^-1 r and z~ = conj(D^-1) r~. Accumulates
-// the emitting thread's share of rho_0 = <r~, z> (<r~, r> without inv_diag) and of <r, r>.
+// r~ = r and, with a preconditioner (BiCG only), z = M r and z~ = M^H r~. Accumulates the
+// emitting thread's share of rho_0 = <r~, z> (<r~, r> without one) and of <r, r>.
 template <typename T>
 struct ShadowSetup {
     const T* __restrict__ b;
-    const T* __restrict__ inv_diag;      // nullptr: z, z~ not written
+    dps::Pointwise<T> m;                 // inactive: z, z~ not written
     T* r;
     T* rt;
     T* z;
@@ -102,11 +103,10 @@ struct ShadowSetup {
         const T ri = b[row] - ax;
         r[row] = ri;
         rt[row] = ri;
-        if (inv_diag != nullptr) {
-            const T d = inv_diag[row];
-            const T zi = d * ri;
+        if (m.active()) {
+            const T zi = m.apply(row, ri);
             z[row] = zi;
-            zt[row] = dps::conj(d) * ri;
+            zt[row] = m.apply_adjoint(row, ri);
             rho += dps::conj(ri) * zi;
         } else {
             rho += dps::conj(ri) * ri;

@@ -1,0 +1,80 @@
+"""Jacobi: M = D^-1, the inverse of A's diagonal. Pointwise, so every variant runs it, fused
+into its kernels (the paper's preconditioner, and dpsolve's only one before this package).
+
+Made from ``M="jacobi"`` (D from A), or from what the caller passes as the inverse diagonal: a
+1-D array, or a diagonal sparse matrix (``dpsolve.precond.make``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import DeviceFace, Preconditioner
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+class Jacobi(Preconditioner):
+    """z = D^-1 r. ``inv_diag`` (bound): D^-1 as a host array in the working dtype."""
+
+    name = "jacobi"
+    pointwise = True
+
+    def __init__(self):
+        self.inv_diag = None
+
+    @classmethod
+    def from_inverse_diagonal(cls, inv_diag) -> "Jacobi":
+        """A bound Jacobi from a checked host array holding D^-1 (already in the working dtype)."""
+        out = cls()
+        out.inv_diag = inv_diag
+        out.bound = True
+        return out
+
+    def bind(self, csr, n, dtype, *, snapshot=False):
+        if csr is None:
+            raise ValueError("M='jacobi' needs A as a matrix, not a LinearOperator")
+        d = _host(csr.diagonal())
+        zero = np.flatnonzero(d == 0)
+        if zero.size:
+            rows = ", ".join(str(i) for i in zero[:10]) + (", ..." if zero.size > 10 else "")
+            raise ValueError(f"Jacobi preconditioner needs a nonzero diagonal, but A has "
+                             f"{zero.size} zero diagonal entr{'y' if zero.size == 1 else 'ies'} "
+                             f"(row{'s' if zero.size > 1 else ''} {rows})")
+        return self.from_inverse_diagonal((1.0 / d).astype(dtype))
+
+    def host(self):
+        # closures over named arrays: a bound ``tmp.__mul__`` of an unnamed array lets NumPy's
+        # temporary elision reuse (overwrite) that array's buffer for the product
+        inv = np.asarray(self.inv_diag)
+        inv_conj = np.conj(inv)
+        return (lambda r: inv * r), (lambda r: inv_conj * r)
+
+    def apply_host(self, b):
+        return np.asarray(self.inv_diag) * b
+
+    def device(self, state):
+        import cupy
+        with state.stream:
+            inv = cupy.asarray(self.inv_diag, dtype=state.dtype)
+        return PointwiseFace(inv_diag=inv)
+
+    def cache_arrays(self):
+        return [self.inv_diag]
+
+
+class PointwiseFace(DeviceFace):
+    """The faces of a pointwise preconditioner on a GPU state: its ``PrecondArgs`` (the device
+    face, fused by merge, dynamic and persistent) and precond.cu's kernels (the stream face)."""
+
+    def __init__(self, **fields):
+        from ..cuda import abi
+        self.fields = fields                   # keeps the device arrays alive
+        self.args = abi.pack("PrecondArgs", **fields)
+
+    def apply(self, ex, r, z):
+        ex.pointwise(self.args, r, z)
+
+    def apply_adjoint(self, ex, r, z):
+        ex.pointwise(self.args, r, z, adjoint=True)

@@ -1,0 +1,119 @@
+"""The preconditioner package (dpsolve/precond): the registry, binding, the faces, and which
+variants take which preconditioner. GPU behaviour is in the GPU suites (every variant with
+M="jacobi" and with an operator M); here, what holds without a device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+import dpsolve
+from dpsolve import methods as method_table
+from dpsolve import precond
+from dpsolve.backends import VARIANT_NAMES, get_backend
+
+
+def _poisson(n=12):
+    return sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(n, n), format="csr")
+
+
+def test_the_registry_names_what_M_accepts():
+    assert "jacobi" in precond.names()
+    with pytest.raises(ValueError, match="unknown preconditioner M='ilu'; expected 'jacobi'"):
+        dpsolve.cg(_poisson(), np.ones(12), M="ilu", variant="host")
+
+
+def test_a_preconditioner_object_is_bound_not_modified():
+    A = _poisson()
+    user = precond.Jacobi()
+    x, info = dpsolve.cg(A, np.ones(12), M=user, variant="host")
+    assert info == 0 and user.inv_diag is None and not user.bound
+    xr, info_r = dpsolve.cg(A, np.ones(12), M="jacobi", variant="host")
+    assert info_r == 0 and np.array_equal(x, xr)
+
+
+def test_a_preconditioner_class_is_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"M=Jacobi is a class; pass an instance, Jacobi\(\)"):
+        dpsolve.cg(_poisson(), np.ones(12), M=precond.Jacobi, variant="host")
+
+
+def test_make_turns_every_form_of_M_into_a_bound_preconditioner():
+    A = _poisson()
+    from dpsolve.formats import to_csr
+    csr = to_csr(A, np.float64)
+    d = 1.0 / A.diagonal()
+    cases = [(None, "none"), ("jacobi", "jacobi"), (d, "jacobi"), (sp.diags_array(d), "jacobi"),
+             (A, "operator"), (LinearOperator((12, 12), matvec=lambda r: r), "operator")]
+    for M, kind in cases:
+        pc = precond.make(M, csr, 12, np.float64)
+        assert pc.bound and pc.kind == kind
+    inv = precond.make("jacobi", csr, 12, np.float64).inv_diag
+    assert np.array_equal(inv, d)
+
+
+def test_a_registered_preconditioner_runs_on_the_host_through_its_host_face():
+    """The seam: a subclass with a host face, registered by name, needs no other edit to run on
+    variant host (and is refused by name where its faces are missing)."""
+
+    @precond.register
+    class Scaled(precond.Preconditioner):
+        name = "test-scaled"
+
+        def __init__(self, factor=0.5):
+            self.factor = factor
+
+        def options(self):
+            return {"factor": self.factor}
+
+        def bind(self, csr, n, dtype, *, snapshot=False):
+            out = Scaled(self.factor)
+            out.bound = True
+            return out
+
+        def host(self):
+            return (lambda r: self.factor * r), (lambda r: self.factor * r)
+
+    try:
+        A, b = _poisson(), np.ones(12)
+        x, info = dpsolve.cg(A, b, M="test-scaled", variant="host")
+        x2, info2 = dpsolve.cg(A, b, M=Scaled(2.0), variant="host")
+        assert info == info2 == 0
+        assert np.linalg.norm(b - A @ x) <= 1e-5 * np.linalg.norm(b)
+        assert repr(Scaled(2.0)) == "Scaled(factor=2.0)"
+        # a preconditioner of kernels (not pointwise) is refused by name where it cannot run
+        system = dpsolve._system.make_system("cg", A, b, None, Scaled())
+        for v in ("dynamic", "persistent"):
+            why = get_backend(v).why_not(system)
+            assert "cannot run M='test-scaled'" in why and "'graph'" in why and "'merge'" in why
+        for v in ("cublas", "cuda", "merge", "graph"):
+            assert get_backend(v).why_not(system) is None
+    finally:
+        precond.REGISTRY.pop("test-scaled")
+
+
+def test_a_python_operator_M_is_refused_by_device_driven_variants():
+    A, b = _poisson(), np.ones(12)
+    system = dpsolve._system.make_system("cg", A, b, None, A)
+    for v in ("dynamic", "persistent", "graph"):
+        assert "a general preconditioner runs on 'host', 'cublas', 'cuda', 'merge'" in \
+            get_backend(v).why_not(system)
+
+
+def test_a_variant_registers_only_the_methods_its_class_defines():
+    """The method table's GPU entries are functions of the variant's own class (or entered by a
+    method's own folder through ``implement``), never one inherited from a parent variant."""
+    for v in VARIANT_NAMES[1:]:
+        cls = type(get_backend(v))
+        for m in method_table.methods_of(v):
+            fn = method_table.TABLE[(m, v)]
+            if isinstance(fn, str):                    # a method folder's own implementation
+                continue
+            assert cls.__dict__.get(m) is fn, (m, v)
+
+
+def test_every_preconditioner_module_is_imported_with_the_package():
+    import pkgutil
+    mods = {m.name for m in pkgutil.iter_modules(precond.__path__)}
+    import sys
+    assert all(f"dpsolve.precond.{m}" in sys.modules for m in mods)
