@@ -1,0 +1,692 @@
+"""Smoothed-aggregation algebraic multigrid on the host: the specification of dpsolve's GPU AMG.
+
+What it is for. A multigrid preconditioner M ~ A^-1 for conjugate gradients on large sparse
+symmetric positive definite systems (discretised diffusion, heat, elasticity). ``setup`` builds a
+hierarchy of ever smaller matrices A_0 = A, A_1, ..., A_L; ``vcycle`` applies M to a vector by
+smoothing on each level and solving the smallest one exactly. This module is written for reading
+and testing: NumPy and SciPy only, every rule spelled out, and deterministic, so that the GPU
+implementation can be written to the same rules and checked against it (identical aggregates,
+the same matrices up to rounding).
+
+The set-up, level by level (A_l is n x n, B_l its n x k near-null-space, ones by default):
+
+a. Strength of connection ("symmetric", as pyamg's): the off-diagonal entry a_ij is strong when
+   a_ij != 0 and |a_ij| >= theta * sqrt(|a_ii| |a_jj|), compared in float64. With theta = 0
+   every stored nonzero off-diagonal entry is strong. The strength graph is then made
+   undirected: i and j are neighbours when (i, j) or (j, i) is strong.
+
+b. Aggregation by a distance-2 maximal independent set (MIS-2), deterministic: see
+   ``mis2_states`` and ``aggregate``. The independent nodes ("roots") are at least three edges
+   apart; each root, its neighbours, and the nodes one further step out form an aggregate.
+
+c. Tentative prolongator T (n x n_agg*k): on each aggregate, the thin QR factorisation of B's rows
+   there; T holds the Q factors and the coarse B_{l+1} the R factors (``tentative_prolongator``).
+
+d. Smoothed prolongator P = T - (4/3 / rho) D^-1 A T, with rho the estimate of rho(D^-1 A)
+   (``smoothers.spectral_radius``), and restriction R = P^H.
+
+e. Galerkin coarse matrix A_{l+1} = (R A) P, SciPy's sparse products in that order, CSR with
+   sorted indices and no explicit zeros.
+
+f. Stop when n <= max_coarse, when the hierarchy has max_levels levels, or when aggregation
+   would not make the level smaller (n_agg * k >= n); the last level is solved with a dense
+   pseudo-inverse (``_pseudo_inverse``).
+
+Data types. The "working dtype" is A's (float32, float64, complex64 or complex128; integer and
+boolean A become float64), or ``dtype`` when given. Every level's matrices and vectors are stored
+in it and the sparse products run in it. Spectral radii, strength comparisons, the aggregate
+norms and QR factorisations of (c), and the coarse pseudo-inverse are computed in float64
+(complex128) and cast once.
+
+Complex matrices are supported: Hermitian positive definite ones are what the V-cycle is a CG
+preconditioner for. Magnitudes |a_ij| decide strength, the QR is complex, R = P^H (the conjugate
+transpose), and a diagonal entry must have a positive real part.
+
+The V-cycle (``vcycle``) uses the same smoother before and after the coarse correction, so for a
+symmetric (Hermitian) A the preconditioner is symmetric (Hermitian) to rounding: a valid CG
+preconditioner.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from dpsolve.precond.smoothers import _positive_rho, chebyshev, jacobi_sweep, spectral_radius
+
+__all__ = ["Level", "Hierarchy", "setup", "vcycle", "as_operator", "levels_table",
+           "vcycle_bytes", "strength_graph", "node_keys", "wang_hash", "mis2_states",
+           "aggregate", "tentative_prolongator", "smooth_prolongator", "galerkin",
+           "PROLONGATION_OMEGA", "MAX_DENSE_COARSE"]
+
+PROLONGATION_OMEGA = 4.0 / 3.0
+"""The weight of the prolongator smoothing step (d): P = T - (4/3 / rho) D^-1 A T.
+
+It is fixed (pyamg's default), independent of ``setup``'s ``omega``, which weights the
+V-cycle's Jacobi smoother."""
+
+MAX_DENSE_COARSE = 10_000
+"""The largest coarsest level ``setup`` inverts densely (an n x n pseudo-inverse: 800 MB and
+minutes of SVD at this size). Beyond it, ``setup`` raises rather than hang: a coarsest level that
+big means aggregation stopped working (theta too large, max_levels too small)."""
+
+# The node states of the MIS-2 iteration: the top bits of the value v(i) = state << 60 | key(i).
+IN, UNDECIDED, OUT = 2, 1, 0
+_STATE_SHIFT = 60
+_MASK27 = 0x7FFFFFF
+_MASK32 = 0xFFFFFFFF
+
+_WORKING = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
+
+
+@dataclass
+class Level:
+    """One level of the hierarchy: its matrix, the smoother's data, and the way down.
+
+    ``A``: n_l x n_l CSR array (sorted indices), working dtype.
+    ``inv_diag``: 1 / diag(A), working dtype (D^-1 of the smoothers).
+    ``rho``: ``spectral_radius(A, inv_diag)``, the estimate of rho(D^-1 A) (float64).
+    ``P``: n_l x n_{l+1} smoothed prolongator (CSR, sorted); None on the coarsest level.
+    ``R``: P^H as CSR (sorted); None on the coarsest level.
+    ``aggregates``: int64, node -> aggregate id (0..n_agg-1); None on the coarsest level.
+    """
+    A: sp.csr_array
+    inv_diag: np.ndarray
+    rho: float
+    P: sp.csr_array | None = None
+    R: sp.csr_array | None = None
+    aggregates: np.ndarray | None = None
+
+
+@dataclass
+class Hierarchy:
+    """The whole multigrid hierarchy that ``vcycle`` applies.
+
+    ``levels``: finest first; the last one is the coarsest (P, R, aggregates None).
+    ``coarse_inv``: dense pseudo-inverse of the coarsest A (``np.linalg.pinv``; made exactly
+    Hermitian for a Hermitian A, see ``_pseudo_inverse``), working dtype.
+    ``smoother``: "jacobi" or "chebyshev".
+    ``omega``: the damped-Jacobi weight; a sweep applies omega / rho (rho of that level).
+    ``degree``: the Chebyshev degree (steps per smoothing), 2..4.
+    ``B``: the near-null-space vectors of every level (n_l x k arrays), the coarsest included.
+    """
+    levels: list[Level]
+    coarse_inv: np.ndarray
+    smoother: str = "jacobi"
+    omega: float = 4.0 / 3.0
+    degree: int = 3
+    B: list[np.ndarray] = field(default_factory=list)
+
+    def operator_complexity(self) -> float:
+        """sum over levels of nnz(A_l), divided by nnz(A_0): the V-cycle's memory and work relative
+        to one product by A (1.2 to 1.6 is typical of smoothed aggregation in 2-D and 3-D)."""
+        return sum(lev.A.nnz for lev in self.levels) / self.levels[0].A.nnz
+
+    def grid_complexity(self) -> float:
+        """sum over levels of n_l, divided by n_0: the vectors' share of the same."""
+        return sum(lev.A.shape[0] for lev in self.levels) / self.levels[0].A.shape[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# input checks
+
+
+def _working_dtype(A_dtype, dtype) -> np.dtype:
+    """The hierarchy's dtype: ``dtype`` when given, else A's; integers and booleans become float64.
+
+    Only the four types the GPU kernels exist for are accepted; casting complex data to a real
+    type would silently drop the imaginary part, so it is refused."""
+    A_dtype = np.dtype(A_dtype)
+    if dtype is None:
+        wd = np.dtype(np.float64) if A_dtype.kind in "biu" else A_dtype
+    else:
+        wd = np.dtype(dtype)
+    if wd not in _WORKING:
+        raise ValueError(f"AMG supports float32, float64, complex64 and complex128 matrices, got "
+                         f"{wd} (pass dtype=... to choose one)")
+    if A_dtype.kind == "c" and wd.kind != "c":
+        raise ValueError(f"A is complex ({A_dtype}) but dtype={wd} is real: casting would drop the "
+                         f"imaginary part")
+    return wd
+
+
+def _rows_text(rows) -> str:
+    """At most ten row numbers, and how many more there are."""
+    rows = np.asarray(rows)
+    shown = ", ".join(str(int(r)) for r in rows[:10])
+    more = f" and {rows.size - 10} more" if rows.size > 10 else ""
+    return f"row{'s' if rows.size > 1 else ''} {shown}{more}"
+
+
+def _level_name(level: int) -> str:
+    return "A" if level == 0 else f"the level-{level} coarse matrix (R A P)"
+
+
+def _check_level(A: sp.csr_array, level: int) -> np.ndarray:
+    """Raise a ValueError naming the rows where A cannot be smoothed; else return 1 / diag(A).
+
+    A must be finite, and its diagonal nonzero and positive (a positive real part for complex
+    data): damped Jacobi and Chebyshev divide by it and assume D^-1 A has a positive spectrum.
+    Coarse levels are checked too, since a nonsymmetric or indefinite A can produce a bad R A P.
+    """
+    name = _level_name(level)
+    bad = ~np.isfinite(A.data)
+    if bad.any():
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))[bad]
+        raise ValueError(f"{name} has NaN or Inf entries, in {_rows_text(np.unique(rows))}")
+    d = A.diagonal()
+    zero = np.flatnonzero(d == 0)
+    if zero.size:
+        raise ValueError(f"{name} has a zero (or missing) diagonal entry in {_rows_text(zero)}: "
+                         f"AMG's smoothers divide by the diagonal")
+    neg = np.flatnonzero(d.real <= 0)
+    if neg.size:
+        what = ("a negative diagonal entry" if d.dtype.kind != "c"
+                else "a diagonal entry with a non-positive real part")
+        raise ValueError(f"AMG needs a positive diagonal: {name} has {what} in {_rows_text(neg)}")
+    return (1 / d).astype(A.dtype)
+
+
+def _as_csr(A, wd) -> sp.csr_array:
+    """A canonical CSR copy of A in the working dtype: duplicates summed, indices sorted.
+
+    Explicit zeros of the caller's matrix are kept (they are not strong connections, rule a), so
+    that level 0 is the matrix as given."""
+    A = sp.csr_array(A, dtype=wd, copy=True)
+    A.sum_duplicates()
+    A.sort_indices()
+    return A
+
+
+def _check_B(B, n: int, wd: np.dtype) -> np.ndarray:
+    """B as an n x k array of the working dtype (a 1-D B is one column), or a clear ValueError."""
+    if B is None:
+        return np.ones((n, 1), dtype=wd)
+    B = np.asarray(B)
+    if B.ndim == 1:
+        B = B[:, None]
+    if B.ndim != 2 or B.shape[0] != n or B.shape[1] < 1:
+        raise ValueError(f"B must be an n x k array of near-null-space vectors with n = {n} (A's "
+                         f"size) and k >= 1, got shape {B.shape}")
+    if B.dtype.kind == "c" and wd.kind != "c":
+        raise ValueError(f"B is complex ({B.dtype}) but the hierarchy is real ({wd})")
+    if B.dtype.kind not in "biufc":
+        raise ValueError(f"B must be numeric, got dtype {B.dtype}")
+    if not np.isfinite(B).all():
+        raise ValueError("B has NaN or Inf entries")
+    return B.astype(wd)
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) strength and (b) aggregation
+
+
+def strength_graph(A: sp.csr_array, theta: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The undirected strength graph of A with self loops, as CSR (indptr, indices) int64 arrays.
+
+    Rule (a): the off-diagonal a_ij is strong when a_ij != 0 and
+    |a_ij| >= theta * sqrt(|a_ii| * |a_jj|) (magnitudes, product, root and comparison in float64).
+    Row i of the result lists i itself and every j with (i, j) or (j, i) strong, sorted. The self
+    loop makes every row non-empty (the segmented maxima of the MIS-2 need that) and puts i in
+    its own neighbourhood {i} u N(i).
+    """
+    n = A.shape[0]
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.indptr))
+    cols = A.indices.astype(np.int64)
+    strong = (rows != cols) & (A.data != 0)
+    if theta != 0:
+        mag = np.abs(A.data).astype(np.float64)
+        d = np.abs(A.diagonal()).astype(np.float64)
+        strong &= mag >= theta * np.sqrt(d[rows] * d[cols])
+    r, c = rows[strong], cols[strong]
+    diag = np.arange(n, dtype=np.int64)
+    G = sp.coo_array((np.ones(2 * r.size + n, dtype=np.int8),
+                      (np.concatenate([r, c, diag]), np.concatenate([c, r, diag]))),
+                     shape=(n, n)).tocsr()
+    G.sum_duplicates()
+    G.sort_indices()
+    return G.indptr.astype(np.int64), G.indices.astype(np.int64)
+
+
+def wang_hash(i: np.ndarray) -> np.ndarray:
+    """Thomas Wang's 32-bit integer hash of each i (mod 2^32), as uint64 values below 2^32.
+
+    h = i mod 2^32; h = (h ^ 61) ^ (h >> 16); h = 9 h mod 2^32; h = h ^ (h >> 4);
+    h = 0x27d4eb2d h mod 2^32; h = h ^ (h >> 15). It scatters the node numbers so that the MIS-2
+    priorities are not the grid's ordering (which would make long chains of decisions)."""
+    m = np.uint64(_MASK32)
+    h = np.asarray(i).astype(np.uint64) & m
+    h = (h ^ np.uint64(61)) ^ (h >> np.uint64(16))
+    h = (h * np.uint64(9)) & m
+    h = h ^ (h >> np.uint64(4))
+    h = (h * np.uint64(0x27D4EB2D)) & m
+    h = h ^ (h >> np.uint64(15))
+    return h
+
+
+def node_keys(n: int) -> np.ndarray:
+    """The MIS-2 priority of each node: key(i) = (wang_hash(i) & 0x7FFFFFF) << 32 | i (int64).
+
+    Distinct for distinct i (the low 32 bits are i itself, so ``key & 0xFFFFFFFF`` gives the node
+    back), and below 2^59, leaving bits 60..62 for the state."""
+    if n > 2**32:
+        raise ValueError(f"AMG aggregation numbers nodes in 32 bits; this level has {n} rows")
+    i = np.arange(n, dtype=np.uint64)
+    return (((wang_hash(i) & np.uint64(_MASK27)) << np.uint64(32)) | i).astype(np.int64)
+
+
+def _segmented_max(values: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """For every row i of the graph, the maximum of ``values`` over the row's column indices.
+
+    No row is empty (each holds its own self loop), which is what ``np.maximum.reduceat`` needs."""
+    return np.maximum.reduceat(values[indices], indptr[:-1])
+
+
+def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None = None
+                ) -> np.ndarray:
+    """The distance-2 maximal independent set of the graph: each node's final state, IN or OUT.
+
+    Every node starts UNDECIDED; its value is v(i) = state(i) << 60 | key(i). Each round, with
+    N(i) the neighbours of i (the graph has self loops, so the rows are {i} u N(i)):
+
+        m1(i) = max of v over {i} u N(i)
+        m2(i) = max of m1 over {i} u N(i)          (the maximum within distance 2)
+        for every UNDECIDED i, all from this round's m2:
+            if m2(i) == v(i):           i becomes IN    (largest priority within distance 2)
+            elif m2(i) >> 60 == IN:     i becomes OUT   (an IN node within distance 2)
+
+    until no node is UNDECIDED. Two nodes that become IN in the same round are each the maximum
+    of the other's distance-2 neighbourhood, so they are more than two edges apart; each round
+    decides at least the undecided node of largest key, so the loop ends (in O(log n) rounds for
+    hashed keys); a node with no neighbours becomes IN in the first round.
+    """
+    n = indptr.size - 1
+    if keys is None:
+        keys = node_keys(n)
+    state = np.full(n, UNDECIDED, dtype=np.int64)
+    shift = np.int64(_STATE_SHIFT)
+    while True:
+        undecided = state == UNDECIDED
+        if not undecided.any():
+            return state
+        v = (state << shift) | keys
+        m2 = _segmented_max(_segmented_max(v, indptr, indices), indptr, indices)
+        new_in = undecided & (m2 == v)
+        new_out = undecided & ~new_in & ((m2 >> shift) == IN)
+        state[new_in] = IN
+        state[new_out] = OUT
+
+
+def aggregate(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Aggregates from the MIS-2 of the strength graph: (node -> aggregate id int64, root mask).
+
+    1. The roots are the IN nodes of ``mis2_states``; root i gets aggregate id = the number of
+       roots with a smaller index (so ids are 0..n_agg-1 in the order of the roots).
+    2. Every other node with a root among its neighbours joins that root's aggregate. In an MIS-2
+       there is at most one; were there several, the root of largest key would win.
+    3. Every node still without an aggregate joins the aggregate of its aggregated neighbour of
+       largest key, all decided at once from the state after step 2. Maximality puts every OUT
+       node within two edges of a root, so one pass ends it; passes repeat while any is left.
+
+    Each aggregate is connected in the strength graph: a root, its neighbours, and nodes attached
+    to those neighbours.
+    """
+    n = indptr.size - 1
+    keys = node_keys(n)
+    roots = mis2_states(indptr, indices, keys) == IN
+    agg = np.full(n, -1, dtype=np.int64)
+    agg[roots] = np.arange(np.count_nonzero(roots), dtype=np.int64)
+    low = np.int64(_MASK32)
+
+    # step 2: the (unique) neighbouring root; step 3: the aggregated neighbour of largest key
+    m = _segmented_max(np.where(roots, keys, -1), indptr, indices)
+    join = (agg < 0) & (m >= 0)
+    agg[join] = agg[m[join] & low]
+    while (agg < 0).any():
+        m = _segmented_max(np.where(agg >= 0, keys, -1), indptr, indices)
+        join = (agg < 0) & (m >= 0)
+        if not join.any():   # unreachable for an MIS-2: a node with no root within 2 edges
+            raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
+        agg[join] = agg[m[join] & low]
+    return agg, roots
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) tentative prolongator, (d) smoothing, (e) Galerkin product
+
+
+def _wide(dtype) -> np.dtype:
+    return np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+
+
+def tentative_prolongator(agg: np.ndarray, n_agg: int, B: np.ndarray, level: int = 0
+                          ) -> tuple[sp.csr_array, np.ndarray]:
+    """T (n x n_agg*k, CSR) and the coarse near-null-space B_c (n_agg*k x k): rule (c).
+
+    On aggregate a with nodes i_1 < ... < i_m (B_a their m x k rows of B), the thin QR
+    B_a = Q_a R_a, with R_a's diagonal made real and non-negative (a column of Q_a and the row of
+    R_a are multiplied by the unit phase that does it). T's rows i_1..i_m hold Q_a in columns
+    a*k .. a*k+k-1, and B_c's rows a*k .. a*k+k-1 hold R_a, so that T B_c = B: the coarse space
+    represents B exactly. T's columns are orthonormal.
+
+    For k = 1 this is T_i = B_i / ||B_a|| and B_c[a] = ||B_a|| (the squared norm is accumulated in
+    float64 over the aggregate's nodes in index order). For k > 1 the QR is NumPy's (LAPACK
+    Householder, in float64/complex128), batched over aggregates of the same size. The factors
+    are cast to the working dtype at the end.
+
+    Refused with a ValueError: an aggregate with fewer nodes than B has columns (its Q could not
+    have k orthonormal columns; pyamg pads with zero columns, which gives coarse rows with a zero
+    diagonal), and for k = 1, a B that is zero on a whole aggregate.
+    """
+    n, k = B.shape
+    wd = B.dtype
+    sizes = np.bincount(agg, minlength=n_agg)
+    if k == 1:
+        b = B[:, 0].astype(_wide(wd))
+        norms = np.sqrt(np.bincount(agg, weights=(b.real ** 2 + b.imag ** 2) if b.dtype.kind == "c"
+                                    else b * b, minlength=n_agg))
+        zero = np.flatnonzero(norms == 0)
+        if zero.size:
+            raise ValueError(f"B is zero on every node of {zero.size} aggregate(s) of level "
+                             f"{level} (first: aggregate {int(zero[0])}): the coarse space cannot "
+                             f"represent it. Give B a nonzero entry near every node")
+        q = (b / norms[agg]).astype(wd)
+        Bc = norms.astype(wd)[:, None]
+        T = sp.csr_array((q, agg.copy(), np.arange(n + 1, dtype=np.int64)), shape=(n, n_agg))
+        return T, Bc
+
+    small = np.flatnonzero(sizes < k)
+    if small.size:
+        a = int(small[0])
+        raise ValueError(f"aggregate {a} of level {level} has {int(sizes[a])} node(s), fewer than "
+                         f"B's {k} columns ({small.size} such aggregates): smoothed aggregation "
+                         f"needs at least k nodes per aggregate. Use fewer near-null-space vectors "
+                         f"or a smaller theta")
+    order = np.argsort(agg, kind="stable")           # nodes grouped by aggregate, index order
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    Q_all = np.empty((n, k), dtype=_wide(wd))
+    R_all = np.empty((n_agg, k, k), dtype=_wide(wd))
+    for m in np.unique(sizes):
+        aggs = np.flatnonzero(sizes == m)
+        nodes = order[starts[aggs][:, None] + np.arange(m)]      # (count, m)
+        Q, R = np.linalg.qr(B[nodes].astype(_wide(wd)), mode="reduced")
+        r = np.diagonal(R, axis1=1, axis2=2)
+        mag = np.abs(r)
+        phase = np.where(mag == 0, 1, r / np.where(mag == 0, 1, mag))
+        Q = Q * phase[:, None, :]
+        R = R * np.conj(phase)[:, :, None]
+        Q_all[nodes] = Q
+        R_all[aggs] = R
+    cols = (agg[:, None] * k + np.arange(k)).ravel()
+    T = sp.csr_array((Q_all.astype(wd).ravel(), cols, np.arange(0, n * k + 1, k, dtype=np.int64)),
+                     shape=(n, n_agg * k))
+    return T, R_all.astype(wd).reshape(n_agg * k, k)
+
+
+def _canonical(M) -> sp.csr_array:
+    """M as a CSR array with summed duplicates, sorted indices and no explicit zeros."""
+    M = sp.csr_array(M)
+    M.sum_duplicates()
+    M.eliminate_zeros()
+    M.sort_indices()
+    return M
+
+
+def smooth_prolongator(A: sp.csr_array, inv_diag: np.ndarray, rho: float, T: sp.csr_array
+                       ) -> sp.csr_array:
+    """Rule (d): P = T - (4/3 / rho) * (D^-1 (A T)), one damped-Jacobi step applied to T's columns.
+
+    The smoothing spreads each aggregate's basis function over the aggregate's neighbours and
+    makes it smoother, which is what gives smoothed aggregation its convergence rate. The
+    coefficient 4/3 / rho is computed in float64 and cast once to the working dtype's real type;
+    the row scaling by D^-1 is applied to A T's values. CSR, sorted, explicit zeros removed.
+    """
+    rho = _positive_rho(rho, "the prolongator smoothing")
+    AT = _canonical(A @ T)
+    AT.data *= np.repeat(inv_diag, np.diff(AT.indptr))
+    c = np.finfo(A.dtype).dtype.type(PROLONGATION_OMEGA / rho)
+    return _canonical(T - c * AT)
+
+
+def galerkin(R: sp.csr_array, A: sp.csr_array, P: sp.csr_array) -> sp.csr_array:
+    """Rule (e): the coarse matrix (R A) P, SciPy's products in that order (pyamg's), in CSR with
+    sorted indices and no explicit zeros (SciPy's product already drops exact cancellations)."""
+    return _canonical((R @ A) @ P)
+
+
+# ---------------------------------------------------------------------------------------------
+# set-up
+
+
+def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: float = 4.0 / 3.0,
+          degree: int = 3, max_coarse: int = 300, max_levels: int = 10, dtype=None) -> Hierarchy:
+    """Build the smoothed-aggregation hierarchy of the square matrix A (rules a-f of the module).
+
+    A: anything ``scipy.sparse.csr_array`` accepts (a SciPy sparse matrix or array, a dense
+    array). theta: the strength threshold (0 = every nonzero is strong). B: n x k near-null-space
+    vectors (default ones: the constants, right for diffusion; elasticity adds rigid-body modes).
+    smoother / omega / degree: the V-cycle's smoother, "jacobi" (one sweep of weight omega / rho
+    before and after the coarse correction) or "chebyshev" (``degree`` steps). max_coarse: a
+    level with at most this many rows is the coarsest. max_levels: the most levels. dtype: the
+    working dtype (default A's, see the module docstring).
+
+    Raises a ValueError naming the problem for a non-square or empty A, NaN/Inf in A, a zero,
+    missing or non-positive diagonal entry (rows named, on any level), a B of the wrong shape or
+    with NaN/Inf, an aggregate smaller than B's k, and a coarsest level too large to invert
+    densely (``MAX_DENSE_COARSE``).
+    """
+    if smoother not in ("jacobi", "chebyshev"):
+        raise ValueError(f"smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
+    if not (math.isfinite(omega) and omega > 0):
+        raise ValueError(f"omega must be positive and finite, got {omega!r}")
+    if smoother == "chebyshev" and int(degree) not in (2, 3, 4):
+        raise ValueError(f"the Chebyshev degree must be 2, 3 or 4, got {degree!r}")
+    if not (math.isfinite(theta) and theta >= 0):
+        raise ValueError(f"theta must be a finite number >= 0, got {theta!r}")
+    if int(max_coarse) < 1 or int(max_levels) < 1:
+        raise ValueError(f"max_coarse and max_levels must be >= 1, got {max_coarse}, "
+                         f"{max_levels}")
+    try:
+        A0 = sp.csr_array(A)
+    except Exception as exc:
+        raise ValueError(f"AMG needs an explicit matrix (SciPy sparse or a dense 2-D array), got "
+                         f"{type(A).__name__}: {exc}") from None
+    if A0.shape[0] != A0.shape[1]:
+        raise ValueError(f"AMG needs a square matrix, A is {A0.shape[0]} x {A0.shape[1]}")
+    if A0.shape[0] == 0:
+        raise ValueError("A is empty (0 x 0)")
+    wd = _working_dtype(A0.dtype, dtype)
+    A_l = _as_csr(A0, wd)
+    B_l = _check_B(B, A_l.shape[0], wd)
+
+    levels: list[Level] = []
+    Bs: list[np.ndarray] = []
+    while True:
+        level = len(levels)
+        inv_diag = _check_level(A_l, level)
+        rho = spectral_radius(A_l, inv_diag)
+        n = A_l.shape[0]
+        Bs.append(B_l)
+        coarsest = n <= max_coarse or level + 1 >= max_levels
+        if not coarsest:
+            _positive_rho(rho, f"level {level}'s smoothing")
+            agg, _ = aggregate(*strength_graph(A_l, theta))
+            n_agg = int(agg.max()) + 1
+            coarsest = n_agg * B_l.shape[1] >= n      # aggregation would not reduce n
+        if coarsest:
+            levels.append(Level(A=A_l, inv_diag=inv_diag, rho=rho))
+            break
+        T, B_c = tentative_prolongator(agg, n_agg, B_l, level)
+        P = smooth_prolongator(A_l, inv_diag, rho, T)
+        R = _canonical(P.conj().T)
+        levels.append(Level(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R, aggregates=agg))
+        A_l, B_l = galerkin(R, A_l, P), B_c
+
+    n_c = A_l.shape[0]
+    if n_c > MAX_DENSE_COARSE:
+        raise ValueError(f"the coarsest level (level {len(levels) - 1}) has {n_c} rows, more than "
+                         f"the {MAX_DENSE_COARSE} a dense pseudo-inverse is built for: aggregation "
+                         f"stopped reducing the problem (try a smaller theta or more max_levels)")
+    coarse_inv = _pseudo_inverse(A_l).astype(wd)
+    return Hierarchy(levels=levels, coarse_inv=coarse_inv, smoother=smoother, omega=float(omega),
+                     degree=int(degree), B=Bs)
+
+
+def _pseudo_inverse(A: sp.csr_array) -> np.ndarray:
+    """The dense pseudo-inverse of the coarsest matrix, in float64 (complex128).
+
+    For a Hermitian A (to rounding, ``_is_hermitian``) it is ``np.linalg.pinv(H, hermitian=True)``
+    of the Hermitian part H = (A + A^H) / 2, averaged with its conjugate transpose so that it is
+    exactly Hermitian: the SVD-based pinv of an ill-conditioned matrix is Hermitian only to
+    eps * cond (1e-7 relative on bcsstk16's coarsest level), which would make the V-cycle visibly
+    nonsymmetric and spoil it as a CG preconditioner. Any other A gets ``np.linalg.pinv(A)``.
+    """
+    dense = A.toarray().astype(_wide(A.dtype))
+    if not _is_hermitian(A):
+        return np.linalg.pinv(dense)
+    inv = np.linalg.pinv((dense + dense.conj().T) / 2, hermitian=True)
+    return (inv + inv.conj().T) / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# the V-cycle
+
+
+def _smooth(h: Hierarchy, lev: Level, x, b):
+    """The level's smoother once, from x (None = zero)."""
+    if h.smoother == "jacobi":
+        return jacobi_sweep(lev.A, lev.inv_diag, h.omega / lev.rho, x, b)
+    return chebyshev(lev.A, lev.inv_diag, lev.rho, h.degree, x, b)
+
+
+def _cycle(h: Hierarchy, l: int, b: np.ndarray) -> np.ndarray:  # noqa: E741
+    if l == len(h.levels) - 1:
+        return h.coarse_inv @ b
+    lev = h.levels[l]
+    x = _smooth(h, lev, None, b)                        # pre-smoothing from x = 0
+    res = b - lev.A @ x
+    x = x + lev.P @ _cycle(h, l + 1, lev.R @ res)       # coarse-grid correction
+    return _smooth(h, lev, x, b)                        # post-smoothing, the same smoother
+
+
+def vcycle(h: Hierarchy, r) -> np.ndarray:
+    """z = M r: one V-cycle for A z = r from z = 0.
+
+    On each level l above the coarsest, with right-hand side b (r on level 0):
+    pre-smooth from zero (Jacobi: x = (omega / rho) D^-1 b, no SpMV; Chebyshev: ``chebyshev``
+    with x=None); the residual res = b - A x; the coarse correction x += P vcycle_{l+1}(R res);
+    post-smooth from x with the same smoother. On the coarsest level z = coarse_inv @ b.
+
+    The result's dtype is the common type of the hierarchy's and r's (a float32 hierarchy keeps a
+    float32 r in float32).
+    """
+    r = np.asarray(r)
+    n = h.levels[0].A.shape[0]
+    if r.shape != (n,):
+        raise ValueError(f"vcycle needs a vector of length {n}, got shape {r.shape}")
+    dt = np.result_type(h.levels[0].A.dtype, r.dtype)
+    return _cycle(h, 0, r.astype(dt, copy=False))
+
+
+def _is_hermitian(A: sp.csr_array) -> bool:
+    """A == A^H up to sqrt(eps) relative to A's largest entry (assembled matrices are often
+    symmetric only to rounding)."""
+    if A.nnz == 0:
+        return True
+    diff = A - A.conj().T
+    if diff.nnz == 0:
+        return True
+    tol = math.sqrt(np.finfo(A.dtype).eps) * float(np.abs(A.data).max())
+    return float(np.abs(diff.data).max()) <= tol
+
+
+def as_operator(h: Hierarchy) -> LinearOperator:
+    """The V-cycle as a SciPy LinearOperator, usable as ``M`` of ``scipy.sparse.linalg.cg``.
+
+    matvec is ``vcycle``. For a symmetric (Hermitian) A the V-cycle is self-adjoint, so rmatvec is
+    ``vcycle`` too; for any other A the adjoint V-cycle is not built and rmatvec raises
+    NotImplementedError (a silent wrong adjoint would mislead BiCG-type solvers).
+    """
+    A = h.levels[0].A
+    shape = A.shape
+    hermitian = _is_hermitian(A)
+
+    def matvec(x):
+        x = np.asarray(x)
+        return vcycle(h, x.reshape(-1)).reshape(x.shape)
+
+    def rmatvec(x):
+        if not hermitian:
+            raise NotImplementedError("the AMG V-cycle's adjoint is only provided for a symmetric "
+                                      "(Hermitian) A, where it is the V-cycle itself")
+        return matvec(x)
+
+    return LinearOperator(shape, matvec=matvec, rmatvec=rmatvec, dtype=A.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes and traffic
+
+
+def levels_table(h: Hierarchy) -> list[tuple[int, int]]:
+    """(rows, nonzeros) of every level's A, finest first."""
+    return [(lev.A.shape[0], lev.A.nnz) for lev in h.levels]
+
+
+def _matrix_bytes(M, value_bytes: int, index_bytes: int) -> int:
+    """One read of a CSR matrix: values and column indices of the nonzeros, and row pointers."""
+    return M.nnz * (value_bytes + index_bytes) + (M.shape[0] + 1) * index_bytes
+
+
+def _smoothing_bytes(h: Hierarchy, a: int, nv: int, from_zero: bool) -> int:
+    """The bytes of one smoothing (pre: from_zero, post: from x) on a level; see vcycle_bytes."""
+    steps = 1 if h.smoother == "jacobi" else h.degree
+    total = 0
+    for k in range(1, steps + 1):
+        if k > 1 or not from_zero:
+            total += a + nv          # the SpMV: A, and x (read once, for A x and the update)
+        total += 2 * nv              # b and D^-1
+        total += nv                  # write x
+        if k > 1:
+            total += nv              # read d (Chebyshev)
+        if k < steps:
+            total += nv              # write d (Chebyshev; the last step's d is not needed)
+    return total
+
+
+def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
+    """The bytes one V-cycle as specified must move: its bandwidth floor at the copy bandwidth.
+
+    With V = value_bytes, I = index_bytes, and on a level of n rows, N = n V (one vector) and
+    a = nnz(A) (V + I) + (n + 1) I (one read of A in CSR), each array read or written once per
+    step (as fused kernels would):
+
+    * a smoothing step that performs an SpMV reads A and x (a + N), and every step reads b and
+      D^-1 (2N) and writes x (N). A Chebyshev step k > 1 also reads d (N), and a step k < degree
+      writes d (N). Jacobi is one step; Chebyshev ``degree`` steps. The pre-smoothing's first
+      step starts from zero and has no SpMV (Jacobi pre: 3N; post: a + 4N).
+    * the residual reads A, x and b and writes res: a + 3N.
+    * the restriction reads R (nnz(R) (V + I) + (n_c + 1) I) and res, and writes the coarse
+      right-hand side: + N + n_c V.
+    * the prolongation reads P (likewise, n + 1 row pointers) and the coarse solution (n_c V), and
+      reads and writes x: + 2N.
+    * the coarsest level reads coarse_inv (n_c^2 V) and its right-hand side, and writes z:
+      n_c^2 V + 2 n_c V.
+    """
+    V, Ib = int(value_bytes), int(index_bytes)
+    total = 0
+    for lev in h.levels[:-1]:
+        n = lev.A.shape[0]
+        n_c = lev.P.shape[1]
+        a = _matrix_bytes(lev.A, V, Ib)
+        nv = n * V
+        total += _smoothing_bytes(h, a, nv, from_zero=True)
+        total += a + 3 * nv
+        total += _matrix_bytes(lev.R, V, Ib) + nv + n_c * V
+        total += _matrix_bytes(lev.P, V, Ib) + n_c * V + 2 * nv
+        total += _smoothing_bytes(h, a, nv, from_zero=False)
+    n_c = h.levels[-1].A.shape[0]
+    return total + n_c * n_c * V + 2 * n_c * V
