@@ -271,6 +271,8 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
             rnorm = math.ldexp(rnorm, system.scale)
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
+    if system.M.active:
+        report.preconditioner = system.M.describe()
     for k, v in stats.items():
         if k != "wall_time":
             setattr(report, k, v)

@@ -49,7 +49,8 @@ class PreparedSystem:
     """``A`` (with its method, preconditioner, variant, format and sync mode) ready to solve.
 
     Made by :func:`dpsolve.prepare`. Attributes: ``method``, ``variant`` and ``format`` (what
-    "auto" resolved to), ``sync``, ``n``, ``nnz``, ``dtype``, and ``prepare_time`` (seconds the
+    "auto" resolved to), ``sync``, ``n``, ``nnz``, ``dtype``, ``precond`` (the bound preconditioner:
+    an AMG hierarchy's ``levels``, ``setup_times``, ...), and ``prepare_time`` (seconds the
     preparation took).
     """
 
@@ -86,6 +87,9 @@ class PreparedSystem:
                                     copy=True, sync=self.sync)
         else:
             base = host_system(self.method, A, o["M"], o["dtype"])
+        previous = getattr(self, "_base", None)
+        if previous is not None:                 # update(A): what the preconditioner can keep
+            base.M.inherit(previous.M)
         backend, fmt = fe.pick(base, o["variant"], o["format"], None)
         kw = {"cache": False} if backend.name == "graph" else {}
         state = fe.prepared(backend, base, fmt, self.sync, wait=True, **kw)
@@ -93,6 +97,7 @@ class PreparedSystem:
         self._base, self._backend, self._state, self._device = base, backend, state, device
         self.variant, self.format = backend.name, fmt
         self.n, self.nnz, self.dtype = base.n, base.nnz, base.dtype
+        self.precond = base.M                    # the bound preconditioner (its hierarchy, ...)
         self.prepare_time = time.perf_counter() - t0
 
     def update(self, A) -> None:

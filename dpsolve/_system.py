@@ -282,7 +282,8 @@ def make_system(method, A, b, x0, M) -> System:
         x0 = host_vector(check_vector(x0, shape, "x0"), dtype, "x0")
 
     csr, op = _host_matrix(A, is_operator, dtype)
-    return System(method, n, dtype, csr, op, b, x0, make_preconditioner(M, csr, n, dtype), out_cupy)
+    return System(method, n, dtype, csr, op, b, x0,
+                  make_preconditioner(M, csr, n, dtype, method=method), out_cupy)
 
 
 def host_system(method, A, M, dtype=None) -> System:
@@ -292,7 +293,7 @@ def host_system(method, A, M, dtype=None) -> System:
     csr, op = _host_matrix(A, is_operator, dtype)
     n = shape[0]
     return System(method, n, dtype, csr, op, None, None,
-                  make_preconditioner(M, csr, n, dtype, snapshot=True), False)
+                  make_preconditioner(M, csr, n, dtype, snapshot=True, method=method), False)
 
 
 def working_dtype(A, dtype=None) -> np.dtype:
@@ -346,7 +347,8 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     sq = vectors.finish()
     csr = pending.finish() if pending is not None else None
     system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, vectors.b,
-                    vectors.x0, make_preconditioner(M, csr, n, dtype, snapshot=copy), out_cupy)
+                    vectors.x0, make_preconditioner(M, csr, n, dtype, snapshot=copy,
+                                                    method=method), out_cupy)
     return system, sq
 
 
@@ -358,6 +360,6 @@ def _function_hint(obj, what: str) -> str:
             f"rmatvec=, {what}^H x, for BiCG)")
 
 
-def make_preconditioner(M, csr, n, dtype, *, snapshot=False) -> Preconditioner:
+def make_preconditioner(M, csr, n, dtype, *, snapshot=False, method=None) -> Preconditioner:
     """M bound to the system: ``dpsolve.precond.make`` (the registry, the checks, the messages)."""
-    return precond.make(M, csr, n, dtype, snapshot=snapshot)
+    return precond.make(M, csr, n, dtype, snapshot=snapshot, method=method)

@@ -162,6 +162,37 @@ def _summary(rep) -> str:
             f"E_gpu={num(rep.gpu_energy, ' J')} cpu={human_time(rep.host_cpu_time)}")
 
 
+# the registered preconditioner names (dpsolve.precond.names(); a test keeps them equal, so that
+# importing the CLI does not import NumPy)
+PRECONDS = ("jacobi", "amg")
+
+
+def _precond_text(name) -> str:
+    return {"jacobi": ", Jacobi", "amg": ", AMG", "chebyshev": ", Chebyshev"}.get(name, "")
+
+
+def hierarchy_lines(info: dict) -> list:
+    """The AMG hierarchy as AmgX prints it: a line per level, then the complexities and the
+    set-up split (``report.preconditioner`` of an AMG solve)."""
+    levels = info.get("levels") or []
+    if not levels:
+        return []
+    lines = [f"AMG      : smoothed aggregation, {info.get('smoother')} smoother, theta = "
+             f"{info.get('theta'):g}, {len(levels)} levels",
+             "           level        rows         nnz   nnz/row"]
+    for i, (n, z) in enumerate(levels):
+        lines.append(f"           {i:5d} {n:11,d} {z:11,d} {z / max(n, 1):9.1f}")
+    lines.append(f"           grid complexity {info.get('grid_complexity', 0):.3f}, operator "
+                 f"complexity {info.get('operator_complexity', 0):.3f}")
+    times = info.get("setup_times")
+    if times:
+        parts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in times.items() if k != "total")
+        vc = info.get("vcycle_time")
+        lines.append(f"           set-up {times.get('total', 0) * 1e3:.1f} ms ({parts})"
+                     + (f"; V-cycle {vc * 1e3:.3f} ms" if vc else ""))
+    return lines
+
+
 def cmd_solve(args) -> int:
     if args.distributed:
         return cmd_solve_distributed(args)
@@ -194,13 +225,16 @@ def cmd_solve(args) -> int:
         doc = {"matrix": prob.name, "source": prob.source, "n": int(A.shape[0]),
                "nnz": int(A.nnz), "setup": "x* = ones, b = A x*, x0 = 0",
                "precond": args.precond, "relative_residual": rel_res,
-               "relative_error": rel_err, "report": rep.as_dict()}
+               "relative_error": rel_err, "report": rep.as_dict(),
+               "preconditioner": rep.preconditioner}
         if rep.variant == "host":       # no sync mode on the host (SI numbers stay as they are)
             doc["report"]["sync"] = None
         print(json.dumps(doc, indent=2, default=_jsonable))
         return exit_status(info)
     _print_head(f"{prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}",
                 args, "", _summary(rep))
+    for line in hierarchy_lines(rep.preconditioner or {}):
+        print(line)
     return _print_result(info, rel_res, rel_err)
 
 
@@ -225,7 +259,7 @@ def _print_head(matrix: str, args, extra: str, summary: str) -> None:
     """The first lines of ``solve``'s text output (single-GPU and distributed)."""
     print(f"matrix   : {matrix}")
     print(f"set-up   : x* = ones, b = A x*, x0 = 0; {args.method}, rtol = {args.rtol:g}"
-          f"{', Jacobi' if args.precond else ''}{extra}")
+          f"{_precond_text(args.precond)}{extra}")
     print(f"report   : {summary}")
 
 
@@ -515,8 +549,8 @@ def build_parser():
     s.add_argument("--atol", type=_number(float, 0), default=0.0,
                    help="absolute tolerance (default 0)")
     s.add_argument("--maxiter", type=_number(int, 1), default=None, help="default 10 n")
-    s.add_argument("--precond", choices=("jacobi",), default=None,
-                   help="preconditioner (default none)")
+    s.add_argument("--precond", choices=PRECONDS, default=None,
+                   help="preconditioner (default none); amg prints its hierarchy")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--force", action="store_true", help=FORCE_HELP)
     s.add_argument("--distributed", action="store_true",

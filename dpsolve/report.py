@@ -43,10 +43,13 @@ class SolveReport:
                                          # capture, instantiate); 0.0 when it came from a cache
     device: str | None = None            # device name ("host CPU" for the host variant)
     residuals: object | None = None      # residual-norm history where a variant records one
+    preconditioner: dict | None = None   # what M was and cost (dpsolve.precond: describe());
+                                         # AMG: levels, complexities, set-up split, V-cycle time
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.pop("residuals")
+        d.pop("preconditioner")
         return d
 
     def summary(self) -> str:

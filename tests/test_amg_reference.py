@@ -105,7 +105,8 @@ def pyamg_solver(A, smoother, aggregates=None):
     try:
         return pyamg.smoothed_aggregation_solver(
             A, strength=("symmetric", {"theta": 0.0}), smooth=("jacobi", {"omega": 4.0 / 3.0}),
-            presmoother=pre, postsmoother=pre, max_coarse=300, coarse_solver="pinv", **kw)
+            presmoother=pre, postsmoother=pre, max_coarse=300, coarse_solver="pinv",
+            improve_candidates=None, **kw)      # B as given (ours is not smoothed either)
     finally:
         np.random.set_state(saved)
 
@@ -232,7 +233,7 @@ def _aggregate_levels(A, levels=2):
 
 
 @pytest.mark.parametrize("stencil", ["5-point", "9-point"])
-def test_aggregates_obey_the_mis2_rules(stencil):
+def test_aggregates_obey_the_three_pass_rules(stencil):
     A = poisson((30, 30)) if stencil == "5-point" else sp.csr_array(
         pyamg.gallery.stencil_grid(np.array([[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]]),
                                    (30, 30), format="csr"))
@@ -242,8 +243,10 @@ def test_aggregates_obey_the_mis2_rules(stencil):
         assert (agg >= 0).all(), "every node aggregated"
         n_agg = agg.max() + 1
         assert np.array_equal(np.unique(agg), np.arange(n_agg)), "ids contiguous"
-        # roots: aggregate id = number of roots before it, one root per aggregate
-        assert np.array_equal(agg[roots], np.arange(n_agg))
+        # first roots: aggregate id = number of roots before it, one root per aggregate; the
+        # second pass's aggregates are numbered after them
+        k = int(roots.sum())
+        assert np.array_equal(agg[roots], np.arange(k)) and n_agg >= k
         # distance-2 independent and maximal
         G2 = (G @ G).astype(bool)
         r = np.flatnonzero(roots)

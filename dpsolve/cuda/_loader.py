@@ -59,6 +59,13 @@ SOURCES = {
     "check": Source("check.cu", ("csr_check<{T}, int>", "csr_check<{T}, long long>",
                                  "resid_partial<{T}>", "fingerprint")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
+    # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
+    "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
+                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_scale<{T}>",
+                             "vc_dense<{T}>")
+                  + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
+                                                       "vc_prolong")
+                          for w in CSR_VECTOR_WIDTHS)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

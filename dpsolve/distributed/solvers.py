@@ -415,7 +415,11 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         kind = "none"
     elif isinstance(M, str):
         kind = M
-        if M != "jacobi":
+        if M in ("amg", "chebyshev"):
+            problems.append(f"M={M!r} is not distributed yet: dpsolve.distributed takes None, "
+                            f"'jacobi' or a callable on this rank's vectors (M={M!r} runs on "
+                            f"one GPU: dpsolve.cg)")
+        elif M != "jacobi":
             problems.append(f"unknown preconditioner M={M!r}; expected None, 'jacobi' or a "
                             f"callable on this rank's vectors")
         elif dtype is not None:

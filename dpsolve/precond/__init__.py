@@ -26,13 +26,20 @@ from .jacobi import Jacobi, PointwiseFace
 from .operator import Operator
 
 REGISTRY: dict[str, type] = {}
+__all__ = ["Preconditioner", "DeviceFace", "PointwiseFace", "Identity", "Jacobi", "Operator",
+           "REGISTRY", "register", "names", "make"]
 
 
 def register(cls):
-    """Class decorator: ``M=cls.name`` makes ``cls()`` (its default options)."""
+    """Class decorator: ``M=cls.name`` makes ``cls()`` (its default options), and the class is
+    exported from this package (``dpsolve.precond.AMG``)."""
     if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
         raise ValueError(f"a preconditioner named {cls.name!r} is already registered")
     REGISTRY[cls.name] = cls
+    if cls.__module__.startswith(__name__ + "."):
+        globals()[cls.__name__] = cls
+        if cls.__name__ not in __all__:
+            __all__.append(cls.__name__)
     return cls
 
 
@@ -49,7 +56,20 @@ def _function_hint(obj, what):
     return hint(obj, what)
 
 
-def make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
+def make(M, csr, n: int, dtype, *, snapshot: bool = False, method: str | None = None
+         ) -> Preconditioner:
+    """``M`` bound to the system; ``method``: the Krylov method it will serve (BiCG needs M^H,
+    which not every preconditioner provides). See :func:`_make`."""
+    pc = _make(M, csr, n, dtype, snapshot=snapshot)
+    if method is not None and not pc.has_adjoint:
+        from .. import methods as method_table
+        if method_table.get(method).adjoint:
+            raise ValueError(f"{method} needs M^H, which M={pc.kind!r} does not provide; use "
+                             f"cg (a symmetric A) or bicgstab")
+    return pc
+
+
+def _make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
     """``M`` as the solvers take it, bound to the system (A as ``csr``, or None for an operator
     A; ``n``; the working ``dtype``), checked: an error names the problem. ``snapshot``: a dense
     M is copied (a prepared system's M, like its A, does not follow later changes); a sparse one
@@ -115,6 +135,3 @@ def make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
 for _mod in pkgutil.iter_modules(__path__):
     if _mod.name not in ("base", "jacobi", "operator"):
         importlib.import_module(f"{__name__}.{_mod.name}")
-
-__all__ = ["Preconditioner", "DeviceFace", "PointwiseFace", "Identity", "Jacobi", "Operator",
-           "REGISTRY", "register", "names", "make"]

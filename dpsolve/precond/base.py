@@ -34,6 +34,7 @@ class Preconditioner:
     calls_python = False     # its faces call the user's Python (host-driven variants only)
     needs_matrix = True      # needs A as a matrix (not a LinearOperator)
     active = True            # False only for no preconditioner (z is r itself)
+    has_adjoint = True       # can apply M^H (BiCG's shadow system)
     bound = False
 
     @property
@@ -68,6 +69,10 @@ class Preconditioner:
     def cache_arrays(self) -> list:
         """Arrays whose contents a cached prepared state depends on (variant graph's key)."""
         return []
+
+    def inherit(self, previous) -> None:
+        """Take what can be kept from ``previous`` (the preconditioner a prepared system had
+        before ``update(A)``); nothing by default."""
 
     def describe(self) -> dict:
         """What the report and ``dpsolve solve`` print about this preconditioner."""

@@ -15,9 +15,9 @@ a. Strength of connection ("symmetric", as pyamg's): the off-diagonal entry a_ij
    every stored nonzero off-diagonal entry is strong. The strength graph is then made
    undirected: i and j are neighbours when (i, j) or (j, i) is strong.
 
-b. Aggregation by a distance-2 maximal independent set (MIS-2), deterministic: see
-   ``mis2_states`` and ``aggregate``. The independent nodes ("roots") are at least three edges
-   apart; each root, its neighbours, and the nodes one further step out form an aggregate.
+b. Aggregation in three deterministic passes (``aggregate``): the roots of a distance-2 maximal
+   independent set (MIS-2, ``mis_states``) with their neighbours; second roots, an MIS-1 of the
+   nodes left, with their left neighbours; the rest join a neighbouring aggregate.
 
 c. Tentative prolongator T (n x n_agg*k): on each aggregate, the thin QR factorisation of B's rows
    there; T holds the Q factors and the coarse B_{l+1} the R factors (``tentative_prolongator``).
@@ -58,7 +58,7 @@ from scipy.sparse.linalg import LinearOperator
 from dpsolve.precond.smoothers import _positive_rho, chebyshev, jacobi_sweep, spectral_radius
 
 __all__ = ["Level", "Hierarchy", "setup", "vcycle", "as_operator", "levels_table",
-           "vcycle_bytes", "strength_graph", "node_keys", "wang_hash", "mis2_states",
+           "vcycle_bytes", "strength_graph", "node_keys", "wang_hash", "mis_states", "mis2_states",
            "aggregate", "tentative_prolongator", "smooth_prolongator", "galerkin",
            "PROLONGATION_OMEGA", "MAX_DENSE_COARSE"]
 
@@ -72,6 +72,8 @@ MAX_DENSE_COARSE = 10_000
 """The largest coarsest level ``setup`` inverts densely (an n x n pseudo-inverse: 800 MB and
 minutes of SVD at this size). Beyond it, ``setup`` raises rather than hang: a coarsest level that
 big means aggregation stopped working (theta too large, max_levels too small)."""
+
+SECOND_DISTANCE = 1
 
 # The node states of the MIS-2 iteration: the top bits of the value v(i) = state << 60 | key(i).
 IN, UNDECIDED, OUT = 2, 1, 0
@@ -285,21 +287,24 @@ def _segmented_max(values: np.ndarray, indptr: np.ndarray, indices: np.ndarray) 
     return np.maximum.reduceat(values[indices], indptr[:-1])
 
 
-def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None = None
-                ) -> np.ndarray:
-    """The distance-2 maximal independent set of the graph: each node's final state, IN or OUT.
+def mis_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None = None,
+               distance: int = 2, active: np.ndarray | None = None) -> np.ndarray:
+    """A maximal independent set of the graph at ``distance`` 1 or 2: each node's final state,
+    IN or OUT. ``active``: the nodes taking part (default all); an inactive node is neither a
+    candidate nor a neighbour (it ends OUT).
 
-    Every node starts UNDECIDED; its value is v(i) = state(i) << 60 | key(i). Each round, with
-    N(i) the neighbours of i (the graph has self loops, so the rows are {i} u N(i)):
+    Every active node starts UNDECIDED; its value is v(i) = state(i) << 60 | key(i) (inactive
+    nodes: -1). Each round, with N(i) the neighbours of i (the graph has self loops, so the rows
+    are {i} u N(i)):
 
         m1(i) = max of v over {i} u N(i)
-        m2(i) = max of m1 over {i} u N(i)          (the maximum within distance 2)
-        for every UNDECIDED i, all from this round's m2:
-            if m2(i) == v(i):           i becomes IN    (largest priority within distance 2)
-            elif m2(i) >> 60 == IN:     i becomes OUT   (an IN node within distance 2)
+        m2(i) = max of m1 over {i} u N(i)          (distance 2 only: the maximum within 2 edges)
+        for every UNDECIDED i, all from this round's maximum m:
+            if m(i) == v(i):            i becomes IN    (largest priority within the distance)
+            elif m(i) >> 60 == IN:      i becomes OUT   (an IN node within the distance)
 
     until no node is UNDECIDED. Two nodes that become IN in the same round are each the maximum
-    of the other's distance-2 neighbourhood, so they are more than two edges apart; each round
+    of the other's neighbourhood, so they are more than ``distance`` edges apart; each round
     decides at least the undecided node of largest key, so the loop ends (in O(log n) rounds for
     hashed keys); a node with no neighbours becomes IN in the first round.
     """
@@ -307,50 +312,87 @@ def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None
     if keys is None:
         keys = node_keys(n)
     state = np.full(n, UNDECIDED, dtype=np.int64)
+    if active is not None:
+        state[~active] = OUT
     shift = np.int64(_STATE_SHIFT)
     while True:
         undecided = state == UNDECIDED
         if not undecided.any():
             return state
         v = (state << shift) | keys
-        m2 = _segmented_max(_segmented_max(v, indptr, indices), indptr, indices)
-        new_in = undecided & (m2 == v)
-        new_out = undecided & ~new_in & ((m2 >> shift) == IN)
+        if active is not None:
+            v[~active] = -1
+        m = _segmented_max(v, indptr, indices)
+        if distance == 2:
+            m = _segmented_max(m, indptr, indices)
+        new_in = undecided & (m == v)
+        new_out = undecided & ~new_in & ((m >> shift) == IN)
         state[new_in] = IN
         state[new_out] = OUT
 
 
-def aggregate(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Aggregates from the MIS-2 of the strength graph: (node -> aggregate id int64, root mask).
+def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None = None
+                ) -> np.ndarray:
+    """The distance-2 maximal independent set of the graph (``mis_states`` at distance 2)."""
+    return mis_states(indptr, indices, keys, 2)
 
-    1. The roots are the IN nodes of ``mis2_states``; root i gets aggregate id = the number of
-       roots with a smaller index (so ids are 0..n_agg-1 in the order of the roots).
-    2. Every other node with a root among its neighbours joins that root's aggregate. In an MIS-2
-       there is at most one; were there several, the root of largest key would win.
+
+def _join(agg, indptr, indices, keys, candidates):
+    """Every node without an aggregate that has a neighbour in ``candidates`` joins the aggregate
+    of the candidate neighbour of largest key (all decided at once); returns how many joined."""
+    low = np.int64(_MASK32)
+    m = _segmented_max(np.where(candidates, keys, -1), indptr, indices)
+    join = (agg < 0) & (m >= 0)
+    agg[join] = agg[m[join] & low]
+    return int(np.count_nonzero(join))
+
+
+def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: bool = True
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Aggregates of the strength graph, in three passes: (node -> aggregate id int64, root mask).
+
+    1. Roots: the IN nodes of the graph's MIS-2 (``mis2_states``). Each root and its neighbours
+       form an aggregate (in an MIS-2 a node has at most one neighbouring root; were there
+       several, the root of largest key would win). Root aggregates are numbered first, in the
+       order of the roots.
+    2. Among the nodes still without an aggregate (the "leftovers"), the MIS-1 of the leftover
+       graph (``mis_states`` at distance 1, leftovers only) gives second roots: each that has a
+       leftover neighbour starts an aggregate with its leftover neighbours (the neighbouring
+       second root of largest key, where several), numbered after the first ones in index order.
+       This pass is what keeps the aggregates near pyamg's size: with the MIS-2 alone (random
+       priorities pack the roots loosely) the aggregates grow to ~7 nodes in 2-D and CG on 2-D
+       Poisson 512^2 took 21 iterations against pyamg's 11; with it, 14. Its aggregates can be
+       single nodes, so it is skipped (``second_pass=False``) for a B of k > 1 columns, whose
+       QR needs k nodes per aggregate.
     3. Every node still without an aggregate joins the aggregate of its aggregated neighbour of
-       largest key, all decided at once from the state after step 2. Maximality puts every OUT
-       node within two edges of a root, so one pass ends it; passes repeat while any is left.
+       largest key, all decided at once; passes repeat while any is left (maximality of the
+       MIS-2 puts every node within two edges of a root, so one pass ends it).
 
-    Each aggregate is connected in the strength graph: a root, its neighbours, and nodes attached
-    to those neighbours.
+    Each aggregate is connected in the strength graph. Every decision is a maximum of keys over
+    a neighbourhood, so a parallel implementation (dpsolve/cuda/amg.cu) forms the same aggregates.
     """
     n = indptr.size - 1
     keys = node_keys(n)
     roots = mis2_states(indptr, indices, keys) == IN
     agg = np.full(n, -1, dtype=np.int64)
-    agg[roots] = np.arange(np.count_nonzero(roots), dtype=np.int64)
-    low = np.int64(_MASK32)
+    n_agg = int(np.count_nonzero(roots))
+    agg[roots] = np.arange(n_agg, dtype=np.int64)
+    _join(agg, indptr, indices, keys, roots)                          # pass 1
 
-    # step 2: the (unique) neighbouring root; step 3: the aggregated neighbour of largest key
-    m = _segmented_max(np.where(roots, keys, -1), indptr, indices)
-    join = (agg < 0) & (m >= 0)
-    agg[join] = agg[m[join] & low]
-    while (agg < 0).any():
-        m = _segmented_max(np.where(agg >= 0, keys, -1), indptr, indices)
-        join = (agg < 0) & (m >= 0)
-        if not join.any():   # unreachable for an MIS-2: a node with no root within 2 edges
+    left = agg < 0                                                    # pass 2
+    if second_pass and left.any():
+        second = mis_states(indptr, indices, keys, SECOND_DISTANCE, active=left) == IN
+        # leftover neighbours of each node (the row holds the node itself: not counted)
+        counts = np.add.reduceat(left[indices].astype(np.int64), indptr[:-1]) - left
+        second &= counts > 0
+        k = int(np.count_nonzero(second))
+        agg[second] = n_agg + np.arange(k, dtype=np.int64)
+        n_agg += k
+        _join(agg, indptr, indices, keys, second)   # only leftovers lack an aggregate here
+
+    while (agg < 0).any():                                            # pass 3
+        if not _join(agg, indptr, indices, keys, agg >= 0):
             raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
-        agg[join] = agg[m[join] & low]
     return agg, roots
 
 
@@ -513,7 +555,7 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         coarsest = n <= max_coarse or level + 1 >= max_levels
         if not coarsest:
             _positive_rho(rho, f"level {level}'s smoothing")
-            agg, _ = aggregate(*strength_graph(A_l, theta))
+            agg, _ = aggregate(*strength_graph(A_l, theta), second_pass=B_l.shape[1] == 1)
             n_agg = int(agg.max()) + 1
             coarsest = n_agg * B_l.shape[1] >= n      # aggregation would not reduce n
         if coarsest:

@@ -1,0 +1,218 @@
+// amg.cu - smoothed-aggregation AMG on the device (dpsolve/precond/amg): the aggregation of the
+// set-up and the kernels of the V-cycle, the preconditioner's stream face.
+//
+// Set-up (one thread per node; the host loops until no node is undecided):
+//   mis_init<T>     v_i = UNDECIDED << 60 | key(i), key(i) = (hash(i) & 0x7FFFFFF) << 32 | i, for
+//                   the active nodes (every node, or the leftovers: agg_i < 0); -1 otherwise
+//   mis2_max<T>     out_i = max(in_i, max over the strong neighbours j of in_j); twice for the
+//                   distance-2 maximum of the MIS-2, once for the MIS-1 of the second pass
+//   mis2_decide<T>  an undecided i whose maximum is itself becomes IN (a root); one that sees an
+//                   IN node within the distance becomes OUT; counts the undecided
+//   agg_join<T>     a node without an aggregate joins the aggregate of its strong neighbour of
+//                   largest key among the roots (roots_only) or among the aggregated nodes
+//   csr_scale_rows<T>  data of row i *= s_i (D^-1 A T of the prolongator smoothing)
+// These are the rules of the host reference (dpsolve/precond/amg/reference.py: ``aggregate``'s
+// three passes), so the host and the device form the same aggregates. (T is unused by the aggregation kernels: one template
+// family per source file, instantiated per dtype.)
+//
+// V-cycle, level l with n rows (W lanes a row for the products with A_l, P_l; s = sizeof(T)):
+//   vc_scale<T>           x = s .* b (damped Jacobi from x = 0)          reads 2n*s, writes n*s
+//   vc_residual<T, W>     res = b - A x                 reads A + 2n*s, writes n*s
+//   vc_jacobi<T, W>       y = x + s .* (b - A x)        reads A + 3n*s, writes n*s
+//   vc_cheb<T, W>         q = D^-1 (b - A x); d = c1 d + c2 q (c1 = 0: d = c2 q, the first step);
+//                         y = x + d (x null: x = 0, d = c2 D^-1 b, no product)
+//                                                       reads A + 4n*s, writes 2n*s
+//   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s
+//   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a warp a row
+// and the restriction b_c = R res through spmv.cu's CSR-vector kernel.
+#include <dpsolve/common.cuh>
+#include <dpsolve/spmv.cuh>
+
+namespace amg {
+
+constexpr long long STATE_SHIFT = 60;
+constexpr long long IN = 2, UNDECIDED = 1;
+constexpr long long KEY_MASK = (1LL << STATE_SHIFT) - 1;
+
+// Wang's 32-bit integer hash: the nodes' priorities, the same on the host (reference.py)
+__device__ __forceinline__ unsigned int wang_hash(unsigned int h) {
+    h = (h ^ 61u) ^ (h >> 16);
+    h *= 9u;
+    h ^= h >> 4;
+    h *= 0x27d4eb2du;
+    h ^= h >> 15;
+    return h;
+}
+
+__device__ __forceinline__ long long key_of(int i) {
+    return ((long long)(wang_hash((unsigned int)i) & 0x7FFFFFFu) << 32) | (long long)i;
+}
+
+// f(row, lane) for every row, W lanes a row (spmv.cu's CSR-vector loop): the loop bound is
+// uniform over the block, so every lane of a warp takes part in every shuffle of
+// dps::csr_row_vector; rows >= n (idle groups of the last pass) compute nothing and must not write.
+template <int W, typename F>
+__device__ __forceinline__ void for_vector_rows(int n, F f) {
+    const int groups = DPS_BLOCK / W;
+    const int lane = threadIdx.x % W;
+    for (int base = blockIdx.x * groups; base < n; base += gridDim.x * groups)
+        f(base + threadIdx.x / W, lane);
+}
+
+}  // namespace amg
+
+// ---------------------------------------------------------------------------- aggregation
+
+// active: agg null (every node) or the nodes with agg_i < 0 (the leftovers of the second pass);
+// an inactive node's value is -1, below every key: it is neither a candidate nor a neighbour
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+mis_init(int n, const int* __restrict__ agg, long long* __restrict__ v) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        v[i] = (agg == nullptr || agg[i] < 0)
+            ? (amg::UNDECIDED << amg::STATE_SHIFT) | amg::key_of(i) : -1LL;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+mis2_max(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+         const long long* __restrict__ in, long long* __restrict__ out) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        long long m = in[i];
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) m = max(m, in[indices[k]]);
+        out[i] = m;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+mis2_decide(int n, long long* __restrict__ v, const long long* __restrict__ m2,
+            int* __restrict__ undecided) {
+    int left = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const long long vi = v[i];
+        if ((vi >> amg::STATE_SHIFT) != amg::UNDECIDED) continue;
+        const long long key = vi & amg::KEY_MASK;
+        if (m2[i] == vi) v[i] = (amg::IN << amg::STATE_SHIFT) | key;
+        else if ((m2[i] >> amg::STATE_SHIFT) == amg::IN) v[i] = key;     // OUT (state 0)
+        else ++left;
+    }
+    if (left) atomicAdd(undecided, left);
+}
+
+// agg_out_i = agg_in_i where it has one; else the aggregate of the strong neighbour of largest
+// key among the roots (roots_only) or among the nodes with an aggregate; -1 if none (counted).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+agg_join(int n, int roots_only, const int* __restrict__ indptr, const int* __restrict__ indices,
+         const long long* __restrict__ v, const int* __restrict__ agg_in, int* __restrict__ agg_out,
+         int* __restrict__ missing) {
+    int left = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int a = agg_in[i];
+        if (a < 0) {
+            long long best = -1;
+            for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+                const int j = indices[k];
+                const long long vj = v[j];
+                const bool take = roots_only ? (vj >> amg::STATE_SHIFT) == amg::IN : agg_in[j] >= 0;
+                const long long key = vj & amg::KEY_MASK;
+                if (take && key > best) {
+                    best = key;
+                    a = agg_in[j];
+                }
+            }
+            if (a < 0) ++left;
+        }
+        agg_out[i] = a;
+    }
+    if (left) atomicAdd(missing, left);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+csr_scale_rows(int n, const int* __restrict__ indptr, T* __restrict__ data,
+               const T* __restrict__ s) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const T si = s[i];
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) data[k] = si * data[k];
+    }
+}
+
+// ---------------------------------------------------------------------------- the V-cycle
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_scale(int n, const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        x[i] = s[i] * b[i];
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+            const T* __restrict__ data, const T* __restrict__ x, const T* __restrict__ b,
+            T* __restrict__ res) {
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
+        if (lane == 0 && row < n) res[row] = b[row] - ax;
+    });
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_jacobi(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+          const T* __restrict__ data, const T* __restrict__ s, const T* __restrict__ x,
+          const T* __restrict__ b, T* __restrict__ y) {
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
+        if (lane == 0 && row < n) y[row] = x[row] + s[row] * (b[row] - ax);
+    });
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ x,
+        const T* __restrict__ b, T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        if (x == nullptr) {                               // from x = 0: no product (uniform)
+            if (lane == 0 && row < n) {
+                const T di = c2 * (dinv[row] * b[row]);
+                d[row] = di;
+                y[row] = di;
+            }
+            return;
+        }
+        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
+        if (lane == 0 && row < n) {
+            const T q = dinv[row] * (b[row] - ax);
+            const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;   // c1 = 0: d unread
+            d[row] = di;
+            y[row] = x[row] + di;
+        }
+    });
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_prolong(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+           const T* __restrict__ data, const T* __restrict__ xc, T* __restrict__ x) {
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        const T px = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, xc);
+        if (lane == 0 && row < n) x[row] = x[row] + px;
+    });
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restrict__ y) {
+    const int lane = threadIdx.x % DPS_WARP;
+    const int warps = gridDim.x * blockDim.x / DPS_WARP;
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / DPS_WARP; row < n; row += warps) {
+        T sum = T(0);
+        for (int k = lane; k < n; k += DPS_WARP) sum += minv[(size_t)row * n + k] * b[k];
+        sum = dps::warp_sum(sum);
+        if (lane == 0) y[row] = sum;
+    }
+}

@@ -1,0 +1,189 @@
+"""Smoothed-aggregation algebraic multigrid, ``M="amg"`` or ``dpsolve.precond.AMG(...)``.
+
+One V-cycle per application: the same smoother before and after the coarse-grid correction (so
+M is symmetric for a symmetric A, and PCG stays valid), the coarsest level solved by a dense
+pseudo-inverse. ``reference.py`` is the specification and the host face (NumPy/SciPy);
+``device.py`` sets the hierarchy up on the GPU and runs the V-cycle as kernels on the solve's
+stream (the stream face: variants cublas, cuda, merge, and graph, which captures it into its
+loop; dynamic and persistent fuse only pointwise preconditioners and refuse it by name).
+
+Options (pyamg's names where it has one): ``theta`` (strength threshold, 0: every nonzero is
+strong), ``B`` (n x k near-null-space, default the constants; rigid-body modes for elasticity),
+``smoother`` ("jacobi": one damped sweep of weight omega / rho(D^-1 A); "chebyshev": ``degree``
+steps on D^-1 A), ``omega``, ``degree``, ``max_coarse`` and ``max_levels``.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import register
+from ..base import DeviceFace, Preconditioner
+
+
+@register
+class AMG(Preconditioner):
+    name = "amg"
+    has_adjoint = False          # BiCG's M^H: not built (the V-cycle of a nonsymmetric A)
+
+    def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=4.0 / 3.0, degree=3,
+                 max_coarse=300, max_levels=10):
+        if smoother not in ("jacobi", "chebyshev"):
+            raise ValueError(f"AMG smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
+        for name, v in (("theta", theta), ("omega", omega)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"AMG {name} must be a finite number, got {v!r}")
+        if theta < 0 or omega <= 0:
+            raise ValueError(f"AMG needs theta >= 0 and omega > 0, got theta={theta!r}, "
+                             f"omega={omega!r}")
+        if smoother == "chebyshev" and degree not in (2, 3, 4):
+            raise ValueError(f"AMG's Chebyshev smoother takes degree 2, 3 or 4, got {degree!r}")
+        for name, v in (("max_coarse", max_coarse), ("max_levels", max_levels)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"AMG {name} must be a positive integer, got {v!r}")
+        self.theta, self.B, self.smoother, self.omega = float(theta), B, smoother, float(omega)
+        self.degree, self.max_coarse, self.max_levels = int(degree), max_coarse, max_levels
+        self.csr = None
+        self.hierarchy = None        # the last hierarchy built (device or host)
+        self._reuse = None           # a hierarchy of the same pattern (update(A))
+        self.vcycle_time = None
+
+    def options(self) -> dict:
+        out = {"theta": self.theta, "smoother": self.smoother, "omega": self.omega,
+               "degree": self.degree, "max_coarse": self.max_coarse,
+               "max_levels": self.max_levels}
+        if self.B is not None:
+            out["B"] = f"{np.shape(self.B)[0]}x{np.shape(self.B)[1]}"
+        return out
+
+    def _setup_kw(self) -> dict:
+        return dict(theta=self.theta, B=self.B, smoother=self.smoother, omega=self.omega,
+                    degree=self.degree, max_coarse=self.max_coarse, max_levels=self.max_levels)
+
+    def bind(self, csr, n, dtype, *, snapshot=False):
+        if csr is None:
+            raise ValueError("M='amg' needs A as a matrix, not a LinearOperator")
+        B = self.B
+        if B is not None:
+            B = B.get() if hasattr(B, "get") and not isinstance(B, np.ndarray) else np.asarray(B)
+            if B.ndim == 1:
+                B = B[:, None]
+            if B.ndim != 2 or B.shape[0] != n or B.shape[1] < 1:
+                raise ValueError(f"AMG's B must have shape ({n}, k), got {np.shape(self.B)}")
+            if not np.isfinite(B).all():
+                raise ValueError("AMG's B contains NaN or Inf")
+            if B.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+                raise TypeError(f"AMG's B is complex ({B.dtype}) but the working dtype is "
+                                f"{np.dtype(dtype)}; pass a real B")
+            B = B.astype(dtype, copy=True)               # a snapshot: the caller's B not kept
+        out = AMG(**dict(self._setup_kw(), B=B))
+        out.csr, out.dtype, out.bound = csr, np.dtype(dtype), True
+        return out
+
+    def inherit(self, previous) -> None:
+        """Keep ``previous``'s aggregates where A's sparsity pattern is unchanged (a prepared
+        system's ``update``): the re-set-up recomputes only the numbers."""
+        h = getattr(previous, "hierarchy", None)
+        if (not isinstance(previous, AMG) or h is None or previous.options() != self.options()
+                or not hasattr(h, "vcycle")):
+            return
+        a, b = previous.csr, self.csr
+        if a is None or b is None or a.n != b.n or a.nnz != b.nnz:
+            return
+        xp = b.xp
+        if bool(xp.array_equal(a.indptr, b.indptr)) and bool(xp.array_equal(a.indices,
+                                                                            b.indices)):
+            self._reuse = h
+
+    # --- host face: the reference -------------------------------------------------------------
+    def host(self):
+        from . import reference
+        if self.hierarchy is None or hasattr(self.hierarchy, "vcycle"):
+            t0 = time.perf_counter()
+            self.hierarchy = reference.setup(self.csr.to_scipy(), dtype=self.dtype,
+                                             **self._setup_kw())
+            self.setup_time = time.perf_counter() - t0
+        h = self.hierarchy
+        op = reference.as_operator(h)
+        return (lambda r: reference.vcycle(h, r)), op.rmatvec
+
+    # --- stream face: the device hierarchy ----------------------------------------------------
+    def device(self, state):
+        from . import device
+        h = device.setup(self.csr.to_device(), state.dtype, state.stream, reuse=self._reuse,
+                         **self._setup_kw())
+        self.hierarchy = h
+        self._reuse = None
+        face = AMGFace(h)
+        self.vcycle_time = face.time_vcycle(state)
+        return face
+
+    def describe(self) -> dict:
+        out = {"precond": "amg", **self.options()}
+        h = self.hierarchy
+        if h is not None:
+            from . import reference
+            table = (h.levels_table() if hasattr(h, "levels_table")
+                     else reference.levels_table(h))
+            out.update(levels=table,
+                       operator_complexity=sum(z for _, z in table) / table[0][1],
+                       grid_complexity=sum(n for n, _ in table) / table[0][0])
+            times = getattr(h, "setup_times", None)
+            if times:
+                out["setup_times"] = dict(times)
+            out["vcycle_bytes"] = self.vcycle_bytes
+        if self.vcycle_time is not None:
+            out["vcycle_time"] = self.vcycle_time
+        return out
+
+    # what bench-amg and the CLI read on a prepared system's ``precond``
+    @property
+    def levels(self):
+        """(rows, nonzeros) of every level, finest first (None before the set-up)."""
+        return None if self.hierarchy is None else self.describe().get("levels")
+
+    @property
+    def vcycle_bytes(self):
+        """The bytes one V-cycle must move: its bandwidth floor at the copy bandwidth."""
+        from . import reference
+        h = self.hierarchy
+        if h is None:
+            return None
+        return reference.vcycle_bytes(h, np.dtype(self.dtype).itemsize)
+
+    @property
+    def setup_times(self):
+        return getattr(self.hierarchy, "setup_times", None)
+
+
+class AMGFace(DeviceFace):
+    """The V-cycle as kernels on the executor's stream (z = M r; M is self-adjoint for a
+    Hermitian A, the only case BiCG's M^H would need, which dpsolve refuses for AMG)."""
+
+    def __init__(self, hierarchy):
+        self.h = hierarchy
+
+    def apply(self, ex, r, z):
+        self.h.vcycle(r, z, ex.stream)
+
+    def apply_adjoint(self, ex, r, z):
+        raise ValueError("the AMG V-cycle's adjoint is not built; use cg or bicgstab")
+
+    def time_vcycle(self, state, reps: int = 3) -> float:
+        """Seconds per V-cycle on this state's stream (CUDA events, ``reps`` after a warm-up):
+        the report's ``vcycle_time``. Runs on the state's work vectors before any solve."""
+        import cupy
+        stream = state.stream
+        with stream:
+            r = cupy.ones(state.n, state.dtype)
+            z = cupy.empty_like(r)
+            self.h.vcycle(r, z, stream)
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            for _ in range(reps):
+                self.h.vcycle(r, z, stream)
+            end.record(stream)
+            end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) * 1e-3 / reps

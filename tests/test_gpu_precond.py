@@ -1,0 +1,186 @@
+"""AMG and Chebyshev on the GPU (dpsolve/precond): the device set-up forms the reference's
+aggregates, the device V-cycle equals the NumPy reference V-cycle on the same hierarchy, M is
+symmetric, two set-ups are identical, every variant that runs them solves, the others refuse by
+name, and a re-set-up keeps the aggregates (GPU machines only)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpsolve
+from dpsolve.backends import VARIANT_NAMES, get_backend
+from dpsolve.matrices import laplace_2d, laplace_3d
+from dpsolve.precond.amg import reference
+
+pytestmark = pytest.mark.gpu
+
+STREAM_VARIANTS = [v for v in VARIANT_NAMES[1:] if getattr(get_backend(v), "takes_stream_M",
+                                                          False)]
+FUSING_VARIANTS = [v for v in VARIANT_NAMES[1:] if v not in STREAM_VARIANTS]
+DTYPES = [np.float32, np.float64]
+EPS = {np.float32: 1e-4, np.float64: 1e-11}
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _problem(kind="2d", n=40, dtype=np.float64):
+    A = laplace_2d(n) if kind == "2d" else laplace_3d(n)
+    A = sp.csr_array(A).astype(dtype)
+    rng = np.random.default_rng(1)
+    return A, (A @ rng.random(A.shape[0])).astype(dtype)
+
+
+def _prepared(A, variant, M="amg", method="cg"):
+    import cupyx.scipy.sparse as csp
+    return dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
+
+
+@pytest.mark.parametrize("kind", ["2d", "3d"])
+def test_device_aggregates_are_the_references(kind):
+    """On every level, the device's aggregates are the reference's aggregation of that level's
+    own matrix (the device hierarchy, copied to the host)."""
+    A, _ = _problem(kind, 48 if kind == "2d" else 14)
+    P = _prepared(A, "merge")
+    h = P.precond.hierarchy.to_host()
+    assert len(h.levels) >= 2
+    for lev in h.levels[:-1]:
+        agg, _ = reference.aggregate(*reference.strength_graph(lev.A, 0.0))
+        assert np.array_equal(lev.aggregates, agg)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
+@pytest.mark.parametrize("variant", STREAM_VARIANTS)
+def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype):
+    cp = _cp()
+    A, _ = _problem("2d", 37, dtype)
+    P = _prepared(A, variant, M=dpsolve.precond.AMG(smoother=smoother))
+    st = P._state
+    h_dev = P.precond.hierarchy
+    h = h_dev.to_host()
+    r = np.random.default_rng(2).random(A.shape[0]).astype(dtype)
+    with st.stream:
+        rd = cp.asarray(r)
+        zd = cp.full_like(rd, np.nan)
+        st.pc.apply(st.ex, rd, zd)
+        z = zd.get()
+    zr = reference.vcycle(h, r)
+    assert z.dtype == dtype
+    assert np.linalg.norm(z - zr) <= EPS[dtype] * np.linalg.norm(zr)
+
+
+@pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
+def test_device_M_is_symmetric_and_two_set_ups_are_identical(smoother):
+    cp = _cp()
+    A, _ = _problem("3d", 12)
+    P1 = _prepared(A, "cuda", M=dpsolve.precond.AMG(smoother=smoother))
+    P2 = _prepared(A, "cuda", M=dpsolve.precond.AMG(smoother=smoother))
+    h1, h2 = P1.precond.hierarchy.to_host(), P2.precond.hierarchy.to_host()
+    for a, b in zip(h1.levels, h2.levels):
+        for name in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(a.A, name), getattr(b.A, name))
+    assert np.array_equal(h1.coarse_inv, h2.coarse_inv)
+    st = P1._state
+    rng = np.random.default_rng(3)
+    x, y = (cp.asarray(rng.random(A.shape[0])) for _ in range(2))
+    Mx, My = cp.empty_like(x), cp.empty_like(y)
+    with st.stream:
+        st.pc.apply(st.ex, x, Mx)
+        st.pc.apply(st.ex, y, My)
+    lhs, rhs = float(cp.vdot(Mx, y)), float(cp.vdot(x, My))
+    assert abs(lhs - rhs) <= 1e-12 * float(cp.linalg.norm(Mx) * cp.linalg.norm(y))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("M", ["amg", "chebyshev"])
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+@pytest.mark.parametrize("variant", STREAM_VARIANTS)
+def test_every_stream_variant_solves_with_it(variant, method, M, dtype):
+    cp = _cp()
+    A, b = _problem("2d", 45, dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-8
+    x, info, rep = getattr(dpsolve, method)(A, b, rtol=rtol, M=M, variant=variant,
+                                            full_output=True)
+    assert info == 0
+    assert np.linalg.norm(b - A @ x) <= 1.01 * rtol * np.linalg.norm(b)
+    xh, info_h, rep_h = getattr(dpsolve, method)(A, b, rtol=rtol, M=M, variant="host",
+                                                 full_output=True)
+    assert info_h == 0 and abs(rep.iterations - rep_h.iterations) <= 2
+    assert rep.preconditioner["precond"] == M
+    if M == "amg":
+        assert rep.preconditioner["levels"][0] == (A.shape[0], A.nnz)
+        assert rep.preconditioner["vcycle_time"] > 0
+    # CuPy in, CuPy out
+    import cupyx.scipy.sparse as csp
+    xd, info_d = getattr(dpsolve, method)(csp.csr_matrix(A), cp.asarray(b), rtol=rtol, M=M,
+                                          variant=variant)
+    assert info_d == 0 and isinstance(xd, cp.ndarray)
+
+
+@pytest.mark.parametrize("variant", FUSING_VARIANTS)
+@pytest.mark.parametrize("M", ["amg", "chebyshev"])
+def test_fusing_variants_refuse_by_name(variant, M):
+    A, b = _problem("2d", 20)
+    with pytest.raises(ValueError, match=f"variant '{variant}' fuses pointwise.*M='{M}'"):
+        dpsolve.cg(A, b, M=M, variant=variant)
+
+
+def test_auto_picks_a_variant_that_runs_amg():
+    A, b = _problem("2d", 30)
+    x, info, rep = dpsolve.cg(A, b, M="amg", rtol=1e-8, full_output=True)
+    assert info == 0 and rep.variant in STREAM_VARIANTS
+
+
+def test_update_with_the_same_pattern_keeps_the_aggregates():
+    cp = _cp()
+    import cupyx.scipy.sparse as csp
+    A, b = _problem("2d", 50)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph")
+    agg0 = [lev.aggregates.copy() for lev in P.precond.hierarchy.levels[:-1]]
+    P.update(csp.csr_matrix(2.0 * A))
+    h = P.precond.hierarchy
+    assert all(a is b or bool(cp.array_equal(a, b.aggregates))
+               for a, b in zip(agg0, h.levels[:-1]))
+    x, info = P.solve(cp.asarray(2.0 * b), rtol=1e-8)
+    assert info == 0
+    assert np.allclose(x.get(), dpsolve.cg(2.0 * A, 2.0 * b, rtol=1e-10, variant="host",
+                                           M="amg")[0], rtol=1e-6)
+    # a changed pattern: a full set-up
+    A2 = sp.csr_array(A + sp.eye_array(A.shape[0], k=3))
+    P.update(csp.csr_matrix(A2 + A2.T))
+    assert P.precond.hierarchy.levels[0].A.nnz == (A2 + A2.T).nnz
+
+
+def test_awkward_inputs():
+    # n below the coarse size: one level, the V-cycle is the pseudo-inverse solve
+    A, b = _problem("2d", 10)
+    x, info, rep = dpsolve.cg(A, b, M="amg", variant="merge", rtol=1e-10, full_output=True)
+    assert info == 0 and len(rep.preconditioner["levels"]) == 1 and rep.iterations <= 2
+    # an isolated row
+    A2 = sp.lil_array(laplace_2d(30))
+    A2[5, :] = 0
+    A2[:, 5] = 0
+    A2[5, 5] = 3.0
+    A2 = sp.csr_array(A2)
+    x, info = dpsolve.cg(A2, A2 @ np.ones(A2.shape[0]), M="amg", variant="cuda", rtol=1e-8)
+    assert info == 0
+    # zero and negative diagonals: clear errors
+    A3 = sp.lil_array(laplace_2d(30))
+    A3[7, 7] = 0
+    with pytest.raises(ValueError, match="nonzero, finite diagonal.*rows 7"):
+        dpsolve.cg(sp.csr_array(A3), np.ones(900), M="amg", variant="cuda")
+    A3[7, 7] = -4
+    with pytest.raises(ValueError, match="positive diagonal.*rows 7"):
+        dpsolve.cg(sp.csr_array(A3), np.ones(900), M="amg", variant="cuda")
+    # complex Hermitian
+    Ac = sp.csr_array(laplace_2d(30)).astype(np.complex128)
+    bc = Ac @ (np.ones(900) * (1 + 1j))
+    x, info = dpsolve.cg(Ac, bc, M="amg", variant="merge", rtol=1e-8)
+    assert info == 0 and np.allclose(x, 1 + 1j)
+    # BiCG needs M^H
+    with pytest.raises(ValueError, match="bicg needs M\\^H"):
+        dpsolve.bicg(A, b, M="amg", variant="cuda")
