@@ -164,7 +164,7 @@ def _summary(rep) -> str:
 
 # the registered preconditioner names (dpsolve.precond.names(); a test keeps them equal, so that
 # importing the CLI does not import NumPy)
-PRECONDS = ("jacobi", "amg")
+PRECONDS = ("jacobi", "amg", "chebyshev")
 
 
 def _precond_text(name) -> str:

@@ -1,0 +1,102 @@
+"""Chebyshev polynomial preconditioning, ``M="chebyshev"`` or ``dpsolve.precond.Chebyshev(...)``.
+
+z = M r is ``degree`` steps of the Chebyshev semi-iteration for D^-1 A z = D^-1 r from z = 0,
+over [rho / 30, 1.1 rho] with rho the estimate of rho(D^-1 A) (``smoothers.chebyshev``, the same
+polynomial AMG smooths with). M is a fixed polynomial in D^-1 A times D^-1: symmetric for a
+symmetric A, so a CG preconditioner. Each application costs degree - 1 products with A, in
+exchange for fewer iterations (and fewer inner products: the reductions the device-driven
+variants pay most for). Its stream face is amg.cu's ``vc_cheb``, one kernel a step; the host face
+is the reference recurrence.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import register, smoothers
+from .base import DeviceFace, Preconditioner
+
+
+@register
+class Chebyshev(Preconditioner):
+    name = "chebyshev"
+    has_adjoint = False
+
+    def __init__(self, degree=3, lower=1.0 / 30.0, upper=1.1):
+        if isinstance(degree, bool) or not isinstance(degree, int) or not 1 <= degree <= 16:
+            raise ValueError(f"Chebyshev degree must be an integer in 1..16, got {degree!r}")
+        if not (0 < lower < upper):
+            raise ValueError(f"Chebyshev needs 0 < lower < upper, got {lower!r}, {upper!r}")
+        self.degree, self.lower, self.upper = degree, float(lower), float(upper)
+        self.csr = self.rho = self.inv_diag = None
+
+    def options(self):
+        return {"degree": self.degree, "lower": self.lower, "upper": self.upper}
+
+    def bind(self, csr, n, dtype, *, snapshot=False):
+        if csr is None:
+            raise ValueError("M='chebyshev' needs A as a matrix, not a LinearOperator")
+        out = Chebyshev(self.degree, self.lower, self.upper)
+        out.csr, out.dtype, out.bound = csr, np.dtype(dtype), True
+        return out
+
+    def host(self):
+        A = self.csr.to_scipy()
+        d = A.diagonal()
+        if np.any(d == 0) or not np.all(np.isfinite(d)):
+            raise ValueError("M='chebyshev' needs a nonzero, finite diagonal")
+        inv = (1.0 / d).astype(self.dtype)
+        rho = smoothers._positive_rho(smoothers.spectral_radius(A, inv), "M='chebyshev'")
+        self.rho = rho
+
+        def psolve(r):
+            return smoothers.chebyshev(A, inv, rho, self.degree, None, r, self.lower, self.upper)
+        return psolve, None
+
+    def device(self, state):
+        from .amg import device
+        c = self.csr.to_device()
+        A = device._csr(c.data, c.indices, c.indptr, (c.n, c.n))
+        with state.stream:
+            inv = device._check_level(A, 0)
+            rho = smoothers._positive_rho(device.spectral_radius(A, inv), "M='chebyshev'")
+        self.rho = rho
+        coeffs = device.chebyshev_coefficients(rho, self.degree, state.dtype, self.lower,
+                                               self.upper)
+        return ChebyshevFace(A, inv, coeffs, state)
+
+    def describe(self):
+        return {"precond": "chebyshev", **self.options(), "rho": self.rho}
+
+
+class ChebyshevFace(DeviceFace):
+    """degree vc_cheb kernels (the first from z = 0), alternating between z and a work vector so
+    that the last lands in z."""
+
+    def __init__(self, A, inv_diag, coeffs, state):
+        import cupy
+
+        from ..cuda.device_matrix import vector_width
+        self.A, self.inv_diag, self.coeffs = A, inv_diag, coeffs
+        self.lanes = vector_width(A.nnz / max(A.shape[0], 1))
+        with state.stream:
+            self.W = cupy.full(state.n, np.nan, state.dtype)
+            self.d = cupy.full(state.n, np.nan, state.dtype)
+
+    def apply(self, ex, r, z):
+        from ..cuda import ops
+        from ..cuda._loader import get_kernel
+        from ..cuda.executor import launch
+        A, n = self.A, np.int32(self.A.shape[0])
+        kernel = get_kernel("amg", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
+        grid = (ops.grid_for(int(n) * self.lanes),)
+        steps, cur = len(self.coeffs), None
+        for k, (c1, c2) in enumerate(self.coeffs):
+            dst = (z, self.W)[(steps - 1 - k) % 2]
+            launch(kernel, grid, (ops.BLOCK,),
+                   (n, A.indptr, A.indices, A.data, self.inv_diag,
+                    cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst), ex.stream)
+            cur = dst
+
+    def apply_adjoint(self, ex, r, z):
+        raise ValueError("the Chebyshev preconditioner's adjoint is not built; use cg or "
+                         "bicgstab")
