@@ -64,8 +64,9 @@ SOURCES = {
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_scale<{T}>",
                              "vc_dense<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
-                                                       "vc_prolong")
-                          for w in CSR_VECTOR_WIDTHS)),
+                                                       "vc_prolong", "vc_presmooth_residual",
+                                                       "power_step")
+                          for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

@@ -17,6 +17,8 @@
 //
 // V-cycle, level l with n rows (W lanes a row for the products with A_l, P_l; s = sizeof(T)):
 //   vc_scale<T>           x = s .* b (damped Jacobi from x = 0)          reads 2n*s, writes n*s
+//   vc_presmooth_residual<T, W>  the Jacobi pre-smoothing fused into the residual: x = s .* b,
+//                         res = b - A x (A x gathered from s and b)  reads A + 2n*s, writes 2n*s
 //   vc_residual<T, W>     res = b - A x                 reads A + 2n*s, writes n*s
 //   vc_jacobi<T, W>       y = x + s .* (b - A x)        reads A + 3n*s, writes n*s
 //   vc_cheb<T, W>         q = D^-1 (b - A x); d = c1 d + c2 q (c1 = 0: d = c2 q, the first step);
@@ -157,6 +159,68 @@ vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indic
         const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
         if (lane == 0 && row < n) res[row] = b[row] - ax;
     });
+}
+
+// The Jacobi pre-smoothing from x = 0 fused into the residual: x = s .* b and res = b - A x,
+// with A x gathered as sum a_rj s_j b_j, so x is written and never read back.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_presmooth_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+                      const T* __restrict__ data, const T* __restrict__ s,
+                      const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        T sum = T(0);
+        if (row < n) {
+            const int end = indptr[row + 1];
+            for (int k = indptr[row] + lane; k < end; k += W) {
+                const int c = dps::ld_mat<true>(indices + k);
+                sum += dps::ld_mat<true>(data + k) * (s[c] * b[c]);
+            }
+        }
+        sum = dps::group_sum<T, W>(sum);
+        if (lane == 0 && row < n) {
+            x[row] = s[row] * b[row];
+            res[row] = b[row] - sum;
+        }
+    });
+}
+
+// rho(D^-1 A) by power iteration (the set-up), in the wide type: w = scale * D^-1 (A v) with
+// scale = 1 / ||v|| (the previous step's norm, on the device; nullptr: 1), and each block's
+// partial sum of |w_i|^2; power_norm then sums them: norm = sqrt(sum), scale_out = 1 / norm.
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+power_step(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+           const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ v,
+           const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials) {
+    __shared__ double smem[DPS_WARP];
+    const double sc = scale != nullptr ? scale[0] : 1.0;
+    double acc = 0.0;
+    amg::for_vector_rows<W>(n, [&](int row, int lane) {
+        const T av = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, v);
+        if (lane == 0 && row < n) {
+            const T wi = dinv[row] * av * T(sc);
+            w[row] = wi;
+            acc += (double)dps::abs2(wi);
+        }
+    });
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+power_norm(int nparts, const double* __restrict__ partials, double* __restrict__ norm,
+           double* __restrict__ scale) {
+    __shared__ double smem[DPS_WARP];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partials[i];
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) {
+        const double nrm = sqrt(acc);
+        norm[0] = nrm;
+        scale[0] = 1.0 / nrm;
+    }
 }
 
 template <typename T, int W>

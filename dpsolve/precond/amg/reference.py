@@ -710,7 +710,10 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
       D^-1 (2N) and writes x (N). A Chebyshev step k > 1 also reads d (N), and a step k < degree
       writes d (N). Jacobi is one step; Chebyshev ``degree`` steps. The pre-smoothing's first
       step starts from zero and has no SpMV (Jacobi pre: 3N; post: a + 4N).
-    * the residual reads A, x and b and writes res: a + 3N.
+    * the residual reads A, x and b and writes res: a + 3N. With the Jacobi smoother the
+      pre-smoothing from zero is fused into it (dpsolve/cuda/amg.cu's vc_presmooth_residual: x is
+      s .* b, gathered from s and b rather than read back): b and D^-1 read, x and res written,
+      a + 4N for both.
     * the restriction reads R (nnz(R) (V + I) + (n_c + 1) I) and res, and writes the coarse
       right-hand side: + N + n_c V.
     * the prolongation reads P (likewise, n + 1 row pointers) and the coarse solution (n_c V), and
@@ -725,8 +728,11 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
         n_c = lev.P.shape[1]
         a = _matrix_bytes(lev.A, V, Ib)
         nv = n * V
-        total += _smoothing_bytes(h, a, nv, from_zero=True)
-        total += a + 3 * nv
+        if h.smoother == "jacobi":
+            total += a + 4 * nv      # the pre-smoothing fused into the residual (see above)
+        else:
+            total += _smoothing_bytes(h, a, nv, from_zero=True)
+            total += a + 3 * nv
         total += _matrix_bytes(lev.R, V, Ib) + nv + n_c * V
         total += _matrix_bytes(lev.P, V, Ib) + n_c * V + 2 * nv
         total += _smoothing_bytes(h, a, nv, from_zero=False)
