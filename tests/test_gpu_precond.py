@@ -105,11 +105,16 @@ def test_every_stream_variant_solves_with_it(variant, method, M, dtype):
     rtol = 1e-5 if dtype == np.float32 else 1e-8
     x, info, rep = getattr(dpsolve, method)(A, b, rtol=rtol, M=M, variant=variant,
                                             full_output=True)
-    assert info == 0
-    assert np.linalg.norm(b - A @ x) <= 1.01 * rtol * np.linalg.norm(b)
     xh, info_h, rep_h = getattr(dpsolve, method)(A, b, rtol=rtol, M=M, variant="host",
                                                  full_output=True)
-    assert info_h == 0 and abs(rep.iterations - rep_h.iterations) <= 2
+    seen = (f"{variant} {method} M={M} {np.dtype(dtype)}: info {info} / host {info_h}, "
+            f"iterations {rep.iterations} / host {rep_h.iterations}, relative residual "
+            f"{np.linalg.norm(b - A @ x) / np.linalg.norm(b):.2e}")
+    assert info == 0 and info_h == 0, seen
+    assert np.linalg.norm(b - A @ x) <= 1.01 * rtol * np.linalg.norm(b), seen
+    # CG's count is stable under rounding; BiCGStab's moves with the order of the sums
+    slack = 2 if method == "cg" else max(3, rep_h.iterations // 3)
+    assert abs(rep.iterations - rep_h.iterations) <= slack, seen
     assert rep.preconditioner["precond"] == M
     if M == "amg":
         assert rep.preconditioner["levels"][0] == (A.shape[0], A.nnz)
