@@ -203,6 +203,61 @@ def _canonical(M):
     return _csr(M.data[keep], M.indices[keep], indptr, M.shape)
 
 
+# products whose cuSPARSE result failed the check and were made on the host (``spgemm``)
+FALLBACKS = {"count": 0}
+
+
+def _spmv_check(M, x, magnitude=False):
+    """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV (not cuSPARSE's): the
+    products' check."""
+    import cupy
+
+    from ...cuda.device_matrix import CsrVectorMatrix
+    from ...formats import CSR
+    data = cupy.abs(M.data) if magnitude else M.data
+    y = cupy.empty(M.shape[0], x.dtype)
+    ops.spmv(CsrVectorMatrix(CSR(M.indptr, M.indices, data.astype(x.dtype), M.shape[0])), x, y)
+    return y
+
+
+def spgemm(A, B):
+    """A @ B through cuSPARSE (cupyx), checked: C x against A (B x) for a fixed x, with dpsolve's
+    own SpMV. cupyx's SpGEMM can return a wrong product or fail with
+    CUSPARSE_STATUS_INSUFFICIENT_RESOURCES (CuPy issue 10033; on the H100 with CuPy 14.2 and CUDA
+    13, compute-sanitizer saw out-of-bounds reads in its workEstimation on a float32 hierarchy
+    and a float64 one failed to converge); a product that fails the check, or the call, is made
+    on the host by SciPy and uploaded, with a DpsolveWarning, so that the hierarchy is right."""
+    import cupy
+    import scipy.sparse as sp
+    try:
+        C = A @ B
+        wide = np.complex128 if np.dtype(C.dtype).kind == "c" else np.float64
+        i = cupy.arange(B.shape[1], dtype=cupy.uint64)
+        x = (1.0 + ((i * cupy.uint64(2654435761)) % cupy.uint64(1000)).astype(cupy.float64)
+             / 1000.0).astype(wide)
+        y1 = _spmv_check(C, x)
+        y2 = _spmv_check(A, _spmv_check(B, x))
+        scale = _spmv_check(A, _spmv_check(B, cupy.abs(x), True), True)   # |A| |B| |x|
+        bound = (np.sqrt(np.finfo(C.dtype).eps) * float(cupy.linalg.norm(scale))
+                 + np.finfo(C.dtype).tiny)
+        if C.shape == (A.shape[0], B.shape[1]) and float(cupy.linalg.norm(y1 - y2)) <= bound:
+            return C
+        why = "a product that failed its check"
+    except Exception as e:                         # INSUFFICIENT_RESOURCES and the like
+        why = f"{type(e).__name__}: {e}"
+    import warnings
+
+    from ..._errors import DpsolveWarning
+    FALLBACKS["count"] += 1
+    warnings.warn(f"AMG set-up: cuSPARSE's SpGEMM ({A.shape[0]} x {A.shape[1]} times "
+                  f"{B.shape[0]} x {B.shape[1]}) gave {why}; that product was made on the host",
+                  DpsolveWarning, stacklevel=3)
+    C = sp.csr_array(sp.csr_array(A.get()) @ sp.csr_array(B.get()))
+    C.sort_indices()
+    return _csr(cupy.asarray(C.data), cupy.asarray(C.indices.astype(np.int32)),
+                cupy.asarray(C.indptr.astype(np.int32)), C.shape)
+
+
 def _check_level(A, level: int):
     """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal)."""
     import cupy
@@ -377,7 +432,7 @@ def tentative(agg, n_agg: int, B, level: int, dtype):
 
 def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
     """P = T - (4/3 / rho) D^-1 (A T) (the reference's rule (d))."""
-    AT = _canonical(A @ T)
+    AT = _canonical(spgemm(A, T))
     n = AT.shape[0]
     launch(get_kernel("amg", "csr_scale_rows<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.data, inv_diag), None)
@@ -474,7 +529,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
             R = _canonical(P.conj().T)
             levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
                                       aggregates=agg))
-            A_l, B_l = _canonical((R @ A_l) @ P), B_c
+            A_l, B_l = _canonical(spgemm(spgemm(R, A_l), P)), B_c
             times["products"] += _sync_time(stream) - t
         t = _sync_time(stream)
         n_c = A_l.shape[0]
