@@ -445,7 +445,7 @@ def cmd_study(args) -> int:
           f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; "
           f"rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
-          f"{', Jacobi' if s.precond else ''}; x* = ones, b = A x*, x0 = 0; "
+          f"{_precond_text(s.precond)}; x* = ones, b = A x*, x0 = 0; "
           f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, "
           f"then a {s.gap:g} s gap; "
           f"output in {args.out}/")
@@ -599,8 +599,8 @@ def build_parser():
                     help="default 1e-6 (the study has no atol: rtol must be positive)")
     st.add_argument("--maxiter", type=_number(int, 1), default=None,
                     help="iteration cap per solve (default 10 n; --paper: 20000)")
-    st.add_argument("--precond", choices=("jacobi",), default=None, help="default none (the "
-                    "paper's plain CG)")
+    st.add_argument("--precond", choices=PRECONDS, default=None, help="default none (the "
+                    "paper's plain CG); amg and chebyshev skip the variants that cannot run them")
     st.add_argument("--window", type=_number(float, 0), default=None,
                     help="seconds of repeated solves per configuration (default 2; 0.5 when only "
                          "the host variant runs)")

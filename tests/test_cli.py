@@ -763,3 +763,20 @@ def test_study_downloads_first_and_a_missing_matrix_fails_alone(capsys, server, 
     assert res["laplace1d-8"]["status"] == "ok"
     assert res["missing"]["status"] == "failed" and "HTTP 404" in res["missing"]["error"]
     assert server.requests[p] == 1
+
+
+def test_solve_prints_the_amg_hierarchy(capsys):
+    """`solve --precond amg` prints the hierarchy as AmgX does (a line per level, then the
+    complexities); --json carries it as "preconditioner"."""
+    code, out, err = run(capsys, "solve", "laplace2d-40", "--variant", "host", "--precond", "amg",
+                         "--rtol", "1e-8")
+    assert code == 0, err
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("AMG      :"))
+    assert "smoothed aggregation, jacobi smoother" in lines[head]
+    assert lines[head + 2].split()[:3] == ["0", "1,600", "7,840"]
+    assert any("operator complexity" in ln for ln in lines[head:])
+    code, out, err = run(capsys, "solve", "laplace2d-40", "--variant", "host", "--precond",
+                         "chebyshev", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["preconditioner"]["precond"] == "chebyshev"
