@@ -18,10 +18,11 @@ __version__ = "0.1.0"
 # one public function per method of the method table (dpsolve/methods): cg, bicg, bicgstab, ...
 _LAZY = {name: "_solvers" for name in _method_names()}
 _LAZY.update({"prepare": "_prepared", "PreparedSystem": "_prepared",
-              "variants": "backends", "VariantInfo": "backends", "SolveReport": "report"})
+              "variants": "backends", "VariantInfo": "backends", "SolveReport": "report",
+              "BlockReport": "_block"})
 
 __all__ = [*_method_names(), "prepare", "PreparedSystem", "variants", "VariantInfo",
-           "SolveReport", "DpsolveError", "BackendUnavailableError", "FormatError",
+           "SolveReport", "BlockReport", "DpsolveError", "BackendUnavailableError", "FormatError",
            "KernelCompileError", "DistributedError", "DpsolveWarning", "__version__"]
 
 

@@ -132,6 +132,11 @@ class PreparedSystem:
         t0, c0 = time.perf_counter(), time.process_time()
         fe.check_options(self._options["variant"], self.sync, self._options["format"], maxiter,
                          callback)
+        from . import _block
+        if _block.is_block(b):                   # B (n, k): its columns, one after another
+            return _block.solve_columns(self, b, x0, rtol=rtol, atol=atol, maxiter=maxiter,
+                                        callback=callback, full_output=full_output,
+                                        energy=energy, options=options, t0=t0)
         options = method_table.get(self.method).check_options(options)
         out_cupy = _is_cupy(b)
         b = self._vector(b, "b")

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import inspect
 
+from . import _block
 from . import methods as method_table
 from ._frontend import solve as _solve
 from ._prepared import PreparedSystem
 
 
 def solve(method, A, b, x0, options=None, **kw):
-    """One call of a method's function: a PreparedSystem as ``A`` solves with what it holds."""
+    """One call of a method's function: a PreparedSystem as ``A`` solves with what it holds; a
+    block B of shape (n, k), k != 1, solves its columns (``dpsolve/_block.py``)."""
+    if _block.is_block(b) and not isinstance(A, PreparedSystem):
+        return _block.solve(method, A, b, x0, options, **kw)
     if isinstance(A, PreparedSystem):
         if A.method != method:
             raise ValueError(f"this system was prepared for {A.method}, not {method}; use "
@@ -35,7 +39,9 @@ _COMMON_DOC = """
         The real or complex N-by-N matrix of the linear system.{extra_A} A system prepared
         with :func:`dpsolve.prepare` solves with what it holds (its M, variant, format, sync).
     b : ndarray or cupy.ndarray
-        Right hand side of the linear system. Has shape (N,) or (N,1).
+        Right hand side of the linear system. Has shape (N,) or (N,1). dpsolve: a block of K
+        right-hand sides, shape (N, K), returns x of shape (N, K), ``info`` as an array of K codes
+        and a ``BlockReport`` (one report per column); each column meets its own tolerance.
     x0 : ndarray or cupy.ndarray, optional
         Starting guess for the solution. Never modified.
     rtol, atol : float, optional

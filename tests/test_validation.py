@@ -60,9 +60,10 @@ def test_A_of_the_wrong_type_is_named(method, A, name):
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("shape", [(N + 1,), (N, 2), (1, N), (N, 1, 1), ()],
-                         ids=["too-long", "two-columns", "row", "3d", "scalar"])
+@pytest.mark.parametrize("shape", [(N + 1,), (N + 1, 2), (1, N), (N, 1, 1), ()],
+                         ids=["too-long", "block-too-long", "row", "3d", "scalar"])
 def test_b_shape_mismatch(method, shape):
+    # (N, 2) is a block of two right-hand sides (tests/test_block.py)
     with pytest.raises(ValueError, match=r"shapes of A .* and b .* are incompatible"):
         call(spd(), np.ones(shape), method)
 

@@ -300,6 +300,10 @@ def _local_vector(v, n_local, what):
     v = _host_array(v)
     if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
         return None, f"{what} has unsupported dtype {v.dtype}"
+    if v.ndim == 2 and v.shape[0] == n_local and v.shape[1] != 1:
+        return None, (f"{what} has shape {v.shape}: dpsolve.distributed takes one right-hand "
+                      f"side (n_local,) for now; a block of {v.shape[1]} runs on one GPU "
+                      f"(dpsolve.cg(A, B)) or column by column here")
     if v.shape not in ((n_local,), (n_local, 1)):
         return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
                       f"(pass each rank's own rows of {what})")

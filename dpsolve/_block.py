@@ -1,0 +1,149 @@
+"""Several right-hand sides: ``dpsolve.cg(A, B)`` with B of shape (n, k) (issue 31, part 1).
+
+SciPy has no (n, k) form: ``b`` of shape (n,) or (n, 1) keeps SciPy's behaviour exactly, and a B of
+k != 1 columns returns X of shape (n, k), an integer array of k info codes (each SciPy's meaning
+for its column) and, with ``full_output``, a :class:`BlockReport` with one ``SolveReport`` per
+column. Each column converges to its own tolerance (``max(rtol * ||b_j||, atol)``), with its own
+restarts from the true residual and its own final check.
+
+How it runs today: A is prepared once (``dpsolve.prepare``: checks, transfer, format, the
+preconditioner's set-up, once for all k columns) and the columns are solved one after another on
+it, so every variant and method runs blocks. The fused block kernels (one SpMM that reads A once
+for the k columns) are the next step of issue 31; the report says which path ran (``path``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .formats.csr import _is_cupy
+
+
+@dataclass
+class BlockReport:
+    """What a block solve did: one :class:`dpsolve.SolveReport` per column (``columns``), and
+    the call's own figures. ``path``: how the columns ran ("columns, one prepared system")."""
+    columns: list = field(default_factory=list)
+    prepare_time: float | None = None     # s: the one set-up of A for every column
+    wall_time: float | None = None        # s: the whole call
+    path: str = "columns, one prepared system"
+
+    @property
+    def k(self) -> int:
+        return len(self.columns)
+
+    @property
+    def iterations(self) -> np.ndarray:
+        return np.array([r.iterations for r in self.columns], dtype=np.int64)
+
+    @property
+    def info(self) -> np.ndarray:
+        return np.array([r.info for r in self.columns], dtype=np.int64)
+
+    @property
+    def residual_norm(self) -> np.ndarray:
+        return np.array([r.residual_norm for r in self.columns], dtype=np.float64)
+
+    @property
+    def gpu_energy(self) -> float | None:
+        """J summed over the columns' solves (None when a column's solve has none)."""
+        e = [r.gpu_energy for r in self.columns]
+        return None if not e or any(v is None for v in e) else float(sum(e))
+
+    def summary(self) -> str:
+        its = self.iterations
+        return (f"{self.k} right-hand sides ({self.path}): info {self.info.tolist()}, "
+                f"iterations {int(its.min()) if its.size else 0}-"
+                f"{int(its.max()) if its.size else 0}, wall {self.wall_time:.3g} s "
+                f"(prepare {self.prepare_time:.3g} s)")
+
+
+def is_block(b) -> bool:
+    """Whether ``b`` is a block of right-hand sides: 2-D with a number of columns other than 1
+    ((n,) and (n, 1) are SciPy's single right-hand side)."""
+    shape = getattr(b, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(b)
+        except Exception:
+            return False
+    return len(shape) == 2 and shape[1] != 1
+
+
+def _block(B, n: int, what: str):
+    """B (or X0) checked: a 2-D numeric array of n rows, finite, NumPy or CuPy (as given)."""
+    from ._system import _check_dtype
+    B = B if _is_cupy(B) else np.asarray(B)
+    if B.dtype == object:
+        raise TypeError(f"{what} has dtype object; expected a numeric array")
+    if B.ndim != 2 or B.shape[0] != n:
+        raise ValueError(f"shapes of A {(n, n)} and {what} {tuple(B.shape)} are incompatible "
+                         f"(a block of right-hand sides has shape (n, k))")
+    _check_dtype(B.dtype, what)
+    xp = __import__("cupy") if _is_cupy(B) else np
+    finite = xp.isfinite(B).all(axis=0)
+    bad = np.flatnonzero(~(finite.get() if _is_cupy(B) else finite))
+    if bad.size:
+        cols = ", ".join(str(int(j)) for j in bad[:10]) + (", ..." if bad.size > 10 else "")
+        raise ValueError(f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} "
+                         f"{cols}")
+    return B
+
+
+def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy, options,
+                  t0=None):
+    """Solve the k columns of B on the prepared system P, one after another; returns
+    (X, info) or (X, info, BlockReport). ``callback`` receives X (n, k) after each iteration, with
+    the column in progress updated (the columns after it are still x0, the ones before final)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    B = _block(B, P.n, "b")
+    k = B.shape[1]
+    x0_mb = isinstance(X0, str)
+    if X0 is not None and not x0_mb:
+        X0 = _block(X0, P.n, "x0")
+        if X0.shape != B.shape:
+            raise ValueError(f"x0 {tuple(X0.shape)} and b {tuple(B.shape)} must have the same "
+                             f"shape")
+    cupy_out = _is_cupy(B)
+    xp = __import__("cupy") if cupy_out else np
+    X = xp.zeros((P.n, k), dtype=P.dtype)
+    if X0 is not None and not x0_mb:
+        X[...] = X0.astype(P.dtype, copy=False) if not cupy_out else xp.asarray(X0, P.dtype)
+    info = np.zeros(k, dtype=np.int64)
+    report = BlockReport(prepare_time=getattr(P, "prepare_time", None))
+    for j in range(k):
+        cb = None
+        if callback is not None:
+            def cb(xk, j=j):
+                X[:, j] = xk
+                callback(X)
+        x0 = X0 if x0_mb else (None if X0 is None else xp.ascontiguousarray(X0[:, j]))
+        out = P.solve(xp.ascontiguousarray(B[:, j]), x0, rtol=rtol, atol=atol, maxiter=maxiter,
+                      callback=cb, full_output=True, energy=energy, **options)
+        X[:, j] = out[0]
+        info[j] = out[1]
+        report.columns.append(out[2])
+    report.wall_time = time.perf_counter() - t0
+    return (X, info, report) if full_output else (X, info)
+
+
+def solve(method, A, B, x0, options=None, *, rtol, atol, maxiter, M, callback, variant, sync,
+          format, full_output, energy):
+    """``dpsolve.<method>(A, B)`` with B (n, k): one prepared system, then the columns."""
+    from . import _frontend as fe
+    from ._prepared import PreparedSystem
+    from ._system import check_matrix, coerce, matrix_char
+    t0 = time.perf_counter()
+    fe.check_options(variant, sync, format, maxiter, callback)
+    A, _, shape = check_matrix(A)
+    B = _block(B, shape[0], "b")
+    if callback is not None and variant == "auto" and fe.on_device(variant):
+        from .backends import variant_info          # a callback needs a host-driven variant
+        variant = next((v for v in ("merge", "cuda", "cublas") if variant_info(v).available),
+                       "host")
+    dtype = coerce(matrix_char(A), B.dtype.char)
+    P = PreparedSystem(A, method, M=M, variant=variant, format=format, sync=sync, dtype=dtype)
+    return solve_columns(P, B, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback,
+                         full_output=full_output, energy=energy, options=options or {}, t0=t0)
