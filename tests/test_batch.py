@@ -1,0 +1,106 @@
+"""dpsolve.batch: many small systems of one pattern (issue 31, part 2; the host reference).
+
+Each system is solved as its single solve would be (its own tolerance, iteration count and code),
+a bad system gets its own code and never disturbs the others, the pattern is checked."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpsolve
+from dpsolve import batch
+from dpsolve.matrices import laplace_2d
+
+N = 36
+
+
+def _systems(nb=12, dtype=np.float64, seed=0, nonsym=False):
+    A = sp.csr_array(laplace_2d(6)).astype(dtype)
+    rng = np.random.default_rng(seed)
+    mats = []
+    for i in range(nb):
+        M = A + (10.0 ** rng.uniform(-3, 1)) * sp.eye_array(N, format="csr", dtype=dtype)
+        if nonsym:
+            M = M + 0.3 * sp.eye_array(N, k=1, format="csr", dtype=dtype)
+        mats.append(sp.csr_array(M))
+    B = rng.random((nb, N))
+    if np.dtype(dtype).kind == "c":
+        B = B + 1j * rng.random((nb, N))
+    return mats, B.astype(dtype)
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_each_system_as_its_single_solve(method, dtype, M):
+    mats, B = _systems(dtype=dtype, nonsym=method == "bicgstab")
+    Ab = batch.from_matrices(mats)
+    rtol = 1e-5 if dtype == np.float32 else 1e-8
+    X, info, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True)
+    assert X.shape == B.shape and X.dtype == dtype and info.shape == (len(mats),)
+    for i, A in enumerate(mats):
+        x, i_single, r = getattr(dpsolve, method)(A, B[i], rtol=rtol, M=M, variant="host",
+                                                  full_output=True)
+        assert info[i] == i_single == 0
+        assert abs(int(rep.iterations[i]) - r.iterations) <= 2
+        assert np.linalg.norm(B[i] - A @ X[i]) <= 1.01 * rtol * np.linalg.norm(B[i])
+        assert rep.residual_norm[i] <= rep.tolerance[i]
+
+
+def test_a_bad_system_keeps_its_own_code():
+    mats, B = _systems(8)
+    mats[3] = sp.csr_array(mats[3].copy())
+    mats[3].data[0] = np.nan                                    # NaN in system 3's values
+    B[5, 2] = np.inf                                            # Inf in system 5's b
+    B[6] = 0                                                    # a zero b: x = 0, info 0
+    d7 = np.ones(N)
+    d7[::2] = -1                                                # system 7: indefinite
+    mats[7] = sp.csr_array(sp.diags_array(d7) @ mats[7])
+    Ab = batch.from_matrices(mats)
+    X, info = batch.cg(Ab, B, rtol=1e-8, maxiter=200)
+    assert info[3] == info[5] == batch.BAD_INPUT and not X[3].any() and not X[5].any()
+    assert info[6] == 0 and not X[6].any()
+    x7, info7 = dpsolve.cg(mats[7], B[7], rtol=1e-8, maxiter=200, variant="host")
+    assert info[7] == info7 != 0                                # its own code, as alone
+    for i in (0, 1, 2, 4):
+        assert info[i] == 0 and np.linalg.norm(B[i] - mats[i] @ X[i]) <= 1e-8 * np.linalg.norm(
+            B[i]) * 1.01
+    # a zero diagonal entry with Jacobi: that system's own code
+    z = mats[0].copy()
+    z.data[z.indptr[4] + np.flatnonzero(z.indices[z.indptr[4]:z.indptr[5]] == 4)] = 0
+    Ab = batch.from_matrices([mats[0], z])                      # an explicit zero: one pattern
+    X, info = batch.cg(Ab, B[:2], M="jacobi")
+    assert info.tolist() == [0, batch.ZERO_DIAGONAL]
+
+
+def test_patterns_and_shapes_are_checked():
+    mats, B = _systems(3)
+    other = sp.csr_array(mats[1] + sp.eye_array(N, k=5, format="csr"))
+    with pytest.raises(ValueError, match="matrix 1 has a sparsity pattern other than matrix 0's"):
+        batch.from_matrices([mats[0], other, mats[2]])
+    Ab = batch.from_matrices(mats)
+    with pytest.raises(ValueError, match=r"B must have shape \(nb, n\) = \(3, 36\), got \(36, 3\)"):
+        batch.cg(Ab, B.T)
+    with pytest.raises(ValueError, match="column index lies outside"):
+        batch.csr(Ab.values, Ab.indices + 100, Ab.indptr)
+    with pytest.raises(ValueError, match="sorted and unique"):
+        batch.csr(Ab.values, Ab.indices[::-1].copy(), Ab.indptr)
+    with pytest.raises(TypeError, match="dpsolve.batch.csr or from_matrices"):
+        batch.cg(mats[0], B)
+    with pytest.raises(ValueError, match="M=None or 'jacobi'"):
+        batch.cg(Ab, B, M="amg")
+    empty = batch.csr(np.zeros((0, Ab.nnz)), Ab.indices, Ab.indptr)
+    X, info = batch.cg(empty, np.zeros((0, N)))
+    assert X.shape == (0, N) and info.shape == (0,)
+    Bc = B.copy()
+    batch.cg(Ab, B)
+    assert np.array_equal(B, Bc)                                # the caller's B untouched
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out():
+    import cupy
+    mats, B = _systems(4)
+    X, info = batch.cg(batch.from_matrices(mats), cupy.asarray(B), rtol=1e-8)
+    assert isinstance(X, cupy.ndarray) and (info == 0).all()
