@@ -258,6 +258,35 @@ def spgemm(A, B):
                 cupy.asarray(C.indptr.astype(np.int32)), C.shape)
 
 
+# device bytes a hierarchy takes, per byte of A in CSR (the levels at an operator complexity up to
+# ~3, P and R, and the sparse products' intermediates) and per vector (the V-cycle's work vectors,
+# the set-up's): on the safe side of what the H100 runs showed (operator complexity 1.9-2.9)
+HIERARCHY_PER_MATRIX_BYTE, HIERARCHY_VECTORS = 8, 24
+
+
+def check_memory(n: int, nnz: int, dtype) -> None:
+    """The size guard for the hierarchy: ProblemTooLargeError, before any work, when its
+    estimate exceeds the device's free memory (DPSOLVE_NO_SIZE_GUARD=1 to try anyway)."""
+    import os
+
+    import cupy
+
+    from ...matrices import SIZE_GUARD_ENV, ProblemTooLargeError, human_bytes
+    if os.environ.get(SIZE_GUARD_ENV, "") not in ("", "0"):
+        return
+    item = np.dtype(dtype).itemsize
+    need = (HIERARCHY_PER_MATRIX_BYTE * (nnz * (item + 4) + (n + 1) * 4)
+            + HIERARCHY_VECTORS * n * item)
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    pool = cupy.get_default_memory_pool()
+    free += pool.total_bytes() - pool.used_bytes()     # CuPy's cached blocks are reusable
+    if need > free:
+        raise ProblemTooLargeError(
+            f"M='amg': n = {n:,}, nnz = {nnz:,} ({np.dtype(dtype).name}) needs about "
+            f"{human_bytes(need)} of device memory for its hierarchy, more than the "
+            f"{human_bytes(free)} free; set {SIZE_GUARD_ENV}=1 to try anyway")
+
+
 def _check_level(A, level: int):
     """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal)."""
     import cupy
@@ -492,6 +521,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
     import cupy
     dtype = np.dtype(dtype)
     times = {"aggregation": 0.0, "products": 0.0, "smoothers": 0.0, "coarse": 0.0}
+    check_memory(csr.n, csr.nnz, dtype)
     with stream:
         t0 = _sync_time(stream)
         A_l = _csr(csr.data.astype(dtype, copy=False), csr.indices, csr.indptr, (csr.n, csr.n))
