@@ -189,3 +189,13 @@ def test_awkward_inputs():
     # BiCG needs M^H
     with pytest.raises(ValueError, match="bicg needs M\\^H"):
         dpsolve.bicg(A, b, M="amg", variant="cuda")
+
+
+def test_a_cached_graph_state_reports_its_hierarchy():
+    """variant graph reuses a cached state for the same A: the second one-shot call's report
+    still carries the hierarchy it ran with (Preconditioner.adopt)."""
+    A, b = _problem("2d", 40)
+    reps = [dpsolve.cg(A, b, M="amg", variant="graph", rtol=1e-8, full_output=True)[2]
+            for _ in range(2)]
+    assert reps[1].build_time == 0.0                       # the cached state
+    assert reps[0].preconditioner["levels"] == reps[1].preconditioner["levels"]

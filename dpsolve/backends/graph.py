@@ -129,6 +129,7 @@ class GraphBackend(MergeBackend):
         if st is not None:
             self._cache.move_to_end(key)
             st.build_time = 0.0
+            system.M.adopt(st.precond)       # its set-up (an AMG hierarchy) is this call's
             return st
         t0 = time.perf_counter()
         st = super().prepare(system, fmt)

@@ -74,6 +74,10 @@ class Preconditioner:
         """Take what can be kept from ``previous`` (the preconditioner a prepared system had
         before ``update(A)``); nothing by default."""
 
+    def adopt(self, other) -> None:
+        """Take ``other``'s device set-up as this one's (variant graph reuses a cached state
+        built for an equal preconditioner): what ``describe`` reports. Nothing by default."""
+
     def describe(self) -> dict:
         """What the report and ``dpsolve solve`` print about this preconditioner."""
         return {"precond": self.kind}

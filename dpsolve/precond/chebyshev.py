@@ -64,6 +64,10 @@ class Chebyshev(Preconditioner):
                                                self.upper)
         return ChebyshevFace(A, inv, coeffs, state)
 
+    def adopt(self, other):
+        if isinstance(other, Chebyshev):
+            self.rho = other.rho
+
     def describe(self):
         return {"precond": "chebyshev", **self.options(), "rho": self.rho}
 

@@ -97,6 +97,10 @@ class AMG(Preconditioner):
                                                                             b.indices)):
             self._reuse = h
 
+    def adopt(self, other) -> None:
+        if isinstance(other, AMG):
+            self.hierarchy, self.vcycle_time = other.hierarchy, other.vcycle_time
+
     # --- host face: the reference -------------------------------------------------------------
     def host(self):
         from . import reference
