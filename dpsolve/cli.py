@@ -213,6 +213,8 @@ def cmd_solve(args) -> int:
     check_dtype_keeps(np.iscomplexobj(A), dtype, prob.source, "--dtype")
     A = A.astype(dtype, copy=False)
     _warn_if_not_hermitian(A, args.method, prob.source)
+    if args.rhs:
+        return _solve_rhs_file(args, prob, A, dtype)
     b, x_star = paper_rhs(A)
     solver = getattr(_solvers, args.method)
     x, info, rep = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
@@ -236,6 +238,71 @@ def cmd_solve(args) -> int:
     for line in hierarchy_lines(rep.preconditioner or {}):
         print(line)
     return _print_result(info, rel_res, rel_err)
+
+
+def load_rhs(path, n: int, dtype):
+    """The right-hand sides of ``solve --rhs``: a .npy array or a Matrix Market file (array or
+    coordinate), of shape (n,) or (n, k); a MatrixFileError / ValueError naming the file."""
+    import numpy as np
+
+    from .matrices import MatrixFileError, read_matrix
+    path = str(path)
+    if path.endswith(".npy"):
+        try:
+            B = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise MatrixFileError(path, f"not a readable .npy array ({e})") from None
+    else:
+        B = read_matrix(path).toarray()
+    if B.ndim == 1:
+        B = B[:, None]
+    if B.ndim != 2 or B.shape[0] != n:
+        raise ValueError(f"{path}: the right-hand sides have shape {B.shape}; the matrix has {n} "
+                         f"rows (expected ({n},) or ({n}, k))")
+    if B.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        raise ValueError(f"{path}: complex right-hand sides for a {dtype} matrix; pass "
+                         f"--dtype complex128")
+    return B.astype(dtype)
+
+
+def _solve_rhs_file(args, prob, A, dtype) -> int:
+    """``solve MATRIX --rhs FILE``: every column of the file solved (a block, dpsolve._block);
+    one line per column; the exit status is the worst column's (a breakdown over a miss over
+    convergence)."""
+    import json
+
+    import numpy as np
+
+    from . import _solvers
+    B = load_rhs(args.rhs, A.shape[0], dtype)
+    solver = getattr(_solvers, args.method)
+    X, info, rep = solver(A, B, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter,
+                          M=args.precond, variant=args.variant, sync=args.sync,
+                          format=args.format, full_output=True)
+    info = np.atleast_1d(info)
+    reports = rep.columns if hasattr(rep, "columns") else [rep]
+    bnorms = np.linalg.norm(B, axis=0)
+    rel = [r.residual_norm / bn if bn and r.residual_norm is not None else None
+           for r, bn in zip(reports, bnorms)]
+    worst = (BREAKDOWN if (info < 0).any() else NOT_CONVERGED if (info > 0).any()
+             else CONVERGED)
+    if args.json:
+        doc = {"matrix": prob.name, "source": prob.source, "n": int(A.shape[0]),
+               "nnz": int(A.nnz), "rhs": str(args.rhs), "k": int(B.shape[1]),
+               "precond": args.precond,
+               "columns": [{"info": int(i), "relative_residual": rr, "report": r.as_dict()}
+                           for i, rr, r in zip(info, rel, reports)]}
+        print(json.dumps(doc, indent=2, default=_jsonable))
+        return worst
+    print(f"matrix   : {prob.name} ({prob.source}): n = {A.shape[0]:,}, nnz = {A.nnz:,}, {dtype}")
+    print(f"set-up   : b = the {B.shape[1]} column(s) of {args.rhs}, x0 = 0; {args.method}, "
+          f"rtol = {args.rtol:g}{_precond_text(args.precond)}")
+    for j, (i, rr, r) in enumerate(zip(info, rel, reports)):
+        state = ("converged" if i == 0 else f"not converged after {i} iterations" if i > 0
+                 else f"breakdown ({i})")
+        print(f"column {j:<3}: {state}; {r.iterations} iterations; ||b - A x|| / ||b|| = "
+              f"{'n/a' if rr is None else f'{rr:.3e}'}")
+    return worst
 
 
 def _warn_if_not_hermitian(A, method: str, source: str) -> None:
@@ -551,6 +618,10 @@ def build_parser():
     s.add_argument("--maxiter", type=_number(int, 1), default=None, help="default 10 n")
     s.add_argument("--precond", choices=PRECONDS, default=None,
                    help="preconditioner (default none); amg prints its hierarchy")
+    s.add_argument("--rhs", default=None, metavar="FILE",
+                   help="right-hand sides: a .npy array or a Matrix Market file of shape (n,) or "
+                        "(n, k), each column solved (default: the paper's b = A ones); the exit "
+                        "status is the worst column's")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--force", action="store_true", help=FORCE_HELP)
     s.add_argument("--distributed", action="store_true",
@@ -698,6 +769,9 @@ def _main(argv=None) -> int:
     import warnings
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.cmd == "solve" and args.distributed and args.rhs:
+        parser.error("--rhs (several right-hand sides) runs on one GPU; --distributed takes the "
+                     "paper's b for now")
     if args.cmd == "solve" and args.distributed:
         from .distributed import METHODS as DISTRIBUTED
         if args.method not in DISTRIBUTED:

@@ -780,3 +780,32 @@ def test_solve_prints_the_amg_hierarchy(capsys):
                          "chebyshev", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["preconditioner"]["precond"] == "chebyshev"
+
+
+def test_solve_takes_a_file_of_right_hand_sides(capsys, tmp_path):
+    """`solve --rhs FILE`: every column solved, a line each, the worst column's exit status."""
+    import numpy as np
+    from dpsolve.matrices import laplace_2d
+    A = laplace_2d(12)
+    B = np.random.default_rng(0).random((144, 3))
+    B[:, 1] = 0
+    path = tmp_path / "B.npy"
+    np.save(path, B)
+    code, out, err = run(capsys, "solve", "laplace2d-12", "--variant", "host", "--rhs", str(path),
+                         "--rtol", "1e-8")
+    assert code == 0, err
+    lines = [ln for ln in out.splitlines() if ln.startswith("column")]
+    assert len(lines) == 3 and all("converged" in ln for ln in lines)
+    code, out, err = run(capsys, "solve", "laplace2d-12", "--variant", "host", "--rhs", str(path),
+                         "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["k"] == 3 and [c["info"] for c in doc["columns"]] == [0, 0, 0]
+    r = np.linalg.norm(B[:, 0] - A @ np.linalg.solve(A.toarray(), B[:, 0]))
+    assert doc["columns"][0]["relative_residual"] <= 1e-5 and r < 1e-8
+    # a column that cannot converge in maxiter: exit status 3 (not converged), the worst column's
+    code, out, err = run(capsys, "solve", "laplace2d-12", "--variant", "host", "--rhs", str(path),
+                         "--maxiter", "2", "--rtol", "1e-12")
+    assert code == 3
+    np.save(path, B[:-1])
+    code, out, err = run(capsys, "solve", "laplace2d-12", "--variant", "host", "--rhs", str(path))
+    assert code != 0 and "the matrix has 144 rows" in err
