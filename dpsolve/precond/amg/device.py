@@ -32,6 +32,7 @@ from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
 from . import reference
+from . import sparse as sps
 
 BLOCK = ops.BLOCK
 
@@ -196,7 +197,7 @@ def _canonical(M):
     if bool(keep.all()):
         return M
     n = M.shape[0]
-    rows = cupy.repeat(cupy.arange(n, dtype=cupy.int32), cupy.diff(M.indptr).astype(cupy.int64))
+    rows = sps.row_ids(M.indptr, int(M.nnz))
     counts = cupy.bincount(rows[keep], minlength=n)
     indptr = cupy.zeros(n + 1, cupy.int32)
     indptr[1:] = cupy.cumsum(counts).astype(cupy.int32)
@@ -348,12 +349,11 @@ def strength_graph(A, theta: float):
     import cupy
     n = A.shape[0]
     indptr = A.indptr
-    if theta == 0 and A.has_sorted_indices and bool((A.data != 0).all()):
-        At = A.T.tocsr()                 # the pattern's transpose (csr2csc)
-        if (bool(cupy.array_equal(At.indptr, indptr))
-                and bool(cupy.array_equal(At.indices, A.indices))):
+    if theta == 0 and bool((A.data != 0).all()):
+        t_ptr, t_idx, _ = sps.transpose(indptr, A.indices, A.indices, A.shape)   # the pattern's
+        if bool(cupy.array_equal(t_ptr, indptr)) and bool(cupy.array_equal(t_idx, A.indices)):
             return indptr, A.indices
-    rows = cupy.repeat(cupy.arange(n, dtype=cupy.int64), cupy.diff(indptr).astype(cupy.int64))
+    rows = sps.row_ids(indptr, int(A.nnz))
     cols = A.indices.astype(cupy.int64)
     strong = (rows != cols) & (A.data != 0)
     if theta != 0:
@@ -418,8 +418,8 @@ def aggregate(gp, gj, dtype):
     if missing:
         left = agg < 0
         v2 = _mis(gp, gj, dtype, 1, agg)
-        G = _csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n))
-        counts = G @ left.astype(cupy.float32) - left
+        counts = _spmv_check(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
+                             left.astype(cupy.float32)) - left
         second = ((v2 >> 60) == 2) & left & (counts > 0)
         k = int(second.sum())
         agg = cupy.where(second, n_agg + cupy.cumsum(second.astype(cupy.int32)) - 1,
@@ -448,8 +448,11 @@ def tentative(agg, n_agg: int, B, level: int, dtype):
     b = B[:, 0].astype(wide)
     sq = (b.real ** 2 + b.imag ** 2) if b.dtype.kind == "c" else b * b
     rows = cupy.arange(n + 1, dtype=cupy.int32)
-    T0 = _csr(cupy.ones(n, cupy.float64), agg, rows, (n, n_agg))
-    norms = cupy.sqrt(T0.T.tocsr() @ sq.astype(cupy.float64))
+    # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
+    # dpsolve's own SpMV (deterministic: a fixed order of the sums)
+    t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
+    norms = cupy.sqrt(_spmv_check(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
+                                  sq.astype(cupy.float64)))
     zero = cupy.flatnonzero(norms == 0)
     if zero.size:
         raise ValueError(f"B is zero on every node of {int(zero.size)} aggregate(s) of level "
@@ -466,7 +469,9 @@ def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
     launch(get_kernel("amg", "csr_scale_rows<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.data, inv_diag), None)
     c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
-    return _canonical(T - AT * c)
+    p, i, d = sps.add((T.indptr, T.indices, T.data), (AT.indptr, AT.indices, -(AT.data * c)),
+                      T.shape)
+    return _canonical(_csr(d, i, p, T.shape))
 
 
 def pseudo_inverse(A, dtype):
@@ -474,8 +479,8 @@ def pseudo_inverse(A, dtype):
     a Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian."""
     import cupy
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
-    dense = A.toarray().astype(wide)
-    herm = _is_hermitian(A)
+    dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
+    herm = sps.is_hermitian_dense(dense)
     if not herm:
         return cupy.linalg.pinv(dense).astype(dtype)
     H = (dense + dense.conj().T) / 2
@@ -484,17 +489,6 @@ def pseudo_inverse(A, dtype):
     winv = cupy.where(cupy.abs(w) > cutoff, 1.0 / w, 0.0)
     inv = (V * winv) @ V.conj().T
     return ((inv + inv.conj().T) / 2).astype(dtype)
-
-
-def _is_hermitian(A) -> bool:
-    import cupy
-    if A.nnz == 0:
-        return True
-    diff = (A - A.conj().T).tocsr()
-    if diff.nnz == 0:
-        return True
-    tol = math.sqrt(np.finfo(A.dtype).eps) * float(cupy.abs(A.data).max())
-    return float(cupy.abs(diff.data).max()) <= tol
 
 
 def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upper=1.1):
@@ -556,7 +550,8 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
             t = _sync_time(stream)
             T, B_c = tentative(agg, n_agg, B_l, level, dtype)
             P = smooth_prolongator(A_l, inv_diag, rho, T, dtype)
-            R = _canonical(P.conj().T)
+            R = _csr(*sps.transpose(P.indptr, P.indices, P.data, P.shape, conj=True)[::-1],
+                     (P.shape[1], P.shape[0]))         # P^H, with array operations
             levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
                                       aggregates=agg))
             A_l, B_l = _canonical(spgemm(spgemm(R, A_l), P)), B_c

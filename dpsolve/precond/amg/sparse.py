@@ -1,0 +1,84 @@
+"""The sparse bookkeeping of the GPU set-up with array operations only (NumPy or CuPy, the same
+code): row ids, transposes, dense copies. cuSPARSE's csr2csc, csr2dense and csrgeam (through
+cupyx) are avoided: compute-sanitizer's racecheck reported hazards inside them on the H100 (issue
+30), and these are cheap next to the products. The tests run this very code on NumPy against
+SciPy (tests/test_amg_sparse.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def xp_of(a):
+    """numpy, or cupy for a CuPy array."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
+def row_ids(indptr, nnz: int):
+    """The row of every stored entry (int64), empty rows allowed: the number of row ends at or
+    before the entry's position (``repeat`` with array counts is avoided: CuPy documents it for
+    an int or a list only)."""
+    xp = xp_of(indptr)
+    return xp.searchsorted(indptr[1:], xp.arange(nnz, dtype=indptr.dtype), side="right").astype(
+        xp.int64)
+
+
+def transpose(indptr, indices, data, shape, conj=False):
+    """(indptr, indices, data) of the transpose (conjugate transpose with ``conj``) of the CSR
+    matrix, rows sorted by column, no duplicates if the input had none. The order is a sort of
+    unique int64 keys (column * rows + row), so it does not depend on the sort's stability."""
+    xp = xp_of(indices)
+    m, k = shape
+    nnz = int(indices.shape[0])
+    rows = row_ids(indptr, nnz)
+    cols = indices.astype(xp.int64)
+    order = xp.argsort(cols * m + rows)
+    t_ptr = xp.zeros(k + 1, dtype=indptr.dtype)
+    if nnz:
+        t_ptr[1:] = xp.cumsum(xp.bincount(cols, minlength=k)).astype(indptr.dtype)
+    t_data = data[order]
+    return t_ptr, rows[order].astype(indices.dtype), (t_data.conj() if conj else t_data)
+
+
+def dense(indptr, indices, data, shape):
+    """The matrix as a dense array (each (row, column) stored once: a plain scatter)."""
+    xp = xp_of(indices)
+    out = xp.zeros(shape, dtype=data.dtype)
+    out[row_ids(indptr, int(indices.shape[0])), indices.astype(xp.int64)] = data
+    return out
+
+
+def is_hermitian_dense(D) -> bool:
+    """D == D^H to sqrt(eps) of D's largest entry (the reference's ``_is_hermitian``)."""
+    xp = xp_of(D)
+    top = float(xp.abs(D).max()) if D.size else 0.0
+    if top == 0:
+        return True
+    return float(xp.abs(D - D.conj().T).max()) <= np.sqrt(np.finfo(D.dtype).eps) * top
+
+
+def add(a, b, shape):
+    """(indptr, indices, data) of the sum of two CSR matrices given as (indptr, indices, data)
+    each with sorted rows and no duplicates: the entries of both sorted by (row, column) and
+    each pair of equal positions summed (at most two: one from each; a + b is exact whatever
+    their order). Zeros that cancel stay (the caller drops them)."""
+    xp = xp_of(a[1])
+    m, k = shape
+    rows = xp.concatenate([row_ids(a[0], int(a[1].shape[0])), row_ids(b[0], int(b[1].shape[0]))])
+    cols = xp.concatenate([a[1], b[1]]).astype(xp.int64)
+    vals = xp.concatenate([a[2], b[2]])
+    key = rows * k + cols
+    order = xp.argsort(key)
+    key, vals = key[order], vals[order]
+    if key.size > 1:
+        pair = key[1:] == key[:-1]                      # the second of an equal pair
+        vals[:-1] = xp.where(pair, vals[:-1] + vals[1:], vals[:-1])
+        keep = xp.concatenate([xp.ones(1, dtype=bool), ~pair])
+        key, vals = key[keep], vals[keep]
+    out_rows = key // k
+    ptr = xp.zeros(m + 1, dtype=a[0].dtype)
+    if key.size:
+        ptr[1:] = xp.cumsum(xp.bincount(out_rows, minlength=m)).astype(a[0].dtype)
+    return ptr, (key % k).astype(a[1].dtype), vals
