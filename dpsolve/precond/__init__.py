@@ -3,8 +3,8 @@
 
 ``M`` of every solver may be:
 
-* a registered name: ``M="jacobi"`` (the only built-in one so far; :func:`names` lists them),
-* a preconditioner object with its options, e.g. ``dpsolve.precond.Jacobi()``,
+* a registered name: ``M="jacobi"``, ``"amg"``, ``"chebyshev"`` (:func:`names` lists them),
+* a preconditioner object with its options, e.g. ``dpsolve.precond.AMG(theta=0.1)``,
 * a 1-D array holding D^-1, or a diagonal sparse matrix (both: Jacobi with that diagonal),
 * any matrix or ``LinearOperator`` approximating A^-1 (:class:`Operator`: host-driven variants),
 * None: no preconditioner.
