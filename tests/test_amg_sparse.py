@@ -48,3 +48,18 @@ def test_add_matches_scipy(dtype):
         got = sp.csr_array((d, i, p), shape=shape)
         assert np.array_equal(got.toarray(), (X - Y).toarray())
         assert all(np.all(np.diff(i[p[r]:p[r + 1]]) > 0) for r in range(shape[0]))
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.25])
+def test_strength_is_the_references(theta):
+    """The device set-up's strength graph (sparse.strength, run here on NumPy) equals the host
+    reference.s, on a nonsymmetric pattern with weak entries and an explicit zero."""
+    from dpsolve.precond.amg import reference as ref
+    rng = np.random.default_rng(7)
+    A = sp.random_array((40, 40), density=0.1, random_state=rng) + 4 * sp.eye_array(40)
+    A = sp.csr_array(A)
+    A.data[3] = 0.0                                        # stored, never strong
+    A.sort_indices()
+    gp, gj = S.strength(A.indptr, A.indices, A.data, A.diagonal(), theta)
+    hp, hj = ref.strength_graph(A, theta)
+    assert np.array_equal(gp, hp) and np.array_equal(gj, hj)

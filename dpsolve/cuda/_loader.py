@@ -61,8 +61,7 @@ SOURCES = {
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
     # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
-                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_scale<{T}>",
-                             "vc_dense<{T}>")
+                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "power_step")

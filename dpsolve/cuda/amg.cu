@@ -16,7 +16,6 @@
 // family per source file, instantiated per dtype.)
 //
 // V-cycle, level l with n rows (W lanes a row for the products with A_l, P_l; s = sizeof(T)):
-//   vc_scale<T>           x = s .* b (damped Jacobi from x = 0)          reads 2n*s, writes n*s
 //   vc_presmooth_residual<T, W>  the Jacobi pre-smoothing fused into the residual: x = s .* b,
 //                         res = b - A x (A x gathered from s and b)  reads A + 2n*s, writes 2n*s
 //   vc_residual<T, W>     res = b - A x                 reads A + 2n*s, writes n*s
@@ -142,13 +141,6 @@ csr_scale_rows(int n, const int* __restrict__ indptr, T* __restrict__ data,
 }
 
 // ---------------------------------------------------------------------------- the V-cycle
-
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-vc_scale(int n, const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        x[i] = s[i] * b[i];
-}
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)

@@ -25,7 +25,7 @@ __all__ = ["start_vector", "spectral_radius", "jacobi_sweep", "chebyshev"]
 _GOLDEN = 2654435761          # Knuth's multiplicative-hash constant (2^32 / golden ratio)
 
 
-def start_vector(n: int) -> np.ndarray:
+def start_vector(n: int, xp=np):
     """The start vector of ``spectral_radius``: v_i = 1 + ((i * 2654435761) mod 1000) / 1000.
 
     ``i`` runs over 0..n-1 and the product is taken exactly in unsigned 64-bit integers; the
@@ -33,10 +33,10 @@ def start_vector(n: int) -> np.ndarray:
     not orthogonal to the smooth eigenvectors, and its pseudo-random part excites the
     high-frequency ones whose eigenvalue we want. It is deterministic so that the host and the GPU
     (which computes the same formula) start from the same vector and get the same estimate up to
-    rounding.
+    rounding. ``xp``: the array module (NumPy, or CuPy for the device set-up: the same code).
     """
-    i = np.arange(n, dtype=np.uint64)
-    return 1.0 + ((i * np.uint64(_GOLDEN)) % np.uint64(1000)).astype(np.float64) / 1000.0
+    i = xp.arange(n, dtype=xp.uint64)
+    return 1.0 + ((i * xp.uint64(_GOLDEN)) % xp.uint64(1000)).astype(xp.float64) / 1000.0
 
 
 def _wide(dtype) -> np.dtype:

@@ -129,8 +129,7 @@ class AMG(Preconditioner):
         h = self.hierarchy
         if h is not None:
             from . import reference
-            table = (h.levels_table() if hasattr(h, "levels_table")
-                     else reference.levels_table(h))
+            table = reference.levels_table(h)        # host or device hierarchy alike
             out.update(levels=table,
                        operator_complexity=sum(z for _, z in table) / table[0][1],
                        grid_complexity=sum(n for n, _ in table) / table[0][0])

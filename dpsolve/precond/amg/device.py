@@ -11,8 +11,8 @@ it between their own kernels and variant ``graph`` captures it into its WHILE bo
 for a whole AMG-PCG solve. Per level above the coarsest (Jacobi smoothing; Chebyshev adds its
 steps):
 
-    vc_scale      X = (omega / rho) D^-1 b                 pre-smoothing from zero
-    vc_residual   res = b - A X
+    vc_presmooth_residual   X = (omega / rho) D^-1 b (pre-smoothing from zero) and
+                            res = b - A X, in one kernel
     spmv (R)      b_{l+1} = R res                          dpsolve's CSR-vector SpMV
     ...           the coarser levels, then the coarsest: vc_dense  x_c = pinv(A_c) b_c
     vc_prolong    X += P x_{l+1}
@@ -79,20 +79,8 @@ class DeviceHierarchy:
     setup_times: dict = field(default_factory=dict)
     B: list = field(default_factory=list)
 
-    def levels_table(self) -> list:
-        return [(lev.n, int(lev.A.nnz)) for lev in self.levels]
-
-    def operator_complexity(self) -> float:
-        t = self.levels_table()
-        return sum(z for _, z in t) / t[0][1]
-
-    def grid_complexity(self) -> float:
-        t = self.levels_table()
-        return sum(n for n, _ in t) / t[0][0]
-
-    def vcycle_bytes(self) -> int:
-        """The bytes one V-cycle as run must move (``reference.vcycle_bytes``' count)."""
-        return reference.vcycle_bytes(self, np.dtype(self.dtype).itemsize)
+    # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
+    # read only each level's shapes and nnz, serve the device hierarchy as they are)
 
     def to_host(self) -> "reference.Hierarchy":
         """The same hierarchy as the host reference's objects (SciPy CSR, NumPy): the tests run
@@ -148,17 +136,14 @@ class DeviceHierarchy:
                (np.int32(lev.n), A.indptr, A.indices, A.data, x, b, lev.res), stream)
 
     def _smooth(self, lev, x, b, out, stream):
-        """The level's smoother from x (None: zero), its last step written into ``out``;
-        returns out. Out-of-place steps alternate between out and the level's Wb."""
+        """The level's smoother from x (None: zero, Chebyshev only: the Jacobi pre-smoothing from
+        zero is fused into the residual), its last step written into ``out``; returns out.
+        Out-of-place steps alternate between out and the level's Wb."""
         A, n, dt = lev.A, np.int32(lev.n), self.dtype
         grid = (_grid(lev.n * lev.lanes),)
         if self.smoother == "jacobi":
-            if x is None:
-                launch(get_kernel("amg", "vc_scale<{T}>", dt), (_grid(lev.n),), (BLOCK,),
-                       (n, lev.scale, b, out), stream)
-            else:
-                launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
-                       (n, A.indptr, A.indices, A.data, lev.scale, x, b, out), stream)
+            launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
+                   (n, A.indptr, A.indices, A.data, lev.scale, x, b, out), stream)
             return out
         steps = len(lev.cheb)
         kernel = get_kernel("amg", f"vc_cheb<{{T}}, {lev.lanes}>", dt)
@@ -208,9 +193,9 @@ def _canonical(M):
 FALLBACKS = {"count": 0}
 
 
-def _spmv_check(M, x, magnitude=False):
-    """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV (not cuSPARSE's): the
-    products' check."""
+def _spmv(M, x, magnitude=False):
+    """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV (not cuSPARSE's), M a
+    CuPy CSR of any shape: the products' check, the aggregate norms, the leftover counts."""
     import cupy
 
     from ...cuda.device_matrix import CsrVectorMatrix
@@ -233,12 +218,10 @@ def spgemm(A, B):
     try:
         C = A @ B
         wide = np.complex128 if np.dtype(C.dtype).kind == "c" else np.float64
-        i = cupy.arange(B.shape[1], dtype=cupy.uint64)
-        x = (1.0 + ((i * cupy.uint64(2654435761)) % cupy.uint64(1000)).astype(cupy.float64)
-             / 1000.0).astype(wide)
-        y1 = _spmv_check(C, x)
-        y2 = _spmv_check(A, _spmv_check(B, x))
-        scale = _spmv_check(A, _spmv_check(B, cupy.abs(x), True), True)   # |A| |B| |x|
+        x = smoothers.start_vector(B.shape[1], cupy).astype(wide)
+        y1 = _spmv(C, x)
+        y2 = _spmv(A, _spmv(B, x))
+        scale = _spmv(A, _spmv(B, cupy.abs(x), True), True)   # |A| |B| |x|
         bound = (np.sqrt(np.finfo(C.dtype).eps) * float(cupy.linalg.norm(scale))
                  + np.finfo(C.dtype).tiny)
         if C.shape == (A.shape[0], B.shape[1]) and float(cupy.linalg.norm(y1 - y2)) <= bound:
@@ -322,9 +305,7 @@ def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
     d64 = inv_diag.astype(wide)
     lanes = vector_width(A.nnz / max(n, 1))
     grid = _grid(n * lanes)
-    i = cupy.arange(n, dtype=cupy.uint64)
-    v = (1.0 + ((i * cupy.uint64(2654435761)) % cupy.uint64(1000)).astype(cupy.float64) / 1000.0
-         ).astype(wide)
+    v = smoothers.start_vector(n, cupy).astype(wide)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
     partials = cupy.empty(grid, cupy.float64)
@@ -347,27 +328,13 @@ def strength_graph(A, theta: float):
     With theta = 0, no stored zero, a diagonal entry in every row and a symmetric pattern (the
     usual SPD matrix), it is A's own pattern: no work beyond the checks."""
     import cupy
-    n = A.shape[0]
     indptr = A.indptr
     if theta == 0 and bool((A.data != 0).all()):
         t_ptr, t_idx, _ = sps.transpose(indptr, A.indices, A.indices, A.shape)   # the pattern's
         if bool(cupy.array_equal(t_ptr, indptr)) and bool(cupy.array_equal(t_idx, A.indices)):
             return indptr, A.indices
-    rows = sps.row_ids(indptr, int(A.nnz))
-    cols = A.indices.astype(cupy.int64)
-    strong = (rows != cols) & (A.data != 0)
-    if theta != 0:
-        mag = cupy.abs(A.data).astype(cupy.float64)
-        d = cupy.abs(A.diagonal()).astype(cupy.float64)
-        strong &= mag >= theta * cupy.sqrt(d[rows] * d[cols])
-    r, c = rows[strong], cols[strong]
-    diag = cupy.arange(n, dtype=cupy.int64)
-    keys = cupy.unique(cupy.concatenate([r * n + c, c * n + r, diag * n + diag]))
-    gi = (keys // n).astype(cupy.int32)
-    gj = (keys % n).astype(cupy.int32)
-    gp = cupy.zeros(n + 1, cupy.int32)
-    gp[1:] = cupy.cumsum(cupy.bincount(gi, minlength=n)).astype(cupy.int32)
-    return gp, gj
+    gp, gj = sps.strength(indptr, A.indices, A.data, A.diagonal(), theta)   # the reference's
+    return gp.astype(cupy.int32), gj.astype(cupy.int32)
 
 
 def _mis(gp, gj, dtype, distance: int, agg=None):
@@ -418,7 +385,7 @@ def aggregate(gp, gj, dtype):
     if missing:
         left = agg < 0
         v2 = _mis(gp, gj, dtype, 1, agg)
-        counts = _spmv_check(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
+        counts = _spmv(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
                              left.astype(cupy.float32)) - left
         second = ((v2 >> 60) == 2) & left & (counts > 0)
         k = int(second.sum())
@@ -451,7 +418,7 @@ def tentative(agg, n_agg: int, B, level: int, dtype):
     # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
     # dpsolve's own SpMV (deterministic: a fixed order of the sums)
     t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
-    norms = cupy.sqrt(_spmv_check(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
+    norms = cupy.sqrt(_spmv(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
                                   sq.astype(cupy.float64)))
     zero = cupy.flatnonzero(norms == 0)
     if zero.size:
