@@ -74,14 +74,19 @@ class _Cublas:
 
     def __enter__(self):
         self.old_mode = self.lib.getPointerMode(self.h)
-        self.old_stream = self.lib.getStream(self.h)
         self.lib.setPointerMode(self.h, self.lib.CUBLAS_POINTER_MODE_HOST)
         self.lib.setStream(self.h, self.stream.ptr)
         return self
 
     def __exit__(self, *exc):
+        # The handle is CuPy's, which sets its stream before every call of its own. The stream
+        # the handle had on entry is not restored: it can be one destroyed since (a prepared
+        # system's, garbage-collected), and cuBLAS's setStream on a destroyed stream failed with
+        # "context is destroyed" on the H100 (the cublas + Chebyshev tests, issue 30); CuPy's
+        # current stream always exists.
+        import cupy
         self.lib.setPointerMode(self.h, self.old_mode)
-        self.lib.setStream(self.h, self.old_stream)
+        self.lib.setStream(self.h, cupy.cuda.get_current_stream().ptr)
         return False
 
     def _result(self):
