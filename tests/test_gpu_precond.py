@@ -73,6 +73,29 @@ def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype):
     assert np.linalg.norm(z - zr) <= EPS[dtype] * np.linalg.norm(zr)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("fmt", ["ell", "csr-vector", "csr-scalar"])
+def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype):
+    """Level 0's smoothing runs over the solve's own ELL arrays when the solve holds A in ELL
+    (else over A_0's CSR); both V-cycles are the reference's, on a 3-D problem whose level 1 has
+    long rows (the pre-smoothing apart from the residual there)."""
+    import cupyx.scipy.sparse as csp
+    cp = _cp()
+    A, _ = _problem("3d", 15, dtype)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph", format=fmt)
+    h_dev = P.precond.hierarchy
+    assert (h_dev.ell0 is not None) == (fmt == "ell")
+    assert not h_dev.levels[1].fused and h_dev.levels[0].fused
+    r = np.random.default_rng(4).random(A.shape[0]).astype(dtype)
+    st = P._state
+    with st.stream:
+        zd = cp.full(A.shape[0], np.nan, dtype)
+        st.pc.apply(st.ex, cp.asarray(r), zd)
+        z = zd.get()
+    zr = reference.vcycle(h_dev.to_host(), r)
+    assert np.linalg.norm(z - zr) <= EPS[dtype] * np.linalg.norm(zr)
+
+
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 def test_device_M_is_symmetric_and_two_set_ups_are_identical(smoother):
     cp = _cp()
@@ -88,9 +111,11 @@ def test_device_M_is_symmetric_and_two_set_ups_are_identical(smoother):
     rng = np.random.default_rng(3)
     x, y = (cp.asarray(rng.random(A.shape[0])) for _ in range(2))
     Mx, My = cp.empty_like(x), cp.empty_like(y)
+    cp.cuda.Device().synchronize()      # x, y were made on CuPy's stream; the solve's is its own
     with st.stream:
         st.pc.apply(st.ex, x, Mx)
         st.pc.apply(st.ex, y, My)
+    st.stream.synchronize()             # (a race here failed this test once on the H100)
     lhs, rhs = float(cp.vdot(Mx, y)), float(cp.vdot(x, My))
     assert abs(lhs - rhs) <= 1e-12 * float(cp.linalg.norm(Mx) * cp.linalg.norm(y))
 
@@ -150,6 +175,7 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
     h = P.precond.hierarchy
     assert all(a is b or bool(cp.array_equal(a, b.aggregates))
                for a, b in zip(agg0, h.levels[:-1]))
+    assert h.resetup == "numeric"                        # the numbers only, over kept patterns
     x, info = P.solve(cp.asarray(2.0 * b), rtol=1e-8)
     assert info == 0
     assert np.allclose(x.get(), dpsolve.cg(2.0 * A, 2.0 * b, rtol=1e-10, variant="host",
@@ -158,6 +184,31 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
     A2 = sp.csr_array(A + sp.eye_array(A.shape[0], k=3))
     P.update(csp.csr_matrix(A2 + A2.T))
     assert P.precond.hierarchy.levels[0].A.nnz == (A2 + A2.T).nnz
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_a_numeric_resetup_equals_a_fresh_set_up(dtype):
+    """update(A') with A's pattern recomputes the numbers over the kept patterns: every level's
+    matrices, and so the V-cycle, are a fresh set-up's of A' (to rounding)."""
+    cp = _cp()
+    import cupyx.scipy.sparse as csp
+    A, _ = _problem("3d", 14, dtype)
+    A2 = sp.csr_array(A + sp.diags_array(np.linspace(0.1, 0.5, A.shape[0]))).astype(dtype)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="cuda")
+    P.update(csp.csr_matrix(A2))
+    fresh = dpsolve.prepare(csp.csr_matrix(A2), "cg", M="amg", variant="cuda")
+    h, hf = P.precond.hierarchy, fresh.precond.hierarchy
+    assert h.resetup == "numeric" and hf.resetup == "full"
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for a, b in zip(h.levels, hf.levels):
+        da, db = a.A.toarray().get(), b.A.toarray().get()
+        assert np.abs(da - db).max() <= tol * np.abs(db).max()
+    r = np.random.default_rng(5).random(A.shape[0]).astype(dtype)
+    z = reference.vcycle(h.to_host(), r)
+    zf = reference.vcycle(hf.to_host(), r)
+    assert np.linalg.norm(z - zf) <= 10 * EPS[dtype] * np.linalg.norm(zf)
+    x, info = P.solve(cp.asarray(A2 @ np.ones(A.shape[0], dtype)), rtol=1e-5)
+    assert info == 0
 
 
 def test_awkward_inputs():

@@ -61,11 +61,17 @@ SOURCES = {
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
     # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
-                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>")
+                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
+                             "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
+                             "vc_presmooth_residual_ell<{T}>", "vc_residual_ell<{T}>",
+                             "vc_jacobi_ell<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "power_step")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
+    # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)
+    "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
+                                   "spgemm_rows<{T}, 1>", "spgemm_pattern<{T}>")),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

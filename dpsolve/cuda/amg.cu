@@ -11,6 +11,13 @@
 //   agg_join<T>     a node without an aggregate joins the aggregate of its strong neighbour of
 //                   largest key among the roots (roots_only) or among the aggregated nodes
 //   csr_scale_rows<T>  data of row i *= s_i (D^-1 A T of the prolongator smoothing)
+//   smooth_tentative<T>  P = T - c D^-1 (A T) in place over A T's pattern, for a T of one entry
+//                   a row (B of one column): row i's entries become -(c (s_i at_ik)), and the one
+//                   in T's column agg_i gains T's value t_i first (t_i + that: the bits of the
+//                   reference's T - c (D^-1 A T)); a row without that column is counted (missing)
+//   pattern_asymmetry<T>  counts the entries (i, j) whose (j, i) is not stored (binary search in
+//                   row j: rows sorted; an unsorted row only adds misses): 0 for a symmetric
+//                   pattern, whose strength graph at theta = 0 is the pattern itself
 // These are the rules of the host reference (dpsolve/precond/amg/reference.py: ``aggregate``'s
 // three passes), so the host and the device form the same aggregates. (T is unused by the aggregation kernels: one template
 // family per source file, instantiated per dtype.)
@@ -18,6 +25,8 @@
 // V-cycle, level l with n rows (W lanes a row for the products with A_l, P_l; s = sizeof(T)):
 //   vc_presmooth_residual<T, W>  the Jacobi pre-smoothing fused into the residual: x = s .* b,
 //                         res = b - A x (A x gathered from s and b)  reads A + 2n*s, writes 2n*s
+//   vc_scale<T>           x = s .* b, the Jacobi pre-smoothing from zero on a level of long
+//                         rows (reference.fuse_presmoothing)  reads 2n*s, writes n*s
 //   vc_residual<T, W>     res = b - A x                 reads A + 2n*s, writes n*s
 //   vc_jacobi<T, W>       y = x + s .* (b - A x)        reads A + 3n*s, writes n*s
 //   vc_cheb<T, W>         q = D^-1 (b - A x); d = c1 d + c2 q (c1 = 0: d = c2 q, the first step);
@@ -25,6 +34,9 @@
 //                                                       reads A + 4n*s, writes 2n*s
 //   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a warp a row
+//   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
+//                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
+//                         a thread a row over the solve's own column-major arrays, no second copy
 // and the restriction b_c = R res through spmv.cu's CSR-vector kernel.
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
@@ -140,6 +152,50 @@ csr_scale_rows(int n, const int* __restrict__ indptr, T* __restrict__ data,
     }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+smooth_tentative(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+                 T* __restrict__ data, const T* __restrict__ s, const int* __restrict__ agg,
+                 const T* __restrict__ t, T c, int* __restrict__ missing) {
+    int miss = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const T si = s[i];
+        const int a = agg[i];
+        bool found = false;
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+            const T v = -(c * (si * data[k]));
+            if (indices[k] == a) {
+                data[k] = t[i] + v;
+                found = true;
+            } else {
+                data[k] = v;
+            }
+        }
+        miss += !found;
+    }
+    if (miss) atomicAdd(missing, miss);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+pattern_asymmetry(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+                  int* __restrict__ missing) {
+    int miss = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+            const int j = indices[k];
+            int lo = indptr[j], hi = indptr[j + 1];            // find i in row j
+            while (lo < hi) {
+                const int mid = (lo + hi) >> 1;
+                if (indices[mid] < i) lo = mid + 1;
+                else hi = mid;
+            }
+            miss += !(lo < indptr[j + 1] && indices[lo] == i);
+        }
+    }
+    if (miss) atomicAdd(missing, miss);
+}
+
 // ---------------------------------------------------------------------------- the V-cycle
 
 template <typename T, int W>
@@ -151,6 +207,13 @@ vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indic
         const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
         if (lane == 0 && row < n) res[row] = b[row] - ax;
     });
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_scale(int n, const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        x[i] = s[i] * b[i];
 }
 
 // The Jacobi pre-smoothing from x = 0 fused into the residual: x = s .* b and res = b - A x,
@@ -271,4 +334,41 @@ vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restri
         sum = dps::warp_sum(sum);
         if (lane == 0) y[row] = sum;
     }
+}
+
+// ---------------------------------------------------------------------------- level 0 in ELL
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
+                          const T* __restrict__ data, const T* __restrict__ s,
+                          const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
+        T sum = T(0);
+#pragma unroll 4
+        for (int k = 0; k < width; ++k) {
+            const size_t at = (size_t)k * n + row;
+            const int c = dps::ld_mat<true>(indices + at);
+            if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * b[c]);
+        }
+        x[row] = s[row] * b[row];
+        res[row] = b[row] - sum;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_residual_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
+                const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        res[row] = b[row] - dps::ell_row<T>(row, n, width, indices, data, x);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
+              const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
+              T* __restrict__ y) {
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        y[row] = x[row] + s[row] * (b[row] - dps::ell_row<T>(row, n, width, indices, data, x));
 }

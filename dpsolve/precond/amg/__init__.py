@@ -10,7 +10,10 @@ loop; dynamic and persistent fuse only pointwise preconditioners and refuse it b
 Options (pyamg's names where it has one): ``theta`` (strength threshold, 0: every nonzero is
 strong), ``B`` (n x k near-null-space, default the constants; rigid-body modes for elasticity),
 ``smoother`` ("jacobi": one damped sweep of weight omega / rho(D^-1 A); "chebyshev": ``degree``
-steps on D^-1 A), ``omega``, ``degree``, ``max_coarse`` and ``max_levels``.
+steps on D^-1 A), ``omega``, ``degree``, ``max_coarse`` and ``max_levels``; dpsolve's own:
+``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
+(``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
+hierarchy and V-cycle).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ class AMG(Preconditioner):
     has_adjoint = False          # BiCG's M^H: not built (the V-cycle of a nonsymmetric A)
 
     def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=4.0 / 3.0, degree=3,
-                 max_coarse=300, max_levels=10):
+                 max_coarse=300, max_levels=10, second_pass=None):
         if smoother not in ("jacobi", "chebyshev"):
             raise ValueError(f"AMG smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
         for name, v in (("theta", theta), ("omega", omega)):
@@ -43,6 +46,11 @@ class AMG(Preconditioner):
         for name, v in (("max_coarse", max_coarse), ("max_levels", max_levels)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"AMG {name} must be a positive integer, got {v!r}")
+        if second_pass is None:
+            from .reference import SECOND_DISTANCE as second_pass
+        if isinstance(second_pass, bool) or second_pass not in (0, 1, 2):
+            raise ValueError(f"AMG second_pass must be 0, 1 or 2, got {second_pass!r}")
+        self.second_pass = int(second_pass)
         self.theta, self.B, self.smoother, self.omega = float(theta), B, smoother, float(omega)
         self.degree, self.max_coarse, self.max_levels = int(degree), max_coarse, max_levels
         self.csr = None
@@ -53,14 +61,15 @@ class AMG(Preconditioner):
     def options(self) -> dict:
         out = {"theta": self.theta, "smoother": self.smoother, "omega": self.omega,
                "degree": self.degree, "max_coarse": self.max_coarse,
-               "max_levels": self.max_levels}
+               "max_levels": self.max_levels, "second_pass": self.second_pass}
         if self.B is not None:
             out["B"] = f"{np.shape(self.B)[0]}x{np.shape(self.B)[1]}"
         return out
 
     def _setup_kw(self) -> dict:
         return dict(theta=self.theta, B=self.B, smoother=self.smoother, omega=self.omega,
-                    degree=self.degree, max_coarse=self.max_coarse, max_levels=self.max_levels)
+                    degree=self.degree, max_coarse=self.max_coarse, max_levels=self.max_levels,
+                    second_pass=self.second_pass)
 
     def bind(self, csr, n, dtype, *, snapshot=False):
         if csr is None:
@@ -118,6 +127,7 @@ class AMG(Preconditioner):
         from . import device
         h = device.setup(self.csr.to_device(), state.dtype, state.stream, reuse=self._reuse,
                          **self._setup_kw())
+        h.use_ell(getattr(state, "A", None))           # level 0 over the solve's ELL, if it is
         self.hierarchy = h
         self._reuse = None
         face = AMGFace(h)
@@ -136,6 +146,8 @@ class AMG(Preconditioner):
             times = getattr(h, "setup_times", None)
             if times:
                 out["setup_times"] = dict(times)
+            if getattr(h, "resetup", None):
+                out["resetup"] = h.resetup          # full, aggregates kept, or numbers only
             out["vcycle_bytes"] = self.vcycle_bytes
         if self.vcycle_time is not None:
             out["vcycle_time"] = self.vcycle_time

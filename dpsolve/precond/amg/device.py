@@ -51,10 +51,13 @@ class DeviceLevel:
     P: object = None
     R: object = None
     aggregates: object = None
+    T: object = None                         # the tentative prolongator (B of one column)
+    R_order: object = None                   # R.data = conj(P.data[R_order]): R's pattern kept
     scale: object = None                     # (omega / rho) D^-1: the Jacobi sweep's weights
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
     lanes_P: int = 2
+    fused: bool = True                       # the Jacobi pre-smoothing fused into the residual
     R_matrix: object = None                  # R as a dpsolve CSR-vector DeviceMatrix
     X: object = None
     Wb: object = None
@@ -78,6 +81,20 @@ class DeviceHierarchy:
     dtype: np.dtype
     setup_times: dict = field(default_factory=dict)
     B: list = field(default_factory=list)
+    ell0: tuple = None            # (width, indices, data): level 0 in the solve's ELL arrays
+    resetup: str = "full"         # "full", "aggregates" (kept) or "numeric" (patterns kept too)
+
+    def use_ell(self, A) -> None:
+        """Run level 0's smoothing and residual over ``A``, the solve's own matrix on the device,
+        when it is in ELL (regular rows: a thread a row, coalesced, and no second copy of A_0;
+        on the H100 the CSR-vector kernels reached 64-69 % of the copy bandwidth on 5- and
+        7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR."""
+        ell = getattr(A, "ell", None)
+        if (self.smoother == "jacobi" and getattr(A, "format", None) == "ell" and ell is not None
+                and ell.n == self.levels[0].n and np.dtype(ell.dtype) == self.dtype):
+            self.ell0 = (np.int32(ell.width), ell.indices, ell.data)
+        else:
+            self.ell0 = None
 
     # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
     # read only each level's shapes and nnz, serve the device hierarchy as they are)
@@ -112,12 +129,28 @@ class DeviceHierarchy:
             return
         lev = levels[l]
         nxt = levels[l + 1]
-        if self.smoother == "jacobi":                          # X = s .* b; res = b - A X
+        ell = self.ell0 if l == 0 else None
+        if ell is not None:                                    # level 0 in the solve's ELL
+            X, n = lev.X, np.int32(lev.n)
+            if lev.fused:
+                launch(get_kernel("amg", "vc_presmooth_residual_ell<{T}>", self.dtype),
+                       (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
+            else:
+                launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),),
+                       (BLOCK,), (n, lev.scale, b, X), stream)
+                launch(get_kernel("amg", "vc_residual_ell<{T}>", self.dtype), (_grid(lev.n),),
+                       (BLOCK,), (n, *ell, X, b, lev.res), stream)
+        elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
             launch(get_kernel("amg", f"vc_presmooth_residual<{{T}}, {lev.lanes}>", self.dtype),
                    (_grid(lev.n * lev.lanes),), (BLOCK,),
                    (np.int32(lev.n), A.indptr, A.indices, A.data, lev.scale, b, X, lev.res),
                    stream)
+        elif self.smoother == "jacobi":                        # the same, in two kernels
+            X = lev.X
+            launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),), (BLOCK,),
+                   (np.int32(lev.n), lev.scale, b, X), stream)
+            self._residual(lev, X, b, stream)
         else:
             X = self._smooth(lev, None, b, lev.X, stream)      # pre-smoothing from zero
             self._residual(lev, X, b, stream)                  # res = b - A X
@@ -127,7 +160,11 @@ class DeviceHierarchy:
         launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype),
                (_grid(lev.n * lev.lanes_P),), (BLOCK,),
                (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X), stream)
-        self._smooth(lev, X, b, out, stream)                   # post-smoothing into out
+        if ell is not None:                                    # post-smoothing into out
+            launch(get_kernel("amg", "vc_jacobi_ell<{T}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out), stream)
+        else:
+            self._smooth(lev, X, b, out, stream)
 
     def _residual(self, lev, x, b, stream):
         A = lev.A
@@ -189,13 +226,9 @@ def _canonical(M):
     return _csr(M.data[keep], M.indices[keep], indptr, M.shape)
 
 
-# products whose cuSPARSE result failed the check and were made on the host (``spgemm``)
-FALLBACKS = {"count": 0}
-
-
 def _spmv(M, x, magnitude=False):
-    """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV (not cuSPARSE's), M a
-    CuPy CSR of any shape: the products' check, the aggregate norms, the leftover counts."""
+    """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV, M a CuPy CSR of any
+    shape: the aggregate norms, the leftover counts."""
     import cupy
 
     from ...cuda.device_matrix import CsrVectorMatrix
@@ -206,40 +239,75 @@ def _spmv(M, x, magnitude=False):
     return y
 
 
-def spgemm(A, B):
-    """A @ B through cuSPARSE (cupyx), checked: C x against A (B x) for a fixed x, with dpsolve's
-    own SpMV. cupyx's SpGEMM can return a wrong product or fail with
-    CUSPARSE_STATUS_INSUFFICIENT_RESOURCES (CuPy issue 10033; on the H100 with CuPy 14.2 and CUDA
-    13, compute-sanitizer saw out-of-bounds reads in its workEstimation on a float32 hierarchy
-    and a float64 one failed to converge); a product that fails the check, or the call, is made
-    on the host by SciPy and uploaded, with a DpsolveWarning, so that the hierarchy is right."""
-    import cupy
-    import scipy.sparse as sp
-    try:
-        C = A @ B
-        wide = np.complex128 if np.dtype(C.dtype).kind == "c" else np.float64
-        x = smoothers.start_vector(B.shape[1], cupy).astype(wide)
-        y1 = _spmv(C, x)
-        y2 = _spmv(A, _spmv(B, x))
-        scale = _spmv(A, _spmv(B, cupy.abs(x), True), True)   # |A| |B| |x|
-        bound = (np.sqrt(np.finfo(C.dtype).eps) * float(cupy.linalg.norm(scale))
-                 + np.finfo(C.dtype).tiny)
-        if C.shape == (A.shape[0], B.shape[1]) and float(cupy.linalg.norm(y1 - y2)) <= bound:
-            return C
-        why = "a product that failed its check"
-    except Exception as e:                         # INSUFFICIENT_RESOURCES and the like
-        why = f"{type(e).__name__}: {e}"
-    import warnings
+SPGEMM_BLOCK = 128
+SPGEMM_GLOBAL_SLOTS = 1 << 26    # global hash-table slots per launch for the rows that overflow
 
-    from ..._errors import DpsolveWarning
-    FALLBACKS["count"] += 1
-    warnings.warn(f"AMG set-up: cuSPARSE's SpGEMM ({A.shape[0]} x {A.shape[1]} times "
-                  f"{B.shape[0]} x {B.shape[1]}) gave {why}; that product was made on the host",
-                  DpsolveWarning, stacklevel=3)
-    C = sp.csr_array(sp.csr_array(A.get()) @ sp.csr_array(B.get()))
-    C.sort_indices()
-    return _csr(cupy.asarray(C.data), cupy.asarray(C.indices.astype(np.int32)),
-                cupy.asarray(C.indptr.astype(np.int32)), C.shape)
+
+def spgemm(A, B):
+    """C = A @ B (CuPy CSR matrices of one dtype, rows sorted without duplicates) with dpsolve's
+    own kernels (dpsolve/cuda/spgemm.cu: a warp and a hash table per row, a symbolic pass that
+    counts, a numeric pass that writes): sorted rows, no duplicates, and each entry summed in
+    A's column order, as SciPy's product does -- the same bits every run. cuSPARSE's SpGEMM
+    (through cupyx) returned wrong products and faulted on CUDA 13 / CuPy 14.2 (issue 30)."""
+    import cupy
+    m, k = A.shape
+    if B.shape[0] != k:
+        raise ValueError(f"spgemm: shapes {A.shape} and {B.shape} do not multiply")
+    dt = np.dtype(A.dtype)
+    if np.dtype(B.dtype) != dt:
+        raise TypeError(f"spgemm: dtypes {A.dtype} and {B.dtype} differ")
+    ncols = B.shape[1]
+    if m == 0 or A.nnz == 0 or B.nnz == 0:
+        return _csr(cupy.empty(0, dt), cupy.empty(0, cupy.int32),
+                    cupy.zeros(m + 1, cupy.int32), (m, ncols))
+    a_ptr, a_idx = A.indptr.astype(cupy.int32, copy=False), A.indices.astype(cupy.int32,
+                                                                              copy=False)
+    b_ptr, b_idx = B.indptr.astype(cupy.int32, copy=False), B.indices.astype(cupy.int32,
+                                                                              copy=False)
+    bound = cupy.empty(m, cupy.int32)
+    tsize = cupy.empty(m, cupy.int32)
+    launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
+           (np.int32(m), a_ptr, a_idx, b_ptr, bound, tsize), None)
+    count = cupy.zeros(m, cupy.int32)
+    overflow = cupy.zeros(m, cupy.int32)
+    operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, tsize)
+    kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {k}>", dt) for k in (0, 1)]
+
+    def rows_pass(numeric, c_ptr=None, c_idx=None, c_val=None):
+        """Every row with a table in shared memory, then the rows that overflowed it, with
+        global tables of their own, in chunks of at most SPGEMM_GLOBAL_SLOTS slots."""
+        tail = (overflow, count, *(ops._NULL if v is None else v for v in (c_ptr, c_idx, c_val)))
+        launch(kernels[numeric], (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
+               (np.int32(m), ops._NULL, *operands, ops._NULL, ops._NULL, ops._NULL, *tail),
+               None)
+        big = cupy.flatnonzero(overflow).astype(cupy.int32)
+        if big.size == 0:
+            return
+        sizes = tsize[big].astype(cupy.int64)
+        ends = cupy.cumsum(sizes).get()
+        start = 0
+        while start < big.size:                   # chunks of rows whose tables fit the cap
+            base = int(ends[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(ends, base + SPGEMM_GLOBAL_SLOTS,
+                                                      side="right")))
+            rows = big[start:stop]
+            off = cupy.asarray(np.concatenate([[0], ends[start:stop - 1] - base]))
+            slots = int(ends[stop - 1]) - base
+            g_keys = cupy.empty(slots, cupy.int32)
+            g_vals = cupy.empty(slots, dt) if numeric else ops._NULL
+            launch(kernels[numeric], (ops.grid_for(rows.size * 32, SPGEMM_BLOCK),),
+                   (SPGEMM_BLOCK,), (np.int32(rows.size), rows, *operands, off, g_keys, g_vals,
+                                     *tail), None)
+            start = stop
+
+    rows_pass(0)
+    c_ptr = cupy.zeros(m + 1, cupy.int32)
+    c_ptr[1:] = cupy.cumsum(count)
+    nnz = int(c_ptr[-1])
+    c_idx = cupy.empty(nnz, cupy.int32)
+    c_val = cupy.empty(nnz, dt)
+    rows_pass(1, c_ptr, c_idx, c_val)
+    return _csr(c_val, c_idx, c_ptr, (m, ncols))
 
 
 # device bytes a hierarchy takes, per byte of A in CSR (the levels at an operator complexity up to
@@ -269,6 +337,26 @@ def check_memory(n: int, nnz: int, dtype) -> None:
             f"M='amg': n = {n:,}, nnz = {nnz:,} ({np.dtype(dtype).name}) needs about "
             f"{human_bytes(need)} of device memory for its hierarchy, more than the "
             f"{human_bytes(free)} free; set {SIZE_GUARD_ENV}=1 to try anyway")
+
+
+def spgemm_pattern(A, B, C):
+    """A @ B over C's pattern (CuPy CSR, sorted rows): a new C with C's indptr and indices and
+    the product's values there (spgemm.cu's spgemm_pattern: the same sums, in the same order, as
+    ``spgemm``), or None when a product falls outside the pattern (an entry of A @ B that C
+    lacks: the caller makes the product anew)."""
+    import cupy
+    m = A.shape[0]
+    dt = np.dtype(A.dtype)
+    c_val = cupy.zeros(int(C.nnz), dt)
+    missing = cupy.zeros(1, cupy.int32)
+    if m and A.nnz and B.nnz:
+        launch(get_kernel("spgemm", "spgemm_pattern<{T}>", dt),
+               (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
+               (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
+                C.indptr, C.indices, c_val, missing), None)
+        if int(missing.get()[0]):
+            return None
+    return _csr(c_val, C.indices, C.indptr, C.shape)
 
 
 def _check_level(A, level: int):
@@ -330,8 +418,11 @@ def strength_graph(A, theta: float):
     import cupy
     indptr = A.indptr
     if theta == 0 and bool((A.data != 0).all()):
-        t_ptr, t_idx, _ = sps.transpose(indptr, A.indices, A.indices, A.shape)   # the pattern's
-        if bool(cupy.array_equal(t_ptr, indptr)) and bool(cupy.array_equal(t_idx, A.indices)):
+        n = A.shape[0]
+        missing = cupy.zeros(1, cupy.int32)
+        launch(get_kernel("amg", "pattern_asymmetry<{T}>", A.dtype), (_grid(n),), (BLOCK,),
+               (np.int32(n), indptr, A.indices, missing), None)
+        if int(missing.get()[0]) == 0:
             return indptr, A.indices
     gp, gj = sps.strength(indptr, A.indices, A.data, A.diagonal(), theta)   # the reference's
     return gp.astype(cupy.int32), gj.astype(cupy.int32)
@@ -349,19 +440,22 @@ def _mis(gp, gj, dtype, distance: int, agg=None):
     m2 = cupy.empty(n, cupy.int64) if distance == 2 else m1
     count = cupy.zeros(1, cupy.int32)
     k("mis_init")(grid, (BLOCK,), (np.int32(n), agg if agg is not None else ops._NULL, v))
-    for _ in range(1000):
+    for rnd in range(1000):
         k("mis2_max")(grid, (BLOCK,), (np.int32(n), gp, gj, v, m1))
         if distance == 2:
             k("mis2_max")(grid, (BLOCK,), (np.int32(n), gp, gj, m1, m2))
         count.fill(0)
         k("mis2_decide")(grid, (BLOCK,), (np.int32(n), v, m2, count))
-        if int(count.get()[0]) == 0:
+        # the host looks every second round (a round after the set has settled changes nothing:
+        # only undecided nodes are decided), one wait instead of two
+        if rnd % 2 == 1 and int(count.get()[0]) == 0:
             return v
     raise RuntimeError("AMG aggregation: the independent set did not settle in 1000 rounds")
 
 
-def aggregate(gp, gj, dtype):
-    """``reference.aggregate``'s three passes on the device: (node -> aggregate int32, n_agg)."""
+def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
+    """``reference.aggregate``'s three passes on the device: (node -> aggregate int32, n_agg).
+    ``second_pass``: the second pass's distance, as the reference's (0: none)."""
     import cupy
     n = gp.size - 1
     grid = (_grid(n),)
@@ -382,9 +476,9 @@ def aggregate(gp, gj, dtype):
     n_agg = int(roots.sum())
     agg, missing = joined(agg, v, 1)
     # pass 2: second roots, the MIS-1 of the leftovers that have a leftover neighbour
-    if missing:
+    if missing and second_pass:
         left = agg < 0
-        v2 = _mis(gp, gj, dtype, 1, agg)
+        v2 = _mis(gp, gj, dtype, int(second_pass), agg)
         counts = _spmv(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
                              left.astype(cupy.float32)) - left
         second = ((v2 >> 60) == 2) & left & (counts > 0)
@@ -430,12 +524,24 @@ def tentative(agg, n_agg: int, B, level: int, dtype):
 
 
 def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
-    """P = T - (4/3 / rho) D^-1 (A T) (the reference's rule (d))."""
-    AT = _canonical(spgemm(A, T))
+    """P = T - (4/3 / rho) D^-1 (A T) (the reference's rule (d)). A T holds T's pattern (A has
+    its diagonal), so for a T of one entry a row the sum is made in place over A T's pattern
+    (amg.cu's smooth_tentative); other T (B of k > 1 columns) through ``sparse.add``."""
+    import cupy
+    AT = spgemm(A, T)
     n = AT.shape[0]
+    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
+    if T.nnz == n and bool((cupy.diff(T.indptr) == 1).all()):
+        missing = cupy.zeros(1, cupy.int32)
+        launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
+               (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
+                np.dtype(dtype).type(c), missing), None)
+        if int(missing.get()[0]) == 0:
+            return _canonical(AT)
+        raise RuntimeError("AMG set-up: A T lacks an entry of T's pattern (internal error)")
+    AT = _canonical(AT)
     launch(get_kernel("amg", "csr_scale_rows<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.data, inv_diag), None)
-    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
     p, i, d = sps.add((T.indptr, T.indices, T.data), (AT.indptr, AT.indices, -(AT.data * c)),
                       T.shape)
     return _canonical(_csr(d, i, p, T.shape))
@@ -475,10 +581,14 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
 
 
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0 / 3.0,
-          degree=3, max_coarse=300, max_levels=10, reuse=None) -> DeviceHierarchy:
+          degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
+          reuse=None) -> DeviceHierarchy:
     """The hierarchy of A (``csr``: a dpsolve CSR on the device) on ``stream``. ``reuse``: a
-    hierarchy of a matrix with the same sparsity pattern, whose aggregates (and B) are kept: only
-    the numbers are recomputed (``PreparedSystem.update``'s re-set-up)."""
+    hierarchy of a matrix with the same sparsity pattern (``PreparedSystem.update``'s re-set-up,
+    AmgX's "re-setup"): its aggregates and B are kept, and with a B of one column every level's
+    patterns too (T, P, R and the coarse matrices): only the numbers are recomputed, the products
+    over the kept patterns (``spgemm_pattern``). A level whose new products leave its kept
+    pattern (an entry that cancelled exactly before) is made anew from its kept aggregates."""
     import cupy
     dtype = np.dtype(dtype)
     times = {"aggregation": 0.0, "products": 0.0, "smoothers": 0.0, "coarse": 0.0}
@@ -492,6 +602,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
         else:
             B_l = cupy.asarray(B, dtype)
         levels, Bs = [], []
+        numeric = 0                                   # levels re-set-up over kept patterns
         while True:
             level = len(levels)
             t = _sync_time(stream)
@@ -508,20 +619,35 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
                     agg = reuse.levels[level].aggregates
                     n_agg = int(reuse.levels[level].P.shape[1]) // B_l.shape[1]
                 else:
-                    agg, n_agg = aggregate(*strength_graph(A_l, theta), dtype)
+                    agg, n_agg = aggregate(*strength_graph(A_l, theta), dtype,
+                                           second_pass=second_pass if B_l.shape[1] == 1 else 0)
                 times["aggregation"] += _sync_time(stream) - t
                 coarsest = n_agg * B_l.shape[1] >= n
             if coarsest:
                 levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho))
                 break
             t = _sync_time(stream)
-            T, B_c = tentative(agg, n_agg, B_l, level, dtype)
-            P = smooth_prolongator(A_l, inv_diag, rho, T, dtype)
-            R = _csr(*sps.transpose(P.indptr, P.indices, P.data, P.shape, conj=True)[::-1],
-                     (P.shape[1], P.shape[0]))         # P^H, with array operations
-            levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
-                                      aggregates=agg))
-            A_l, B_l = _canonical(spgemm(spgemm(R, A_l), P)), B_c
+            kept = (_numeric_level(A_l, inv_diag, rho, reuse.levels[level],
+                                   reuse.levels[level + 1].A, dtype)
+                    if reuse is not None and level < len(reuse.levels) - 1 else None)
+            if kept is not None:                      # the re-set-up over the kept patterns
+                P, R, A_next = kept
+                prev = reuse.levels[level]
+                levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
+                                          aggregates=agg, T=prev.T, R_order=prev.R_order))
+                A_l, B_l = A_next, reuse.B[level + 1]
+                numeric += 1
+            else:
+                T, B_c = tentative(agg, n_agg, B_l, level, dtype)
+                P = smooth_prolongator(A_l, inv_diag, rho, T, dtype)
+                r_ptr, r_idx, r_val, order = sps.transpose(P.indptr, P.indices, P.data, P.shape,
+                                                           conj=True, with_order=True)
+                R = _csr(r_val, r_idx, r_ptr, (P.shape[1], P.shape[0]))   # P^H
+                single = B_l.shape[1] == 1
+                levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
+                                          aggregates=agg, T=T if single else None,
+                                          R_order=order.astype(cupy.int32) if single else None))
+                A_l, B_l = _canonical(spgemm(R, spgemm(A_l, P))), B_c     # R (A P)
             times["products"] += _sync_time(stream) - t
         t = _sync_time(stream)
         n_c = A_l.shape[0]
@@ -533,11 +659,43 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
         coarse_inv = pseudo_inverse(A_l, dtype)
         times["coarse"] = _sync_time(stream) - t
         h = DeviceHierarchy(levels=levels, coarse_inv=coarse_inv, smoother=smoother,
-                            omega=float(omega), degree=int(degree), dtype=dtype, B=Bs)
+                            omega=float(omega), degree=int(degree), dtype=dtype, B=Bs,
+                            resetup="full" if reuse is None else
+                            "numeric" if numeric == len(levels) - 1 else "aggregates")
         _prepare_cycle(h)
         times["total"] = _sync_time(stream) - t0
     h.setup_times = times
     return h
+
+
+def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
+    """One level of a re-set-up over ``prev``'s kept patterns: (P, R, A_{l+1}) with P = T - c D^-1
+    (A T) over P's pattern (the kept T), R = P^H through the kept permutation, A_{l+1} = R (A P)
+    over the kept coarse pattern; None when ``prev`` kept no T (B of k > 1 columns) or a new
+    product leaves a kept pattern."""
+    import cupy
+    if prev.T is None or prev.R_order is None:
+        return None
+    T = prev.T
+    AT = spgemm_pattern(A_l, T, prev.P)
+    if AT is None:
+        return None
+    n = AT.shape[0]
+    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
+    missing = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
+           (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
+            np.dtype(dtype).type(c), missing), None)
+    if int(missing.get()[0]):
+        return None
+    P = AT
+    r_val = P.data[prev.R_order]
+    R = _csr(r_val.conj() if np.dtype(dtype).kind == "c" else r_val, prev.R.indices,
+             prev.R.indptr, prev.R.shape)
+    A_next = spgemm_pattern(R, spgemm(A_l, P), next_A)
+    if A_next is None:
+        return None
+    return P, R, A_next
 
 
 def _prepare_cycle(h: DeviceHierarchy) -> None:
@@ -552,6 +710,7 @@ def _prepare_cycle(h: DeviceHierarchy) -> None:
     for l, lev in enumerate(h.levels):  # noqa: E741
         n = lev.n
         lev.lanes = vector_width(lev.A.nnz / max(n, 1))
+        lev.fused = reference.fuse_presmoothing(n, int(lev.A.nnz))
         lev.scale = (lev.inv_diag * real(h.omega / lev.rho)).astype(dt)
         if h.smoother == "chebyshev":
             lev.cheb = chebyshev_coefficients(lev.rho, h.degree, dt)

@@ -25,7 +25,7 @@ c. Tentative prolongator T (n x n_agg*k): on each aggregate, the thin QR factori
 d. Smoothed prolongator P = T - (4/3 / rho) D^-1 A T, with rho the estimate of rho(D^-1 A)
    (``smoothers.spectral_radius``), and restriction R = P^H.
 
-e. Galerkin coarse matrix A_{l+1} = (R A) P, SciPy's sparse products in that order, CSR with
+e. Galerkin coarse matrix A_{l+1} = R (A P), SciPy's sparse products in that order, CSR with
    sorted indices and no explicit zeros.
 
 f. Stop when n <= max_coarse, when the hierarchy has max_levels levels, or when aggregation
@@ -347,7 +347,7 @@ def _join(agg, indptr, indices, keys, candidates):
     return int(np.count_nonzero(join))
 
 
-def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: bool = True
+def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: int = SECOND_DISTANCE
               ) -> tuple[np.ndarray, np.ndarray]:
     """Aggregates of the strength graph, in three passes: (node -> aggregate id int64, root mask).
 
@@ -362,8 +362,10 @@ def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: bool = True
        This pass is what keeps the aggregates near pyamg's size: with the MIS-2 alone (random
        priorities pack the roots loosely) the aggregates grow to ~7 nodes in 2-D and CG on 2-D
        Poisson 512^2 took 21 iterations against pyamg's 11; with it, 14. Its aggregates can be
-       single nodes, so it is skipped (``second_pass=False``) for a B of k > 1 columns, whose
-       QR needs k nodes per aggregate.
+       single nodes, so it is skipped (``second_pass=0``) for a B of k > 1 columns, whose
+       QR needs k nodes per aggregate. ``second_pass=2`` takes the MIS-2 of the leftovers
+       instead: fewer, larger second aggregates (3-D Laplace 100^3: operator complexity 2.83 ->
+       1.84, CG 10 -> 14 iterations; 2-D Poisson 1024^2: 1.89 -> 1.59, 14 -> 17).
     3. Every node still without an aggregate joins the aggregate of its aggregated neighbour of
        largest key, all decided at once; passes repeat while any is left (maximality of the
        MIS-2 puts every node within two edges of a root, so one pass ends it).
@@ -381,7 +383,7 @@ def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: bool = True
 
     left = agg < 0                                                    # pass 2
     if second_pass and left.any():
-        second = mis_states(indptr, indices, keys, SECOND_DISTANCE, active=left) == IN
+        second = mis_states(indptr, indices, keys, int(second_pass), active=left) == IN
         # leftover neighbours of each node (the row holds the node itself: not counted)
         counts = np.add.reduceat(left[indices].astype(np.int64), indptr[:-1]) - left
         second &= counts > 0
@@ -494,9 +496,12 @@ def smooth_prolongator(A: sp.csr_array, inv_diag: np.ndarray, rho: float, T: sp.
 
 
 def galerkin(R: sp.csr_array, A: sp.csr_array, P: sp.csr_array) -> sp.csr_array:
-    """Rule (e): the coarse matrix (R A) P, SciPy's products in that order (pyamg's), in CSR with
-    sorted indices and no explicit zeros (SciPy's product already drops exact cancellations)."""
-    return _canonical((R @ A) @ P)
+    """Rule (e): the coarse matrix R (A P), SciPy's products in that order, in CSR with sorted
+    indices and no explicit zeros (SciPy's product already drops exact cancellations). pyamg
+    forms (R A) P; the device forms R (A P) because a row of A P is short enough for its
+    per-row hash table in shared memory where a row of R A is not (3-D Laplace, level 1: ~150
+    against ~700 columns), and the reference keeps its order so both give the same bits."""
+    return _canonical(R @ (A @ P))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,7 +509,8 @@ def galerkin(R: sp.csr_array, A: sp.csr_array, P: sp.csr_array) -> sp.csr_array:
 
 
 def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: float = 4.0 / 3.0,
-          degree: int = 3, max_coarse: int = 300, max_levels: int = 10, dtype=None) -> Hierarchy:
+          degree: int = 3, max_coarse: int = 300, max_levels: int = 10, dtype=None,
+          second_pass: int = SECOND_DISTANCE) -> Hierarchy:
     """Build the smoothed-aggregation hierarchy of the square matrix A (rules a-f of the module).
 
     A: anything ``scipy.sparse.csr_array`` accepts (a SciPy sparse matrix or array, a dense
@@ -513,7 +519,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
     smoother / omega / degree: the V-cycle's smoother, "jacobi" (one sweep of weight omega / rho
     before and after the coarse correction) or "chebyshev" (``degree`` steps). max_coarse: a
     level with at most this many rows is the coarsest. max_levels: the most levels. dtype: the
-    working dtype (default A's, see the module docstring).
+    working dtype (default A's, see the module docstring). second_pass: the distance of the
+    aggregation's second pass (``aggregate``; 0: none).
 
     Raises a ValueError naming the problem for a non-square or empty A, NaN/Inf in A, a zero,
     missing or non-positive diagonal entry (rows named, on any level), a B of the wrong shape or
@@ -528,6 +535,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         raise ValueError(f"the Chebyshev degree must be 2, 3 or 4, got {degree!r}")
     if not (math.isfinite(theta) and theta >= 0):
         raise ValueError(f"theta must be a finite number >= 0, got {theta!r}")
+    if second_pass not in (0, 1, 2):
+        raise ValueError(f"second_pass must be 0, 1 or 2, got {second_pass!r}")
     if int(max_coarse) < 1 or int(max_levels) < 1:
         raise ValueError(f"max_coarse and max_levels must be >= 1, got {max_coarse}, "
                          f"{max_levels}")
@@ -555,7 +564,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         coarsest = n <= max_coarse or level + 1 >= max_levels
         if not coarsest:
             _positive_rho(rho, f"level {level}'s smoothing")
-            agg, _ = aggregate(*strength_graph(A_l, theta), second_pass=B_l.shape[1] == 1)
+            agg, _ = aggregate(*strength_graph(A_l, theta),
+                               second_pass=second_pass if B_l.shape[1] == 1 else 0)
             n_agg = int(agg.max()) + 1
             coarsest = n_agg * B_l.shape[1] >= n      # aggregation would not reduce n
         if coarsest:
@@ -699,6 +709,17 @@ def _smoothing_bytes(h: Hierarchy, a: int, nv: int, from_zero: bool) -> int:
     return total
 
 
+# the longest mean row on which the Jacobi pre-smoothing is fused into the residual (H100,
+# scripts/profile-amg: fused = unfused at 5-7 entries a row, 1.1-1.7x slower at 13-37)
+FUSE_MAX_ROW = 8
+
+
+def fuse_presmoothing(n: int, nnz: int) -> bool:
+    """Whether the device V-cycle fuses the Jacobi pre-smoothing into the residual on a level of
+    n rows and nnz entries (its mean row is at most FUSE_MAX_ROW)."""
+    return nnz <= FUSE_MAX_ROW * max(n, 1)
+
+
 def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
     """The bytes one V-cycle as specified must move: its bandwidth floor at the copy bandwidth.
 
@@ -710,10 +731,11 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
       D^-1 (2N) and writes x (N). A Chebyshev step k > 1 also reads d (N), and a step k < degree
       writes d (N). Jacobi is one step; Chebyshev ``degree`` steps. The pre-smoothing's first
       step starts from zero and has no SpMV (Jacobi pre: 3N; post: a + 4N).
-    * the residual reads A, x and b and writes res: a + 3N. With the Jacobi smoother the
-      pre-smoothing from zero is fused into it (dpsolve/cuda/amg.cu's vc_presmooth_residual: x is
-      s .* b, gathered from s and b rather than read back): b and D^-1 read, x and res written,
-      a + 4N for both.
+    * the residual reads A, x and b and writes res: a + 3N. With the Jacobi smoother, on a level
+      whose rows are short (``fuse_presmoothing``), the pre-smoothing from zero is fused into it
+      (dpsolve/cuda/amg.cu's vc_presmooth_residual: x is s .* b, gathered from s and b rather
+      than read back): b and D^-1 read, x and res written, a + 4N for both; on longer rows the
+      two gathers per entry cost more than they save, and the two run apart: 3N + a + 3N.
     * the restriction reads R (nnz(R) (V + I) + (n_c + 1) I) and res, and writes the coarse
       right-hand side: + N + n_c V.
     * the prolongation reads P (likewise, n + 1 row pointers) and the coarse solution (n_c V), and
@@ -728,8 +750,10 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
         n_c = lev.P.shape[1]
         a = _matrix_bytes(lev.A, V, Ib)
         nv = n * V
-        if h.smoother == "jacobi":
+        if h.smoother == "jacobi" and fuse_presmoothing(n, lev.A.nnz):
             total += a + 4 * nv      # the pre-smoothing fused into the residual (see above)
+        elif h.smoother == "jacobi":
+            total += 3 * nv + a + 3 * nv
         else:
             total += _smoothing_bytes(h, a, nv, from_zero=True)
             total += a + 3 * nv

@@ -25,21 +25,25 @@ def row_ids(indptr, nnz: int):
         xp.int64)
 
 
-def transpose(indptr, indices, data, shape, conj=False):
+def transpose(indptr, indices, data, shape, conj=False, with_order=False):
     """(indptr, indices, data) of the transpose (conjugate transpose with ``conj``) of the CSR
-    matrix, rows sorted by column, no duplicates if the input had none. The order is a sort of
-    unique int64 keys (column * rows + row), so it does not depend on the sort's stability."""
+    matrix, rows sorted by column, no duplicates if the input had none. The entries, in row
+    order, are sorted by column with a stable sort (CuPy's radix sort on the 32-bit indices:
+    half the passes of a sort of 64-bit (column, row) keys), so each column lists its rows in
+    order. ``with_order``: also the permutation, data_T = data[order] (conjugated with
+    ``conj``), which a re-set-up over the same pattern applies to new values."""
     xp = xp_of(indices)
     m, k = shape
     nnz = int(indices.shape[0])
     rows = row_ids(indptr, nnz)
     cols = indices.astype(xp.int64)
-    order = xp.argsort(cols * m + rows)
+    order = xp.argsort(indices, kind="stable")
     t_ptr = xp.zeros(k + 1, dtype=indptr.dtype)
     if nnz:
         t_ptr[1:] = xp.cumsum(xp.bincount(cols, minlength=k)).astype(indptr.dtype)
     t_data = data[order]
-    return t_ptr, rows[order].astype(indices.dtype), (t_data.conj() if conj else t_data)
+    out = (t_ptr, rows[order].astype(indices.dtype), (t_data.conj() if conj else t_data))
+    return out + (order,) if with_order else out
 
 
 def dense(indptr, indices, data, shape):

@@ -1,0 +1,243 @@
+// spgemm.cu - C = A B for CSR matrices, row by row with a hash table per row (the AMG set-up's
+// products A T, A P and R (A P): dpsolve/precond/amg/device.py's ``spgemm``). Replaces cuSPARSE's
+// SpGEMM, which on CUDA 13 / CuPy 14.2 returned wrong products and faulted (issue 30).
+//
+//   spgemm_bound<T>    bound_i = sum over A's row i of the lengths of the B rows it names (the
+//                      products of row i: at least its output length) and the row's table size
+//                      tsize_i: the power of two >= 2 bound_i, at least 32
+//   spgemm_rows<T, 0>  symbolic: count_i = the distinct columns of row i of C
+//   spgemm_rows<T, 1>  numeric: row i of C, its columns sorted, into C's arrays at c_ptr[i]
+//   spgemm_pattern<T>  numeric over a known pattern (c_ptr, c_idx sorted: a re-set-up after
+//                      PreparedSystem.update keeps every level's pattern): c_val over it, each
+//                      product's place by binary search in its row; a product whose column is
+//                      not in the row is counted (missing), and the caller makes the product anew
+//
+// One warp per row, with a hash table (keys: columns, -1 empty; values). Two modes:
+// * shared (g_off null): every row (or every row not flagged), its table in shared memory,
+//   min(tsize_i, SPGEMM_SHARED_SLOTS) slots. A row whose distinct columns do not fit is flagged
+//   (overflow_i = 1) and left for
+// * global (g_off given): the rows listed in `rows`, each with tsize_i slots of global scratch at
+//   g_off[r] (tsize_i >= bound_i: it cannot fill).
+// The warp walks A's row entries k in order; for each, its lanes take the distinct columns j of
+// B's row k (no two lanes of one step touch the same slot), and the step ends with __syncwarp. So
+// c_ij = sum over k, in A's column order, of a_ik * b_kj, each product rounded on its own
+// (mul_rn): SciPy's csr_matmat sums in the same order, and the result does not depend on where
+// the hash put an entry -- the same bits every run.
+#include <dpsolve/common.cuh>
+
+#define SPGEMM_SHARED_SLOTS 512
+#define SPGEMM_BLOCK 128           // 4 warps: 4 x 512 slots of int + complex128 = 40 KB
+#define SPGEMM_WARPS (SPGEMM_BLOCK / DPS_WARP)
+
+namespace spgemm {
+
+__device__ __forceinline__ int table_size(int bound) {
+    int ts = 32;
+    while (ts < 2 * bound && ts < (1 << 30)) ts <<= 1;
+    return ts;
+}
+
+__device__ __forceinline__ unsigned slot_of(int col, int ts) {
+    return ((unsigned)col * 2654435761u) & (unsigned)(ts - 1);
+}
+
+// the slot of `col` in the table, inserting it (`fresh`: this call did); -1 when the table is
+// full (after ts probes)
+__device__ __forceinline__ int insert(int* keys, int ts, int col, bool& fresh) {
+    unsigned h = slot_of(col, ts);
+    for (int probe = 0; probe < ts; ++probe) {
+        const int prev = atomicCAS(keys + h, -1, col);
+        if (prev == -1) { fresh = true; return (int)h; }
+        if (prev == col) { fresh = false; return (int)h; }
+        h = (h + 1) & (unsigned)(ts - 1);
+    }
+    fresh = false;
+    return -1;
+}
+
+// the value of lane `src` (a warp shuffle of real or complex values)
+template <typename T> __device__ __forceinline__ T shfl_idx(T v, int src) {
+    return __shfl_sync(DPS_FULL_MASK, v, src);
+}
+template <typename R>
+__device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) {
+    return {__shfl_sync(DPS_FULL_MASK, v.re, src), __shfl_sync(DPS_FULL_MASK, v.im, src)};
+}
+
+}  // namespace spgemm
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+             const int* __restrict__ b_ptr, int* __restrict__ bound, int* __restrict__ tsize) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
+        long long s = 0;
+        for (int p = a_ptr[i]; p < a_ptr[i + 1]; ++p) {
+            const int k = a_idx[p];
+            s += b_ptr[k + 1] - b_ptr[k];
+        }
+        const int b = s > (1 << 29) ? (1 << 29) : (int)s;
+        bound[i] = b;
+        tsize[i] = spgemm::table_size(b);
+    }
+}
+
+// NUMERIC 0: count[i] = row i's distinct columns. NUMERIC 1: row i written at c_ptr[i].
+// Shared mode (g_off null): rows 0..m-1, overflow[i] set for a row that does not fit (and, in
+// the numeric pass, a row already flagged is skipped). Global mode: the m rows rows[0..m-1].
+template <typename T, int NUMERIC>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
+            const int* __restrict__ a_idx, const T* __restrict__ a_val,
+            const int* __restrict__ b_ptr, const int* __restrict__ b_idx,
+            const T* __restrict__ b_val, const int* __restrict__ tsize,
+            const long long* __restrict__ g_off, int* __restrict__ g_keys, T* __restrict__ g_vals,
+            int* __restrict__ overflow, int* __restrict__ count, const int* __restrict__ c_ptr,
+            int* __restrict__ c_idx, T* __restrict__ c_val) {
+    __shared__ int s_keys[SPGEMM_WARPS][SPGEMM_SHARED_SLOTS];
+    __shared__ T s_vals[NUMERIC ? SPGEMM_WARPS : 1][NUMERIC ? SPGEMM_SHARED_SLOTS : 1];
+    __shared__ int s_full[SPGEMM_WARPS];
+    const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
+    const int warps = gridDim.x * SPGEMM_WARPS;
+    const bool global = g_off != nullptr;
+    for (int r = blockIdx.x * SPGEMM_WARPS + w; r < m; r += warps) {       // uniform per warp
+        const int i = global ? rows[r] : r;
+        if (!global && NUMERIC && overflow[i]) continue;
+        int ts = tsize[i];
+        int* keys;
+        T* vals;
+        if (global) {
+            keys = g_keys + g_off[r];
+            vals = NUMERIC ? g_vals + g_off[r] : nullptr;
+        } else {
+            ts = ts < SPGEMM_SHARED_SLOTS ? ts : SPGEMM_SHARED_SLOTS;
+            keys = s_keys[w];
+            vals = NUMERIC ? s_vals[w] : nullptr;
+        }
+        for (int s = lane; s < ts; s += DPS_WARP) keys[s] = -1;
+        if (lane == 0) s_full[w] = 0;
+        __syncwarp();
+        int fresh_count = 0;
+        const int a_end = a_ptr[i + 1];
+        // A's row 32 entries at a time: each lane loads one entry's (B row start, end, a_ik),
+        // then the warp takes them in A's order, broadcast by shuffles
+        for (int p0 = a_ptr[i]; p0 < a_end && !s_full[w]; p0 += DPS_WARP) {
+            const int p = p0 + lane;
+            int start = 0, end = 0;
+            T a_mine = T(0);
+            if (p < a_end) {
+                const int k = a_idx[p];
+                start = b_ptr[k];
+                end = b_ptr[k + 1];
+                if (NUMERIC) a_mine = a_val[p];
+            }
+            const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
+            for (int t = 0; t < steps; ++t) {
+                const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
+                const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
+                const T a = NUMERIC ? spgemm::shfl_idx(a_mine, t) : T(0);
+                for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
+                    bool fresh;
+                    const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
+                    if (slot < 0) {
+                        s_full[w] = 1;
+                        break;
+                    }
+                    fresh_count += fresh;
+                    if (NUMERIC) {
+                        const T prod = dps::mul_rn(a, b_val[j]);
+                        vals[slot] = fresh ? prod : vals[slot] + prod;
+                    }
+                }
+                __syncwarp();
+                if (s_full[w]) break;                                       // uniform
+            }
+        }
+        if (s_full[w]) {                        // shared mode only: the global tables fit
+            if (lane == 0) overflow[i] = 1;
+            __syncwarp();
+            continue;
+        }
+        if (!NUMERIC) {
+            fresh_count = dps::warp_sum(fresh_count);
+            if (lane == 0) count[i] = fresh_count;
+            __syncwarp();
+            continue;
+        }
+        // compact the occupied slots to the table's front (in slot order), then each entry's
+        // place in the row is the number of columns below its own
+        int c = 0;
+        for (int base = 0; base < ts; base += DPS_WARP) {
+            const int s = base + lane;
+            const int key = keys[s];
+            const T val = key >= 0 ? vals[s] : T(0);
+            const unsigned occ = __ballot_sync(DPS_FULL_MASK, key >= 0);
+            __syncwarp();
+            if (key >= 0) {
+                const int at = c + __popc(occ & ((1u << lane) - 1u));
+                keys[at] = key;
+                vals[at] = val;
+            }
+            c += __popc(occ);
+            __syncwarp();
+        }
+        const int out = c_ptr[i];
+        for (int e = lane; e < c; e += DPS_WARP) {
+            const int key = keys[e];
+            int rank = 0;
+            for (int f = 0; f < c; ++f) rank += keys[f] < key;
+            c_idx[out + rank] = key;
+            c_val[out + rank] = vals[e];
+        }
+        __syncwarp();
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+               const T* __restrict__ a_val, const int* __restrict__ b_ptr,
+               const int* __restrict__ b_idx, const T* __restrict__ b_val,
+               const int* __restrict__ c_ptr, const int* __restrict__ c_idx, T* __restrict__ c_val,
+               int* __restrict__ missing) {
+    const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
+    const int warps = gridDim.x * SPGEMM_WARPS;
+    int miss = 0;
+    for (int i = blockIdx.x * SPGEMM_WARPS + w; i < m; i += warps) {       // uniform per warp
+        const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
+        for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = T(0);
+        __syncwarp();
+        const int a_end = a_ptr[i + 1];
+        for (int p0 = a_ptr[i]; p0 < a_end; p0 += DPS_WARP) {
+            const int p = p0 + lane;
+            int start = 0, end = 0;
+            T a_mine = T(0);
+            if (p < a_end) {
+                const int k = a_idx[p];
+                start = b_ptr[k];
+                end = b_ptr[k + 1];
+                a_mine = a_val[p];
+            }
+            const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
+            for (int t = 0; t < steps; ++t) {                               // A's order
+                const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
+                const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
+                const T a = spgemm::shfl_idx(a_mine, t);
+                for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
+                    const int col = b_idx[j];
+                    int lo = c_begin, hi = c_end;
+                    while (lo < hi) {
+                        const int mid = (lo + hi) >> 1;
+                        if (c_idx[mid] < col) lo = mid + 1;
+                        else hi = mid;
+                    }
+                    if (lo < c_end && c_idx[lo] == col) c_val[lo] = c_val[lo] + dps::mul_rn(a, b_val[j]);
+                    else ++miss;
+                }
+                __syncwarp();
+            }
+        }
+    }
+    miss = dps::warp_sum(miss);
+    if (lane == 0 && miss) atomicAdd(missing, miss);
+}
