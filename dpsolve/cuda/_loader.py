@@ -67,6 +67,7 @@ SOURCES = {
                              "vc_jacobi_ell<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
+                                                       "vc_restrict_scale",
                                                        "power_step")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
     # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)

@@ -33,6 +33,9 @@
 //                         y = x + d (x null: x = 0, d = c2 D^-1 b, no product)
 //                                                       reads A + 4n*s, writes 2n*s
 //   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s
+//   vc_restrict_scale<T, W>  bc = R res and xc = sc .* bc: the restriction (rows: the coarse
+//                         level's) with the next level's Jacobi pre-smoothing from zero, where
+//                         that level pre-smooths apart from its residual (one launch fewer)
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a warp a row
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
@@ -320,6 +323,20 @@ vc_prolong(int n, const int* __restrict__ indptr, const int* __restrict__ indice
     amg::for_vector_rows<W>(n, [&](int row, int lane) {
         const T px = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, xc);
         if (lane == 0 && row < n) x[row] = x[row] + px;
+    });
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_restrict_scale(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
+                  const T* __restrict__ data, const T* __restrict__ res, const T* __restrict__ sc,
+                  T* __restrict__ bc, T* __restrict__ xc) {
+    amg::for_vector_rows<W>(nc, [&](int row, int lane) {
+        const T r = dps::csr_row_vector<T, W>(row, nc, lane, indptr, indices, data, res);
+        if (lane == 0 && row < nc) {
+            bc[row] = r;
+            xc[row] = sc[row] * r;
+        }
     });
 }
 

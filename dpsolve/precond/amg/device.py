@@ -57,6 +57,7 @@ class DeviceLevel:
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
     lanes_P: int = 2
+    lanes_R: int = 2
     fused: bool = True                       # the Jacobi pre-smoothing fused into the residual
     R_matrix: object = None                  # R as a dpsolve CSR-vector DeviceMatrix
     X: object = None
@@ -120,7 +121,9 @@ class DeviceHierarchy:
         """Issue out = M b (b, out: the finest level's vectors; out is not read)."""
         self._cycle(0, b, out, stream)
 
-    def _cycle(self, l, b, out, stream):  # noqa: E741
+    def _cycle(self, l, b, out, stream, scaled=False):  # noqa: E741
+        """Level l's part of the V-cycle: out = M_l b. ``scaled``: the restriction that made b
+        also wrote X = s .* b, the Jacobi pre-smoothing from zero (levels of long rows)."""
         levels = self.levels
         if l == len(levels) - 1:
             nc = levels[l].n
@@ -148,14 +151,25 @@ class DeviceHierarchy:
                    stream)
         elif self.smoother == "jacobi":                        # the same, in two kernels
             X = lev.X
-            launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),), (BLOCK,),
-                   (np.int32(lev.n), lev.scale, b, X), stream)
+            if not scaled:
+                launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),),
+                       (BLOCK,), (np.int32(lev.n), lev.scale, b, X), stream)
             self._residual(lev, X, b, stream)
         else:
             X = self._smooth(lev, None, b, lev.X, stream)      # pre-smoothing from zero
             self._residual(lev, X, b, stream)                  # res = b - A X
-        ops.spmv(lev.R_matrix, lev.res, nxt.b_in, stream)      # b_{l+1} = R res
-        self._cycle(l + 1, nxt.b_in, nxt.out, stream)
+        # b_{l+1} = R res; where level l+1 pre-smooths apart from its residual, the same kernel
+        # writes its X = s .* b_{l+1} (one launch fewer)
+        scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
+        if scale_next:
+            R = lev.R
+            launch(get_kernel("amg", f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
+                   (_grid(nxt.n * lev.lanes_R),), (BLOCK,),
+                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, nxt.scale, nxt.b_in,
+                    nxt.X), stream)
+        else:
+            ops.spmv(lev.R_matrix, lev.res, nxt.b_in, stream)
+        self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         P = lev.P
         launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype),
                (_grid(lev.n * lev.lanes_P),), (BLOCK,),
@@ -363,6 +377,8 @@ def _check_level(A, level: int):
     """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal)."""
     import cupy
     d = A.diagonal()
+    if not bool(((d == 0) | ~cupy.isfinite(d) | (d.real <= 0)).any()):      # one wait
+        return (1.0 / d).astype(A.dtype)
     bad_zero = cupy.flatnonzero((d == 0) | ~cupy.isfinite(d))
     where = "A" if level == 0 else f"level {level}'s Galerkin matrix"
     if bad_zero.size:
@@ -495,7 +511,7 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
     raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
 
 
-def tentative(agg, n_agg: int, B, level: int, dtype):
+def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False):
     """T (CuPy CSR, n x n_agg*k) and the coarse B: the reference's rule (c). k = 1 on the device
     (the squared norms summed per aggregate by a CSR product in index order); k > 1 through the
     reference's batched QR on the host (rigid-body modes: small next to the products)."""
@@ -509,11 +525,16 @@ def tentative(agg, n_agg: int, B, level: int, dtype):
     b = B[:, 0].astype(wide)
     sq = (b.real ** 2 + b.imag ** 2) if b.dtype.kind == "c" else b * b
     rows = cupy.arange(n + 1, dtype=cupy.int32)
-    # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
-    # dpsolve's own SpMV (deterministic: a fixed order of the sums)
-    t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
-    norms = cupy.sqrt(_spmv(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
-                                  sq.astype(cupy.float64)))
+    if ones:
+        # B = the constants (the default, level 0): ||B_agg||^2 is the aggregate's size, which
+        # the reference's float64 sum of ones gives exactly
+        norms = cupy.sqrt(cupy.bincount(agg, minlength=n_agg).astype(cupy.float64))
+    else:
+        # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
+        # dpsolve's own SpMV (deterministic: a fixed order of the sums)
+        t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
+        norms = cupy.sqrt(_spmv(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
+                                sq.astype(cupy.float64)))
     zero = cupy.flatnonzero(norms == 0)
     if zero.size:
         raise ValueError(f"B is zero on every node of {int(zero.size)} aggregate(s) of level "
@@ -638,7 +659,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
                 A_l, B_l = A_next, reuse.B[level + 1]
                 numeric += 1
             else:
-                T, B_c = tentative(agg, n_agg, B_l, level, dtype)
+                T, B_c = tentative(agg, n_agg, B_l, level, dtype, ones=B is None and not level)
                 P = smooth_prolongator(A_l, inv_diag, rho, T, dtype)
                 r_ptr, r_idx, r_val, order = sps.transpose(P.indptr, P.indices, P.data, P.shape,
                                                            conj=True, with_order=True)
@@ -721,5 +742,6 @@ def _prepare_cycle(h: DeviceHierarchy) -> None:
         lev.lanes_P = vector_width(lev.P.nnz / max(n, 1))
         R = lev.R
         lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])))
+        lev.lanes_R = lev.R_matrix.width
         lev.X, lev.Wb, lev.res = (cupy.full(n, np.nan, dt) for _ in range(3))
         lev.d = cupy.full(n, np.nan, dt) if h.smoother == "chebyshev" else None

@@ -735,7 +735,9 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
       whose rows are short (``fuse_presmoothing``), the pre-smoothing from zero is fused into it
       (dpsolve/cuda/amg.cu's vc_presmooth_residual: x is s .* b, gathered from s and b rather
       than read back): b and D^-1 read, x and res written, a + 4N for both; on longer rows the
-      two gathers per entry cost more than they save, and the two run apart: 3N + a + 3N.
+      two gathers per entry cost more than they save, and the two run apart: 3N + a + 3N, where
+      on a level below the finest x = s .* b is written by the restriction that makes b (b not
+      read again): 2N + a + 3N.
     * the restriction reads R (nnz(R) (V + I) + (n_c + 1) I) and res, and writes the coarse
       right-hand side: + N + n_c V.
     * the prolongation reads P (likewise, n + 1 row pointers) and the coarse solution (n_c V), and
@@ -745,7 +747,7 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
     """
     V, Ib = int(value_bytes), int(index_bytes)
     total = 0
-    for lev in h.levels[:-1]:
+    for index, lev in enumerate(h.levels[:-1]):
         n = lev.A.shape[0]
         n_c = lev.P.shape[1]
         a = _matrix_bytes(lev.A, V, Ib)
@@ -753,7 +755,7 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4) -> int:
         if h.smoother == "jacobi" and fuse_presmoothing(n, lev.A.nnz):
             total += a + 4 * nv      # the pre-smoothing fused into the residual (see above)
         elif h.smoother == "jacobi":
-            total += 3 * nv + a + 3 * nv
+            total += (2 if index else 3) * nv + a + 3 * nv
         else:
             total += _smoothing_bytes(h, a, nv, from_zero=True)
             total += a + 3 * nv
