@@ -61,7 +61,7 @@ def _oneline(text) -> str:
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     text = _oneline(message)
     text = text[len("dpsolve: "):] if text.startswith("dpsolve: ") else text
-    print(f"dpsolve: warning: {text}", file=sys.stderr)
+    _stderr_line(f"dpsolve: warning: {text}")
 
 
 def _number(kind, low, *, strict=False):
@@ -741,8 +741,16 @@ def main(argv=None) -> int:
 
 
 def _say_interrupted() -> int:
-    print("dpsolve: interrupted", file=sys.stderr)
+    _stderr_line("dpsolve: interrupted")
     return INTERRUPTED
+
+
+def _stderr_line(text: str) -> None:
+    """One line to standard error in one write: under mpirun several ranks share the stream,
+    and print()'s text and newline, written apart when Python runs unbuffered, interleaved with
+    another rank's line (seen on the H100: "dpsolve: interrupteddpsolve solve: error: ...")."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _size_guard(force: bool):
@@ -793,7 +801,7 @@ def _main(argv=None) -> int:
         msg = str(e) or type(e).__name__   # the message alone; DPSOLVE_DEBUG=1: the traceback
         if isinstance(e, FileNotFoundError) and e.filename:
             msg = f"no such file: {e.filename}"
-        print(f"dpsolve {args.cmd}: error: {_oneline(msg)}", file=sys.stderr)
+        _stderr_line(f"dpsolve {args.cmd}: error: {_oneline(msg)}")
         return ERROR
 
 
