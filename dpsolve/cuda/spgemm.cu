@@ -55,6 +55,23 @@ __device__ __forceinline__ int insert(int* keys, int ts, int col, bool& fresh) {
     return -1;
 }
 
+// One entry of A's row for the warp's prefetch: this lane's entry p (< a_end) gives the range
+// [start, end) of B's row a_idx[p] and, with VALUES, a_ik; past the row's end an empty range.
+template <bool VALUES, typename T>
+__device__ __forceinline__ void a_entry(int p, int a_end, const int* __restrict__ a_idx,
+                                        const T* __restrict__ a_val,
+                                        const int* __restrict__ b_ptr, int& start, int& end,
+                                        T& a) {
+    start = end = 0;
+    a = T(0);
+    if (p < a_end) {
+        const int k = a_idx[p];
+        start = b_ptr[k];
+        end = b_ptr[k + 1];
+        if (VALUES) a = a_val[p];
+    }
+}
+
 // the value of lane `src` (a warp shuffle of real or complex values)
 template <typename T> __device__ __forceinline__ T shfl_idx(T v, int src) {
     return __shfl_sync(DPS_FULL_MASK, v, src);
@@ -122,15 +139,10 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         // A's row 32 entries at a time: each lane loads one entry's (B row start, end, a_ik),
         // then the warp takes them in A's order, broadcast by shuffles
         for (int p0 = a_ptr[i]; p0 < a_end && !s_full[w]; p0 += DPS_WARP) {
-            const int p = p0 + lane;
-            int start = 0, end = 0;
-            T a_mine = T(0);
-            if (p < a_end) {
-                const int k = a_idx[p];
-                start = b_ptr[k];
-                end = b_ptr[k + 1];
-                if (NUMERIC) a_mine = a_val[p];
-            }
+            int start, end;
+            T a_mine;
+            spgemm::a_entry<NUMERIC != 0>(p0 + lane, a_end, a_idx, a_val, b_ptr, start, end,
+                                          a_mine);
             const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
             for (int t = 0; t < steps; ++t) {
                 const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
@@ -209,15 +221,9 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
         __syncwarp();
         const int a_end = a_ptr[i + 1];
         for (int p0 = a_ptr[i]; p0 < a_end; p0 += DPS_WARP) {
-            const int p = p0 + lane;
-            int start = 0, end = 0;
-            T a_mine = T(0);
-            if (p < a_end) {
-                const int k = a_idx[p];
-                start = b_ptr[k];
-                end = b_ptr[k + 1];
-                a_mine = a_val[p];
-            }
+            int start, end;
+            T a_mine;
+            spgemm::a_entry<true>(p0 + lane, a_end, a_idx, a_val, b_ptr, start, end, a_mine);
             const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
             for (int t = 0; t < steps; ++t) {                               // A's order
                 const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);

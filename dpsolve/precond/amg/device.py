@@ -2,18 +2,22 @@
 
 The rules are the host reference's (``reference.py``, the specification), step for step:
 strength, the MIS-2 aggregation (``dpsolve/cuda/amg.cu``: the same keys and decisions, so the
-same aggregates), the tentative prolongator, its smoothing, R = P^H, the Galerkin product (cuSPARSE
-SpGEMM through CuPy) and the coarsest level's dense pseudo-inverse (cuSOLVER). Everything stays on
-the device; the host reads a few counters (the MIS-2 rounds, the sizes of each level).
+same aggregates), the tentative prolongator, its smoothing, R = P^H, the Galerkin product R (A P)
+(dpsolve's own sparse products, ``spgemm``: ``dpsolve/cuda/spgemm.cu``) and the coarsest level's
+dense pseudo-inverse (cuSOLVER). Everything stays on the device; the host reads a few counters
+(the MIS-2 rounds, the sizes of each level). ``PreparedSystem.update`` with the same pattern
+re-sets up over the kept patterns (``setup(reuse=...)``, ``spgemm_pattern``).
 
 The V-cycle runs as kernels on the solve's executor (``apply``), so the host-driven variants call
 it between their own kernels and variant ``graph`` captures it into its WHILE body: one launch
 for a whole AMG-PCG solve. Per level above the coarsest (Jacobi smoothing; Chebyshev adds its
-steps):
+steps; level 0 runs the ``_ell`` kernels over the solve's ELL arrays when it holds A in ELL):
 
     vc_presmooth_residual   X = (omega / rho) D^-1 b (pre-smoothing from zero) and
-                            res = b - A X, in one kernel
-    spmv (R)      b_{l+1} = R res                          dpsolve's CSR-vector SpMV
+                            res = b - A X, in one kernel (rows of mean <= 8 entries; on longer
+                            rows vc_scale, or the restriction above, writes X, then vc_residual)
+    spmv (R)      b_{l+1} = R res                          dpsolve's CSR-vector SpMV, or
+                  vc_restrict_scale, which also writes X_{l+1} where that level needs it
     ...           the coarser levels, then the coarsest: vc_dense  x_c = pinv(A_c) b_c
     vc_prolong    X += P x_{l+1}
     vc_jacobi     out = X + (omega / rho) D^-1 (b - A X)    post-smoothing (the same smoother)
@@ -222,8 +226,8 @@ def _csr(data, indices, indptr, shape):
 
 
 def _canonical(M):
-    """CSR without explicit zeros (the reference's ``_canonical``). cuSPARSE's products, sums and
-    transposes already give sorted rows without duplicates; the zeros are dropped here with
+    """CSR without explicit zeros (the reference's ``_canonical``). The set-up's products, sums
+    and transposes already give sorted rows without duplicates; the zeros are dropped here with
     CuPy's array operations. (cupyx's sum_duplicates / eliminate_zeros / sort_indices sequence
     lost entries with CuPy 14.2 on CUDA 13: P had 401 of its 1,063 nonzeros on 2-D Poisson
     20^2; which of the three is not pinned down, so none is used.)"""
