@@ -26,6 +26,12 @@ def test_transpose_dense_and_rows_match_scipy(shape, dtype):
         ref.sort_indices()
         assert np.array_equal(tp, ref.indptr) and np.array_equal(ti, ref.indices)
         assert np.array_equal(td, ref.data) and ti.dtype == M.indices.dtype
+        # the permutation a re-set-up applies to new values of the same pattern
+        *_, order = S.transpose(M.indptr, M.indices, M.data, M.shape, conj=conj,
+                                with_order=True)
+        new = M.data * 3 - 1
+        assert np.array_equal(new[order].conj() if conj else new[order],
+                              (ref * 3 - (ref != 0)).data)
     assert np.array_equal(S.dense(M.indptr, M.indices, M.data, M.shape), M.toarray())
 
 

@@ -289,7 +289,8 @@ def spgemm(A, B):
     count = cupy.zeros(m, cupy.int32)
     overflow = cupy.zeros(m, cupy.int32)
     operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, tsize)
-    kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {k}>", dt) for k in (0, 1)]
+    kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {numeric}>", dt)
+               for numeric in (0, 1)]                        # symbolic, numeric
 
     def rows_pass(numeric, c_ptr=None, c_idx=None, c_val=None):
         """Every row with a table in shared memory, then the rows that overflowed it, with
