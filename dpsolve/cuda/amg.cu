@@ -187,13 +187,7 @@ pattern_asymmetry(int n, const int* __restrict__ indptr, const int* __restrict__
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
             const int j = indices[k];
-            int lo = indptr[j], hi = indptr[j + 1];            // find i in row j
-            while (lo < hi) {
-                const int mid = (lo + hi) >> 1;
-                if (indices[mid] < i) lo = mid + 1;
-                else hi = mid;
-            }
-            miss += !(lo < indptr[j + 1] && indices[lo] == i);
+            miss += dps::find_sorted(indices, indptr[j], indptr[j + 1], i) < 0;   // i in row j
         }
     }
     if (miss) atomicAdd(missing, miss);

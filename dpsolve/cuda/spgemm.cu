@@ -2,9 +2,9 @@
 // products A T, A P and R (A P): dpsolve/precond/amg/device.py's ``spgemm``). Replaces cuSPARSE's
 // SpGEMM, which on CUDA 13 / CuPy 14.2 returned wrong products and faulted (issue 30).
 //
-//   spgemm_bound<T>    bound_i = sum over A's row i of the lengths of the B rows it names (the
-//                      products of row i: at least its output length) and the row's table size
-//                      tsize_i: the power of two >= 2 bound_i, at least 32
+//   spgemm_bound<T>    the row's table size tsize_i: the power of two >= 2 bound_i, at least 32,
+//                      bound_i = sum over A's row i of the lengths of the B rows it names (the
+//                      products of row i: at least its output length)
 //   spgemm_rows<T, 0>  symbolic: count_i = the distinct columns of row i of C
 //   spgemm_rows<T, 1>  numeric: row i of C, its columns sorted, into C's arrays at c_ptr[i]
 //   spgemm_pattern<T>  numeric over a known pattern (c_ptr, c_idx sorted: a re-set-up after
@@ -86,16 +86,14 @@ __device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
-             const int* __restrict__ b_ptr, int* __restrict__ bound, int* __restrict__ tsize) {
+             const int* __restrict__ b_ptr, int* __restrict__ tsize) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
         long long s = 0;
         for (int p = a_ptr[i]; p < a_ptr[i + 1]; ++p) {
             const int k = a_idx[p];
             s += b_ptr[k + 1] - b_ptr[k];
         }
-        const int b = s > (1 << 29) ? (1 << 29) : (int)s;
-        bound[i] = b;
-        tsize[i] = spgemm::table_size(b);
+        tsize[i] = spgemm::table_size(s > (1 << 29) ? (1 << 29) : (int)s);
     }
 }
 
@@ -230,14 +228,8 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
                 const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
                 const T a = spgemm::shfl_idx(a_mine, t);
                 for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
-                    const int col = b_idx[j];
-                    int lo = c_begin, hi = c_end;
-                    while (lo < hi) {
-                        const int mid = (lo + hi) >> 1;
-                        if (c_idx[mid] < col) lo = mid + 1;
-                        else hi = mid;
-                    }
-                    if (lo < c_end && c_idx[lo] == col) c_val[lo] = c_val[lo] + dps::mul_rn(a, b_val[j]);
+                    const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
+                    if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
                     else ++miss;
                 }
                 __syncwarp();

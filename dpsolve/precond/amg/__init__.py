@@ -153,7 +153,7 @@ class AMG(Preconditioner):
                 out["setup_times"] = dict(times)
             if getattr(h, "resetup", None):
                 out["resetup"] = h.resetup          # full, aggregates kept, or numbers only
-            out["vcycle_bytes"] = reference.vcycle_bytes(h, np.dtype(self.dtype).itemsize)
+            out["vcycle_bytes"] = self.vcycle_bytes
         if self.vcycle_time is not None:
             out["vcycle_time"] = self.vcycle_time
         self._described = (h, self.vcycle_time, out)

@@ -282,10 +282,9 @@ def spgemm(A, B):
                                                                               copy=False)
     b_ptr, b_idx = B.indptr.astype(cupy.int32, copy=False), B.indices.astype(cupy.int32,
                                                                               copy=False)
-    bound = cupy.empty(m, cupy.int32)
     tsize = cupy.empty(m, cupy.int32)
     launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
-           (np.int32(m), a_ptr, a_idx, b_ptr, bound, tsize), None)
+           (np.int32(m), a_ptr, a_idx, b_ptr, tsize), None)
     count = cupy.zeros(m, cupy.int32)
     overflow = cupy.zeros(m, cupy.int32)
     operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, tsize)
@@ -556,21 +555,30 @@ def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
     import cupy
     AT = spgemm(A, T)
     n = AT.shape[0]
-    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
     if T.nnz == n and bool((cupy.diff(T.indptr) == 1).all()):
-        missing = cupy.zeros(1, cupy.int32)
-        launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
-               (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
-                np.dtype(dtype).type(c), missing), None)
-        if int(missing.get()[0]) == 0:
+        if _smooth_in_place(AT, inv_diag, rho, T, dtype):
             return _canonical(AT)
         raise RuntimeError("AMG set-up: A T lacks an entry of T's pattern (internal error)")
+    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
     AT = _canonical(AT)
     launch(get_kernel("amg", "csr_scale_rows<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.data, inv_diag), None)
     p, i, d = sps.add((T.indptr, T.indices, T.data), (AT.indptr, AT.indices, -(AT.data * c)),
                       T.shape)
     return _canonical(_csr(d, i, p, T.shape))
+
+
+def _smooth_in_place(AT, inv_diag, rho: float, T, dtype) -> bool:
+    """AT's values become P = T - (4/3 / rho) D^-1 (A T) over AT's pattern, for a T of one entry
+    a row (amg.cu's smooth_tentative); False when a row lacks T's column (AT is then unusable)."""
+    import cupy
+    n = AT.shape[0]
+    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
+    missing = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
+           (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
+            np.dtype(dtype).type(c), missing), None)
+    return int(missing.get()[0]) == 0
 
 
 def pseudo_inverse(A, dtype):
@@ -699,20 +707,11 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
     (A T) over P's pattern (the kept T), R = P^H through the kept permutation, A_{l+1} = R (A P)
     over the kept coarse pattern; None when ``prev`` kept no T (B of k > 1 columns) or a new
     product leaves a kept pattern."""
-    import cupy
     if prev.T is None or prev.R_order is None:
         return None
     T = prev.T
     AT = spgemm_pattern(A_l, T, prev.P)
-    if AT is None:
-        return None
-    n = AT.shape[0]
-    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
-    missing = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
-           (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
-            np.dtype(dtype).type(c), missing), None)
-    if int(missing.get()[0]):
+    if AT is None or not _smooth_in_place(AT, inv_diag, rho, T, dtype):
         return None
     P = AT
     r_val = P.data[prev.R_order]

@@ -99,6 +99,17 @@ template <typename R> __device__ __forceinline__ R abs2(complex<R> a) { return a
 template <typename T> __device__ __forceinline__ bool is_finite(T a) { return ::isfinite(a); }
 template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a); }
 
+// The position of `key` in the sorted keys[lo, hi) (a sparse row's column indices), -1 if absent.
+__device__ __forceinline__ int find_sorted(const int* __restrict__ keys, int lo, int hi, int key) {
+    const int end = hi;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (keys[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && keys[lo] == key ? lo : -1;
+}
+
 // Warp shuffles of either kind of value.
 template <typename T>
 __device__ __forceinline__ T shfl_down(T v, int off, int width = DPS_WARP) {
