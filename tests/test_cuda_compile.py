@@ -158,3 +158,15 @@ def test_dynamic_format_codes_match_dynamic_cuh():
     assert defined == {"DYN_ELL": _loader.DYN_ELL, "DYN_CSR_SCALAR": _loader.DYN_CSR_SCALAR,
                        "DYN_ADAPTIVE": _loader.DYN_ADAPTIVE}
     assert not set(_loader.CSR_VECTOR_WIDTHS) & set(defined.values())
+
+
+def test_amg_rows_at_once_stay_within_the_kernels_bound():
+    """amg.cu's CSR kernels take 1 to MAX_ROWS rows a group at a time, as the host asks
+    (device.rows_at_once); more would compute only MAX_ROWS of them and leave rows unwritten."""
+    from dpsolve.precond.amg import device
+    text = (_loader.CUDA_DIR / "amg.cu").read_text()
+    m = re.search(r"constexpr int MAX_ROWS = (\d+);", text)
+    assert m and int(m.group(1)) == device.MAX_ROWS
+    for n in (0, 1, 1000, 10**6, 10**8):
+        for lanes in (2, 4, 8, 16, 32):
+            assert 1 <= device.rows_at_once(n, lanes) <= device.MAX_ROWS

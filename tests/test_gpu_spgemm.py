@@ -57,19 +57,82 @@ def test_random_products_equal_scipys(shape, dtype):
     _check(A, B, exact=np.dtype(dtype).kind == "f")
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_rows_beyond_the_shared_table(dtype):
-    """Rows with thousands of distinct columns (the shared table holds 512) are made with global
-    tables; short rows beside them stay in shared memory."""
-    rng = np.random.default_rng(3)
+def _wide_rows(dtype, rng):
+    """A (300 x 400) with rows that name many B rows, and B (400 x 3000): C's rows 7, 123 and
+    200-207 have far more than the shared table's 512 columns."""
     A = _random(300, 400, 0.02, dtype, rng).tolil()
     A[7, :] = rng.random(400)                         # a dense row: every column of C
     A[123, ::3] = rng.random(134)
+    for r in range(200, 208):                         # more wide rows than a block has warps
+        A[r, r % 2::2] = rng.random(200)
     A = sp.csr_array(A)
     A.sort_indices()
-    B = _random(400, 3000, 0.01, dtype, rng)
+    return A, _random(400, 3000, 0.01, dtype, rng)
+
+
+@pytest.mark.parametrize("mode", ["dense", "dense, one block", "hash"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_rows_beyond_the_shared_table(dtype, mode, monkeypatch):
+    """Rows with thousands of distinct columns (the shared table holds 512) are made as dense
+    rows of C (C narrow enough; with scratch for one block, its 4 warps take the 10 such rows in
+    turn) or with global hash tables (a wider C); short rows beside them stay in shared
+    memory."""
+    from dpsolve.precond.amg import device
+    if mode == "hash":
+        monkeypatch.setattr(device, "SPGEMM_DENSE_MAX_COLS", 100)
+    if mode == "dense, one block":
+        monkeypatch.setattr(device, "SPGEMM_DENSE_SLOTS", 3000)       # one block's warps
+    A, B = _wide_rows(dtype, np.random.default_rng(3))
     C = _check(A, B, exact=np.dtype(dtype).kind == "f")
     assert int(C.indptr[8] - C.indptr[7]) > 512
+
+
+def test_rows_that_overflow_the_shared_table_of_a_wide_product():
+    """A C of 20,000 columns (wider than SPGEMM_DENSE_MAX_COLS): row 3 (bound 750, ~740
+    distinct columns) is tried in shared memory first, overflows, and is made with a global hash
+    table."""
+    from dpsolve.precond.amg import device
+    assert device.SPGEMM_DENSE_MAX_COLS < 20_000
+    rng = np.random.default_rng(9)
+    A = _random(50, 200, 0.02, np.float64, rng).tolil()
+    A[3, :] = 0
+    A[3, 10:40] = rng.random(30)
+    A = sp.csr_array(A)
+    A.eliminate_zeros()
+    A.sort_indices()
+    B = _random(200, 20_000, 25 / 20_000, np.float64, rng)
+    C = _check(A, B, exact=True)
+    assert int(C.indptr[4] - C.indptr[3]) > 512
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_product_with_kept_counts_equals_a_new_one(wide):
+    """spgemm_counted with the counts of an earlier product of the same patterns (a re-set-up's
+    A P: no symbolic pass) gives the new product's bits, dense rows included (their scratch
+    stamps of the earlier product must not leak into the new one)."""
+    from dpsolve.precond.amg import device
+    rng = np.random.default_rng(8)
+    if wide:
+        A, B = _wide_rows(np.float64, rng)
+    else:
+        A, B = _random(500, 300, 0.02, np.float64, rng), _random(300, 700, 0.01, np.float64, rng)
+    dA, dB = _device(A), _device(B)
+    C1, counts = device.spgemm_counted(dA, dB)
+    assert bool(counts.big.size) == wide
+    dB2 = dB.copy()
+    dB2.data *= -1.5                                     # new numbers, the same pattern
+    dA2 = dA.copy()
+    dA2.data += 0.25
+    got, again = device.spgemm_counted(dA2, dB2, counts)
+    assert again is counts
+    want = sp.csr_array((A + 0.25 * (A != 0)) @ (-1.5 * B))
+    want.sort_indices()
+    np.testing.assert_array_equal(got.indptr.get(), want.indptr)
+    np.testing.assert_array_equal(got.indices.get(), want.indices)
+    fresh = device.spgemm(dA2, dB2)
+    np.testing.assert_array_equal(got.data.get(), fresh.data.get())
+    np.testing.assert_allclose(got.data.get(), want.data, rtol=1e-13,
+                               atol=1e-13 * abs(want.data).max())
 
 
 def test_empty_rows_columns_and_products():

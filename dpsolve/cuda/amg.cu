@@ -64,16 +64,82 @@ __device__ __forceinline__ long long key_of(int i) {
     return ((long long)(wang_hash((unsigned int)i) & 0x7FFFFFFu) << 32) | (long long)i;
 }
 
-// f(row, lane) for every row, W lanes a row (spmv.cu's CSR-vector loop): the loop bound is
-// uniform over the block, so every lane of a warp takes part in every shuffle of
-// dps::csr_row_vector; rows >= n (idle groups of the last pass) compute nothing and must not write.
-template <int W, typename F>
-__device__ __forceinline__ void for_vector_rows(int n, F f) {
+// The grid-stride rows of a CSR kernel, W lanes a row, `rows` (1 to MAX_ROWS, uniform: the host's
+// choice per level, device.rows_at_once) rows a group at a time: the group forms
+// sum_k data[k] * xv(indices[k]) of those rows with their loads interleaved, then its first lane
+// calls done(row, sum) for each of them below n. One row at a time a warp of the W = 32 levels
+// had one row of loads in flight, and the large levels ran at ~60 % of the copy bandwidth on the
+// H100 (latency, not bandwidth: the ELL level 0, 32 rows a warp, ran at 95-105 %). On levels of
+// few rows several rows a group leave too few groups, and on rows of several passes (W = 32,
+// long rows) the one-row loop, whose passes the compiler unrolls, keeps more in flight: there
+// one row at a time is faster (rows = 1 runs dps::csr_row_vector's loop). Each row's sum is
+// formed in csr_row_vector's order (lane-strided, then group_sum): the same bits whatever
+// `rows`. The loop bound is uniform over the block, so every lane takes part in every shuffle.
+constexpr int MAX_ROWS = 4;
+
+template <typename T, int W, typename X, typename F>
+__device__ __forceinline__ void vector_rows(int rows, int n, const int* __restrict__ indptr,
+                                            const int* __restrict__ indices,
+                                            const T* __restrict__ data, X xv, F done) {
     const int groups = DPS_BLOCK / W;
-    const int lane = threadIdx.x % W;
-    for (int base = blockIdx.x * groups; base < n; base += gridDim.x * groups)
-        f(base + threadIdx.x / W, lane);
+    const int lane = threadIdx.x % W, group = threadIdx.x / W;
+    if (rows == 1) {               // one row a group: its passes unroll (long rows: W = 32)
+        for (int base = blockIdx.x * groups; base < n; base += gridDim.x * groups) {
+            const int row = base + group;
+            T sum = T(0);
+            if (row < n) {
+                const int end = indptr[row + 1];
+                for (int k = indptr[row] + lane; k < end; k += W)
+                    sum += dps::ld_mat<true>(data + k) * xv(dps::ld_mat<true>(indices + k));
+            }
+            sum = dps::group_sum<T, W>(sum);
+            if (lane == 0 && row < n) done(row, sum);
+        }
+        return;
+    }
+    for (int base = blockIdx.x * groups * rows; base < n; base += gridDim.x * groups * rows) {
+        int k[MAX_ROWS], end[MAX_ROWS];
+        T sum[MAX_ROWS];
+#pragma unroll
+        for (int r = 0; r < MAX_ROWS; ++r) {
+            const int row = base + r * groups + group;
+            k[r] = end[r] = 0;
+            sum[r] = T(0);
+            if (r < rows && row < n) {
+                k[r] = indptr[row] + lane;
+                end[r] = indptr[row + 1];
+            }
+        }
+        bool more = true;
+        while (more) {
+            more = false;
+#pragma unroll
+            for (int r = 0; r < MAX_ROWS; ++r) {
+                if (k[r] < end[r]) {
+                    const int c = dps::ld_mat<true>(indices + k[r]);
+                    sum[r] += dps::ld_mat<true>(data + k[r]) * xv(c);
+                    k[r] += W;
+                }
+                more |= k[r] < end[r];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < MAX_ROWS; ++r) {
+            if (r < rows) {                                              // uniform
+                const T total = dps::group_sum<T, W>(sum[r]);
+                const int row = base + r * groups + group;
+                if (lane == 0 && row < n) done(row, total);
+            }
+        }
+    }
 }
+
+// x[c]: the operand of a plain product
+template <typename T>
+struct gather {
+    const T* __restrict__ x;
+    __device__ __forceinline__ T operator()(int c) const { return x[c]; }
+};
 
 }  // namespace amg
 
@@ -199,11 +265,9 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
             const T* __restrict__ data, const T* __restrict__ x, const T* __restrict__ b,
-            T* __restrict__ res) {
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
-        if (lane == 0 && row < n) res[row] = b[row] - ax;
-    });
+            T* __restrict__ res, int rows) {
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x},
+                           [&](int row, T ax) { res[row] = b[row] - ax; });
 }
 
 template <typename T>
@@ -219,22 +283,13 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                       const T* __restrict__ data, const T* __restrict__ s,
-                      const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        T sum = T(0);
-        if (row < n) {
-            const int end = indptr[row + 1];
-            for (int k = indptr[row] + lane; k < end; k += W) {
-                const int c = dps::ld_mat<true>(indices + k);
-                sum += dps::ld_mat<true>(data + k) * (s[c] * b[c]);
-            }
-        }
-        sum = dps::group_sum<T, W>(sum);
-        if (lane == 0 && row < n) {
-            x[row] = s[row] * b[row];
-            res[row] = b[row] - sum;
-        }
-    });
+                      const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res,
+                      int rows) {
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, [&](int c) { return s[c] * b[c]; },
+                           [&](int row, T sum) {
+                               x[row] = s[row] * b[row];
+                               res[row] = b[row] - sum;
+                           });
 }
 
 // rho(D^-1 A) by power iteration (the set-up), in the wide type: w = scale * D^-1 (A v) with
@@ -244,17 +299,15 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 power_step(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ v,
-           const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials) {
+           const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials,
+           int rows) {
     __shared__ double smem[DPS_WARP];
     const double sc = scale != nullptr ? scale[0] : 1.0;
     double acc = 0.0;
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        const T av = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, v);
-        if (lane == 0 && row < n) {
-            const T wi = dinv[row] * av * T(sc);
-            w[row] = wi;
-            acc += (double)dps::abs2(wi);
-        }
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{v}, [&](int row, T av) {
+        const T wi = dinv[row] * av * T(sc);
+        w[row] = wi;
+        acc += (double)dps::abs2(wi);
     });
     acc = dps::block_sum(acc, smem);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -279,58 +332,50 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
           const T* __restrict__ data, const T* __restrict__ s, const T* __restrict__ x,
-          const T* __restrict__ b, T* __restrict__ y) {
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
-        if (lane == 0 && row < n) y[row] = x[row] + s[row] * (b[row] - ax);
-    });
+          const T* __restrict__ b, T* __restrict__ y, int rows) {
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x},
+                           [&](int row, T ax) { y[row] = x[row] + s[row] * (b[row] - ax); });
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ x,
-        const T* __restrict__ b, T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        if (x == nullptr) {                               // from x = 0: no product (uniform)
-            if (lane == 0 && row < n) {
-                const T di = c2 * (dinv[row] * b[row]);
-                d[row] = di;
-                y[row] = di;
-            }
-            return;
-        }
-        const T ax = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, x);
-        if (lane == 0 && row < n) {
-            const T q = dinv[row] * (b[row] - ax);
-            const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;   // c1 = 0: d unread
+        const T* __restrict__ b, T* __restrict__ d, T c1, T c2, T* __restrict__ y,
+        int rows) {
+    if (x == nullptr) {                                   // from x = 0: no product
+        for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n;
+             row += gridDim.x * blockDim.x) {
+            const T di = c2 * (dinv[row] * b[row]);
             d[row] = di;
-            y[row] = x[row] + di;
+            y[row] = di;
         }
+        return;
+    }
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x}, [&](int row, T ax) {
+        const T q = dinv[row] * (b[row] - ax);
+        const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;   // c1 = 0: d unread
+        d[row] = di;
+        y[row] = x[row] + di;
     });
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-           const T* __restrict__ data, const T* __restrict__ xc, T* __restrict__ x) {
-    amg::for_vector_rows<W>(n, [&](int row, int lane) {
-        const T px = dps::csr_row_vector<T, W>(row, n, lane, indptr, indices, data, xc);
-        if (lane == 0 && row < n) x[row] = x[row] + px;
-    });
+           const T* __restrict__ data, const T* __restrict__ xc, T* __restrict__ x, int rows) {
+    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{xc},
+                           [&](int row, T px) { x[row] = x[row] + px; });
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_scale(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
                   const T* __restrict__ data, const T* __restrict__ res, const T* __restrict__ sc,
-                  T* __restrict__ bc, T* __restrict__ xc) {
-    amg::for_vector_rows<W>(nc, [&](int row, int lane) {
-        const T r = dps::csr_row_vector<T, W>(row, nc, lane, indptr, indices, data, res);
-        if (lane == 0 && row < nc) {
-            bc[row] = r;
-            xc[row] = sc[row] * r;
-        }
+                  T* __restrict__ bc, T* __restrict__ xc, int rows) {
+    amg::vector_rows<T, W>(rows, nc, indptr, indices, data, amg::gather<T>{res}, [&](int row, T r) {
+        bc[row] = r;
+        xc[row] = sc[row] * r;
     });
 }
 

@@ -12,12 +12,20 @@
 //                      product's place by binary search in its row; a product whose column is
 //                      not in the row is counted (missing), and the caller makes the product anew
 //
-// One warp per row, with a hash table (keys: columns, -1 empty; values). Two modes:
-// * shared (g_off null): every row (or every row not flagged), its table in shared memory,
-//   min(tsize_i, SPGEMM_SHARED_SLOTS) slots. A row whose distinct columns do not fit is flagged
-//   (overflow_i = 1) and left for
+// One warp per row, with a hash table (keys: columns, -1 empty; values). Three modes:
+// * shared (g_off, d_flags null): every row (or every row not flagged), its table in shared
+//   memory, min(tsize_i, SPGEMM_SHARED_SLOTS) slots. A row whose distinct columns do not fit is
+//   flagged (overflow_i = 1) and left for one of
+// * dense (d_flags given; C of at most device.SPGEMM_DENSE_MAX_COLS columns, whose rows of a
+//   table larger than the shared one the host flags at once): the rows listed in `rows`, each
+//   warp with a dense row of C in global scratch (d_flags, d_vals: ncols slots a warp), column c
+//   at slot c; slot c holds row i's entry when d_flags[c] is row i's stamp (i in
+//   the symbolic pass, -2 - i in the numeric one: the scratch, -1 at first, is never reset). The
+//   numeric pass reads the row out in column order, a ballot per 32 columns: no hashing and no
+//   sort. On AMG's last levels (C of a few thousand columns, rows of ~1,000 entries) the hash
+//   tables of the global mode took 24 ms for one product at 160^3.
 // * global (g_off given): the rows listed in `rows`, each with tsize_i slots of global scratch at
-//   g_off[r] (tsize_i >= bound_i: it cannot fill).
+//   g_off[r] (tsize_i >= bound_i: it cannot fill), for a C too wide for dense rows.
 // The warp walks A's row entries k in order; for each, its lanes take the distinct columns j of
 // B's row k (no two lanes of one step touch the same slot), and the step ends with __syncwarp. So
 // c_ij = sum over k, in A's column order, of a_ik * b_kj, each product rounded on its own
@@ -81,6 +89,40 @@ __device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) 
     return {__shfl_sync(DPS_FULL_MASK, v.re, src), __shfl_sync(DPS_FULL_MASK, v.im, src)};
 }
 
+// Calls visit(j, a) for the entries j of the B rows that row i of A names, in A's order, a_ik in
+// a (VALUES; else T(0)): A's row 32 entries at a time, each lane loading one entry's B range and
+// a_ik, then the warp takes them in order, broadcast by shuffles. The lanes take distinct j of
+// one B row (distinct columns: no two lanes of a step touch one slot) and each B row ends with
+// __syncwarp, which orders the steps' memory. visit returns false when its table is full: the
+// walk then sets *full (a flag of the warp's, in shared memory) and ends for the whole warp;
+// full null: visit never fails.
+template <bool VALUES, typename T, typename V>
+__device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict__ a_ptr,
+                                         const int* __restrict__ a_idx,
+                                         const T* __restrict__ a_val,
+                                         const int* __restrict__ b_ptr, int* full, V visit) {
+    const int a_end = a_ptr[i + 1];
+    for (int p0 = a_ptr[i]; p0 < a_end; p0 += DPS_WARP) {
+        int start, end;
+        T a_mine;
+        a_entry<VALUES>(p0 + lane, a_end, a_idx, a_val, b_ptr, start, end, a_mine);
+        const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
+        for (int t = 0; t < steps; ++t) {
+            const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
+            const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
+            const T a = VALUES ? shfl_idx(a_mine, t) : T(0);
+            for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
+                if (!visit(j, a)) {
+                    *full = 1;
+                    break;
+                }
+            }
+            __syncwarp();
+            if (full != nullptr && *full) return;                           // uniform
+        }
+    }
+}
+
 }  // namespace spgemm
 
 template <typename T>
@@ -98,8 +140,10 @@ spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx
 }
 
 // NUMERIC 0: count[i] = row i's distinct columns. NUMERIC 1: row i written at c_ptr[i].
-// Shared mode (g_off null): rows 0..m-1, overflow[i] set for a row that does not fit (and, in
-// the numeric pass, a row already flagged is skipped). Global mode: the m rows rows[0..m-1].
+// Shared mode (g_off, d_flags null): rows 0..m-1 but those already flagged (overflow[i]: by the
+// host, for rows it sends to the dense mode at once, or by the symbolic pass), overflow[i] set
+// for a row that does not fit. Global mode (g_off) and dense
+// mode (d_flags: ncols slots a warp): the m rows rows[0..m-1].
 template <typename T, int NUMERIC>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
@@ -107,6 +151,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             const int* __restrict__ b_ptr, const int* __restrict__ b_idx,
             const T* __restrict__ b_val, const int* __restrict__ tsize,
             const long long* __restrict__ g_off, int* __restrict__ g_keys, T* __restrict__ g_vals,
+            int ncols, int* __restrict__ d_flags, T* __restrict__ d_vals,
             int* __restrict__ overflow, int* __restrict__ count, const int* __restrict__ c_ptr,
             int* __restrict__ c_idx, T* __restrict__ c_val) {
     __shared__ int s_keys[SPGEMM_WARPS][SPGEMM_SHARED_SLOTS];
@@ -114,10 +159,51 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
     __shared__ int s_full[SPGEMM_WARPS];
     const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
     const int warps = gridDim.x * SPGEMM_WARPS;
-    const bool global = g_off != nullptr;
+    const bool global = g_off != nullptr, dense = d_flags != nullptr;
+    if (dense) {
+        const size_t mine = (size_t)(blockIdx.x * SPGEMM_WARPS + w) * ncols;
+        int* flags = d_flags + mine;
+        T* vals = NUMERIC ? d_vals + mine : nullptr;
+        for (int r = blockIdx.x * SPGEMM_WARPS + w; r < m; r += warps) {   // uniform per warp
+            const int i = rows[r];
+            const int stamp = NUMERIC ? -2 - i : i;
+            int fresh_count = 0;
+            spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr,
+                                           [&](int j, T a) {
+                const int col = b_idx[j];
+                const bool fresh = flags[col] != stamp;
+                if (fresh) flags[col] = stamp;
+                fresh_count += fresh;
+                if (NUMERIC) {
+                    const T prod = dps::mul_rn(a, b_val[j]);
+                    vals[col] = fresh ? prod : vals[col] + prod;
+                }
+                return true;
+            });
+            if (!NUMERIC) {
+                fresh_count = dps::warp_sum(fresh_count);
+                if (lane == 0) count[i] = fresh_count;
+                continue;
+            }
+            int out = c_ptr[i];                          // the row, in column order
+            for (int base = 0; base < ncols; base += DPS_WARP) {
+                const int col = base + lane;
+                const bool here = col < ncols && flags[col] == stamp;
+                const unsigned occ = __ballot_sync(DPS_FULL_MASK, here);
+                if (here) {
+                    const int at = out + __popc(occ & ((1u << lane) - 1u));
+                    c_idx[at] = col;
+                    c_val[at] = vals[col];
+                }
+                out += __popc(occ);
+            }
+            __syncwarp();
+        }
+        return;
+    }
     for (int r = blockIdx.x * SPGEMM_WARPS + w; r < m; r += warps) {       // uniform per warp
         const int i = global ? rows[r] : r;
-        if (!global && NUMERIC && overflow[i]) continue;
+        if (!global && overflow[i]) continue;      // flagged: by the host, or by the symbolic pass
         int ts = tsize[i];
         int* keys;
         T* vals;
@@ -133,36 +219,18 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         if (lane == 0) s_full[w] = 0;
         __syncwarp();
         int fresh_count = 0;
-        const int a_end = a_ptr[i + 1];
-        // A's row 32 entries at a time: each lane loads one entry's (B row start, end, a_ik),
-        // then the warp takes them in A's order, broadcast by shuffles
-        for (int p0 = a_ptr[i]; p0 < a_end && !s_full[w]; p0 += DPS_WARP) {
-            int start, end;
-            T a_mine;
-            spgemm::a_entry<NUMERIC != 0>(p0 + lane, a_end, a_idx, a_val, b_ptr, start, end,
-                                          a_mine);
-            const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
-            for (int t = 0; t < steps; ++t) {
-                const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
-                const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
-                const T a = NUMERIC ? spgemm::shfl_idx(a_mine, t) : T(0);
-                for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
-                    bool fresh;
-                    const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
-                    if (slot < 0) {
-                        s_full[w] = 1;
-                        break;
-                    }
-                    fresh_count += fresh;
-                    if (NUMERIC) {
-                        const T prod = dps::mul_rn(a, b_val[j]);
-                        vals[slot] = fresh ? prod : vals[slot] + prod;
-                    }
-                }
-                __syncwarp();
-                if (s_full[w]) break;                                       // uniform
+        spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, &s_full[w],
+                                       [&](int j, T a) {
+            bool fresh;
+            const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
+            if (slot < 0) return false;
+            fresh_count += fresh;
+            if (NUMERIC) {
+                const T prod = dps::mul_rn(a, b_val[j]);
+                vals[slot] = fresh ? prod : vals[slot] + prod;
             }
-        }
+            return true;
+        });
         if (s_full[w]) {                        // shared mode only: the global tables fit
             if (lane == 0) overflow[i] = 1;
             __syncwarp();
@@ -217,24 +285,12 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
         const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = T(0);
         __syncwarp();
-        const int a_end = a_ptr[i + 1];
-        for (int p0 = a_ptr[i]; p0 < a_end; p0 += DPS_WARP) {
-            int start, end;
-            T a_mine;
-            spgemm::a_entry<true>(p0 + lane, a_end, a_idx, a_val, b_ptr, start, end, a_mine);
-            const int steps = a_end - p0 < DPS_WARP ? a_end - p0 : DPS_WARP;
-            for (int t = 0; t < steps; ++t) {                               // A's order
-                const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
-                const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
-                const T a = spgemm::shfl_idx(a_mine, t);
-                for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
-                    const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
-                    if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
-                    else ++miss;
-                }
-                __syncwarp();
-            }
-        }
+        spgemm::walk_row<true>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr, [&](int j, T a) {
+            const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
+            if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
+            else ++miss;
+            return true;
+        });
     }
     miss = dps::warp_sum(miss);
     if (lane == 0 && miss) atomicAdd(missing, miss);

@@ -90,15 +90,17 @@ class ChebyshevFace(DeviceFace):
         from ..cuda import ops
         from ..cuda._loader import get_kernel
         from ..cuda.executor import launch
+        from .amg.device import rows_launch
         A, n = self.A, np.int32(self.A.shape[0])
         kernel = get_kernel("amg", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
-        grid = (ops.grid_for(int(n) * self.lanes),)
+        grid, rows = rows_launch(int(n), self.lanes, int(A.nnz))
         steps, cur = len(self.coeffs), None
         for k, (c1, c2) in enumerate(self.coeffs):
             dst = (z, self.W)[(steps - 1 - k) % 2]
             launch(kernel, grid, (ops.BLOCK,),
                    (n, A.indptr, A.indices, A.data, self.inv_diag,
-                    cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst), ex.stream)
+                    cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst, rows),
+                   ex.stream)
             cur = dst
 
     def apply_adjoint(self, ex, r, z):

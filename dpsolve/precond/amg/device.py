@@ -45,6 +45,32 @@ def _grid(work: int) -> int:
     return ops.grid_for(work)
 
 
+# amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
+# a level has rows enough to fill the GPU that many times over (their loads in flight together),
+# one where it has few (every group is needed) or where its rows take several passes of the
+# lanes (the one-row loop unrolls them). Chosen from scripts/profile-amg's timings of each
+# V-cycle kernel at 1, 2 and 4 (H100, 2-D 1024^2, 3-D 100^3 and 160^3; BENCHMARKS.md).
+MAX_ROWS = 4
+ROWS_TWO_LANES = 400_000         # rows x lanes from which 2 rows a group pay
+ROWS_FOUR_LANES = 8 << 20        # and 4
+
+
+def rows_at_once(n: int, lanes: int, nnz: int = 0) -> int:
+    """Rows a group of ``lanes`` takes at a time in a V-cycle CSR kernel over n rows holding
+    nnz entries (0: short rows)."""
+    if nnz > 1.5 * lanes * max(n, 1):
+        return 1                               # rows of several passes (lanes = 32)
+    work = n * lanes
+    return MAX_ROWS if work >= ROWS_FOUR_LANES else 2 if work >= ROWS_TWO_LANES else 1
+
+
+def rows_launch(n: int, lanes: int, nnz: int = 0):
+    """(grid, rows as the kernel's last argument) of a V-cycle CSR kernel over n rows and nnz
+    entries."""
+    rows = rows_at_once(n, lanes, nnz)
+    return (_grid(-(-n // rows) * lanes),), np.int32(rows)
+
+
 @dataclass
 class DeviceLevel:
     """One level on the device: A_l (CuPy CSR), D^-1, rho, P and R (None on the coarsest), the
@@ -57,6 +83,7 @@ class DeviceLevel:
     aggregates: object = None
     T: object = None                         # the tentative prolongator (B of one column)
     R_order: object = None                   # R.data = conj(P.data[R_order]): R's pattern kept
+    AP_counts: object = None                 # A P's symbolic pass (SpgemmCounts), kept likewise
     scale: object = None                     # (omega / rho) D^-1: the Jacobi sweep's weights
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
@@ -149,9 +176,10 @@ class DeviceHierarchy:
                        (BLOCK,), (n, *ell, X, b, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
+            grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
             launch(get_kernel("amg", f"vc_presmooth_residual<{{T}}, {lev.lanes}>", self.dtype),
-                   (_grid(lev.n * lev.lanes),), (BLOCK,),
-                   (np.int32(lev.n), A.indptr, A.indices, A.data, lev.scale, b, X, lev.res),
+                   grid, (BLOCK,),
+                   (np.int32(lev.n), A.indptr, A.indices, A.data, lev.scale, b, X, lev.res, rows),
                    stream)
         elif self.smoother == "jacobi":                        # the same, in two kernels
             X = lev.X
@@ -167,17 +195,19 @@ class DeviceHierarchy:
         scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
         if scale_next:
             R = lev.R
+            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz)
             launch(get_kernel("amg", f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
-                   (_grid(nxt.n * lev.lanes_R),), (BLOCK,),
+                   grid, (BLOCK,),
                    (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, nxt.scale, nxt.b_in,
-                    nxt.X), stream)
+                    nxt.X, rows), stream)
         else:
             ops.spmv(lev.R_matrix, lev.res, nxt.b_in, stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         P = lev.P
-        launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype),
-               (_grid(lev.n * lev.lanes_P),), (BLOCK,),
-               (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X), stream)
+        grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
+        launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
+               (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
+               stream)
         if ell is not None:                                    # post-smoothing into out
             launch(get_kernel("amg", "vc_jacobi_ell<{T}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out), stream)
@@ -186,19 +216,20 @@ class DeviceHierarchy:
 
     def _residual(self, lev, x, b, stream):
         A = lev.A
-        launch(get_kernel("amg", f"vc_residual<{{T}}, {lev.lanes}>", self.dtype),
-               (_grid(lev.n * lev.lanes),), (BLOCK,),
-               (np.int32(lev.n), A.indptr, A.indices, A.data, x, b, lev.res), stream)
+        grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
+        launch(get_kernel("amg", f"vc_residual<{{T}}, {lev.lanes}>", self.dtype), grid,
+               (BLOCK,), (np.int32(lev.n), A.indptr, A.indices, A.data, x, b, lev.res, rows),
+               stream)
 
     def _smooth(self, lev, x, b, out, stream):
         """The level's smoother from x (None: zero, Chebyshev only: the Jacobi pre-smoothing from
         zero is fused into the residual), its last step written into ``out``; returns out.
         Out-of-place steps alternate between out and the level's Wb."""
         A, n, dt = lev.A, np.int32(lev.n), self.dtype
-        grid = (_grid(lev.n * lev.lanes),)
+        grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
         if self.smoother == "jacobi":
             launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
-                   (n, A.indptr, A.indices, A.data, lev.scale, x, b, out), stream)
+                   (n, A.indptr, A.indices, A.data, lev.scale, x, b, out, rows), stream)
             return out
         steps = len(lev.cheb)
         kernel = get_kernel("amg", f"vc_cheb<{{T}}, {lev.lanes}>", dt)
@@ -208,7 +239,7 @@ class DeviceHierarchy:
             dst = bufs[(steps - 1 - k) % 2]
             launch(kernel, grid, (BLOCK,),
                    (n, A.indptr, A.indices, A.data, lev.inv_diag,
-                    cur if cur is not None else ops._NULL, b, lev.d, c1, c2, dst), stream)
+                    cur if cur is not None else ops._NULL, b, lev.d, c1, c2, dst, rows), stream)
             cur = dst
         return out
 
@@ -258,15 +289,30 @@ def _spmv(M, x, magnitude=False):
 
 
 SPGEMM_BLOCK = 128
+SPGEMM_WARPS = SPGEMM_BLOCK // 32
+SPGEMM_SHARED_SLOTS = 512        # spgemm.cu's shared table (slots a warp)
 SPGEMM_GLOBAL_SLOTS = 1 << 26    # global hash-table slots per launch for the rows that overflow
+SPGEMM_DENSE_MAX_COLS = 1 << 13  # long rows of a C this narrow are made as dense rows
+SPGEMM_DENSE_SLOTS = 1 << 23     # dense-row slots (ncols a warp) of one launch: >= 1,024 warps
 
 
 def spgemm(A, B):
+    """C = A @ B: :func:`spgemm_counted`'s product."""
+    return spgemm_counted(A, B)[0]
+
+
+def spgemm_counted(A, B, counts=None):
     """C = A @ B (CuPy CSR matrices of one dtype, rows sorted without duplicates) with dpsolve's
     own kernels (dpsolve/cuda/spgemm.cu: a warp and a hash table per row, a symbolic pass that
     counts, a numeric pass that writes): sorted rows, no duplicates, and each entry summed in
     A's column order, as SciPy's product does -- the same bits every run. cuSPARSE's SpGEMM
-    (through cupyx) returned wrong products and faulted on CUDA 13 / CuPy 14.2 (issue 30)."""
+    (through cupyx) returned wrong products and faulted on CUDA 13 / CuPy 14.2 (issue 30).
+
+    Where C has at most SPGEMM_DENSE_MAX_COLS columns, the rows whose tables would not fit the
+    shared memory are made as dense rows of C in global scratch; on a wider C, the rows that
+    overflow their shared table get global hash tables. Returns (C, its
+    :class:`SpgemmCounts`); ``counts``: those of an earlier product with the same patterns (a
+    re-set-up's A P): the symbolic pass is skipped."""
     import cupy
     m, k = A.shape
     if B.shape[0] != k:
@@ -277,32 +323,55 @@ def spgemm(A, B):
     ncols = B.shape[1]
     if m == 0 or A.nnz == 0 or B.nnz == 0:
         return _csr(cupy.empty(0, dt), cupy.empty(0, cupy.int32),
-                    cupy.zeros(m + 1, cupy.int32), (m, ncols))
+                    cupy.zeros(m + 1, cupy.int32), (m, ncols)), None
     a_ptr, a_idx = A.indptr.astype(cupy.int32, copy=False), A.indices.astype(cupy.int32,
                                                                               copy=False)
     b_ptr, b_idx = B.indptr.astype(cupy.int32, copy=False), B.indices.astype(cupy.int32,
                                                                               copy=False)
-    tsize = cupy.empty(m, cupy.int32)
-    launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
-           (np.int32(m), a_ptr, a_idx, b_ptr, tsize), None)
-    count = cupy.zeros(m, cupy.int32)
-    overflow = cupy.zeros(m, cupy.int32)
-    operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, tsize)
+    dense_flags = []          # the dense rows' stamps, -1 at first: shared by this call's passes
     kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {numeric}>", dt)
                for numeric in (0, 1)]                        # symbolic, numeric
+    if counts is None:
+        tsize = cupy.empty(m, cupy.int32)
+        launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
+               (np.int32(m), a_ptr, a_idx, b_ptr, tsize), None)
+        if ncols <= SPGEMM_DENSE_MAX_COLS:
+            # on a narrow C, a row whose table would not fit shared memory is a dense row at
+            # once: capped at SPGEMM_SHARED_SLOTS, its shared table could fill past half and
+            # probe long (a product of 573 such rows took 4.9 ms at 3-D 100^3)
+            overflow = (tsize > SPGEMM_SHARED_SLOTS).astype(cupy.int32)
+        else:
+            overflow = cupy.zeros(m, cupy.int32)
+        counts = SpgemmCounts(tsize=tsize, overflow=overflow)
+        count = cupy.zeros(m, cupy.int32)
+    operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, counts.tsize)
+    null3 = (ops._NULL,) * 3
 
-    def rows_pass(numeric, c_ptr=None, c_idx=None, c_val=None):
-        """Every row with a table in shared memory, then the rows that overflowed it, with
-        global tables of their own, in chunks of at most SPGEMM_GLOBAL_SLOTS slots."""
-        tail = (overflow, count, *(ops._NULL if v is None else v for v in (c_ptr, c_idx, c_val)))
+    def shared_pass(numeric, tail):
         launch(kernels[numeric], (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
-               (np.int32(m), ops._NULL, *operands, ops._NULL, ops._NULL, ops._NULL, *tail),
-               None)
-        big = cupy.flatnonzero(overflow).astype(cupy.int32)
+               (np.int32(m), ops._NULL, *operands, *null3, np.int32(ncols), *null3[:2],
+                counts.overflow, *tail), None)
+
+    def big_pass(numeric, tail):
+        """The rows that overflowed the shared tables: dense rows of C where C is narrow, else
+        global hash tables of their own, in chunks of at most SPGEMM_GLOBAL_SLOTS slots."""
+        big = counts.big
         if big.size == 0:
             return
-        sizes = tsize[big].astype(cupy.int64)
-        ends = cupy.cumsum(sizes).get()
+        if ncols <= SPGEMM_DENSE_MAX_COLS:
+            warps = max(1, min(int(big.size), SPGEMM_DENSE_SLOTS // max(ncols, 1)))
+            blocks = -(-warps // SPGEMM_WARPS)
+            slots = blocks * SPGEMM_WARPS * ncols
+            if not dense_flags:
+                dense_flags.append(cupy.full(slots, -1, cupy.int32))
+            vals = cupy.empty(slots, dt) if numeric else ops._NULL
+            launch(kernels[numeric], (blocks,), (SPGEMM_BLOCK,),
+                   (np.int32(big.size), big, *operands, *null3, np.int32(ncols),
+                    dense_flags[0], vals, counts.overflow, *tail), None)
+            return
+        if counts.ends is None:
+            counts.ends = cupy.cumsum(counts.tsize[big].astype(cupy.int64)).get()
+        ends = counts.ends
         start = 0
         while start < big.size:                   # chunks of rows whose tables fit the cap
             base = int(ends[start - 1]) if start else 0
@@ -315,17 +384,36 @@ def spgemm(A, B):
             g_vals = cupy.empty(slots, dt) if numeric else ops._NULL
             launch(kernels[numeric], (ops.grid_for(rows.size * 32, SPGEMM_BLOCK),),
                    (SPGEMM_BLOCK,), (np.int32(rows.size), rows, *operands, off, g_keys, g_vals,
-                                     *tail), None)
+                                     np.int32(ncols), *null3[:2], counts.overflow, *tail), None)
             start = stop
 
-    rows_pass(0)
-    c_ptr = cupy.zeros(m + 1, cupy.int32)
-    c_ptr[1:] = cupy.cumsum(count)
-    nnz = int(c_ptr[-1])
-    c_idx = cupy.empty(nnz, cupy.int32)
-    c_val = cupy.empty(nnz, dt)
-    rows_pass(1, c_ptr, c_idx, c_val)
-    return _csr(c_val, c_idx, c_ptr, (m, ncols))
+    if counts.c_ptr is None:                      # the symbolic pass: C's row lengths
+        tail = (count, *null3)
+        shared_pass(0, tail)
+        counts.big = cupy.flatnonzero(counts.overflow).astype(cupy.int32)
+        big_pass(0, tail)
+        c_ptr = cupy.zeros(m + 1, cupy.int32)
+        c_ptr[1:] = cupy.cumsum(count)
+        counts.c_ptr, counts.nnz = c_ptr, int(c_ptr[-1])
+    c_idx = cupy.empty(counts.nnz, cupy.int32)
+    c_val = cupy.empty(counts.nnz, dt)
+    tail = (ops._NULL, counts.c_ptr, c_idx, c_val)
+    shared_pass(1, tail)
+    big_pass(1, tail)
+    return _csr(c_val, c_idx, counts.c_ptr, (m, ncols)), counts
+
+
+@dataclass
+class SpgemmCounts:
+    """What a product's symbolic pass found, kept for a product with the same patterns (a
+    re-set-up's A P): each row's table size, the rows that overflow the shared tables (flags and
+    list), C's row pointers and nnz, and the global tables' offsets."""
+    tsize: object
+    overflow: object
+    big: object = None
+    c_ptr: object = None
+    nnz: int = 0
+    ends: object = None
 
 
 # device bytes a hierarchy takes, per byte of A in CSR (the levels at an operator complexity up to
@@ -412,7 +500,7 @@ def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
     data = A.data.astype(wide) if A.dtype != wide else A.data
     d64 = inv_diag.astype(wide)
     lanes = vector_width(A.nnz / max(n, 1))
-    grid = _grid(n * lanes)
+    (grid,), rows = rows_launch(n, lanes, A.nnz)
     v = smoothers.start_vector(n, cupy).astype(wide)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
@@ -424,7 +512,7 @@ def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
     for k in range(iterations):
         dst = w[k % 2]
         launch(step, (grid,), (BLOCK,), (np.int32(n), A.indptr, A.indices, data, d64, src, sc,
-                                         dst, partials), None)
+                                         dst, partials, rows), None)
         launch(finish, (1,), (BLOCK,), (np.int32(grid), partials, norm, scale), None)
         src, sc = dst, scale
     est = float(norm.get()[0])
@@ -668,7 +756,8 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
                 P, R, A_next = kept
                 prev = reuse.levels[level]
                 levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
-                                          aggregates=agg, T=prev.T, R_order=prev.R_order))
+                                          aggregates=agg, T=prev.T, R_order=prev.R_order,
+                                          AP_counts=prev.AP_counts))
                 A_l, B_l = A_next, reuse.B[level + 1]
                 numeric += 1
             else:
@@ -678,10 +767,12 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
                                                            conj=True, with_order=True)
                 R = _csr(r_val, r_idx, r_ptr, (P.shape[1], P.shape[0]))   # P^H
                 single = B_l.shape[1] == 1
+                AP, ap_counts = spgemm_counted(A_l, P)
                 levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
                                           aggregates=agg, T=T if single else None,
-                                          R_order=order.astype(cupy.int32) if single else None))
-                A_l, B_l = _canonical(spgemm(R, spgemm(A_l, P))), B_c     # R (A P)
+                                          R_order=order.astype(cupy.int32) if single else None,
+                                          AP_counts=ap_counts if single else None))
+                A_l, B_l = _canonical(spgemm(R, AP)), B_c                 # R (A P)
             times["products"] += _sync_time(stream) - t
         t = _sync_time(stream)
         n_c = A_l.shape[0]
@@ -705,8 +796,8 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0
 def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
     """One level of a re-set-up over ``prev``'s kept patterns: (P, R, A_{l+1}) with P = T - c D^-1
     (A T) over P's pattern (the kept T), R = P^H through the kept permutation, A_{l+1} = R (A P)
-    over the kept coarse pattern; None when ``prev`` kept no T (B of k > 1 columns) or a new
-    product leaves a kept pattern."""
+    over the kept coarse pattern (A P without its symbolic pass: the kept counts); None when
+    ``prev`` kept no T (B of k > 1 columns) or a new product leaves a kept pattern."""
     if prev.T is None or prev.R_order is None:
         return None
     T = prev.T
@@ -717,7 +808,7 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
     r_val = P.data[prev.R_order]
     R = _csr(r_val.conj() if np.dtype(dtype).kind == "c" else r_val, prev.R.indices,
              prev.R.indptr, prev.R.shape)
-    A_next = spgemm_pattern(R, spgemm(A_l, P), next_A)
+    A_next = spgemm_pattern(R, spgemm_counted(A_l, P, prev.AP_counts)[0], next_A)
     if A_next is None:
         return None
     return P, R, A_next
