@@ -52,22 +52,23 @@ def _grid(work: int) -> int:
 # V-cycle kernel at 1, 2 and 4 (H100, 2-D 1024^2, 3-D 100^3 and 160^3; BENCHMARKS.md).
 MAX_ROWS = 4
 ROWS_TWO_LANES = 400_000         # rows x lanes from which 2 rows a group pay
-ROWS_FOUR_LANES = 8 << 20        # and 4
+ROWS_FOUR_LANES = 4 << 20        # and 4
 
 
-def rows_at_once(n: int, lanes: int, nnz: int = 0) -> int:
+def rows_at_once(n: int, lanes: int, nnz: int = 0, restriction: bool = False) -> int:
     """Rows a group of ``lanes`` takes at a time in a V-cycle CSR kernel over n rows holding
-    nnz entries (0: short rows)."""
-    if nnz > 1.5 * lanes * max(n, 1):
+    nnz entries (0: short rows). The restriction (R's rows: its gathers from the fine level's
+    residual spread wide) ran fastest one row at a time on every level measured."""
+    if restriction or nnz > 1.5 * lanes * max(n, 1):
         return 1                               # rows of several passes (lanes = 32)
     work = n * lanes
     return MAX_ROWS if work >= ROWS_FOUR_LANES else 2 if work >= ROWS_TWO_LANES else 1
 
 
-def rows_launch(n: int, lanes: int, nnz: int = 0):
+def rows_launch(n: int, lanes: int, nnz: int = 0, restriction: bool = False):
     """(grid, rows as the kernel's last argument) of a V-cycle CSR kernel over n rows and nnz
-    entries."""
-    rows = rows_at_once(n, lanes, nnz)
+    entries (``rows_at_once``)."""
+    rows = rows_at_once(n, lanes, nnz, restriction)
     return (_grid(-(-n // rows) * lanes),), np.int32(rows)
 
 
@@ -195,7 +196,7 @@ class DeviceHierarchy:
         scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
         if scale_next:
             R = lev.R
-            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz)
+            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
             launch(get_kernel("amg", f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
                    grid, (BLOCK,),
                    (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, nxt.scale, nxt.b_in,
