@@ -309,9 +309,10 @@ def spgemm_counted(A, B, counts=None):
     A's column order, as SciPy's product does -- the same bits every run. cuSPARSE's SpGEMM
     (through cupyx) returned wrong products and faulted on CUDA 13 / CuPy 14.2 (issue 30).
 
-    Where C has at most SPGEMM_DENSE_MAX_COLS columns, the rows whose tables would not fit the
-    shared memory are made as dense rows of C in global scratch; on a wider C, the rows that
-    overflow their shared table get global hash tables. Returns (C, its
+    Where C has at most SPGEMM_DENSE_MAX_COLS columns, the rows whose tables would neither fit
+    the shared memory nor be smaller than a row of C, and the rows that overflow their shared
+    table, are made as dense rows of C in global scratch; on a wider C, the rows that overflow
+    get global hash tables. Returns (C, its
     :class:`SpgemmCounts`); ``counts``: those of an earlier product with the same patterns (a
     re-set-up's A P): the symbolic pass is skipped."""
     import cupy
@@ -337,10 +338,13 @@ def spgemm_counted(A, B, counts=None):
         launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
                (np.int32(m), a_ptr, a_idx, b_ptr, tsize), None)
         if ncols <= SPGEMM_DENSE_MAX_COLS:
-            # on a narrow C, a row whose table would not fit shared memory is a dense row at
-            # once: capped at SPGEMM_SHARED_SLOTS, its shared table could fill past half and
-            # probe long (a product of 573 such rows took 4.9 ms at 3-D 100^3)
-            overflow = (tsize > SPGEMM_SHARED_SLOTS).astype(cupy.int32)
+            # on a narrow C, a row whose table would not fit shared memory and would be at
+            # least as large as a dense row is a dense row at once: capped at
+            # SPGEMM_SHARED_SLOTS, its shared table could fill past half and probe long (R (A P)
+            # with 573 such rows took 4.9 ms at 3-D 100^3). Rows of a smaller table stay in
+            # shared memory (A P at 160^3, 86,065 rows into 2,278 columns: 3.8 ms there, 9.4 as
+            # dense rows, whose read-out scans every column)
+            overflow = ((tsize > SPGEMM_SHARED_SLOTS) & (tsize >= ncols)).astype(cupy.int32)
         else:
             overflow = cupy.zeros(m, cupy.int32)
         counts = SpgemmCounts(tsize=tsize, overflow=overflow)
