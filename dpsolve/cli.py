@@ -171,6 +171,12 @@ def _precond_text(name) -> str:
     return {"jacobi": ", Jacobi", "amg": ", AMG", "chebyshev": ", Chebyshev"}.get(name, "")
 
 
+def _study_precond_text(names) -> str:
+    """The study header's preconditioners: none of them for the paper's plain CG."""
+    shown = [_precond_text(n)[2:] or "no preconditioner" for n in names]
+    return "" if list(names) == ["none"] else f", {' / '.join(shown)}"
+
+
 def hierarchy_lines(info: dict) -> list:
     """The AMG hierarchy as AmgX prints it: a line per level, then the complexities and the
     set-up split (``report.preconditioner`` of an AMG solve)."""
@@ -500,7 +506,7 @@ def cmd_study(args) -> int:
         formats=args.formats or (("csr-vector",) if args.paper else ("auto",)),
         rtol=args.rtol, maxiter=args.maxiter if args.maxiter is not None else
         (PAPER_MAXITER if args.paper else None),
-        precond=args.precond,
+        preconds=args.precond,
         window=args.window if args.window is not None else (GPU_WINDOW if gpu else CPU_WINDOW),
         gap=args.gap if args.gap is not None else (GPU_GAP if gpu else CPU_GAP),
         warmup=args.warmup)
@@ -512,7 +518,7 @@ def cmd_study(args) -> int:
           f"{', '.join(s.dtypes) if s.dtypes else 'float64 (complex128 for a complex file)'}; "
           f"rtol = {s.rtol:g}"
           f"{f', maxiter = {s.maxiter}' if s.maxiter else ''}"
-          f"{_precond_text(s.precond)}; x* = ones, b = A x*, x0 = 0; "
+          f"{_study_precond_text(s.preconds)}; x* = ones, b = A x*, x0 = 0; "
           f"{_count(s.warmup, 'warm-up solve')}, then a {s.window:g} s window, "
           f"then a {s.gap:g} s gap; "
           f"output in {args.out}/")
@@ -670,8 +676,11 @@ def build_parser():
                     help="default 1e-6 (the study has no atol: rtol must be positive)")
     st.add_argument("--maxiter", type=_number(int, 1), default=None,
                     help="iteration cap per solve (default 10 n; --paper: 20000)")
-    st.add_argument("--precond", choices=PRECONDS, default=None, help="default none (the "
-                    "paper's plain CG); amg and chebyshev skip the variants that cannot run them")
+    st.add_argument("--precond", type=_csv_list(("none",) + PRECONDS), default=("none",),
+                    metavar="none,jacobi,amg", help="default none (the paper's plain CG, one call "
+                    "a solve); a list runs each, side by side: a preconditioned method is measured "
+                    "on a prepared system, its set-up apart; amg and chebyshev skip the variants "
+                    "that cannot run them")
     st.add_argument("--window", type=_number(float, 0), default=None,
                     help="seconds of repeated solves per configuration (default 2; 0.5 when only "
                          "the host variant runs)")

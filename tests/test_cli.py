@@ -606,6 +606,19 @@ def test_study_command(capsys, tmp_path):
     assert code == 1 and "--restart" in err and err.count("\n") == 1
 
 
+def test_study_takes_several_preconditioners(capsys, tmp_path):
+    out_dir = tmp_path / "s"
+    code, out, err = run(capsys, "study", "--matrices", "laplace2d-12", "--variants", "host",
+                         "--precond", "jacobi,amg", "--window", "0.05", "--out", str(out_dir),
+                         "--no-progress")
+    assert code == 0, err
+    assert "rtol = 1e-06, Jacobi / AMG;" in out
+    assert "laplace2d-12 cg M=amg float64 host: " in out and ", set-up " in out
+    with pytest.raises(SystemExit) as e:
+        main(["study", "--precond", "jacobi,ilu"])
+    assert e.value.code == 2 and "unknown 'ilu'" in capsys.readouterr().err
+
+
 def test_study_keeps_a_complex_file_complex(capsys, tmp_path, herm_mtx):
     import csv
     out_dir = tmp_path / "s"

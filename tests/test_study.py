@@ -133,7 +133,7 @@ def test_a_failing_configuration_is_recorded_and_the_rest_go_on(tmp_path):
     corrupt.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 oops\n")
     out = tmp_path / "out"
     study.run_study(_problems("laplace2d-8", str(bad), str(corrupt), "laplace1d-12"),
-                    host_settings(precond="jacobi"), out, progress=False, log=lambda m: None)
+                    host_settings(preconds=("jacobi",)), out, progress=False, log=lambda m: None)
     res = {r["matrix"]: r for r in _csv(out / "results.csv")}
     assert res["laplace2d-8"]["status"] == res["laplace1d-12"]["status"] == "ok"
     assert res["zero_diag"]["status"] == "failed"
@@ -144,12 +144,35 @@ def test_a_failing_configuration_is_recorded_and_the_rest_go_on(tmp_path):
     assert "failed" in ab and "zero diagonal" in ab
     # failed configurations are kept on resume, and run again when asked
     n = len(_csv(out / "results.csv"))
-    study.run_study(_problems(str(bad)), host_settings(precond="jacobi"), out, progress=False,
+    study.run_study(_problems(str(bad)), host_settings(preconds=("jacobi",)), out, progress=False,
                     log=lambda m: None)
     assert len(_csv(out / "results.csv")) == n
-    study.run_study(_problems(str(bad)), host_settings(precond="jacobi"), out,
+    study.run_study(_problems(str(bad)), host_settings(preconds=("jacobi",)), out,
                     retry_failed=True, progress=False, log=lambda m: None)
     assert len(_csv(out / "results.csv")) == n + 1
+
+
+def test_amg_beside_jacobi_and_plain_cg_with_the_set_up_apart(tmp_path):
+    """--precond none,jacobi,amg: three configurations a matrix; the preconditioned ones are
+    solved on a prepared system, their set-up timed apart (setup_s), plain CG as the paper's one
+    call a solve (no setup_s); AMG needs far fewer iterations than Jacobi."""
+    out = tmp_path / "out"
+    study.run_study(_problems("laplace2d-24"), host_settings(preconds=("none", "jacobi", "amg")),
+                    out, progress=False, log=lambda m: None)
+    res = {r["precond"]: r for r in _csv(out / "results.csv")}
+    assert set(res) == {"none", "jacobi", "amg"}
+    assert all(r["status"] == "ok" and r["info"] == "0" for r in res.values())
+    assert res["none"]["setup_s"] == ""
+    assert float(res["jacobi"]["setup_s"]) > 0 and float(res["amg"]["setup_s"]) > 0
+    assert int(res["amg"]["iterations"]) * 3 < int(res["jacobi"]["iterations"])
+    raw = _csv(out / "raw.csv")
+    assert {r["precond"] for r in raw} == {"none", "jacobi", "amg"}
+    ab = (out / "absolute.md").read_text()
+    assert "| cg+amg | float64 |" in ab and "| cg+jacobi | float64 |" in ab
+    # a study of plain CG may resume into the same folder: the preconditioners are part of the key
+    study.run_study(_problems("laplace2d-24"), host_settings(), out, progress=False,
+                    log=lambda m: None)
+    assert len(_csv(out / "results.csv")) == 3
 
 
 def test_a_non_square_matrix_fails_with_a_clear_error(tmp_path):
@@ -260,12 +283,16 @@ def test_progress_bar_with_tqdm(tmp_path, capsys):
 
 
 def test_progress_lines_print_human_times():
-    row = {**{k: v for k, v in zip(study.KEY, ("m", "cg", "cuda", "polling", "float64", "ell"))},
+    row = {**{k: v for k, v in zip(study.KEY, ("m", "cg", "none", "cuda", "polling", "float64",
+                                                "ell"))},
            "status": "ok", "time_s": 2.38, "iterations": 40, "gpu_energy_j": 1.5, "reps": 3}
     assert study._done_line(row) == \
         "m cg float64 cuda/polling ell: 2.38 s/solve, 40 it, 1.50 J/solve, 3 reps"
     row["time_s"], row["reps"] = 4.2e-5, 1
     assert study._done_line(row).endswith(": 42.0 us/solve, 40 it, 1.50 J/solve, 1 rep")
+    row.update(precond="amg", setup_s=0.061)
+    assert study._done_line(row) == ("m cg M=amg float64 cuda/polling ell: 42.0 us/solve, 40 "
+                                     "it, 1.50 J/solve, 1 rep, set-up 61.0 ms")
 
 
 # --------------------------------------------------------------------------- Table 2, Figure 7
@@ -368,8 +395,27 @@ def test_absolute_table_formats():
     md = study.absolute_markdown(rows)
     assert "## m1" in md and "n = 100, nnz = 500; x" in md
     assert "| cg | float32 | csr-vector | cublas | polling | ok | 0 | 41 | 12.3 | 300 | 1.50 | " \
-           "120 | 0.0120 | n/a | 80 |" in md
+           "120 | 0.0120 | n/a | - | 80 |" in md
     assert "| skipped |" in md and "no GPU / at all" in md
+    amg = _row("m1", "cublas", "polling", 0.004, 0.5, precond="amg", setup_s="0.0615",
+               iterations="12", info="0", reps="300")
+    md = study.absolute_markdown(rows + [amg])
+    assert "| cg+amg | float32 | csr-vector | cublas | polling | ok | 0 | 12 | 4.00 |" in md
+    assert "| 61.5 | 300 |" in md
+
+
+def test_preconditioned_methods_are_groups_of_their_own():
+    """Table 2 and Figure 7 compare the variants of one method with one preconditioner: CG with
+    AMG is its own group ("cg+amg"), against its own cublas + polling baseline."""
+    rows = [_row("m1", "cublas", "polling", 0.010, 1.0), _row("m1", "graph", "polling", 0.005, 0.6),
+            _row("m1", "cublas", "polling", 0.004, 0.5, precond="amg"),
+            _row("m1", "graph", "polling", 0.003, 0.3, precond="amg")]
+    var = study.variations(rows)
+    assert set(var) == {("cg", "float32", "csr-vector"), ("cg+amg", "float32", "csr-vector")}
+    assert var["cg+amg", "float32", "csr-vector"]["graph", "polling"]["m1"][0] == \
+        pytest.approx(-25.0)
+    assert var["cg", "float32", "csr-vector"]["graph", "polling"]["m1"][0] == pytest.approx(-50.0)
+    assert "## CG+AMG, float32, format csr-vector" in study.table2_markdown(rows)
 
 
 # --------------------------------------------------------------------------- problems
@@ -399,9 +445,13 @@ def test_make_plan_orders_by_matrix_and_gives_host_no_sync():
     plan = study.make_plan(_problems("laplace1d-4", "laplace1d-5"), s)
     keys = [c.key for _, c in plan]
     assert len(keys) == len(set(keys)) == 2 * 2 * (1 + 2 * 2)
-    assert keys[0] == ("laplace1d-4", "cg", "host", "-", "float64", "-")
-    assert keys[1] == ("laplace1d-4", "cg", "cublas", "polling", "float64", "auto")
+    assert keys[0] == ("laplace1d-4", "cg", "none", "host", "-", "float64", "-")
+    assert keys[1] == ("laplace1d-4", "cg", "none", "cublas", "polling", "float64", "auto")
     assert [k[0] for k in keys] == ["laplace1d-4"] * 10 + ["laplace1d-5"] * 10
+    s.preconds = ("none", "amg")                 # each preconditioner a configuration of its own
+    keys = [c.key for _, c in study.make_plan(_problems("laplace1d-4"), s)]
+    assert len(keys) == len(set(keys)) == 2 * 2 * (1 + 2 * 2)
+    assert keys[5] == ("laplace1d-4", "cg", "amg", "host", "-", "float64", "-")
 
 
 def test_default_problems_without_and_with_the_shared_folder(monkeypatch, tmp_path):

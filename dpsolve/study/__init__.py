@@ -3,12 +3,15 @@
 Each configuration gets ``warmup`` solves, then repeated solves until a measurement window of at
 least ``window`` seconds is filled (:func:`dpsolve.measure.measure_window`: time, host CPU, GPU
 and host energy per solve), then an idle gap of ``gap`` seconds so that the next window starts from
-an idle GPU. The set-up is the paper's: x* = ones, b = A x*, x0 = 0.
+an idle GPU. The set-up is the paper's: x* = ones, b = A x*, x0 = 0. Without a preconditioner a
+solve is one ``dpsolve`` call (the paper's); with one (``Settings.preconds``: "jacobi", "amg",
+...) the system is prepared once, the set-up timed apart, and a solve is ``P.solve(b)``.
 
 Outputs, in ``out`` (default ``study-out/``), written as the study goes:
 
-    results.csv     one row per configuration (the resume index; key: matrix, method, variant,
-                    sync, dtype, format); status ok / failed (with the error) / skipped (with why)
+    results.csv     one row per configuration (the resume index; key: matrix, method, precond,
+                    variant, sync, dtype, format); status ok / failed (with the error) / skipped
+                    (with why); a preconditioned configuration's set-up apart (setup_s)
     raw.csv         one row per repetition (solve) inside every window
     table2.md       the paper's Table 2: min / max / avg % variation of time and energy per
                     variant x sync against cublas + polling
@@ -46,8 +49,8 @@ from .figures import host_figure, plot_figure7, plot_host, write_figures
 from .files import StudyFileError
 from .plan import (BASELINE, CPU_GAP, CPU_WINDOW, DEFAULT_BUDGET_S, DEFAULT_GENERATED,
                    DEFAULT_GENERATED_GPU, DEFAULT_OUT, FIGURE_GLOBS, GPU_GAP, GPU_WINDOW,
-                   HOST_FIGURE, KEY, METHODS,
-                   MIN_WINDOW, NO_SYNC, NUMBER_FIELDS, PAPER_MAXITER, PER_CONFIG_OVERHEAD_S,
+                   HOST_FIGURE, KEY, METHODS, MIN_WINDOW, NO_PRECOND, NO_SYNC,
+                   NUMBER_FIELDS, PAPER_MAXITER, PER_CONFIG_OVERHEAD_S,
                    RAW_FIELDS, RESULT_FIELDS, STATUSES, SYNC_MODES, TEXT_FIELDS, Config,
                    Problem, Settings, default_problems, default_window, make_plan,
                    paper_problems, prefetch, resolve_problem)
@@ -58,7 +61,8 @@ from .tables import (SYNC_ORDER, VARIANT_ORDER, absolute_markdown, energy_of, ho
 
 __all__ = [
     # plan
-    "BASELINE", "SYNC_MODES", "METHODS", "NO_SYNC", "KEY", "RESULT_FIELDS", "RAW_FIELDS",
+    "BASELINE", "SYNC_MODES", "METHODS", "NO_SYNC", "NO_PRECOND", "KEY", "RESULT_FIELDS",
+    "RAW_FIELDS",
     "TEXT_FIELDS", "NUMBER_FIELDS", "STATUSES",
     "DEFAULT_OUT", "HOST_FIGURE", "FIGURE_GLOBS", "DEFAULT_GENERATED", "DEFAULT_GENERATED_GPU",
     "GPU_WINDOW", "CPU_WINDOW",

@@ -14,10 +14,12 @@ BASELINE = ("cublas", "polling")
 SYNC_MODES = ("polling", "blocking")
 METHODS = method_table.names()     # the method table's (dpsolve/methods)
 NO_SYNC = "-"                      # the host variant has no sync mode and no device format
+NO_PRECOND = "none"                # the paper's plain CG (a one-shot call per solve)
 
-KEY = ("matrix", "method", "variant", "sync", "dtype", "format")
+KEY = ("matrix", "method", "precond", "variant", "sync", "dtype", "format")
 RESULT_FIELDS = KEY + (
-    "status", "error", "format_used", "n", "nnz", "source", "reps", "window_s", "time_s",
+    "status", "error", "format_used", "n", "nnz", "source", "setup_s", "reps", "window_s",
+    "time_s",
     "time_min_s", "time_max_s", "iterations", "info", "rel_residual", "solve_time_s",
     "gpu_time_s", "gpu_energy_j", "gpu_power_w", "host_cpu_s", "host_energy_j", "device",
     "finished")
@@ -159,6 +161,7 @@ def paper_problems(matrix_dir=None, progress=True, *, force=False,
 class Config:
     matrix: str
     method: str
+    precond: str                       # NO_PRECOND, or a name of dpsolve.precond
     variant: str
     sync: str
     dtype: str
@@ -170,6 +173,8 @@ class Config:
 
     def label(self) -> str:
         s = f"{self.matrix} {self.method} {self.dtype} {self.variant}"
+        if self.precond != NO_PRECOND:
+            s = f"{self.matrix} {self.method} M={self.precond} {self.dtype} {self.variant}"
         if self.sync != NO_SYNC:
             s += f"/{self.sync}"
         if self.format not in (NO_SYNC, "auto"):
@@ -186,14 +191,14 @@ class Settings:
     formats: tuple = ("auto",)
     rtol: float = 1e-6
     maxiter: int | None = None
-    precond: str | None = None
+    preconds: tuple = (NO_PRECOND,)      # NO_PRECOND and / or names of dpsolve.precond
     window: float = GPU_WINDOW
     gap: float = GPU_GAP
     warmup: int = 1
 
     def fingerprint(self) -> dict:
         """What must agree for results of two runs to be mixed in one output folder."""
-        return {"rtol": self.rtol, "maxiter": self.maxiter, "precond": self.precond}
+        return {"rtol": self.rtol, "maxiter": self.maxiter}
 
 
 def make_plan(problems, settings: Settings) -> list[tuple[Problem, Config]]:
@@ -204,15 +209,16 @@ def make_plan(problems, settings: Settings) -> list[tuple[Problem, Config]]:
     for prob in problems:
         for dtype in settings.dtypes or (prob.own_dtype(),):
             for method in settings.methods:
-                for fmt in settings.formats:
-                    for variant in settings.variants:
-                        if not method_table.implemented(method, variant):
-                            continue
-                        host = variant == "host"
-                        for sync in ((NO_SYNC,) if host else settings.syncs):
-                            c = Config(prob.name, method, variant, sync, dtype,
-                                       NO_SYNC if host else fmt)
-                            if c.key not in seen:
-                                seen.add(c.key)
-                                plan.append((prob, c))
+                for precond in settings.preconds:
+                    for fmt in settings.formats:
+                        for variant in settings.variants:
+                            if not method_table.implemented(method, variant):
+                                continue
+                            host = variant == "host"
+                            for sync in ((NO_SYNC,) if host else settings.syncs):
+                                c = Config(prob.name, method, precond, variant, sync, dtype,
+                                           NO_SYNC if host else fmt)
+                                if c.key not in seen:
+                                    seen.add(c.key)
+                                    plan.append((prob, c))
     return plan

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..backends import VARIANT_NAMES, variant_info
-from .plan import BASELINE, HOST_FIGURE, NO_SYNC
+from .plan import BASELINE, HOST_FIGURE, NO_PRECOND, NO_SYNC
 
 
 # --------------------------------------------------------------------------- reading results rows
@@ -18,6 +18,17 @@ def _num(v):
     except (TypeError, ValueError):
         return None
     return None if math.isnan(x) else x
+
+
+def method_label(row) -> str:
+    """A results row's method with its preconditioner where it has one ("cg+amg"): Jacobi-CG and
+    AMG-PCG are separate groups of the tables and figures, each against its own baseline."""
+    p = row.get("precond") or NO_PRECOND
+    return row["method"] if p == NO_PRECOND else f"{row['method']}+{p}"
+
+
+def _group(row) -> tuple:
+    return (method_label(row), row["dtype"], row["format"])
 
 
 # --------------------------------------------------------------------------- Table 2
@@ -43,15 +54,15 @@ def variations(results, metric="gpu") -> dict:
     """% variation of time and energy per solve against cublas + polling, per matrix.
 
     Returns {(method, dtype, format): {(variant, sync): {matrix: (time_pct, energy_pct)}}}, over
-    the GPU variants (the host variant is left out: it is not one of the paper's); energy_pct is
-    None where energy was not measured. Groups without a successful baseline are absent.
+    the GPU variants (the host variant is left out: it is not one of the paper's); ``method`` is
+    :func:`method_label`'s ("cg", "cg+amg"); energy_pct is None where energy was not measured.
+    Groups without a successful baseline are absent.
     """
     ok = [r for r in results if r.get("status") == "ok" and r.get("variant") != "host"]
-    base = {(r["method"], r["dtype"], r["format"], r["matrix"]): r for r in ok
-            if (r["variant"], r["sync"]) == BASELINE}
+    base = {(*_group(r), r["matrix"]): r for r in ok if (r["variant"], r["sync"]) == BASELINE}
     out = {}
     for r in ok:
-        b = base.get((r["method"], r["dtype"], r["format"], r["matrix"]))
+        b = base.get((*_group(r), r["matrix"]))
         if b is None:
             continue
         t, tb = _num(r["time_s"]), _num(b["time_s"])
@@ -60,19 +71,19 @@ def variations(results, metric="gpu") -> dict:
             continue
         tp = 100.0 * (t / tb - 1.0)
         ep = 100.0 * (e / eb - 1.0) if (e is not None and eb) else None
-        grp = out.setdefault((r["method"], r["dtype"], r["format"]), {})
+        grp = out.setdefault(_group(r), {})
         grp.setdefault((r["variant"], r["sync"]), {})[r["matrix"]] = (tp, ep)
     return out
 
 
 def host_series(results) -> dict:
     """The host variant's results, per solve: {(method, dtype): {matrix: (time s, host energy J
-    or None where RAPL was not read)}}, over its ok rows."""
+    or None where RAPL was not read)}}, over its ok rows (method: :func:`method_label`'s)."""
     out = {}
     for r in results:
         t = _num(r.get("time_s"))
         if r.get("variant") == "host" and r.get("status") == "ok" and t is not None:
-            out.setdefault((r["method"], r["dtype"]), {})[r["matrix"]] = \
+            out.setdefault((method_label(r), r["dtype"]), {})[r["matrix"]] = \
                 (t, _num(r.get("host_energy_j")))
     return out
 
@@ -104,8 +115,7 @@ def _stats_cells(st):
 
 
 def _groups(results):
-    return sorted({(r["method"], r["dtype"], r["format"]) for r in results
-                   if r.get("variant") != "host"})
+    return sorted({_group(r) for r in results if r.get("variant") != "host"})
 
 
 def _link(name) -> str:
@@ -130,7 +140,9 @@ def table2_markdown(results, figures=()) -> str:
              "in polling mode on the same matrix, summarised over the matrices: **min** and "
              "**max** are the variations of smallest and largest *absolute value* (the paper's "
              "convention, so both can be negative), **avg** the mean. Negative is better. Time is "
-             "the wall time of one `dpsolve` call (inputs already on the device); energy is the "
+             "the wall time of one `dpsolve` call (inputs already on the device; for a "
+             "preconditioned method, `solve` on a prepared system, its set-up apart in "
+             "absolute.md); energy is the "
              "GPU's (NVML) over the measurement window, per solve. Per-matrix values are in "
              f"{' and '.join(seen)}.", "", *_host_figure_note(figures)]
     tables = table2(results)
@@ -142,7 +154,7 @@ def table2_markdown(results, figures=()) -> str:
             continue
         method, dtype, fmt = grp
         nmat = len({r["matrix"] for r in results if r.get("status") == "ok"
-                    and (r["method"], r["dtype"], r["format"]) == grp and r["variant"] == "cublas"
+                    and _group(r) == grp and r["variant"] == "cublas"
                     and r["sync"] == "polling"})
         lines += [f"## {method.upper()}, {dtype}, format {fmt} ({nmat} matri"
                   f"{'x' if nmat == 1 else 'ces'} with a baseline)", ""]
@@ -165,8 +177,7 @@ def table2_markdown(results, figures=()) -> str:
 
 def _why_no_baseline(results, grp) -> str:
     base = [r for r in results if grp is not None
-            and (r["method"], r["dtype"], r["format"]) == grp
-            and (r["variant"], r["sync"]) == BASELINE]
+            and _group(r) == grp and (r["variant"], r["sync"]) == BASELINE]
     if base:
         errs = sorted({f"{r.get('status')}: {r.get('error', '')}" for r in base})
         return "Table 2 cannot be formed: `cublas` + polling did not run: " + "; ".join(errs)
@@ -200,7 +211,10 @@ def absolute_markdown(results, figures=()) -> str:
              "Per solve, averaged over each configuration's measurement window: wall time of one "
              "`dpsolve` call, iterations (of the last solve), time per iteration, GPU energy "
              "(NVML, J) and mean GPU power (W) over the window, host process CPU seconds, host "
-             "package energy (RAPL, J; n/a where not readable). The set-up is the paper's: "
+             "package energy (RAPL, J; n/a where not readable). A preconditioned method "
+             "(cg+jacobi, cg+amg, ...) is measured on a prepared system: its set-up "
+             "(`dpsolve.prepare`, an AMG hierarchy included) is timed once, apart (set-up ms), "
+             "and a solve is `P.solve(b)`. The problem is the paper's: "
              "x* = ones, b = A x*, x0 = 0. `info` is SciPy's (0: converged; > 0: iterations "
              "run without converging; < 0: breakdown).", "",
              *_host_figure_note([str(f) for f in figures])]
@@ -215,14 +229,15 @@ def absolute_markdown(results, figures=()) -> str:
         lines.append("No configuration has run yet.")
     head = ("| method | dtype | format | variant | sync | status | info | iterations | "
             "ms / solve | us / iteration | GPU J / solve | GPU W | host CPU s / solve | "
-            "host J / solve | reps | note |")
+            "host J / solve | set-up ms | reps | note |")
     for name, rows in by_matrix.items():
         n, nnz = _num(rows[0].get("n")), _num(rows[0].get("nnz"))
         size = f"n = {int(n):,}, nnz = {int(nnz):,}" if n is not None and nnz is not None else ""
         lines += [f"## {name}", "", f"{size}{'; ' if size else ''}{rows[0].get('source', '')}", "",
                   head,
-                  "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-        rows.sort(key=lambda r: (r["method"], r["dtype"], r["format"],
+                  "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                  "---|"]
+        rows.sort(key=lambda r: (method_label(r), r["dtype"], r["format"],
                                  _series_key((r["variant"], r["sync"]))))
         for r in rows:
             t, its = _num(r.get("time_s")), _num(r.get("iterations"))
@@ -230,11 +245,12 @@ def absolute_markdown(results, figures=()) -> str:
                 f"{r['format']} ({r['format_used']})"
             note = (r.get("error") or "").replace("|", "/").replace("\n", " ")
             lines.append("| " + " | ".join([
-                r["method"], r["dtype"], fmt, r["variant"], r["sync"], r["status"],
+                method_label(r), r["dtype"], fmt, r["variant"], r["sync"], r["status"],
                 r.get("info") or "", r.get("iterations") or "", _cell(t, 1e3),
                 _cell(t / its if t is not None and its else None, 1e6),
                 _cell(_num(r.get("gpu_energy_j"))), _cell(_num(r.get("gpu_power_w"))),
                 _cell(_num(r.get("host_cpu_s"))), _cell(_num(r.get("host_energy_j"))),
+                "-" if _num(r.get("setup_s")) is None else _cell(_num(r.get("setup_s")), 1e3),
                 r.get("reps") or "", note[:160]]) + " |")
         lines.append("")
     return "\n".join(lines)
