@@ -16,8 +16,10 @@ system never fails the batch, it gets its code:
     -21        M="jacobi" with a zero diagonal entry in this system (nothing solved; x = 0)
 
 The solve runs the host reference (``reference.py``, vectorised over the batch) on every
-machine: the one-launch GPU kernel (a work-group per system) is the next step of issue 31, and
-``report.path`` says which ran. CuPy inputs are copied to the host and the result back.
+machine, and ``report.path`` says so. CuPy inputs are copied to the host and the result back.
+The one-launch GPU kernel for CG (a block per system, ``device.py`` and dpsolve/cuda/batch.cu)
+exists and is held to the reference by tests/test_gpu_batch.py; it becomes what ``cg`` runs on
+CuPy inputs once those tests have run on a GPU and these checks run on the device as well.
 """
 from __future__ import annotations
 

@@ -1,0 +1,143 @@
+// batch.cu - many small systems of one sparsity pattern in one launch (dpsolve.batch, issue 31):
+// a block per system (grid-stride over the systems). The pattern (indptr, indices) is shared by
+// every system and read through L1 / L2; each system has its own values (nb x nnz, row-major), b
+// and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared memory when 4 n values
+// fit (the host sizes it), else in 4 n values of global scratch a block (`scratch` given); the
+// host's report says which path ran.
+//
+//   batch_cg<T>   dpsolve/batch/reference.py's cg for each system: SciPy's CG (Jacobi: z = D^-1 r
+//                 with D^-1 from `dinv`, nb x n, or none), its own tolerance tol_i, dpsolve's
+//                 non-finite stop (-10). When the recurrence says converged, the true residual
+//                 ||b - A x|| decides: a system whose true residual misses tol_i restarts from its
+//                 x with the iterations it has left, as dpsolve.batch's host loop does; one that
+//                 cannot (no iterations left, or none made) gets info = maxiter.
+//
+// info on entry: 0 for a system to solve; any other value (the host's own checks: -20 a NaN or
+// Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
+// the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
+// -10), its its iterations, res its true residual norm. The inner products are block reductions
+// in the order of dps::block_sum: a system's iterates match its single solve to rounding.
+#include <dpsolve/common.cuh>
+
+namespace batch {
+
+// q = A p over one system's values v, a thread a row (p and q: shared or global memory)
+template <typename T>
+__device__ __forceinline__ void spmv(int n, const int* __restrict__ indptr,
+                                     const int* __restrict__ indices, const T* __restrict__ v,
+                                     const T* p, T* q) {
+    for (int row = threadIdx.x; row < n; row += blockDim.x) {
+        T s = T(0);
+        const int end = indptr[row + 1];
+        for (int k = indptr[row]; k < end; ++k) s += v[k] * p[indices[k]];
+        q[row] = s;
+    }
+}
+
+// the block's sum of v, on every thread (smem: 32 values of V)
+template <typename V>
+__device__ __forceinline__ V all_sum(V v, V* smem) {
+    v = dps::block_sum(v, smem);                 // thread 0 has it; ends with a barrier
+    if (threadIdx.x == 0) smem[0] = v;
+    __syncthreads();
+    v = smem[0];
+    __syncthreads();                             // smem free again
+    return v;
+}
+
+}  // namespace batch
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+         const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
+         const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
+         int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
+         T* __restrict__ scratch) {
+    __shared__ T s_sum[DPS_WARP];
+    __shared__ double s_real[DPS_WARP];
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 4 * n : reinterpret_cast<T*>(s_dyn);
+    T* x = w;
+    T* r = w + n;
+    T* p = w + 2 * (size_t)n;
+    T* q = w + 3 * (size_t)n;
+    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
+        if (info[sys] != 0) continue;
+        const T* v = values + (size_t)sys * nnz;
+        const T* b = B + (size_t)sys * n;
+        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
+        const double atol = tol[sys];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
+        __syncthreads();
+        int code = maxiter, total = 0, budget = maxiter;
+        double true_res = 0.0;
+        while (true) {
+            // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
+            batch::spmv(n, indptr, indices, v, x, q);
+            __syncthreads();
+            T part = T(0);
+            double rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const T ri = b[i] - q[i];
+                const T zi = d != nullptr ? d[i] * ri : ri;
+                r[i] = ri;
+                p[i] = zi;
+                part += dps::conj(ri) * zi;
+                rr += (double)dps::abs2(ri);
+            }
+            T sigma = batch::all_sum(part, s_sum);
+            double tau = sqrt(batch::all_sum(rr, s_real));
+            int j = 0;
+            code = budget;                            // not converged in this run's iterations
+            for (; j < budget; ++j) {
+                if (tau < atol) { code = 0; break; }
+                batch::spmv(n, indptr, indices, v, p, q);
+                __syncthreads();
+                part = T(0);
+                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
+                const T alpha = sigma / batch::all_sum(part, s_sum);
+                if (!dps::is_finite(alpha)) { code = -10; break; }
+                part = T(0);
+                rr = 0.0;
+                for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                    x[i] += dps::mul_rn(alpha, p[i]);
+                    const T ri = r[i] - dps::mul_rn(alpha, q[i]);
+                    const T zi = d != nullptr ? d[i] * ri : ri;
+                    r[i] = ri;
+                    part += dps::conj(ri) * zi;
+                    rr += (double)dps::abs2(ri);
+                }
+                const T zeta = batch::all_sum(part, s_sum);
+                if (d != nullptr) rr = batch::all_sum(rr, s_real);
+                const T beta = zeta / sigma;
+                sigma = zeta;
+                for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                    const T zi = d != nullptr ? d[i] * r[i] : r[i];
+                    p[i] = zi + dps::mul_rn(beta, p[i]);
+                }
+                __syncthreads();
+                tau = d != nullptr ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL for complex
+                if (!isfinite(tau)) { code = -10; ++j; break; }
+            }
+            total += j;
+            budget -= j;
+            // the true residual: it decides a convergence, and is reported for every system
+            batch::spmv(n, indptr, indices, v, x, q);
+            __syncthreads();
+            rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - q[i]);
+            true_res = sqrt(batch::all_sum(rr, s_real));
+            if (code != 0 || !(true_res > atol)) break;
+            if (budget <= 0 || j == 0) { code = maxiter; break; }
+        }
+        if (code > 0) code = maxiter;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
+        if (threadIdx.x == 0) {
+            info[sys] = code;
+            its[sys] = total;
+            res[sys] = true_res;
+        }
+        __syncthreads();
+    }
+}

@@ -1,0 +1,132 @@
+"""The batch's one-launch CG kernel (dpsolve/cuda/batch.cu through
+``dpsolve.batch.device.solve_cg``) against the host reference (``dpsolve.batch.cg``, which runs
+``reference.cg`` with the true-residual restart): the same codes, iterations within 2, every
+converged system within its own tolerance, x to rounding; skipped systems kept; its own
+non-finite stop; vectors in shared and in global memory the same bits (GPU machines only)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpsolve import batch
+from dpsolve.matrices import laplace_2d, laplace_3d
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [np.float32, np.float64, np.complex128]
+
+
+def _batch(A, nb, dtype, rng):
+    """nb systems A + s_i I (s_i uniform in [0, 1): mixed conditioning) with random b."""
+    A = sp.csr_array(A)
+    A.sort_indices()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    diag = A.indices == rows
+    values = np.tile(A.data, (nb, 1)).astype(dtype)
+    values[:, diag] += rng.random((nb, 1))
+    B = rng.standard_normal((nb, A.shape[0]))
+    if np.dtype(dtype).kind == "c":
+        B = B + 1j * rng.standard_normal(B.shape)
+    return batch.csr(values, A.indices, A.indptr), B.astype(dtype)
+
+
+def _device_inputs(Ab, B, rtol, M):
+    """What dpsolve.batch's checks give the kernel: tolerances, D^-1, preset codes."""
+    import cupy
+    nb, n = Ab.nb, Ab.n
+    bnorm = np.linalg.norm(B, axis=1)
+    tol = np.maximum(rtol * bnorm, 0.0)
+    dinv = None
+    if M == "jacobi":
+        rows = np.repeat(np.arange(n), np.diff(Ab.indptr))
+        on = Ab.indices == rows
+        diag = np.zeros((nb, n), Ab.dtype)
+        diag[:, rows[on]] = Ab.values[:, on]
+        dinv = cupy.asarray(1.0 / diag)
+    return (cupy.asarray(Ab.values), cupy.asarray(Ab.indptr.astype(np.int32)),
+            cupy.asarray(Ab.indices.astype(np.int32)), cupy.asarray(B),
+            cupy.zeros((nb, n), Ab.dtype), cupy.zeros(nb, cupy.int32), cupy.asarray(tol), dinv)
+
+
+def _run(Ab, B, rtol, M=None, maxiter=None):
+    from dpsolve.batch import device
+    values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, rtol, M)
+    maxiter = 10 * Ab.n if maxiter is None else maxiter
+    its, res, path = device.solve_cg(values, indptr, indices, dB, X, info, tol, maxiter, dinv)
+    return X.get(), info.get(), its.get(), res.get(), tol.get(), path
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pattern", ["2d-9x7", "3d-10"])
+def test_batch_cg_matches_the_host_reference(pattern, dtype, M):
+    rng = np.random.default_rng(7)
+    A = laplace_2d(9, 7) if pattern == "2d-9x7" else laplace_3d(10)     # n = 63 / 1,000
+    Ab, B = _batch(A, 37, dtype, rng)
+    rtol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-8
+    X, info, its, res, tol, path = _run(Ab, B, rtol, M)
+    Xr, info_r, rep = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True)
+    single = np.dtype(dtype) == np.float32
+    assert "shared" in path
+    assert (info == 0).all()
+    np.testing.assert_array_equal(info, info_r)
+    assert np.abs(its - rep.iterations).max() <= 2
+    assert (res <= tol).all()                            # each system within its own tolerance
+    true = np.linalg.norm(B - _matvec(Ab, X), axis=1)   # the kernel's res is the true residual
+    np.testing.assert_allclose(res, true, rtol=5e-2 if single else 1e-5)
+    err = np.abs(X - Xr).max() / np.abs(Xr).max()
+    assert err < (1e-3 if single else 1e-5)
+
+
+def _matvec(Ab, X):
+    from dpsolve.batch.reference import matvec
+    return matvec(Ab.values, Ab.indptr, Ab.indices, X)
+
+
+def test_skipped_systems_and_its_own_stops():
+    """A preset code is kept (x and res untouched); a NaN it was not told of stops its system at
+    once with -10 (the non-finite stop); a tight maxiter gives info = maxiter; the others
+    converge."""
+    from dpsolve.batch import device
+    rng = np.random.default_rng(8)
+    Ab, B = _batch(laplace_2d(8, 8), 6, np.float64, rng)
+    Ab.values[2, 5] = np.nan                              # not checked by the host: the kernel's
+    values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, 1e-8, None)
+    info[4] = batch.BAD_INPUT                             # as the host's checks would set it
+    its, res, _ = device.solve_cg(values, indptr, indices, dB, X, info, tol, 200, dinv)
+    info, its, res, X = info.get(), its.get(), res.get(), X.get()
+    assert info[2] == -10 and its[2] == 0
+    assert info[4] == batch.BAD_INPUT and np.isnan(res[4]) and not X[4].any()
+    assert (info[[0, 1, 3, 5]] == 0).all()
+    values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, 1e-12, None)
+    info[2] = batch.BAD_INPUT
+    its, res, _ = device.solve_cg(values, indptr, indices, dB, X, info, tol, 3, dinv)
+    assert (info.get()[[0, 1, 3, 4, 5]] == 3).all() and (its.get()[[0, 1, 3, 4, 5]] == 3).all()
+
+
+def test_global_vectors_give_the_shared_bits(monkeypatch):
+    """Systems too large for shared memory keep their vectors in global scratch (here forced):
+    the same arithmetic in the same order, so the same bits; fewer blocks than systems."""
+    from dpsolve.batch import device
+    rng = np.random.default_rng(9)
+    Ab, B = _batch(laplace_3d(6), 700, np.float64, rng)
+    X1, info1, its1, res1, _, path1 = _run(Ab, B, 1e-8, "jacobi")
+    monkeypatch.setattr(device, "SHARED_MAX", 0)
+    monkeypatch.setattr(device, "BLOCKS_PER_SM", 1)      # 132 blocks for 700 systems on an H100
+    X2, info2, its2, res2, _, path2 = _run(Ab, B, 1e-8, "jacobi")
+    assert "shared" in path1 and "global" in path2
+    np.testing.assert_array_equal(X1, X2)
+    np.testing.assert_array_equal(its1, its2)
+    np.testing.assert_array_equal(info1, info2)
+
+
+def test_an_empty_batch():
+    import cupy
+
+    from dpsolve.batch import device
+    z = cupy.zeros((0, 5))
+    its, res, path = device.solve_cg(cupy.zeros((0, 3)), cupy.zeros(6, cupy.int32),
+                                     cupy.zeros(3, cupy.int32), z, cupy.zeros((0, 5)),
+                                     cupy.zeros(0, cupy.int32), cupy.zeros(0), 10)
+    assert its.size == res.size == 0 and path == "none"
