@@ -87,38 +87,21 @@ def test_rows_beyond_the_shared_table(dtype, mode, monkeypatch):
     assert int(C.indptr[8] - C.indptr[7]) > 512
 
 
-def test_rows_that_overflow_the_shared_table_into_dense_rows():
-    """A C of 4,000 columns (within SPGEMM_DENSE_MAX_COLS): row 3 (bound 750: a table of 2,048
-    slots, smaller than a dense row) is tried in shared memory first, overflows (~740 distinct
-    columns), and is made as a dense row."""
+@pytest.mark.parametrize("ncols", [4_000, 20_000])
+def test_rows_that_overflow_their_shared_table(ncols):
+    """Row 3 (bound 750: a table of 2,048 slots, smaller than a row of C, so tried in shared
+    memory first) overflows with ~740 distinct columns and is made as a dense row (C of 4,000
+    columns, within SPGEMM_DENSE_MAX_COLS) or with a global hash table (20,000 columns)."""
     from dpsolve.precond.amg import device
-    assert device.SPGEMM_DENSE_MAX_COLS >= 4_000
-    rng = np.random.default_rng(10)
+    assert (ncols <= device.SPGEMM_DENSE_MAX_COLS) == (ncols == 4_000)
+    rng = np.random.default_rng(ncols)
     A = _random(50, 200, 0.02, np.float64, rng).tolil()
     A[3, :] = 0
     A[3, 10:40] = rng.random(30)
     A = sp.csr_array(A)
     A.eliminate_zeros()
     A.sort_indices()
-    B = _random(200, 4_000, 25 / 4_000, np.float64, rng)
-    C = _check(A, B, exact=True)
-    assert int(C.indptr[4] - C.indptr[3]) > 512
-
-
-def test_rows_that_overflow_the_shared_table_of_a_wide_product():
-    """A C of 20,000 columns (wider than SPGEMM_DENSE_MAX_COLS): row 3 (bound 750, ~740
-    distinct columns) is tried in shared memory first, overflows, and is made with a global hash
-    table."""
-    from dpsolve.precond.amg import device
-    assert device.SPGEMM_DENSE_MAX_COLS < 20_000
-    rng = np.random.default_rng(9)
-    A = _random(50, 200, 0.02, np.float64, rng).tolil()
-    A[3, :] = 0
-    A[3, 10:40] = rng.random(30)
-    A = sp.csr_array(A)
-    A.eliminate_zeros()
-    A.sort_indices()
-    B = _random(200, 20_000, 25 / 20_000, np.float64, rng)
+    B = _random(200, ncols, 25 / ncols, np.float64, rng)
     C = _check(A, B, exact=True)
     assert int(C.indptr[4] - C.indptr[3]) > 512
 

@@ -164,7 +164,6 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
     (``dpsolve.prepare``: the preconditioner's set-up, an AMG hierarchy, is paid there and
     timed apart as ``setup_s``) and a solve is ``P.solve(b)``: the time and joules per solve of
     Jacobi-CG and AMG-PCG side by side, set-up apart."""
-    from .._errors import BackendUnavailableError, FormatError
     row = {k: getattr(cfg, k) for k in KEY}
     row.update(source=loaded.prob.source,
                finished=datetime.datetime.now().isoformat(timespec="seconds"))
@@ -223,12 +222,8 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
             if sync:
                 sync()
             row["setup_s"] = time.perf_counter() - t0
-        except (BackendUnavailableError, FormatError) as e:
-            row.update(status="skipped", error=str(e))
-            return row, []
         except Exception as e:
-            row.update(status="failed", error=f"set-up: {type(e).__name__}: {e}")
-            return row, []
+            return _not_run(row, e, "set-up: "), []
         solve_kw = {k: kw[k] for k in ("rtol", "maxiter", "full_output")}
 
     def solve():
@@ -248,12 +243,8 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
     from ..measure import measure_window
     try:
         m = measure_window(solve, seconds=s.window, warmup=s.warmup, sync=sync, on_solve=on_solve)
-    except (BackendUnavailableError, FormatError) as e:
-        row.update(status="skipped", error=str(e))
-        return row, []
     except Exception as e:
-        row.update(status="failed", error=f"{type(e).__name__}: {e}")
-        return row, []
+        return _not_run(row, e), []
     _, info, rep = m["result"]
     walls = [r["wall_s"] for r in raw]
     row.update(status="ok", error="", format_used=rep.format or NO_SYNC, reps=m["reps"],
@@ -268,6 +259,17 @@ def run_config(cfg: Config, loaded: _Loaded, s: Settings) -> tuple[dict, list[di
         row["error"] = (f"not converged: info = {info}" if info > 0 else
                         f"breakdown: info = {info}")
     return row, raw
+
+
+def _not_run(row, e, what=""):
+    """The row of a configuration that raised: skipped where its variant or format cannot run
+    here, failed (with the error) otherwise."""
+    from .._errors import BackendUnavailableError, FormatError
+    if isinstance(e, (BackendUnavailableError, FormatError)):
+        row.update(status="skipped", error=str(e))
+    else:
+        row.update(status="failed", error=f"{what}{type(e).__name__}: {e}")
+    return row
 
 
 def _rel(r, bnorm):
