@@ -88,16 +88,16 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             }
             T sigma = batch::all_sum(part, s_sum);
             double tau = sqrt(batch::all_sum(rr, s_real));
-            int j = 0;
-            code = budget;                            // not converged in this run's iterations
-            for (; j < budget; ++j) {
-                if (tau < atol) { code = 0; break; }
+            // the loop head is stop.cuh's (the budget this run has left as its maxiter)
+            dps::Stop h = dps::head_test(0, tau, atol, budget);
+            while (h.go) {
+                const int j = h.its;
                 batch::spmv(n, indptr, indices, v, p, q);
                 __syncthreads();
                 part = T(0);
                 for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
                 const T alpha = sigma / batch::all_sum(part, s_sum);
-                if (!dps::is_finite(alpha)) { code = -10; break; }
+                if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
                 part = T(0);
                 rr = 0.0;
                 for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -117,9 +117,11 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
                     p[i] = zi + dps::mul_rn(beta, p[i]);
                 }
                 __syncthreads();
-                tau = d != nullptr ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL for complex
-                if (!isfinite(tau)) { code = -10; ++j; break; }
+                tau = d != nullptr ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL, complex
+                h = dps::head_test(j + 1, tau, atol, budget);
             }
+            const int j = h.its;
+            code = h.info;
             total += j;
             budget -= j;
             // the true residual: it decides a convergence, and is reported for every system
