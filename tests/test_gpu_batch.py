@@ -1,8 +1,9 @@
-"""The batch's one-launch CG kernel (dpsolve/cuda/batch.cu through
-``dpsolve.batch.device.solve_cg``) against the host reference (``dpsolve.batch.cg``, which runs
-``reference.cg`` with the true-residual restart): the same codes, iterations within 2, every
-converged system within its own tolerance, x to rounding; skipped systems kept; its own
-non-finite stop; vectors in shared and in global memory the same bits (GPU machines only)."""
+"""The batch's one-launch kernels (dpsolve/cuda/batch.cu through ``dpsolve.batch.device``'s
+``solve_cg`` and ``solve_bicgstab``) against the host reference (``dpsolve.batch.cg`` /
+``bicgstab``, which run ``reference.py`` with the true-residual restart): the same codes,
+iterations within 2, every converged system within its own tolerance, x to rounding; skipped
+systems kept; their own non-finite stop; vectors in shared and in global memory the same bits
+(GPU machines only)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpsolve import batch
-from dpsolve.matrices import laplace_2d, laplace_3d
+from dpsolve.matrices import convdiff_2d, laplace_2d, laplace_3d
 
 pytestmark = pytest.mark.gpu
 
@@ -49,29 +50,32 @@ def _device_inputs(Ab, B, rtol, M):
             cupy.zeros((nb, n), Ab.dtype), cupy.zeros(nb, cupy.int32), cupy.asarray(tol), dinv)
 
 
-def _run(Ab, B, rtol, M=None, maxiter=None):
+def _run(Ab, B, rtol, M=None, maxiter=None, method="cg"):
     from dpsolve.batch import device
     values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, rtol, M)
     maxiter = 10 * Ab.n if maxiter is None else maxiter
-    its, res, path = device.solve_cg(values, indptr, indices, dB, X, info, tol, maxiter, dinv)
+    solve = getattr(device, f"solve_{method}")
+    its, res, path = solve(values, indptr, indices, dB, X, info, tol, maxiter, dinv)
     return X.get(), info.get(), its.get(), res.get(), tol.get(), path
 
 
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
 @pytest.mark.parametrize("M", [None, "jacobi"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pattern", ["2d-9x7", "3d-10"])
-def test_batch_cg_matches_the_host_reference(pattern, dtype, M):
+def test_batch_kernels_match_the_host_reference(pattern, dtype, M, method):
     rng = np.random.default_rng(7)
     A = laplace_2d(9, 7) if pattern == "2d-9x7" else laplace_3d(10)     # n = 63 / 1,000
     Ab, B = _batch(A, 37, dtype, rng)
     rtol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-8
-    X, info, its, res, tol, path = _run(Ab, B, rtol, M)
-    Xr, info_r, rep = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True)
+    X, info, its, res, tol, path = _run(Ab, B, rtol, M, method=method)
+    Xr, info_r, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True)
     single = np.dtype(dtype) == np.float32
     assert "shared" in path
     assert (info == 0).all()
     np.testing.assert_array_equal(info, info_r)
-    assert np.abs(its - rep.iterations).max() <= 2
+    # other summation orders: CG's counts within 2, BiCGStab's (more sensitive) within 4
+    assert np.abs(its - rep.iterations).max() <= (2 if method == "cg" else 4)
     assert (res <= tol).all()                            # each system within its own tolerance
     true = np.linalg.norm(B - _matvec(Ab, X), axis=1)   # the kernel's res is the true residual
     np.testing.assert_allclose(res, true, rtol=5e-2 if single else 1e-5)
@@ -105,20 +109,33 @@ def test_skipped_systems_and_its_own_stops():
     assert (info.get()[[0, 1, 3, 4, 5]] == 3).all() and (its.get()[[0, 1, 3, 4, 5]] == 3).all()
 
 
-def test_global_vectors_give_the_shared_bits(monkeypatch):
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_global_vectors_give_the_shared_bits(monkeypatch, method):
     """Systems too large for shared memory keep their vectors in global scratch (here forced):
     the same arithmetic in the same order, so the same bits; fewer blocks than systems."""
     from dpsolve.batch import device
     rng = np.random.default_rng(9)
     Ab, B = _batch(laplace_3d(6), 700, np.float64, rng)
-    X1, info1, its1, res1, _, path1 = _run(Ab, B, 1e-8, "jacobi")
+    X1, info1, its1, res1, _, path1 = _run(Ab, B, 1e-8, "jacobi", method=method)
     monkeypatch.setattr(device, "SHARED_MAX", 0)
     monkeypatch.setattr(device, "BLOCKS_PER_SM", 1)      # 132 blocks for 700 systems on an H100
-    X2, info2, its2, res2, _, path2 = _run(Ab, B, 1e-8, "jacobi")
+    X2, info2, its2, res2, _, path2 = _run(Ab, B, 1e-8, "jacobi", method=method)
     assert "shared" in path1 and "global" in path2
     np.testing.assert_array_equal(X1, X2)
     np.testing.assert_array_equal(its1, its2)
     np.testing.assert_array_equal(info1, info2)
+
+
+def test_bicgstab_on_a_nonsymmetric_batch():
+    """BiCGStab's kernel on convection-diffusion systems (nonsymmetric): the host reference's
+    codes and every converged system within its tolerance."""
+    rng = np.random.default_rng(11)
+    Ab, B = _batch(convdiff_2d(12, 12, peclet=20.0), 25, np.float64, rng)
+    X, info, its, res, tol, _ = _run(Ab, B, 1e-8, "jacobi", method="bicgstab")
+    Xr, info_r, rep = batch.bicgstab(Ab, B, rtol=1e-8, M="jacobi", full_output=True)
+    np.testing.assert_array_equal(info, info_r)
+    assert (res[info == 0] <= tol[info == 0]).all()
+    assert np.abs(its - rep.iterations).max() <= 4
 
 
 def test_an_empty_batch():

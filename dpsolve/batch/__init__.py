@@ -17,9 +17,10 @@ system never fails the batch, it gets its code:
 
 The solve runs the host reference (``reference.py``, vectorised over the batch) on every
 machine, and ``report.path`` says so. CuPy inputs are copied to the host and the result back.
-The one-launch GPU kernel for CG (a block per system, ``device.py`` and dpsolve/cuda/batch.cu)
-exists and is held to the reference by tests/test_gpu_batch.py; it becomes what ``cg`` runs on
-CuPy inputs once those tests have run on a GPU and these checks run on the device as well.
+The one-launch GPU kernels for CG and BiCGStab (a block per system, ``device.py`` and
+dpsolve/cuda/batch.cu) exist and are held to the reference by tests/test_gpu_batch.py; they
+become what ``cg`` and ``bicgstab`` run on CuPy inputs once those tests have run on a GPU and
+these checks run on the device as well.
 """
 from __future__ import annotations
 

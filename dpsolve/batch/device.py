@@ -1,15 +1,17 @@
-"""The batch's one-launch GPU kernel (dpsolve/cuda/batch.cu: a block per system), and what it
-needs from the host: where each block's vectors live, and the launch.
+"""The batch's one-launch GPU kernels (dpsolve/cuda/batch.cu: a block per system), and what
+they need from the host: where each block's vectors live, and the launch.
 
-``solve_cg`` takes the batch as it stands on the device after dpsolve.batch's checks -- the
-values (nb, nnz) over one pattern, B and the start X (nb, n), each system's tolerance, its
-Jacobi D^-1 or none, and ``info`` preset by the checks (0: solve it; else its code, kept) -- and
-runs every system to its own tolerance in one launch. It follows the host reference
-(``reference.cg`` plus dpsolve.batch's true-residual restart), which the GPU tests hold it to.
+``solve_cg`` and ``solve_bicgstab`` take the batch as it stands on the device after
+dpsolve.batch's checks -- the values (nb, nnz) over one pattern, B and the start X (nb, n),
+each system's tolerance, its Jacobi D^-1 or none, and ``info`` preset by the checks (0: solve
+it; else its code, kept) -- and run every system to its own tolerance in one launch. They follow
+the host reference (``reference.cg`` / ``reference.bicgstab`` plus dpsolve.batch's
+true-residual restart), which the GPU tests hold them to.
 
-Status: the kernel and this launcher are tested against the reference by tests/test_gpu_batch.py;
-``dpsolve.batch.cg`` itself still runs the host reference (its ``report.path`` says so) until
-those tests have run on a GPU and the batch's checks run on the device too.
+Status: the kernels and this launcher are tested against the reference by
+tests/test_gpu_batch.py; ``dpsolve.batch.cg`` / ``bicgstab`` still run the host reference (their
+``report.path`` says so) until those tests have run on a GPU and the batch's checks run on the
+device too.
 """
 from __future__ import annotations
 
@@ -19,16 +21,16 @@ from ..cuda import ops
 from ..cuda._loader import get_kernel
 from ..cuda.executor import launch
 
-VECTORS = 4                       # x, r, p, q: a block's vectors
+VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
 SHARED_DEFAULT = 48 << 10         # dynamic shared memory a kernel may take without opting in
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
 
 
-def vector_path(n: int, dtype) -> tuple:
-    """(``"shared"`` or ``"global"``, dynamic shared bytes) for systems of order n: the four
-    vectors in shared memory when they fit SHARED_MAX, else in global scratch."""
-    need = VECTORS * n * np.dtype(dtype).itemsize
+def vector_path(n: int, dtype, method: str = "cg") -> tuple:
+    """(``"shared"`` or ``"global"``, dynamic shared bytes) for systems of order n: the
+    method's vectors in shared memory when they fit SHARED_MAX, else in global scratch."""
+    need = VECTORS[method] * n * np.dtype(dtype).itemsize
     return ("shared", need) if need <= SHARED_MAX else ("global", 0)
 
 
@@ -39,22 +41,35 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
     int32; tol (nb,) float64; dinv (nb, n) or None."""
+    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+
+
+def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
+                   stream=None):
+    """Batched BiCGStab on the device, as :func:`solve_cg` (codes -10 and -11 as the host
+    reference's, each breakdown confirmed with the accurate inner product)."""
+    return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+
+
+def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream):
     import cupy
+
+    from ..reference._util import breakdown_tol
     nb, n = (int(s) for s in X.shape)
     dt = np.dtype(X.dtype)
     for name, a in (("values", values), ("B", B), ("X", X)):
         if np.dtype(a.dtype) != dt or not a.flags.c_contiguous:
-            raise ValueError(f"solve_cg: {name} must be C-contiguous {dt}")
+            raise ValueError(f"solve_{method}: {name} must be C-contiguous {dt}")
     if dinv is not None and (np.dtype(dinv.dtype) != dt or dinv.shape != X.shape):
-        raise ValueError("solve_cg: dinv must have X's shape and dtype")
+        raise ValueError(f"solve_{method}: dinv must have X's shape and dtype")
     if np.dtype(info.dtype) != np.int32 or info.shape != (nb,):
-        raise ValueError("solve_cg: info must be int32 of shape (nb,)")
+        raise ValueError(f"solve_{method}: info must be int32 of shape (nb,)")
     its = cupy.zeros(nb, cupy.int32)
     res = cupy.full(nb, np.nan, cupy.float64)
     if nb == 0:
         return its, res, "none"
-    path, shared = vector_path(n, dt)
-    kernel = get_kernel("batch", "batch_cg<{T}>", dt)
+    path, shared = vector_path(n, dt, method)
+    kernel = get_kernel("batch", f"batch_{method}<{{T}}>", dt)
     if shared > SHARED_DEFAULT:
         try:
             kernel.max_dynamic_shared_size_bytes = shared
@@ -62,10 +77,11 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
             path, shared = "global", 0
     sms = ops._sm_count()
     grid = min(nb, BLOCKS_PER_SM * sms) if path == "global" else nb
-    scratch = (cupy.empty(grid * VECTORS * n, dt) if path == "global" else ops._NULL)
+    scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)
+    extra = (np.float64(breakdown_tol(dt)),) if method == "bicgstab" else ()
     launch(kernel, (grid,), (ops.BLOCK,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
             indices.astype(cupy.int32, copy=False), values, np.int64(values.shape[1]), B, X,
             dinv if dinv is not None else ops._NULL, tol.astype(cupy.float64, copy=False),
-            np.int32(maxiter), info, its, res, scratch), stream, shared_mem=shared)
+            np.int32(maxiter), *extra, info, its, res, scratch), stream, shared_mem=shared)
     return its, res, f"one launch, a block per system, vectors in {path} memory"

@@ -74,7 +74,7 @@ SOURCES = {
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
                                    "spgemm_rows<{T}, 1>", "spgemm_pattern<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
-    "batch": Source("batch.cu", ("batch_cg<{T}>",)),
+    "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

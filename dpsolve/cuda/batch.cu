@@ -3,7 +3,7 @@
 // every system and read through L1 / L2; each system has its own values (nb x nnz, row-major), b
 // and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared memory when 4 n values
 // fit (the host sizes it), else in 4 n values of global scratch a block (`scratch` given); the
-// host's report says which path ran.
+// host's report says which path ran. batch_bicgstab (below) likewise, with eight vectors.
 //
 //   batch_cg<T>   dpsolve/batch/reference.py's cg for each system: SciPy's CG (Jacobi: z = D^-1 r
 //                 with D^-1 from `dinv`, nb x n, or none), its own tolerance tol_i, dpsolve's
@@ -129,6 +129,159 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             __syncthreads();
             rr = 0.0;
             for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - q[i]);
+            true_res = sqrt(batch::all_sum(rr, s_real));
+            if (code != 0 || !(true_res > atol)) break;
+            if (budget <= 0 || j == 0) { code = maxiter; break; }
+        }
+        if (code > 0) code = maxiter;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
+        if (threadIdx.x == 0) {
+            info[sys] = code;
+            its[sys] = total;
+            res[sys] = true_res;
+        }
+        __syncthreads();
+    }
+}
+
+// batch_bicgstab<T>: dpsolve/batch/reference.py's bicgstab for each system (SciPy's BiCGStab,
+// right-preconditioned by D^-1 or none; -10 a rho breakdown or a non-finite scalar, -11 an
+// omega or <r~, v> breakdown, each confirmed with the accurate inner product before it is
+// reported, as every dpsolve variant does), the same true-residual restart as batch_cg. `bd` is
+// the breakdown tolerance (reference._util.breakdown_tol: eps^2 of the working precision). Eight
+// vectors a block: x, r (s in place), r~, p, v, t, p^ and s^.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+               const T* __restrict__ values, long long nnz, const T* __restrict__ B,
+               T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
+               int maxiter, double bd, int* __restrict__ info, int* __restrict__ its,
+               double* __restrict__ res, T* __restrict__ scratch) {
+    __shared__ T s_sum[DPS_WARP];
+    __shared__ double s_real[DPS_WARP];
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 8 * n : reinterpret_cast<T*>(s_dyn);
+    T* x = w;
+    T* r = w + n;
+    T* rt = w + 2 * (size_t)n;
+    T* p = w + 3 * (size_t)n;
+    T* v = w + 4 * (size_t)n;
+    T* t = w + 5 * (size_t)n;
+    T* ph = w + 6 * (size_t)n;
+    T* sh = w + 7 * (size_t)n;
+    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
+        if (info[sys] != 0) continue;
+        const T* a = values + (size_t)sys * nnz;
+        const T* b = B + (size_t)sys * n;
+        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
+        const double atol = tol[sys];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
+        __syncthreads();
+        int code = maxiter, total = 0, budget = maxiter;
+        double true_res = 0.0;
+        while (true) {
+            batch::spmv(n, indptr, indices, a, x, t);                   // t = A x (a temporary)
+            __syncthreads();
+            double rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const T ri = b[i] - t[i];
+                r[i] = ri;
+                rt[i] = ri;
+                rr += (double)dps::abs2(ri);
+            }
+            double tau = sqrt(batch::all_sum(rr, s_real));
+            T rho_prev = T(1), omega = T(1), alpha = T(1);
+            dps::Stop h = dps::head_test(0, tau, atol, budget);
+            while (h.go) {
+                const int j = h.its;
+                T part = T(0);
+                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * r[i];
+                T rho = batch::all_sum(part, s_sum);
+                rho = dps::confirm_dot<T, false>(fabs(rho) < bd, rho, n, rt, r);
+                if (fabs(rho) < bd || !dps::is_finite(rho)) {
+                    h = {DPS_BREAKDOWN, j, false};
+                    break;
+                }
+                if (j > 0) {
+                    if (fabs(omega) < bd) { h = {-11, j, false}; break; }
+                    const T beta = (rho / rho_prev) * (alpha / omega);
+                    if (!dps::is_finite(beta)) { h = {DPS_BREAKDOWN, j, false}; break; }
+                    for (int i = threadIdx.x; i < n; i += blockDim.x)
+                        p[i] = r[i] + dps::mul_rn(beta, p[i] - dps::mul_rn(omega, v[i]));
+                } else {
+                    for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = r[i];
+                }
+                for (int i = threadIdx.x; i < n; i += blockDim.x)
+                    ph[i] = d != nullptr ? d[i] * p[i] : p[i];
+                __syncthreads();
+                batch::spmv(n, indptr, indices, a, ph, v);
+                __syncthreads();
+                part = T(0);
+                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * v[i];
+                T rv = batch::all_sum(part, s_sum);
+                rv = dps::confirm_dot<T, false>(rv == T(0), rv, n, rt, v);
+                if (rv == T(0)) { h = {-11, j, false}; break; }
+                const T alpha_new = rho / rv;
+                if (!dps::is_finite(rv) || !dps::is_finite(alpha_new)) {
+                    h = {DPS_BREAKDOWN, j, false};
+                    break;
+                }
+                alpha = alpha_new;
+                rr = 0.0;
+                for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                    const T si = r[i] - dps::mul_rn(alpha, v[i]);             // s, in r's place
+                    r[i] = si;
+                    rr += (double)dps::abs2(si);
+                }
+                const double snorm = sqrt(batch::all_sum(rr, s_real));
+                if (snorm < atol) {                                   // x = x + alpha p^, done
+                    for (int i = threadIdx.x; i < n; i += blockDim.x)
+                        x[i] += dps::mul_rn(alpha, ph[i]);
+                    __syncthreads();
+                    h = {0, j + 1, false};
+                    break;
+                }
+                for (int i = threadIdx.x; i < n; i += blockDim.x)
+                    sh[i] = d != nullptr ? d[i] * r[i] : r[i];
+                __syncthreads();
+                batch::spmv(n, indptr, indices, a, sh, t);
+                __syncthreads();
+                T pts = T(0), ptt = T(0);
+                for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                    pts += dps::conj(t[i]) * r[i];
+                    ptt += dps::conj(t[i]) * t[i];
+                }
+                T ts = batch::all_sum(pts, s_sum);
+                const T tt = batch::all_sum(ptt, s_sum);
+                ts = dps::confirm_dot<T, false>(fabs(ts / tt) < bd, ts, n, t, r);
+                const T om = ts / tt;
+                for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] += dps::mul_rn(alpha, ph[i]);
+                if (!isfinite(snorm) || !dps::is_finite(ts) || !dps::is_finite(tt) ||
+                    !dps::is_finite(om)) {
+                    __syncthreads();
+                    h = {DPS_BREAKDOWN, j, false};
+                    break;
+                }
+                omega = om;
+                rr = 0.0;
+                for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                    x[i] += dps::mul_rn(omega, sh[i]);
+                    const T ri = r[i] - dps::mul_rn(omega, t[i]);
+                    r[i] = ri;
+                    rr += (double)dps::abs2(ri);
+                }
+                rho_prev = rho;
+                tau = sqrt(batch::all_sum(rr, s_real));
+                h = dps::head_test(j + 1, tau, atol, budget);
+            }
+            const int j = h.its;
+            code = h.info;
+            total += j;
+            budget -= j;
+            batch::spmv(n, indptr, indices, a, x, t);
+            __syncthreads();
+            rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - t[i]);
             true_res = sqrt(batch::all_sum(rr, s_real));
             if (code != 0 || !(true_res > atol)) break;
             if (budget <= 0 || j == 0) { code = maxiter; break; }

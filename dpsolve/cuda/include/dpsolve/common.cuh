@@ -186,9 +186,10 @@ struct Sum2 {
 // The accurate <a, b> = sum conj(a_i) b_i over the whole of a and b, by one block (every thread
 // of the block must call it; every thread gets the result). Deterministic for a given n and
 // block size, so blocks that call it redundantly get the same bits. Loads through L2 (ldcg), so
-// the persistent kernels may call it on vectors other blocks wrote before a grid.sync. Reads
-// 2 n values: a rare path, taken only when a breakdown test fails on the fast sum.
-template <typename T>
+// the persistent kernels may call it on vectors other blocks wrote before a grid.sync; L2 false:
+// plain loads, for vectors the block itself wrote, in shared memory too (the batch kernels).
+// Reads 2 n values: a rare path, taken only when a breakdown test fails on the fast sum.
+template <typename T, bool L2 = true>
 __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ b) {
     using R = real_t<T>;
     constexpr bool cplx = sizeof(T) == 2 * sizeof(R);
@@ -196,7 +197,8 @@ __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ 
     __shared__ T sh_out;
     Sum2<R> re{R(0), R(0)}, im{R(0), R(0)};
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const T x = ldcg(a + i), y = ldcg(b + i);     // L2: coherent inside a persistent kernel
+        const T x = L2 ? ldcg(a + i) : a[i];         // L2: coherent inside a persistent kernel
+        const T y = L2 ? ldcg(b + i) : b[i];
         if constexpr (cplx) {                                // conj(x) y
             re.add_prod(x.re, y.re);
             re.add_prod(x.im, y.im);
@@ -245,7 +247,7 @@ __device__ T dot_accurate(int n, const T* __restrict__ a, const T* __restrict__ 
 // value); otherwise rho is returned unchanged. Where the accurate sum is not finite (an
 // intermediate overflow near the top of the range), the fast value stands, as the reference's
 // dot_accurate does. Every thread of the block must call it.
-template <typename T>
+template <typename T, bool L2 = true>
 __device__ __forceinline__ T confirm_dot(bool suspect, T rho, int n, const T* __restrict__ a,
                                          const T* __restrict__ b) {
     __shared__ int sh_suspect;
@@ -254,7 +256,7 @@ __device__ __forceinline__ T confirm_dot(bool suspect, T rho, int n, const T* __
     const bool s = sh_suspect;
     __syncthreads();   // sh_suspect may be written again by a later call
     if (!s) return rho;
-    const T acc = dot_accurate(n, a, b);
+    const T acc = dot_accurate<T, L2>(n, a, b);
     return is_finite(acc) ? acc : rho;
 }
 
