@@ -122,6 +122,36 @@ def from_matrices(mats) -> BatchMatrix:
     return csr(np.stack(vals), first.indices, first.indptr)
 
 
+def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
+    """Every system's checks and constants, with NumPy or CuPy (``xp``: the same code on the
+    host and, for the one-launch kernels of ``device.py``, on the device): the values and B in
+    ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
+    in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry), the bad mask, D^-1
+    (nb, n) or None, each tolerance max(rtol ||b_i||, atol) and the systems to solve (good, b
+    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's)."""
+    nb, n = Ab.nb, Ab.n
+    values = values.astype(dtype, copy=False)
+    Bw = B.astype(dtype, copy=True)
+    info = xp.zeros(nb, dtype=xp.int64)
+    bad = ~(xp.isfinite(values).all(axis=1) & xp.isfinite(Bw).all(axis=1))
+    info[bad] = BAD_INPUT
+    dinv = None
+    if M == "jacobi":
+        diag = xp.zeros((nb, n), dtype=dtype)
+        rows = np.repeat(np.arange(n), np.diff(Ab.indptr))       # the pattern: on the host
+        on = Ab.indices == rows
+        diag[:, xp.asarray(rows[on])] = values[:, xp.asarray(on)]
+        zero = ~bad & (diag == 0).any(axis=1)
+        info[zero] = ZERO_DIAGONAL
+        bad |= zero
+        with np.errstate(divide="ignore"):
+            dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
+    bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw), axis=1)
+    tol = xp.maximum(rtol * bnorm, atol)
+    ok = xp.flatnonzero(~bad & (bnorm > 0))
+    return values, Bw, info, bad, dinv, tol, ok
+
+
 def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output):
     from . import reference
     t0 = time.perf_counter()
@@ -142,27 +172,9 @@ def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output):
     maxiter = 10 * n if maxiter is None else int(maxiter)
     if maxiter < 1:
         raise ValueError(f"maxiter must be a positive integer, got {maxiter}")
-    values = Ab.values.astype(dtype, copy=False)
-    Bw = B.astype(dtype, copy=True)
-    info = np.zeros(nb, dtype=np.int64)
+    values, Bw, info, bad, dinv, tol, ok = _checks(np, Ab, Ab.values, B, M, dtype, rtol, atol)
     its = np.zeros(nb, dtype=np.int64)
     X = np.zeros((nb, n), dtype=dtype)
-    bad = ~(np.isfinite(values).all(axis=1) & np.isfinite(Bw).all(axis=1))
-    info[bad] = BAD_INPUT
-    dinv = None
-    if M == "jacobi":
-        diag = np.zeros((nb, n), dtype=dtype)
-        rows = np.repeat(np.arange(n), np.diff(Ab.indptr))
-        on = Ab.indices == rows
-        diag[:, rows[on]] = values[:, on]
-        zero = ~bad & (diag == 0).any(axis=1)
-        info[zero] = ZERO_DIAGONAL
-        bad |= zero
-        with np.errstate(divide="ignore"):
-            dinv = np.where(diag != 0, 1.0 / np.where(diag != 0, diag, 1), 0).astype(dtype)
-    bnorm = np.linalg.norm(np.where(bad[:, None], 0, Bw), axis=1)
-    tol = np.maximum(rtol * bnorm, atol)
-    ok = np.flatnonzero(~bad & (bnorm > 0))               # b = 0: x = 0, info 0 (SciPy)
     solver = getattr(reference, method)
     budget = np.full(nb, maxiter, dtype=np.int64)
     todo = ok
