@@ -36,8 +36,10 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
 
 def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
-    (nb,) int32 preset by the checks (0: solve), and returns (its (nb,) int32, res (nb,) float64:
-    the true residual norms, NaN for a skipped system, path: where the vectors lived).
+    (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
+    dpsolve.batch's ``_checks`` leaves it out of ``ok``: x = 0 solves it, where the kernel's
+    first step would divide 0 by 0), and returns (its (nb,) int32, res (nb,) float64: the true
+    residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
     int32; tol (nb,) float64; dinv (nb, n) or None."""
