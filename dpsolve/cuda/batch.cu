@@ -45,6 +45,56 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
     return v;
 }
 
+// The systems of this block (grid-stride over them, uniform per block), each to its own
+// tolerance: x loaded from X, then runs of `run` -- the method from the current x with the
+// iterations it has left, returning stop.cuh's Stop -- until the true residual ||b - A x|| (q:
+// scratch) decides. A convergence it does not confirm restarts from x while iterations are left
+// and the run made some, else the system gets info = maxiter (dpsolve.batch's host rule). X,
+// info, its and res are written for every system solved; one preset with info != 0 is skipped.
+template <typename T, typename Run>
+__device__ __forceinline__ void for_systems(int nb, int n, const int* __restrict__ indptr,
+                                            const int* __restrict__ indices,
+                                            const T* __restrict__ values, long long nnz,
+                                            const T* __restrict__ B, T* __restrict__ X,
+                                            const T* __restrict__ dinv,
+                                            const double* __restrict__ tol, int maxiter,
+                                            int* __restrict__ info, int* __restrict__ its,
+                                            double* __restrict__ res, T* x, T* q,
+                                            double* s_real, Run run) {
+    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
+        if (info[sys] != 0) continue;
+        const T* a = values + (size_t)sys * nnz;
+        const T* b = B + (size_t)sys * n;
+        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
+        const double atol = tol[sys];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
+        __syncthreads();
+        int code = maxiter, total = 0, budget = maxiter;
+        double true_res = 0.0;
+        while (true) {
+            const dps::Stop h = run(a, b, d, atol, budget);
+            code = h.info;
+            total += h.its;
+            budget -= h.its;
+            spmv(n, indptr, indices, a, x, q);
+            __syncthreads();
+            double rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - q[i]);
+            true_res = sqrt(all_sum(rr, s_real));
+            if (code != 0 || !(true_res > atol)) break;
+            if (budget <= 0 || h.its == 0) { code = maxiter; break; }
+        }
+        if (code > 0) code = maxiter;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
+        if (threadIdx.x == 0) {
+            info[sys] = code;
+            its[sys] = total;
+            res[sys] = true_res;
+        }
+        __syncthreads();
+    }
+}
+
 }  // namespace batch
 
 template <typename T>
@@ -62,86 +112,58 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
     T* r = w + n;
     T* p = w + 2 * (size_t)n;
     T* q = w + 3 * (size_t)n;
-    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (info[sys] != 0) continue;
-        const T* v = values + (size_t)sys * nnz;
-        const T* b = B + (size_t)sys * n;
-        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
-        const double atol = tol[sys];
-        for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
+    batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
+                       its, res, x, q, s_real,
+                       [&](const T* v, const T* b, const T* d, double atol, int budget) {
+        // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
+        batch::spmv(n, indptr, indices, v, x, q);
         __syncthreads();
-        int code = maxiter, total = 0, budget = maxiter;
-        double true_res = 0.0;
-        while (true) {
-            // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
-            batch::spmv(n, indptr, indices, v, x, q);
+        T part = T(0);
+        double rr = 0.0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const T ri = b[i] - q[i];
+            const T zi = d != nullptr ? d[i] * ri : ri;
+            r[i] = ri;
+            p[i] = zi;
+            part += dps::conj(ri) * zi;
+            rr += (double)dps::abs2(ri);
+        }
+        T sigma = batch::all_sum(part, s_sum);
+        double tau = sqrt(batch::all_sum(rr, s_real));
+        // the loop head is stop.cuh's (the budget this run has left as its maxiter)
+        dps::Stop h = dps::head_test(0, tau, atol, budget);
+        while (h.go) {
+            const int j = h.its;
+            batch::spmv(n, indptr, indices, v, p, q);
             __syncthreads();
-            T part = T(0);
-            double rr = 0.0;
+            part = T(0);
+            for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
+            const T alpha = sigma / batch::all_sum(part, s_sum);
+            if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
+            part = T(0);
+            rr = 0.0;
             for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                const T ri = b[i] - q[i];
+                x[i] += dps::mul_rn(alpha, p[i]);
+                const T ri = r[i] - dps::mul_rn(alpha, q[i]);
                 const T zi = d != nullptr ? d[i] * ri : ri;
                 r[i] = ri;
-                p[i] = zi;
                 part += dps::conj(ri) * zi;
                 rr += (double)dps::abs2(ri);
             }
-            T sigma = batch::all_sum(part, s_sum);
-            double tau = sqrt(batch::all_sum(rr, s_real));
-            // the loop head is stop.cuh's (the budget this run has left as its maxiter)
-            dps::Stop h = dps::head_test(0, tau, atol, budget);
-            while (h.go) {
-                const int j = h.its;
-                batch::spmv(n, indptr, indices, v, p, q);
-                __syncthreads();
-                part = T(0);
-                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
-                const T alpha = sigma / batch::all_sum(part, s_sum);
-                if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
-                part = T(0);
-                rr = 0.0;
-                for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                    x[i] += dps::mul_rn(alpha, p[i]);
-                    const T ri = r[i] - dps::mul_rn(alpha, q[i]);
-                    const T zi = d != nullptr ? d[i] * ri : ri;
-                    r[i] = ri;
-                    part += dps::conj(ri) * zi;
-                    rr += (double)dps::abs2(ri);
-                }
-                const T zeta = batch::all_sum(part, s_sum);
-                if (d != nullptr) rr = batch::all_sum(rr, s_real);
-                const T beta = zeta / sigma;
-                sigma = zeta;
-                for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                    const T zi = d != nullptr ? d[i] * r[i] : r[i];
-                    p[i] = zi + dps::mul_rn(beta, p[i]);
-                }
-                __syncthreads();
-                tau = d != nullptr ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL, complex
-                h = dps::head_test(j + 1, tau, atol, budget);
+            const T zeta = batch::all_sum(part, s_sum);
+            if (d != nullptr) rr = batch::all_sum(rr, s_real);
+            const T beta = zeta / sigma;
+            sigma = zeta;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                const T zi = d != nullptr ? d[i] * r[i] : r[i];
+                p[i] = zi + dps::mul_rn(beta, p[i]);
             }
-            const int j = h.its;
-            code = h.info;
-            total += j;
-            budget -= j;
-            // the true residual: it decides a convergence, and is reported for every system
-            batch::spmv(n, indptr, indices, v, x, q);
             __syncthreads();
-            rr = 0.0;
-            for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - q[i]);
-            true_res = sqrt(batch::all_sum(rr, s_real));
-            if (code != 0 || !(true_res > atol)) break;
-            if (budget <= 0 || j == 0) { code = maxiter; break; }
+            tau = d != nullptr ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL, complex
+            h = dps::head_test(j + 1, tau, atol, budget);
         }
-        if (code > 0) code = maxiter;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
-        if (threadIdx.x == 0) {
-            info[sys] = code;
-            its[sys] = total;
-            res[sys] = true_res;
-        }
-        __syncthreads();
-    }
+        return h;
+    });
 }
 
 // batch_bicgstab<T>: dpsolve/batch/reference.py's bicgstab for each system (SciPy's BiCGStab,
@@ -169,130 +191,103 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
     T* t = w + 5 * (size_t)n;
     T* ph = w + 6 * (size_t)n;
     T* sh = w + 7 * (size_t)n;
-    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (info[sys] != 0) continue;
-        const T* a = values + (size_t)sys * nnz;
-        const T* b = B + (size_t)sys * n;
-        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
-        const double atol = tol[sys];
-        for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
+    batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
+                       its, res, x, t, s_real,
+                       [&](const T* a, const T* b, const T* d, double atol, int budget) {
+        batch::spmv(n, indptr, indices, a, x, t);                   // t = A x (a temporary)
         __syncthreads();
-        int code = maxiter, total = 0, budget = maxiter;
-        double true_res = 0.0;
-        while (true) {
-            batch::spmv(n, indptr, indices, a, x, t);                   // t = A x (a temporary)
+        double rr = 0.0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const T ri = b[i] - t[i];
+            r[i] = ri;
+            rt[i] = ri;
+            rr += (double)dps::abs2(ri);
+        }
+        double tau = sqrt(batch::all_sum(rr, s_real));
+        T rho_prev = T(1), omega = T(1), alpha = T(1);
+        dps::Stop h = dps::head_test(0, tau, atol, budget);
+        while (h.go) {
+            const int j = h.its;
+            T part = T(0);
+            for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * r[i];
+            T rho = batch::all_sum(part, s_sum);
+            rho = dps::confirm_dot<T, false>(fabs(rho) < bd, rho, n, rt, r);
+            if (fabs(rho) < bd || !dps::is_finite(rho)) {
+                h = {DPS_BREAKDOWN, j, false};
+                break;
+            }
+            if (j > 0) {
+                if (fabs(omega) < bd) { h = {-11, j, false}; break; }
+                const T beta = (rho / rho_prev) * (alpha / omega);
+                if (!dps::is_finite(beta)) { h = {DPS_BREAKDOWN, j, false}; break; }
+                for (int i = threadIdx.x; i < n; i += blockDim.x)
+                    p[i] = r[i] + dps::mul_rn(beta, p[i] - dps::mul_rn(omega, v[i]));
+            } else {
+                for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = r[i];
+            }
+            for (int i = threadIdx.x; i < n; i += blockDim.x)
+                ph[i] = d != nullptr ? d[i] * p[i] : p[i];
             __syncthreads();
-            double rr = 0.0;
+            batch::spmv(n, indptr, indices, a, ph, v);
+            __syncthreads();
+            part = T(0);
+            for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * v[i];
+            T rv = batch::all_sum(part, s_sum);
+            rv = dps::confirm_dot<T, false>(rv == T(0), rv, n, rt, v);
+            if (rv == T(0)) { h = {-11, j, false}; break; }
+            const T alpha_new = rho / rv;
+            if (!dps::is_finite(rv) || !dps::is_finite(alpha_new)) {
+                h = {DPS_BREAKDOWN, j, false};
+                break;
+            }
+            alpha = alpha_new;
+            rr = 0.0;
             for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                const T ri = b[i] - t[i];
+                const T si = r[i] - dps::mul_rn(alpha, v[i]);             // s, in r's place
+                r[i] = si;
+                rr += (double)dps::abs2(si);
+            }
+            const double snorm = sqrt(batch::all_sum(rr, s_real));
+            if (snorm < atol) {                                   // x = x + alpha p^, done
+                for (int i = threadIdx.x; i < n; i += blockDim.x)
+                    x[i] += dps::mul_rn(alpha, ph[i]);
+                __syncthreads();
+                h = {0, j + 1, false};
+                break;
+            }
+            for (int i = threadIdx.x; i < n; i += blockDim.x)
+                sh[i] = d != nullptr ? d[i] * r[i] : r[i];
+            __syncthreads();
+            batch::spmv(n, indptr, indices, a, sh, t);
+            __syncthreads();
+            T pts = T(0), ptt = T(0);
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                pts += dps::conj(t[i]) * r[i];
+                ptt += dps::conj(t[i]) * t[i];
+            }
+            T ts = batch::all_sum(pts, s_sum);
+            const T tt = batch::all_sum(ptt, s_sum);
+            ts = dps::confirm_dot<T, false>(fabs(ts / tt) < bd, ts, n, t, r);
+            const T om = ts / tt;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] += dps::mul_rn(alpha, ph[i]);
+            if (!isfinite(snorm) || !dps::is_finite(ts) || !dps::is_finite(tt) ||
+                !dps::is_finite(om)) {
+                __syncthreads();
+                h = {DPS_BREAKDOWN, j, false};
+                break;
+            }
+            omega = om;
+            rr = 0.0;
+            for (int i = threadIdx.x; i < n; i += blockDim.x) {
+                x[i] += dps::mul_rn(omega, sh[i]);
+                const T ri = r[i] - dps::mul_rn(omega, t[i]);
                 r[i] = ri;
-                rt[i] = ri;
                 rr += (double)dps::abs2(ri);
             }
-            double tau = sqrt(batch::all_sum(rr, s_real));
-            T rho_prev = T(1), omega = T(1), alpha = T(1);
-            dps::Stop h = dps::head_test(0, tau, atol, budget);
-            while (h.go) {
-                const int j = h.its;
-                T part = T(0);
-                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * r[i];
-                T rho = batch::all_sum(part, s_sum);
-                rho = dps::confirm_dot<T, false>(fabs(rho) < bd, rho, n, rt, r);
-                if (fabs(rho) < bd || !dps::is_finite(rho)) {
-                    h = {DPS_BREAKDOWN, j, false};
-                    break;
-                }
-                if (j > 0) {
-                    if (fabs(omega) < bd) { h = {-11, j, false}; break; }
-                    const T beta = (rho / rho_prev) * (alpha / omega);
-                    if (!dps::is_finite(beta)) { h = {DPS_BREAKDOWN, j, false}; break; }
-                    for (int i = threadIdx.x; i < n; i += blockDim.x)
-                        p[i] = r[i] + dps::mul_rn(beta, p[i] - dps::mul_rn(omega, v[i]));
-                } else {
-                    for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = r[i];
-                }
-                for (int i = threadIdx.x; i < n; i += blockDim.x)
-                    ph[i] = d != nullptr ? d[i] * p[i] : p[i];
-                __syncthreads();
-                batch::spmv(n, indptr, indices, a, ph, v);
-                __syncthreads();
-                part = T(0);
-                for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(rt[i]) * v[i];
-                T rv = batch::all_sum(part, s_sum);
-                rv = dps::confirm_dot<T, false>(rv == T(0), rv, n, rt, v);
-                if (rv == T(0)) { h = {-11, j, false}; break; }
-                const T alpha_new = rho / rv;
-                if (!dps::is_finite(rv) || !dps::is_finite(alpha_new)) {
-                    h = {DPS_BREAKDOWN, j, false};
-                    break;
-                }
-                alpha = alpha_new;
-                rr = 0.0;
-                for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                    const T si = r[i] - dps::mul_rn(alpha, v[i]);             // s, in r's place
-                    r[i] = si;
-                    rr += (double)dps::abs2(si);
-                }
-                const double snorm = sqrt(batch::all_sum(rr, s_real));
-                if (snorm < atol) {                                   // x = x + alpha p^, done
-                    for (int i = threadIdx.x; i < n; i += blockDim.x)
-                        x[i] += dps::mul_rn(alpha, ph[i]);
-                    __syncthreads();
-                    h = {0, j + 1, false};
-                    break;
-                }
-                for (int i = threadIdx.x; i < n; i += blockDim.x)
-                    sh[i] = d != nullptr ? d[i] * r[i] : r[i];
-                __syncthreads();
-                batch::spmv(n, indptr, indices, a, sh, t);
-                __syncthreads();
-                T pts = T(0), ptt = T(0);
-                for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                    pts += dps::conj(t[i]) * r[i];
-                    ptt += dps::conj(t[i]) * t[i];
-                }
-                T ts = batch::all_sum(pts, s_sum);
-                const T tt = batch::all_sum(ptt, s_sum);
-                ts = dps::confirm_dot<T, false>(fabs(ts / tt) < bd, ts, n, t, r);
-                const T om = ts / tt;
-                for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] += dps::mul_rn(alpha, ph[i]);
-                if (!isfinite(snorm) || !dps::is_finite(ts) || !dps::is_finite(tt) ||
-                    !dps::is_finite(om)) {
-                    __syncthreads();
-                    h = {DPS_BREAKDOWN, j, false};
-                    break;
-                }
-                omega = om;
-                rr = 0.0;
-                for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                    x[i] += dps::mul_rn(omega, sh[i]);
-                    const T ri = r[i] - dps::mul_rn(omega, t[i]);
-                    r[i] = ri;
-                    rr += (double)dps::abs2(ri);
-                }
-                rho_prev = rho;
-                tau = sqrt(batch::all_sum(rr, s_real));
-                h = dps::head_test(j + 1, tau, atol, budget);
-            }
-            const int j = h.its;
-            code = h.info;
-            total += j;
-            budget -= j;
-            batch::spmv(n, indptr, indices, a, x, t);
-            __syncthreads();
-            rr = 0.0;
-            for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - t[i]);
-            true_res = sqrt(batch::all_sum(rr, s_real));
-            if (code != 0 || !(true_res > atol)) break;
-            if (budget <= 0 || j == 0) { code = maxiter; break; }
+            rho_prev = rho;
+            tau = sqrt(batch::all_sum(rr, s_real));
+            h = dps::head_test(j + 1, tau, atol, budget);
         }
-        if (code > 0) code = maxiter;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
-        if (threadIdx.x == 0) {
-            info[sys] = code;
-            its[sys] = total;
-            res[sys] = true_res;
-        }
-        __syncthreads();
-    }
+        return h;
+    });
 }
