@@ -13,6 +13,8 @@ from dpsolve import batch
 from dpsolve.matrices import laplace_2d
 
 N = 36
+# every test runs the host reference, and on a GPU machine the one-launch kernels too
+VARIANTS = ["host", pytest.param("device", marks=pytest.mark.gpu)]
 
 
 def _systems(nb=12, dtype=np.float64, seed=0, nonsym=False):
@@ -33,11 +35,14 @@ def _systems(nb=12, dtype=np.float64, seed=0, nonsym=False):
 @pytest.mark.parametrize("M", [None, "jacobi"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("method", ["cg", "bicgstab"])
-def test_each_system_as_its_single_solve(method, dtype, M):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_system_as_its_single_solve(variant, method, dtype, M):
     mats, B = _systems(dtype=dtype, nonsym=method == "bicgstab")
     Ab = batch.from_matrices(mats)
     rtol = 1e-5 if dtype == np.float32 else 1e-8
-    X, info, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True)
+    X, info, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True,
+                                          variant=variant)
+    assert ("host" in rep.path) == (variant == "host")
     assert X.shape == B.shape and X.dtype == dtype and info.shape == (len(mats),)
     for i, A in enumerate(mats):
         x, i_single, r = getattr(dpsolve, method)(A, B[i], rtol=rtol, M=M, variant="host",
@@ -48,7 +53,8 @@ def test_each_system_as_its_single_solve(method, dtype, M):
         assert rep.residual_norm[i] <= rep.tolerance[i]
 
 
-def test_a_bad_system_keeps_its_own_code():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_bad_system_keeps_its_own_code(variant):
     mats, B = _systems(8)
     mats[3] = sp.csr_array(mats[3].copy())
     mats[3].data[0] = np.nan                                    # NaN in system 3's values
@@ -58,7 +64,8 @@ def test_a_bad_system_keeps_its_own_code():
     d7[::2] = -1                                                # system 7: indefinite
     mats[7] = sp.csr_array(sp.diags_array(d7) @ mats[7])
     Ab = batch.from_matrices(mats)
-    X, info = batch.cg(Ab, B, rtol=1e-8, maxiter=200)
+    X, info, rep = batch.cg(Ab, B, rtol=1e-8, maxiter=200, variant=variant, full_output=True)
+    assert np.isnan(rep.residual_norm[[3, 5]]).all() and rep.residual_norm[6] == 0
     assert info[3] == info[5] == batch.BAD_INPUT and not X[3].any() and not X[5].any()
     assert info[6] == 0 and not X[6].any()
     x7, info7 = dpsolve.cg(mats[7], B[7], rtol=1e-8, maxiter=200, variant="host")
@@ -70,11 +77,12 @@ def test_a_bad_system_keeps_its_own_code():
     z = mats[0].copy()
     z.data[z.indptr[4] + np.flatnonzero(z.indices[z.indptr[4]:z.indptr[5]] == 4)] = 0
     Ab = batch.from_matrices([mats[0], z])                      # an explicit zero: one pattern
-    X, info = batch.cg(Ab, B[:2], M="jacobi")
+    X, info = batch.cg(Ab, B[:2], M="jacobi", variant=variant)
     assert info.tolist() == [0, batch.ZERO_DIAGONAL]
 
 
-def test_patterns_and_shapes_are_checked():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_patterns_and_shapes_are_checked(variant):
     mats, B = _systems(3)
     other = sp.csr_array(mats[1] + sp.eye_array(N, k=5, format="csr"))
     with pytest.raises(ValueError, match="matrix 1 has a sparsity pattern other than matrix 0's"):
@@ -90,17 +98,42 @@ def test_patterns_and_shapes_are_checked():
         batch.cg(mats[0], B)
     with pytest.raises(ValueError, match="M=None or 'jacobi'"):
         batch.cg(Ab, B, M="amg")
+    with pytest.raises(ValueError, match="variant must be one of auto, device, host"):
+        batch.cg(Ab, B, variant="merge")
     empty = batch.csr(np.zeros((0, Ab.nnz)), Ab.indices, Ab.indptr)
-    X, info = batch.cg(empty, np.zeros((0, N)))
+    X, info = batch.cg(empty, np.zeros((0, N)), variant=variant)
     assert X.shape == (0, N) and info.shape == (0,)
-    Bc = B.copy()
-    batch.cg(Ab, B)
-    assert np.array_equal(B, Bc)                                # the caller's B untouched
+    Bc, Vc = B.copy(), Ab.values.copy()
+    batch.cg(Ab, B, variant=variant)
+    assert np.array_equal(B, Bc) and np.array_equal(Ab.values, Vc)   # the caller's untouched
+
+
+def test_device_without_a_gpu_is_an_error(monkeypatch):
+    from dpsolve import _device
+    mats, B = _systems(2)
+    monkeypatch.setattr(_device, "status", lambda: _device.DeviceStatus(False, "none here"))
+    with pytest.raises(RuntimeError, match=r"variant='device': no usable CUDA device \(none here"):
+        batch.cg(batch.from_matrices(mats), B, variant="device")
+    X, info = batch.cg(batch.from_matrices(mats), B)            # auto: the host reference
+    assert (info == 0).all()
 
 
 @pytest.mark.gpu
-def test_cupy_in_cupy_out():
+@pytest.mark.parametrize("variant", ["host", "device"])
+def test_cupy_in_cupy_out(variant):
     import cupy
+    import cupyx.scipy.sparse
     mats, B = _systems(4)
-    X, info = batch.cg(batch.from_matrices(mats), cupy.asarray(B), rtol=1e-8)
-    assert isinstance(X, cupy.ndarray) and (info == 0).all()
+    X, info = batch.cg(batch.from_matrices(mats), cupy.asarray(B), rtol=1e-8, variant=variant)
+    assert isinstance(X, cupy.ndarray) and isinstance(info, cupy.ndarray) and (info == 0).all()
+    Ab = batch.from_matrices([cupyx.scipy.sparse.csr_matrix(sp.csr_matrix(M)) for M in mats])
+    assert isinstance(Ab.values, cupy.ndarray)                  # CuPy values stay on the GPU
+    X2, info2 = batch.cg(Ab, B, rtol=1e-8, variant=variant)
+    assert isinstance(X2, np.ndarray) and (info2 == 0).all()
+
+
+def test_rows_nz_picks_the_smallest_fit():
+    from dpsolve.batch import device
+    assert device.rows_nz(1000, 7) == 8 and device.rows_nz(1025, 7) is None
+    assert device.rows_nz(512, 9) == 16 and device.rows_nz(513, 9) is None
+    assert device.rows_nz(256, 32) == 32 and device.rows_nz(256, 33) is None

@@ -52,11 +52,16 @@ def _run(Ab, B, rtol, M=None, maxiter=None, method="cg"):
     return X.get(), info.get(), its.get(), res.get(), tol.get(), path
 
 
-@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+KERNELS = [("cg", "rows"), ("cg", "shared"), ("bicgstab", "shared")]
+
+
+@pytest.mark.parametrize("method,kernel", KERNELS)
 @pytest.mark.parametrize("M", [None, "jacobi"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pattern", ["2d-9x7", "3d-10"])
-def test_batch_kernels_match_the_host_reference(pattern, dtype, M, method):
+def test_batch_kernels_match_the_host_reference(monkeypatch, pattern, dtype, M, method, kernel):
+    from dpsolve.batch import device
+    monkeypatch.setattr(device, "ROWS", kernel == "rows")
     rng = np.random.default_rng(7)
     A = laplace_2d(9, 7) if pattern == "2d-9x7" else laplace_3d(10)     # n = 63 / 1,000
     Ab, B = _batch(A, 37, dtype, rng)
@@ -64,7 +69,7 @@ def test_batch_kernels_match_the_host_reference(pattern, dtype, M, method):
     X, info, its, res, tol, path = _run(Ab, B, rtol, M, method=method)
     Xr, info_r, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True)
     single = np.dtype(dtype) == np.float32
-    assert "shared" in path
+    assert ("registers" if kernel == "rows" else "shared") in path
     assert (info == 0).all()
     np.testing.assert_array_equal(info, info_r)
     # other summation orders: CG's counts within 2, BiCGStab's (more sensitive) within 4
@@ -108,6 +113,7 @@ def test_global_vectors_give_the_shared_bits(monkeypatch, method):
     """Systems too large for shared memory keep their vectors in global scratch (here forced):
     the same arithmetic in the same order, so the same bits; fewer blocks than systems."""
     from dpsolve.batch import device
+    monkeypatch.setattr(device, "ROWS", False)
     rng = np.random.default_rng(9)
     Ab, B = _batch(laplace_3d(6), 700, np.float64, rng)
     X1, info1, its1, res1, _, path1 = _run(Ab, B, 1e-8, "jacobi", method=method)
@@ -141,3 +147,24 @@ def test_an_empty_batch():
                                      cupy.zeros(3, cupy.int32), z, cupy.zeros((0, 5)),
                                      cupy.zeros(0, cupy.int32), cupy.zeros(0), 10)
     assert its.size == res.size == 0 and path == "none"
+
+
+@pytest.mark.parametrize("n,w,nz", [(1000, 3, 8), (500, 7, 16), (250, 15, 32), (1100, 1, None)])
+def test_the_rows_kernel_takes_each_row_length(n, w, nz):
+    """batch_cg_rows's three sizes (rows of <= 8, 16 and 32 entries; blocks of up to 1,024, 512
+    and 256 threads), each on a banded SPD batch whose rows have 2 w + 1 entries: picked where it
+    fits, each system within its own tolerance, the host reference's codes; a system of more rows
+    than a block takes batch_cg."""
+    from dpsolve.batch import device
+    rng = np.random.default_rng(12)
+    A = sp.diags([-np.ones(n - abs(o)) if o else np.full(n, 2.0 * w + 1) for o in range(-w, w + 1)],
+                 list(range(-w, w + 1)), format="csr")
+    assert device.rows_nz(n, 2 * w + 1) == nz
+    Ab, B = _batch(A, 9, np.float64, rng)
+    X, info, its, res, tol, path = _run(Ab, B, 1e-8)
+    Xr, info_r, rep = batch.cg(Ab, B, rtol=1e-8, full_output=True)
+    assert (f"<= {nz} entries in registers" in path) if nz else ("shared" in path)
+    np.testing.assert_array_equal(info, info_r)
+    assert (res <= tol).all() and np.abs(its - rep.iterations).max() <= 2
+    np.testing.assert_allclose(X, Xr, rtol=0, atol=1e-6 * np.abs(Xr).max())
+

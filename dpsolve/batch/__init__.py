@@ -15,12 +15,13 @@ system never fails the batch, it gets its code:
     -20        NaN or Inf in the system's values or its b (nothing solved; x = 0)
     -21        M="jacobi" with a zero diagonal entry in this system (nothing solved; x = 0)
 
-The solve runs the host reference (``reference.py``, vectorised over the batch) on every
-machine, and ``report.path`` says so. CuPy inputs are copied to the host and the result back.
-The one-launch GPU kernels for CG and BiCGStab (a block per system, ``device.py`` and
-dpsolve/cuda/batch.cu) exist and are held to the reference by tests/test_gpu_batch.py; they
-become what ``cg`` and ``bicgstab`` run on CuPy inputs once those tests have run on a GPU and
-these checks run on the device as well.
+Where: ``variant="auto"`` (the default) runs the batch on the GPU when one is usable, else the
+host reference (``reference.py``, vectorised over the batch); ``"device"`` asks for the GPU (an
+error without one), ``"host"`` for the reference. On the GPU the whole batch is one kernel launch
+(dpsolve/cuda/batch.cu: a block per system; ``device.py`` says which kernel takes which systems)
+and ``report.path`` says which ran. X and info are CuPy arrays when B is one (the call does not
+wait for the GPU unless ``full_output`` asks for the report), NumPy otherwise. A batch built from
+CuPy values keeps them on the device.
 """
 from __future__ import annotations
 
@@ -36,12 +37,23 @@ BAD_INPUT, ZERO_DIAGONAL = -20, -21
 
 @dataclass
 class BatchMatrix:
-    """nb systems of order n sharing one CSR pattern: ``values`` (nb, nnz), ``indices`` (nnz,),
-    ``indptr`` (n + 1,), sorted columns without duplicates (checked)."""
-    values: np.ndarray
+    """nb systems of order n sharing one CSR pattern: ``values`` (nb, nnz; NumPy, or CuPy when
+    given on the device), ``indices`` (nnz,) and ``indptr`` (n + 1,) on the host, sorted columns
+    without duplicates (checked)."""
+    values: object
     indices: np.ndarray
     indptr: np.ndarray
     n: int
+    _device_pattern: tuple = None
+
+    def device_pattern(self):
+        """(indptr, indices) as int32 CuPy arrays and the longest row: uploaded once."""
+        if self._device_pattern is None:
+            import cupy
+            self._device_pattern = (cupy.asarray(self.indptr.astype(np.int32)),
+                                    cupy.asarray(self.indices.astype(np.int32)),
+                                    int(np.diff(self.indptr).max()) if self.n else 0)
+        return self._device_pattern
 
     @property
     def nb(self) -> int:
@@ -59,7 +71,8 @@ class BatchMatrix:
 @dataclass
 class BatchReport:
     """Per system: ``iterations`` and the true ``residual_norm`` (arrays of nb); ``tolerance``
-    per system; the call's ``wall_time``; ``path``: what ran ("host reference")."""
+    per system; the call's ``wall_time`` (the GPU's work included); ``path``: what ran (the host
+    reference or which kernel)."""
     iterations: np.ndarray
     residual_norm: np.ndarray
     tolerance: np.ndarray
@@ -73,8 +86,12 @@ def _host(a):
 
 def csr(values, indices, indptr) -> BatchMatrix:
     """A batch from one CSR pattern and the numbers of every system (values: (nb, nnz)). The
-    arrays are copied; a bad pattern is a ValueError naming the problem."""
-    values, indices, indptr = _host(values), _host(indices), _host(indptr)
+    arrays are copied (CuPy values stay on the device); a bad pattern is a ValueError naming the
+    problem."""
+    on_device = _is_cupy(values)
+    indices, indptr = _host(indices), _host(indptr)
+    if not on_device:
+        values = np.asarray(values)
     if values.ndim != 2:
         raise ValueError(f"values must have shape (nb, nnz), got {values.shape}")
     if indptr.ndim != 1 or indptr.size < 2:
@@ -94,7 +111,8 @@ def csr(values, indices, indptr) -> BatchMatrix:
         raise ValueError("columns must be sorted and unique within each row")
     if values.dtype.kind not in "fc" or values.dtype.char in "gG":
         values = values.astype(np.float64)
-    return BatchMatrix(values.copy(), indices.astype(np.int64), indptr.astype(np.int64), n)
+    values = values.copy(order="C")
+    return BatchMatrix(values, indices.astype(np.int64), indptr.astype(np.int64), n)
 
 
 def from_matrices(mats) -> BatchMatrix:
@@ -119,7 +137,11 @@ def from_matrices(mats) -> BatchMatrix:
             raise ValueError(f"matrix {i} has a sparsity pattern other than matrix 0's; a batch "
                              f"shares one pattern (store explicit zeros to align them)")
         vals.append(M.data)
-    return csr(np.stack(vals), first.indices, first.indptr)
+    values = np.stack(vals)
+    if _is_cupy(mats[0]):                           # CuPy matrices: the values stay on the GPU
+        import cupy
+        values = cupy.asarray(values)
+    return csr(values, first.indices, first.indptr)
 
 
 def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
@@ -128,13 +150,13 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
     ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
     in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry), the bad mask, D^-1
     (nb, n) or None, each tolerance max(rtol ||b_i||, atol) and the systems to solve (good, b
-    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's)."""
+    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's), as a mask. Nothing here waits for
+    the device."""
     nb, n = Ab.nb, Ab.n
-    values = values.astype(dtype, copy=False)
-    Bw = B.astype(dtype, copy=True)
-    info = xp.zeros(nb, dtype=xp.int64)
+    values = xp.ascontiguousarray(values.astype(dtype, copy=False))
+    Bw = xp.array(B, dtype=dtype, copy=True, order="C")
     bad = ~(xp.isfinite(values).all(axis=1) & xp.isfinite(Bw).all(axis=1))
-    info[bad] = BAD_INPUT
+    info = xp.where(bad, BAD_INPUT, 0).astype(xp.int64)
     dinv = None
     if M == "jacobi":
         diag = xp.zeros((nb, n), dtype=dtype)
@@ -142,24 +164,30 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
         on = Ab.indices == rows
         diag[:, xp.asarray(rows[on])] = values[:, xp.asarray(on)]
         zero = ~bad & (diag == 0).any(axis=1)
-        info[zero] = ZERO_DIAGONAL
-        bad |= zero
+        info = xp.where(zero, ZERO_DIAGONAL, info)
+        bad = bad | zero
         with np.errstate(divide="ignore"):
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
     bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw), axis=1)
     tol = xp.maximum(rtol * bnorm, atol)
-    ok = xp.flatnonzero(~bad & (bnorm > 0))
-    return values, Bw, info, bad, dinv, tol, ok
+    todo = ~bad & (bnorm > 0)
+    return values, Bw, info, bad, dinv, tol, todo
 
 
-def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output):
-    from . import reference
+VARIANTS = ("auto", "device", "host")
+_SKIP = np.iinfo(np.int32).max      # the kernel's preset for a system of b = 0 (x = 0 solves it)
+
+
+def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output, variant):
     t0 = time.perf_counter()
     if not isinstance(Ab, BatchMatrix):
         raise TypeError(f"the batch matrix must come from dpsolve.batch.csr or from_matrices, "
                         f"got {type(Ab).__name__}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     out_cupy = _is_cupy(B)
-    B = _host(B)
+    if not out_cupy:
+        B = np.asarray(B)
     if B.ndim != 2 or B.shape != (Ab.nb, Ab.n):
         raise ValueError(f"B must have shape (nb, n) = {(Ab.nb, Ab.n)}, got {tuple(B.shape)}")
     if M not in (None, "jacobi"):
@@ -168,16 +196,38 @@ def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output):
         if not np.isfinite(v) or v < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
     dtype = np.result_type(Ab.dtype, B.dtype if B.dtype.kind in "fc" else np.float64)
+    maxiter = 10 * Ab.n if maxiter is None else int(maxiter)
+    if maxiter < 1 or maxiter > np.iinfo(np.int32).max:
+        raise ValueError(f"maxiter must be a positive integer below 2**31, got {maxiter}")
+    from .._device import status
+    if variant == "device" and not status().ok:
+        raise RuntimeError(f"dpsolve.batch variant='device': no usable CUDA device "
+                           f"({status().reason})")
+    run = _on_device if variant != "host" and status().ok else _on_host
+    X, info, its, res, tol, path = run(method, Ab, B, rtol, atol, maxiter, M, dtype)
+    if out_cupy != _is_cupy(X):
+        if out_cupy:
+            import cupy
+            X, info = cupy.asarray(X), cupy.asarray(info)
+        else:
+            X, info = X.get(), info.get()
+    if not full_output:
+        return X, info
+    its, res, tol = (_host(a) for a in (its, res, tol))
+    return X, info, BatchReport(its.astype(np.int64), res, tol, time.perf_counter() - t0, path)
+
+
+def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
+    """The host reference, with the true-residual restart of the kernels."""
+    from . import reference
     nb, n = Ab.nb, Ab.n
-    maxiter = 10 * n if maxiter is None else int(maxiter)
-    if maxiter < 1:
-        raise ValueError(f"maxiter must be a positive integer, got {maxiter}")
-    values, Bw, info, bad, dinv, tol, ok = _checks(np, Ab, Ab.values, B, M, dtype, rtol, atol)
+    values, Bw, info, bad, dinv, tol, todo = _checks(np, Ab, _host(Ab.values), _host(B), M,
+                                                     dtype, rtol, atol)
     its = np.zeros(nb, dtype=np.int64)
     X = np.zeros((nb, n), dtype=dtype)
     solver = getattr(reference, method)
     budget = np.full(nb, maxiter, dtype=np.int64)
-    todo = ok
+    todo = np.flatnonzero(todo)
     while todo.size:
         sub = solver(values[todo], Ab.indptr, Ab.indices, Bw[todo], X[todo], atol=tol[todo],
                      maxiter=int(budget[todo].max()), dinv=None if dinv is None else dinv[todo])
@@ -197,25 +247,42 @@ def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output):
     res[live] = np.linalg.norm(Bw[live] - reference.matvec(values[live], Ab.indptr, Ab.indices,
                                                            X[live]), axis=1)
     res[bad] = np.nan
-    if out_cupy:
-        import cupy
-        X = cupy.asarray(X)
-    if not full_output:
-        return X, info
-    return X, info, BatchReport(its, res, tol, time.perf_counter() - t0)
+    return X, info, its, res, tol, "host reference (vectorised NumPy)"
 
 
-def cg(Ab, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, full_output=False):
+def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
+    """The batch's one launch (``device.py``), after the checks, run on the device too."""
+    import cupy
+
+    from . import device
+    indptr, indices, row_max = Ab.device_pattern()
+    values, Bw, info, bad, dinv, tol, todo = _checks(cupy, Ab, cupy.asarray(Ab.values),
+                                                     cupy.asarray(B), M, dtype, rtol, atol)
+    zero_b = ~todo & ~bad                      # b = 0: x = 0 and info 0, the kernel skips it
+    code = cupy.where(zero_b, _SKIP, info).astype(cupy.int32)
+    X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
+    solve = getattr(device, f"solve_{method}")
+    kw = {"row_max": row_max} if method == "cg" else {}
+    its, res, path = solve(values, indptr, indices, Bw, X, code, tol, maxiter, dinv, **kw)
+    info = cupy.where(zero_b, 0, code).astype(cupy.int64)
+    res = cupy.where(zero_b, 0.0, res)
+    return X, info, its, res, tol, path
+
+
+def cg(Ab, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, full_output=False,
+       variant="auto"):
     """Solve A_i x_i = b_i for every system of the batch with CG (each A_i Hermitian positive
-    definite). Returns X (nb, n) and info (nb,) [and a BatchReport]; see the module's codes."""
+    definite). Returns X (nb, n) and info (nb,) [and a BatchReport]; see the module's codes.
+    ``variant``: "auto" (the GPU when usable), "device" or "host"."""
     return _solve("cg", Ab, B, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                  full_output=full_output)
+                  full_output=full_output, variant=variant)
 
 
-def bicgstab(Ab, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, full_output=False):
+def bicgstab(Ab, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, full_output=False,
+             variant="auto"):
     """Solve every system of the batch with BiCGStab (any A_i). As :func:`cg`."""
     return _solve("bicgstab", Ab, B, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                  full_output=full_output)
+                  full_output=full_output, variant=variant)
 
 
 __all__ = ["BatchMatrix", "BatchReport", "csr", "from_matrices", "cg", "bicgstab",

@@ -8,23 +8,33 @@ it; else its code, kept) -- and run every system to its own tolerance in one lau
 the host reference (``reference.cg`` / ``reference.bicgstab`` plus dpsolve.batch's
 true-residual restart), which the GPU tests hold them to.
 
-Status: the kernels and this launcher are tested against the reference by
-tests/test_gpu_batch.py; ``dpsolve.batch.cg`` / ``bicgstab`` still run the host reference (their
-``report.path`` says so) until those tests have run on a GPU and the batch's checks run on the
-device too.
+CG has two kernels: ``batch_cg_rows`` (a row a thread, each row's entries in registers: systems
+of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; values read once a solve) and
+``batch_cg`` (vectors in shared or global memory, values read every iteration: any other
+pattern). BiCGStab has the second kind only. The path string says which ran.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..cuda import ops
-from ..cuda._loader import get_kernel
+from ..cuda._loader import BATCH_ROW_NZ, get_kernel
 from ..cuda.executor import launch
 
 VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
 SHARED_DEFAULT = 48 << 10         # dynamic shared memory a kernel may take without opting in
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
+ROWS = True                       # False: CG always takes batch_cg (the tests compare the two)
+
+
+def rows_nz(n: int, row_max: int):
+    """batch_cg_rows's NZ for systems of order n whose longest row has row_max entries, or None
+    where that kernel does not take them (too many rows for one block, or too long a row)."""
+    for nz, threads in BATCH_ROW_NZ.items():
+        if row_max <= nz and n <= threads:
+            return nz
+    return None
 
 
 def vector_path(n: int, dtype, method: str = "cg") -> tuple:
@@ -34,7 +44,8 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
     return ("shared", need) if need <= SHARED_MAX else ("global", 0)
 
 
-def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None):
+def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
+             row_max=None):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
     dpsolve.batch's ``_checks`` leaves it out of ``ok``: x = 0 solves it, where the kernel's
@@ -42,8 +53,9 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
-    int32; tol (nb,) float64; dinv (nb, n) or None."""
-    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+    int32; tol (nb,) float64; dinv (nb, n) or None; row_max: the pattern's longest row (found
+    on the device when not given)."""
+    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream, row_max)
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
@@ -53,7 +65,8 @@ def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=
     return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
 
 
-def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream):
+def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
+           row_max=None):
     import cupy
 
     from ..reference._util import breakdown_tol
@@ -70,6 +83,23 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     res = cupy.full(nb, np.nan, cupy.float64)
     if nb == 0:
         return its, res, "none"
+    indptr = indptr.astype(cupy.int32, copy=False)
+    indices = indices.astype(cupy.int32, copy=False)
+    tol = tol.astype(cupy.float64, copy=False)
+    dinv = dinv if dinv is not None else ops._NULL
+    if method == "cg" and ROWS and n <= max(BATCH_ROW_NZ.values()):
+        if row_max is None:
+            row_max = int(cupy.diff(indptr).max()) if n else 0
+        nz = rows_nz(n, row_max)
+        if nz is not None:
+            kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}>", dt)
+            block = -(-n // 32) * 32                      # whole warps
+            launch(kernel, (nb,), (block,),
+                   (np.int32(nb), np.int32(n), indptr, indices, values,
+                    np.int64(values.shape[1]), B, X, dinv, tol, np.int32(maxiter), info, its,
+                    res), stream, shared_mem=n * dt.itemsize)
+            return its, res, (f"one launch, a block per system, a row a thread, rows of <= {nz} "
+                              f"entries in registers")
     path, shared = vector_path(n, dt, method)
     kernel = get_kernel("batch", f"batch_{method}<{{T}}>", dt)
     if shared > SHARED_DEFAULT:
@@ -82,8 +112,7 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)
     extra = (np.float64(breakdown_tol(dt)),) if method == "bicgstab" else ()
     launch(kernel, (grid,), (ops.BLOCK,),
-           (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
-            indices.astype(cupy.int32, copy=False), values, np.int64(values.shape[1]), B, X,
-            dinv if dinv is not None else ops._NULL, tol.astype(cupy.float64, copy=False),
-            np.int32(maxiter), *extra, info, its, res, scratch), stream, shared_mem=shared)
+           (np.int32(nb), np.int32(n), indptr, indices, values, np.int64(values.shape[1]), B,
+            X, dinv, tol, np.int32(maxiter), *extra, info, its, res, scratch), stream,
+           shared_mem=shared)
     return its, res, f"one launch, a block per system, vectors in {path} memory"

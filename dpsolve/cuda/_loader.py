@@ -32,6 +32,9 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 
+# batch_cg_rows's NZ (entries a row holds in registers) and its block's most threads
+BATCH_ROW_NZ = {8: 1024, 16: 512, 32: 256}
+
 # the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
 # width)
 DYN_ELL, DYN_CSR_SCALAR, DYN_ADAPTIVE = abi.DYN_ELL, abi.DYN_CSR_SCALAR, abi.DYN_ADAPTIVE
@@ -74,7 +77,8 @@ SOURCES = {
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
                                    "spgemm_rows<{T}, 1>", "spgemm_pattern<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
-    "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")),
+    "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
+                   + tuple(f"batch_cg_rows<{{T}}, {nz}>" for nz in BATCH_ROW_NZ)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

@@ -51,8 +51,12 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
 // scratch) decides. A convergence it does not confirm restarts from x while iterations are left
 // and the run made some, else the system gets info = maxiter (dpsolve.batch's host rule). X,
 // info, its and res are written for every system solved; one preset with info != 0 is skipped.
+// __noinline__: inlined into batch_bicgstab, ptxas (CUDA 13.0, -O1 and above) made spmv read p^
+// before other threads' stores to it were seen -- wrong results from the first iteration, with a
+// single warp too; -Xptxas -O0 or this call boundary gives the reference's iterates. One call a
+// system costs nothing against its iterations.
 template <typename T, typename Run>
-__device__ __forceinline__ void for_systems(int nb, int n, const int* __restrict__ indptr,
+__device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ indptr,
                                             const int* __restrict__ indices,
                                             const T* __restrict__ values, long long nnz,
                                             const T* __restrict__ B, T* __restrict__ X,
@@ -290,4 +294,152 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
         }
         return h;
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// batch_cg_rows<T, NZ>: batch_cg for systems of n <= blockDim rows whose rows hold at most NZ
+// entries (the host picks NZ = 8, 16 or 32 and a block of n threads rounded up to a warp): a row a
+// thread, the row's NZ values and columns in registers for all the system's iterations (read from
+// global memory once, where batch_cg reads them every iteration), x, r and z in registers, only p
+// in shared memory (n values). An iteration has three barriers: one for each of its two block
+// sums (warp sums into a slot a warp, then every warp sums the slots in the same order, so every
+// thread holds the same bits and takes the same branches) and one after p is stored. The same
+// algorithm, tests and codes as batch_cg, its sums in another order.
+namespace batch {
+
+template <typename T>
+__device__ __forceinline__ T lane0(T v) { return __shfl_sync(DPS_FULL_MASK, v, 0); }
+template <typename R>
+__device__ __forceinline__ dps::complex<R> lane0(dps::complex<R> v) {
+    return {__shfl_sync(DPS_FULL_MASK, v.re, 0), __shfl_sync(DPS_FULL_MASK, v.im, 0)};
+}
+
+// the block's sum of v on every thread, one barrier; `slots` (32 values) must not be written
+// again before every thread has passed another barrier
+template <typename V>
+__device__ __forceinline__ V sum_everywhere(V v, V* slots) {
+    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
+    v = dps::warp_sum(v);
+    if (lane == 0) slots[warp] = v;
+    __syncthreads();
+    V s = lane < (int)(blockDim.x / DPS_WARP) ? slots[lane] : V(0);
+    return lane0(dps::warp_sum(s));
+}
+
+// two sums under one barrier
+template <typename V, typename W>
+__device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
+    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
+    v = dps::warp_sum(v);
+    w = dps::warp_sum(w);
+    if (lane == 0) {
+        vslots[warp] = v;
+        wslots[warp] = w;
+    }
+    __syncthreads();
+    const bool in = lane < (int)(blockDim.x / DPS_WARP);
+    v = lane0(dps::warp_sum(in ? vslots[lane] : V(0)));
+    w = lane0(dps::warp_sum(in ? wslots[lane] : W(0)));
+}
+
+}  // namespace batch
+
+template <typename T, int NZ>
+__global__ void __launch_bounds__(NZ <= 8 ? 1024 : NZ <= 16 ? 512 : 256)
+batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+              const T* __restrict__ values, long long nnz, const T* __restrict__ B,
+              T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
+              int maxiter, int* __restrict__ info, int* __restrict__ its,
+              double* __restrict__ res) {
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    T* sp = reinterpret_cast<T*>(s_dyn);          // p, or x where A x is needed: n values
+    __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
+    __shared__ double s_rr[DPS_WARP], s_true[DPS_WARP];
+    const int row = threadIdx.x;
+    const bool live = row < n;
+    const bool pre = dinv != nullptr;
+    int start = 0, len = 0;
+    if (live) {
+        start = indptr[row];
+        len = indptr[row + 1] - start;
+    }
+    int col[NZ];
+#pragma unroll
+    for (int k = 0; k < NZ; ++k) col[k] = k < len ? indices[start + k] : 0;
+    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
+        if (info[sys] != 0) continue;
+        T a[NZ];
+        const T* v = values + (size_t)sys * nnz + start;
+#pragma unroll
+        for (int k = 0; k < NZ; ++k) a[k] = k < len ? v[k] : T(0);
+        // this row of A w, w in shared memory (batch::spmv's order of the sum)
+        auto row_times = [&](const T* w) {
+            T s = T(0);
+#pragma unroll
+            for (int k = 0; k < NZ; ++k)
+                if (k < len) s += a[k] * w[col[k]];
+            return s;
+        };
+        const size_t at = (size_t)sys * n + row;
+        const T bi = live ? B[at] : T(0);
+        const T di = pre && live ? dinv[at] : T(1);
+        T xi = live ? X[at] : T(0);
+        const double atol = tol[sys];
+        int code = maxiter, total = 0, budget = maxiter;
+        double true_res = 0.0;
+        while (true) {
+            // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
+            if (live) sp[row] = xi;
+            __syncthreads();
+            T ri = live ? bi - row_times(sp) : T(0);
+            T zi = pre ? di * ri : ri;
+            T pi = zi;
+            T sigma = dps::conj(ri) * zi;
+            double rr = (double)dps::abs2(ri);
+            batch::sum2_everywhere(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
+            if (live) sp[row] = pi;
+            __syncthreads();
+            dps::Stop h = dps::head_test(0, sqrt(rr), atol, budget);
+            while (h.go) {
+                const int j = h.its;
+                const T qi = live ? row_times(sp) : T(0);
+                const T alpha = sigma / batch::sum_everywhere(dps::conj(pi) * qi, s_pq);
+                if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
+                xi += dps::mul_rn(alpha, pi);
+                ri = ri - dps::mul_rn(alpha, qi);
+                zi = pre ? di * ri : ri;
+                T zeta = dps::conj(ri) * zi;
+                if (pre) {
+                    rr = (double)dps::abs2(ri);
+                    batch::sum2_everywhere(zeta, rr, s_rz, s_rr);
+                } else {
+                    zeta = batch::sum_everywhere(zeta, s_rz);
+                }
+                const T beta = zeta / sigma;
+                sigma = zeta;
+                pi = zi + dps::mul_rn(beta, pi);
+                if (live) sp[row] = pi;                        // sp's readers passed 2 barriers
+                __syncthreads();
+                const double tau = pre ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL
+                h = dps::head_test(j + 1, tau, atol, budget);
+            }
+            code = h.info;
+            total += h.its;
+            budget -= h.its;
+            // the true residual ||b - A x|| decides, as in batch::for_systems
+            if (live) sp[row] = xi;
+            __syncthreads();
+            const double e = live ? (double)dps::abs2(bi - row_times(sp)) : 0.0;
+            true_res = sqrt(batch::sum_everywhere(e, s_true));
+            if (code != 0 || !(true_res > atol)) break;
+            if (budget <= 0 || h.its == 0) { code = maxiter; break; }
+        }
+        if (code > 0) code = maxiter;
+        if (live) X[at] = xi;
+        if (threadIdx.x == 0) {
+            info[sys] = code;
+            its[sys] = total;
+            res[sys] = true_res;
+        }
+    }
 }
