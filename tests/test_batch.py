@@ -132,8 +132,19 @@ def test_cupy_in_cupy_out(variant):
     assert isinstance(X2, np.ndarray) and (info2 == 0).all()
 
 
-def test_rows_nz_picks_the_smallest_fit():
+def test_rows_config_picks_the_smallest_fit():
     from dpsolve.batch import device
-    assert device.rows_nz(1000, 7) == 8 and device.rows_nz(1025, 7) is None
-    assert device.rows_nz(512, 9) == 16 and device.rows_nz(513, 9) is None
-    assert device.rows_nz(256, 32) == 32 and device.rows_nz(256, 33) is None
+    assert device.rows_config(1000, 7) == (8, 4) and device.rows_config(1025, 7) is None
+    assert device.rows_config(512, 9) == (16, 1) and device.rows_config(513, 9) is None
+    assert device.rows_config(256, 32) == (32, 1) and device.rows_config(256, 33) is None
+    assert device.rows_config(3, 1) == (8, 4)
+
+
+def test_the_kernels_codes_are_the_modules():
+    """batch.cu's BAD_INPUT and ZERO_DIAGONAL (the checks inside batch_cg_rows) are
+    dpsolve.batch's."""
+    import re
+    from pathlib import Path
+    text = (Path(batch.__file__).parents[1] / "cuda" / "batch.cu").read_text()
+    m = re.search(r"constexpr int BAD_INPUT = (-?\d+), ZERO_DIAGONAL = (-?\d+);", text)
+    assert m and (int(m[1]), int(m[2])) == (batch.BAD_INPUT, batch.ZERO_DIAGONAL)

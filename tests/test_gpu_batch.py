@@ -43,10 +43,21 @@ def _device_inputs(Ab, B, rtol, M):
             info.astype(cupy.int32), tol, dinv)
 
 
-def _run(Ab, B, rtol, M=None, maxiter=None, method="cg"):
+def _run(Ab, B, rtol, M=None, maxiter=None, method="cg", kernel="shared"):
+    """One kernel on the batch: ``kernel="rows"`` batch_cg_rows (the checks in it), else
+    batch_cg / batch_bicgstab after the checks."""
     from dpsolve.batch import device
-    values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, rtol, M)
     maxiter = 10 * Ab.n if maxiter is None else maxiter
+    if kernel == "rows":
+        import cupy
+        config = device.rows_config(Ab.n, int(np.diff(Ab.indptr).max()))
+        X = cupy.zeros((Ab.nb, Ab.n), Ab.dtype)
+        info, its, res, tol, path = device.solve_cg_rows(
+            cupy.asarray(Ab.values), cupy.asarray(Ab.indptr.astype(np.int32)),
+            cupy.asarray(Ab.indices.astype(np.int32)), cupy.asarray(B), X, rtol, 0.0, maxiter,
+            M == "jacobi", config)
+        return X.get(), info.get(), its.get(), res.get(), tol.get(), path
+    values, indptr, indices, dB, X, info, tol, dinv = _device_inputs(Ab, B, rtol, M)
     solve = getattr(device, f"solve_{method}")
     its, res, path = solve(values, indptr, indices, dB, X, info, tol, maxiter, dinv)
     return X.get(), info.get(), its.get(), res.get(), tol.get(), path
@@ -59,15 +70,14 @@ KERNELS = [("cg", "rows"), ("cg", "shared"), ("bicgstab", "shared")]
 @pytest.mark.parametrize("M", [None, "jacobi"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("pattern", ["2d-9x7", "3d-10"])
-def test_batch_kernels_match_the_host_reference(monkeypatch, pattern, dtype, M, method, kernel):
-    from dpsolve.batch import device
-    monkeypatch.setattr(device, "ROWS", kernel == "rows")
+def test_batch_kernels_match_the_host_reference(pattern, dtype, M, method, kernel):
     rng = np.random.default_rng(7)
     A = laplace_2d(9, 7) if pattern == "2d-9x7" else laplace_3d(10)     # n = 63 / 1,000
     Ab, B = _batch(A, 37, dtype, rng)
     rtol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-8
-    X, info, its, res, tol, path = _run(Ab, B, rtol, M, method=method)
-    Xr, info_r, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True)
+    X, info, its, res, tol, path = _run(Ab, B, rtol, M, method=method, kernel=kernel)
+    Xr, info_r, rep = getattr(batch, method)(Ab, B, rtol=rtol, M=M, full_output=True,
+                                             variant="host")
     single = np.dtype(dtype) == np.float32
     assert ("registers" if kernel == "rows" else "shared") in path
     assert (info == 0).all()
@@ -113,7 +123,6 @@ def test_global_vectors_give_the_shared_bits(monkeypatch, method):
     """Systems too large for shared memory keep their vectors in global scratch (here forced):
     the same arithmetic in the same order, so the same bits; fewer blocks than systems."""
     from dpsolve.batch import device
-    monkeypatch.setattr(device, "ROWS", False)
     rng = np.random.default_rng(9)
     Ab, B = _batch(laplace_3d(6), 700, np.float64, rng)
     X1, info1, its1, res1, _, path1 = _run(Ab, B, 1e-8, "jacobi", method=method)
@@ -149,22 +158,54 @@ def test_an_empty_batch():
     assert its.size == res.size == 0 and path == "none"
 
 
-@pytest.mark.parametrize("n,w,nz", [(1000, 3, 8), (500, 7, 16), (250, 15, 32), (1100, 1, None)])
-def test_the_rows_kernel_takes_each_row_length(n, w, nz):
-    """batch_cg_rows's three sizes (rows of <= 8, 16 and 32 entries; blocks of up to 1,024, 512
-    and 256 threads), each on a banded SPD batch whose rows have 2 w + 1 entries: picked where it
-    fits, each system within its own tolerance, the host reference's codes; a system of more rows
-    than a block takes batch_cg."""
+@pytest.mark.parametrize("n,w,config", [(1000, 3, (8, 1)), (1000, 3, (8, 2)), (500, 7, (16, 1)),
+                                        (250, 15, (32, 1)), (1100, 1, None)])
+def test_the_rows_kernel_takes_each_row_length(monkeypatch, n, w, config):
+    """batch_cg_rows's sizes (rows of <= 8, 16 and 32 entries, one or two rows a thread), each on
+    a banded SPD batch whose rows have 2 w + 1 entries, through dpsolve.batch.cg: picked where it
+    fits, each system within its own tolerance, the host reference's codes and x; a system of
+    more rows than a block takes batch_cg."""
     from dpsolve.batch import device
+    if config is not None:
+        monkeypatch.setattr(device, "ROWS_PER_THREAD", (config[1],))
     rng = np.random.default_rng(12)
     A = sp.diags([-np.ones(n - abs(o)) if o else np.full(n, 2.0 * w + 1) for o in range(-w, w + 1)],
                  list(range(-w, w + 1)), format="csr")
-    assert device.rows_nz(n, 2 * w + 1) == nz
+    assert device.rows_config(n, 2 * w + 1) == config
     Ab, B = _batch(A, 9, np.float64, rng)
-    X, info, its, res, tol, path = _run(Ab, B, 1e-8)
-    Xr, info_r, rep = batch.cg(Ab, B, rtol=1e-8, full_output=True)
-    assert (f"<= {nz} entries in registers" in path) if nz else ("shared" in path)
+    X, info, rep = batch.cg(Ab, B, rtol=1e-8, full_output=True, variant="device")
+    Xr, info_r, rep_r = batch.cg(Ab, B, rtol=1e-8, full_output=True, variant="host")
+    assert (f"<= {config[0]} entries in registers" in rep.path) if config else (
+        "shared" in rep.path)
     np.testing.assert_array_equal(info, info_r)
-    assert (res <= tol).all() and np.abs(its - rep.iterations).max() <= 2
+    assert (rep.residual_norm <= rep.tolerance).all()
+    assert np.abs(rep.iterations - rep_r.iterations).max() <= 2
+    np.testing.assert_allclose(rep.tolerance, rep_r.tolerance, rtol=1e-12)
     np.testing.assert_allclose(X, Xr, rtol=0, atol=1e-6 * np.abs(Xr).max())
 
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_the_rows_kernel_checks_each_system(M, dtype):
+    """The checks inside batch_cg_rows give each bad system the host's code, beside good ones:
+    NaN in values, Inf in b, b = 0 (x = 0, info 0, residual 0), a zero diagonal entry (Jacobi
+    only), too small a maxiter."""
+    rng = np.random.default_rng(13)
+    Ab, B = _batch(laplace_2d(10, 9), 8, dtype, rng)
+    rows = np.repeat(np.arange(Ab.n), np.diff(Ab.indptr))
+    Ab.values[1, 3] = np.nan
+    B[2, 7] = np.inf
+    B[3] = 0
+    Ab.values[4, np.flatnonzero(Ab.indices == rows)[5]] = 0          # a zero on the diagonal
+    for maxiter in (None, 3):
+        X, info, rep = batch.cg(Ab, B, rtol=1e-5, M=M, maxiter=maxiter, full_output=True,
+                                variant="device")
+        Xr, info_r, rep_r = batch.cg(Ab, B, rtol=1e-5, M=M, maxiter=maxiter, full_output=True,
+                                     variant="host")
+        assert "in registers" in rep.path
+        np.testing.assert_array_equal(info, info_r)
+        assert info[1] == info[2] == batch.BAD_INPUT and info[3] == 0
+        assert info[4] == (batch.ZERO_DIAGONAL if M else (0 if maxiter is None else 3))
+        assert not X[[1, 2, 3]].any() and rep.residual_norm[3] == 0
+        assert np.isnan(rep.residual_norm[[1, 2]]).all()
+        np.testing.assert_array_equal(np.isnan(rep.residual_norm), np.isnan(rep_r.residual_norm))

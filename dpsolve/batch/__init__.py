@@ -251,19 +251,26 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
 
 
 def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
-    """The batch's one launch (``device.py``), after the checks, run on the device too."""
+    """The batch's one launch (``device.py``): CG by batch_cg_rows, the checks inside it, where
+    the pattern fits; else the checks as CuPy kernels, then batch_cg / batch_bicgstab."""
     import cupy
 
     from . import device
     indptr, indices, row_max = Ab.device_pattern()
+    X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
+    config = device.rows_config(Ab.n, row_max) if method == "cg" and device.ROWS else None
+    if config is not None:
+        values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
+        Bw = cupy.ascontiguousarray(cupy.asarray(B).astype(dtype, copy=False))
+        info, its, res, tol, path = device.solve_cg_rows(values, indptr, indices, Bw, X, rtol,
+                                                         atol, maxiter, M == "jacobi", config)
+        return X, info.astype(cupy.int64), its, res, tol, path
     values, Bw, info, bad, dinv, tol, todo = _checks(cupy, Ab, cupy.asarray(Ab.values),
                                                      cupy.asarray(B), M, dtype, rtol, atol)
     zero_b = ~todo & ~bad                      # b = 0: x = 0 and info 0, the kernel skips it
     code = cupy.where(zero_b, _SKIP, info).astype(cupy.int32)
-    X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
     solve = getattr(device, f"solve_{method}")
-    kw = {"row_max": row_max} if method == "cg" else {}
-    its, res, path = solve(values, indptr, indices, Bw, X, code, tol, maxiter, dinv, **kw)
+    its, res, path = solve(values, indptr, indices, Bw, X, code, tol, maxiter, dinv)
     info = cupy.where(zero_b, 0, code).astype(cupy.int64)
     res = cupy.where(zero_b, 0.0, res)
     return X, info, its, res, tol, path

@@ -8,17 +8,19 @@ it; else its code, kept) -- and run every system to its own tolerance in one lau
 the host reference (``reference.cg`` / ``reference.bicgstab`` plus dpsolve.batch's
 true-residual restart), which the GPU tests hold them to.
 
-CG has two kernels: ``batch_cg_rows`` (a row a thread, each row's entries in registers: systems
-of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; values read once a solve) and
-``batch_cg`` (vectors in shared or global memory, values read every iteration: any other
-pattern). BiCGStab has the second kind only. The path string says which ran.
+CG has two kernels: ``solve_cg_rows`` runs ``batch_cg_rows`` (rows a thread, each row's entries
+in registers: systems of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; values read
+once a solve; dpsolve.batch's checks inside the kernel, so the call is one launch) and
+``solve_cg`` runs ``batch_cg`` (vectors in shared or global memory, values read every
+iteration: any other pattern; the checks before it). BiCGStab has the second kind only. The path
+string says which ran.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..cuda import ops
-from ..cuda._loader import BATCH_ROW_NZ, get_kernel
+from ..cuda._loader import BATCH_ROWS, get_kernel
 from ..cuda.executor import launch
 
 VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
@@ -26,14 +28,23 @@ SHARED_DEFAULT = 48 << 10         # dynamic shared memory a kernel may take with
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
 ROWS = True                       # False: CG always takes batch_cg (the tests compare the two)
+ROWS_PER_THREAD = (4, 2, 1)       # batch_cg_rows's R, in order of preference where it fits
+#                                   (H100, 10,000 systems of 3-D 10^3: R = 4 4.0 ms, R = 2 5.2,
+#                                   R = 1 8.0; batch.cu says why)
 
 
-def rows_nz(n: int, row_max: int):
-    """batch_cg_rows's NZ for systems of order n whose longest row has row_max entries, or None
-    where that kernel does not take them (too many rows for one block, or too long a row)."""
-    for nz, threads in BATCH_ROW_NZ.items():
-        if row_max <= nz and n <= threads:
-            return nz
+def rows_config(n: int, row_max: int):
+    """batch_cg_rows's (NZ, R) for systems of order n whose longest row has row_max entries: the
+    smallest NZ that holds a row, the first R of ROWS_PER_THREAD whose block holds the system;
+    None where that kernel does not take them (too many rows for a block, or too long a row)."""
+    for nz in sorted({nz for nz, _ in BATCH_ROWS}):
+        if row_max > nz:
+            continue
+        for r in ROWS_PER_THREAD:
+            threads = BATCH_ROWS.get((nz, r))
+            if threads is not None and -(-n // r) <= threads:
+                return nz, r
+        return None
     return None
 
 
@@ -44,8 +55,7 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
     return ("shared", need) if need <= SHARED_MAX else ("global", 0)
 
 
-def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
-             row_max=None):
+def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
     dpsolve.batch's ``_checks`` leaves it out of ``ok``: x = 0 solves it, where the kernel's
@@ -53,9 +63,42 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
-    int32; tol (nb,) float64; dinv (nb, n) or None; row_max: the pattern's longest row (found
-    on the device when not given)."""
-    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream, row_max)
+    int32; tol (nb,) float64; dinv (nb, n) or None."""
+    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+
+
+def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
+                  jacobi: bool, config: tuple, stream=None):
+    """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included:
+    values (nb, nnz), B and X (nb, n; X the start, zeros for dpsolve.batch) C-contiguous of one
+    dtype, as they come; returns (info (nb,) int32 with every system's code, its (nb,) int32, res
+    (nb,) float64: the true residual norms, NaN for a bad system, tol (nb,) float64, path). Runs
+    in place on X, in one launch, and waits for nothing."""
+    import cupy
+    nb, n = (int(s) for s in X.shape)
+    dt = np.dtype(X.dtype)
+    for name, a in (("values", values), ("B", B), ("X", X)):
+        if np.dtype(a.dtype) != dt or not a.flags.c_contiguous:
+            raise ValueError(f"solve_cg_rows: {name} must be C-contiguous {dt}")
+    nz, r = config
+    if (nz, r) not in BATCH_ROWS or -(-n // r) > BATCH_ROWS[nz, r]:
+        raise ValueError(f"solve_cg_rows: no batch_cg_rows kernel for n = {n} at {config}")
+    info = cupy.zeros(nb, cupy.int32)
+    its = cupy.zeros(nb, cupy.int32)
+    res = cupy.full(nb, np.nan, cupy.float64)
+    tol = cupy.zeros(nb, cupy.float64)
+    path = (f"one launch, a block per system, {r} row{'s' if r > 1 else ''} a thread, rows of "
+            f"<= {nz} entries in registers, the checks in the kernel")
+    if nb == 0:
+        return info, its, res, tol, path
+    kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}>", dt)
+    block = -(-(-(-n // r)) // 32) * 32                  # whole warps
+    launch(kernel, (nb,), (block,),
+           (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
+            indices.astype(cupy.int32, copy=False), values, np.int64(values.shape[1]), B, X,
+            np.float64(rtol), np.float64(atol), np.int32(bool(jacobi)), np.int32(maxiter), info,
+            its, res, tol), stream, shared_mem=n * dt.itemsize)
+    return info, its, res, tol, path
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
@@ -65,8 +108,7 @@ def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=
     return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
 
 
-def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-           row_max=None):
+def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream):
     import cupy
 
     from ..reference._util import breakdown_tol
@@ -87,19 +129,6 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     indices = indices.astype(cupy.int32, copy=False)
     tol = tol.astype(cupy.float64, copy=False)
     dinv = dinv if dinv is not None else ops._NULL
-    if method == "cg" and ROWS and n <= max(BATCH_ROW_NZ.values()):
-        if row_max is None:
-            row_max = int(cupy.diff(indptr).max()) if n else 0
-        nz = rows_nz(n, row_max)
-        if nz is not None:
-            kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}>", dt)
-            block = -(-n // 32) * 32                      # whole warps
-            launch(kernel, (nb,), (block,),
-                   (np.int32(nb), np.int32(n), indptr, indices, values,
-                    np.int64(values.shape[1]), B, X, dinv, tol, np.int32(maxiter), info, its,
-                    res), stream, shared_mem=n * dt.itemsize)
-            return its, res, (f"one launch, a block per system, a row a thread, rows of <= {nz} "
-                              f"entries in registers")
     path, shared = vector_path(n, dt, method)
     kernel = get_kernel("batch", f"batch_{method}<{{T}}>", dt)
     if shared > SHARED_DEFAULT:

@@ -32,8 +32,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 
-# batch_cg_rows's NZ (entries a row holds in registers) and its block's most threads
-BATCH_ROW_NZ = {8: 1024, 16: 512, 32: 256}
+# batch_cg_rows's (NZ, R): entries a row holds in registers, rows a thread; -> its most threads
+BATCH_ROWS = {(8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512, (32, 1): 256}
 
 # the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
 # width)
@@ -78,7 +78,7 @@ SOURCES = {
                                    "spgemm_rows<{T}, 1>", "spgemm_pattern<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
-                   + tuple(f"batch_cg_rows<{{T}}, {nz}>" for nz in BATCH_ROW_NZ)),
+                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}>" for nz, r in BATCH_ROWS)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

@@ -297,149 +297,225 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 }
 
 // ---------------------------------------------------------------------------------------------
-// batch_cg_rows<T, NZ>: batch_cg for systems of n <= blockDim rows whose rows hold at most NZ
-// entries (the host picks NZ = 8, 16 or 32 and a block of n threads rounded up to a warp): a row a
-// thread, the row's NZ values and columns in registers for all the system's iterations (read from
-// global memory once, where batch_cg reads them every iteration), x, r and z in registers, only p
-// in shared memory (n values). An iteration has three barriers: one for each of its two block
-// sums (warp sums into a slot a warp, then every warp sums the slots in the same order, so every
-// thread holds the same bits and takes the same branches) and one after p is stored. The same
-// algorithm, tests and codes as batch_cg, its sums in another order.
+// batch_cg_rows<T, NZ, R>: batch_cg for systems whose n rows fit a block at R rows a thread
+// (thread t holds rows t, t + blockDim, ...) and hold at most NZ entries each. The host picks NZ
+// (8, 16 or 32), R and a block of whole warps. Each row's values and columns sit in registers for
+// the whole solve (read from global memory once, where batch_cg reads them every iteration), x,
+// r, z and p in registers too, and only p in shared memory (n values) for the products. The
+// checks of dpsolve.batch run here, a system at a time, so that the call is this one launch: a
+// NaN or Inf in a system's values or b (BAD_INPUT), a zero diagonal entry with Jacobi
+// (ZERO_DIAGONAL; D^-1 is taken from the row's own entries), the tolerance max(rtol ||b||, atol)
+// (in float64; written to `tol`), b = 0 (x = 0, info 0). A system preset with info != 0 is
+// skipped and kept, as batch_cg does.
+//
+// R = 4 asks for two blocks an SM (128 registers a thread): 10,000 systems of 3-D 10^3 on an
+// H100 took 3.99 ms so, 4.51 at one block an SM, 5.24 at R = 2 (16 warps a block: their block
+// sums cost more) and 8.0 at R = 1 (spills at 64 registers).
+//
+// An iteration has three barriers: one for each of its two block sums and one after p is stored.
+// A block sum: warp sums into a slot a warp, a barrier, then every thread sums the slots in one
+// fixed order (four interleaved chains), so every thread holds the same bits and takes the same
+// branches without a broadcast. The same algorithm, stops and codes as batch_cg, its sums in
+// another order.
 namespace batch {
 
-template <typename T>
-__device__ __forceinline__ T lane0(T v) { return __shfl_sync(DPS_FULL_MASK, v, 0); }
-template <typename R>
-__device__ __forceinline__ dps::complex<R> lane0(dps::complex<R> v) {
-    return {__shfl_sync(DPS_FULL_MASK, v.re, 0), __shfl_sync(DPS_FULL_MASK, v.im, 0)};
+constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
+
+// the sum of the first nw slots (nw <= 32; slots up to the next multiple of 4 are 0)
+template <typename V>
+__device__ __forceinline__ V slot_sum(const V* slots, int nw) {
+    V s0 = V(0), s1 = V(0), s2 = V(0), s3 = V(0);
+    for (int w = 0; w < nw; w += 4) {
+        s0 += slots[w];
+        s1 += slots[w + 1];
+        s2 += slots[w + 2];
+        s3 += slots[w + 3];
+    }
+    return (s0 + s1) + (s2 + s3);
 }
 
-// the block's sum of v on every thread, one barrier; `slots` (32 values) must not be written
-// again before every thread has passed another barrier
+// the block's sum of v on every thread, one barrier; `slots` must not be written again before
+// every thread has passed another barrier
 template <typename V>
 __device__ __forceinline__ V sum_everywhere(V v, V* slots) {
-    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
     v = dps::warp_sum(v);
-    if (lane == 0) slots[warp] = v;
+    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
     __syncthreads();
-    V s = lane < (int)(blockDim.x / DPS_WARP) ? slots[lane] : V(0);
-    return lane0(dps::warp_sum(s));
+    return slot_sum(slots, blockDim.x / DPS_WARP);
 }
 
 // two sums under one barrier
 template <typename V, typename W>
 __device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
-    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
     v = dps::warp_sum(v);
     w = dps::warp_sum(w);
-    if (lane == 0) {
-        vslots[warp] = v;
-        wslots[warp] = w;
+    if (threadIdx.x % DPS_WARP == 0) {
+        vslots[threadIdx.x / DPS_WARP] = v;
+        wslots[threadIdx.x / DPS_WARP] = w;
     }
     __syncthreads();
-    const bool in = lane < (int)(blockDim.x / DPS_WARP);
-    v = lane0(dps::warp_sum(in ? vslots[lane] : V(0)));
-    w = lane0(dps::warp_sum(in ? wslots[lane] : W(0)));
+    v = slot_sum(vslots, blockDim.x / DPS_WARP);
+    w = slot_sum(wslots, blockDim.x / DPS_WARP);
 }
 
 }  // namespace batch
 
-template <typename T, int NZ>
-__global__ void __launch_bounds__(NZ <= 8 ? 1024 : NZ <= 16 ? 512 : 256)
+template <typename T, int NZ, int R>
+__global__ void __launch_bounds__(NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256, R == 4 ? 2 : 1)
 batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
               const T* __restrict__ values, long long nnz, const T* __restrict__ B,
-              T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
-              int maxiter, int* __restrict__ info, int* __restrict__ its,
-              double* __restrict__ res) {
+              T* __restrict__ X, double rtol, double atol, int jacobi, int maxiter,
+              int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
+              double* __restrict__ tol) {
     extern __shared__ __align__(16) unsigned char s_dyn[];
     T* sp = reinterpret_cast<T*>(s_dyn);          // p, or x where A x is needed: n values
     __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
     __shared__ double s_rr[DPS_WARP], s_true[DPS_WARP];
-    const int row = threadIdx.x;
-    const bool live = row < n;
-    const bool pre = dinv != nullptr;
-    int start = 0, len = 0;
-    if (live) {
-        start = indptr[row];
-        len = indptr[row + 1] - start;
+    if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
+        s_pq[threadIdx.x] = T(0);
+        s_rz[threadIdx.x] = T(0);
+        s_rr[threadIdx.x] = 0.0;
+        s_true[threadIdx.x] = 0.0;
     }
-    int col[NZ];
+    __syncthreads();
+    int row[R], start[R], len[R], col[R][NZ];
 #pragma unroll
-    for (int k = 0; k < NZ; ++k) col[k] = k < len ? indices[start + k] : 0;
+    for (int s = 0; s < R; ++s) {
+        row[s] = threadIdx.x + s * blockDim.x;
+        start[s] = row[s] < n ? indptr[row[s]] : 0;
+        len[s] = row[s] < n ? indptr[row[s] + 1] - start[s] : 0;
+#pragma unroll
+        for (int k = 0; k < NZ; ++k) col[s][k] = k < len[s] ? indices[start[s] + k] : 0;
+    }
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
-        T a[NZ];
-        const T* v = values + (size_t)sys * nnz + start;
+        const T* b = B + (size_t)sys * n;             // read where needed: fewer registers
+        T a[R][NZ], di[R], xi[R], ri[R], pi[R];
+        bool bad = false, zero = false;
+        double bb = 0.0;
 #pragma unroll
-        for (int k = 0; k < NZ; ++k) a[k] = k < len ? v[k] : T(0);
+        for (int s = 0; s < R; ++s) {
+            const bool live = row[s] < n;
+            const T* v = values + (size_t)sys * nnz + start[s];
+            T dg = T(0);
+#pragma unroll
+            for (int k = 0; k < NZ; ++k) {
+                a[s][k] = k < len[s] ? v[k] : T(0);
+                bad |= !dps::is_finite(a[s][k]);
+                if (k < len[s] && col[s][k] == row[s]) dg = a[s][k];
+            }
+            const T bs = live ? b[row[s]] : T(0);
+            bad |= !dps::is_finite(bs);
+            bb += (double)dps::abs2(bs);
+            zero |= jacobi && live && dg == T(0);
+            di[s] = jacobi && live && dg != T(0) ? T(1) / dg : T(1);
+            xi[s] = live ? X[(size_t)sys * n + row[s]] : T(0);
+        }
+        bad = __syncthreads_or(bad);
+        zero = __syncthreads_or(zero) && !bad;
+        const double bnorm = sqrt(batch::sum_everywhere(bb, s_true));   // after 2 barriers
+        const double atol_s = bad ? atol : fmax(rtol * bnorm, atol);
+        if (threadIdx.x == 0) tol[sys] = atol_s;
+        if (bad || zero || bnorm == 0.0) {        // nothing to solve: x = 0
+#pragma unroll
+            for (int s = 0; s < R; ++s)
+                if (row[s] < n) X[(size_t)sys * n + row[s]] = T(0);
+            if (threadIdx.x == 0) {
+                info[sys] = bad ? batch::BAD_INPUT : zero ? batch::ZERO_DIAGONAL : 0;
+                its[sys] = 0;
+                if (!bad && !zero) res[sys] = 0.0;   // else the host's preset NaN stays
+            }
+            __syncthreads();                      // s_true read by all before it is reused
+            continue;
+        }
         // this row of A w, w in shared memory (batch::spmv's order of the sum)
-        auto row_times = [&](const T* w) {
-            T s = T(0);
+        auto row_times = [&](int s, const T* w) {
+            T acc = T(0);
 #pragma unroll
             for (int k = 0; k < NZ; ++k)
-                if (k < len) s += a[k] * w[col[k]];
-            return s;
+                if (k < len[s]) acc += a[s][k] * w[col[s][k]];
+            return acc;
         };
-        const size_t at = (size_t)sys * n + row;
-        const T bi = live ? B[at] : T(0);
-        const T di = pre && live ? dinv[at] : T(1);
-        T xi = live ? X[at] : T(0);
-        const double atol = tol[sys];
+        auto store = [&](const T* v) {
+#pragma unroll
+            for (int s = 0; s < R; ++s)
+                if (row[s] < n) sp[row[s]] = v[s];
+        };
         int code = maxiter, total = 0, budget = maxiter;
         double true_res = 0.0;
         while (true) {
             // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
-            if (live) sp[row] = xi;
+            store(xi);
             __syncthreads();
-            T ri = live ? bi - row_times(sp) : T(0);
-            T zi = pre ? di * ri : ri;
-            T pi = zi;
-            T sigma = dps::conj(ri) * zi;
-            double rr = (double)dps::abs2(ri);
+            T sigma = T(0);
+            double rr = 0.0;
+#pragma unroll
+            for (int s = 0; s < R; ++s) {
+                ri[s] = row[s] < n ? b[row[s]] - row_times(s, sp) : T(0);
+                pi[s] = di[s] * ri[s];                        // z = D^-1 r
+                sigma += dps::conj(ri[s]) * pi[s];
+                rr += (double)dps::abs2(ri[s]);
+            }
             batch::sum2_everywhere(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
-            if (live) sp[row] = pi;
+            store(pi);
             __syncthreads();
-            dps::Stop h = dps::head_test(0, sqrt(rr), atol, budget);
+            dps::Stop h = dps::head_test(0, sqrt(rr), atol_s, budget);
             while (h.go) {
                 const int j = h.its;
-                const T qi = live ? row_times(sp) : T(0);
-                const T alpha = sigma / batch::sum_everywhere(dps::conj(pi) * qi, s_pq);
+                T qi[R], part = T(0);
+#pragma unroll
+                for (int s = 0; s < R; ++s) {
+                    qi[s] = row[s] < n ? row_times(s, sp) : T(0);
+                    part += dps::conj(pi[s]) * qi[s];
+                }
+                const T alpha = sigma / batch::sum_everywhere(part, s_pq);
                 if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
-                xi += dps::mul_rn(alpha, pi);
-                ri = ri - dps::mul_rn(alpha, qi);
-                zi = pre ? di * ri : ri;
-                T zeta = dps::conj(ri) * zi;
-                if (pre) {
-                    rr = (double)dps::abs2(ri);
+                T zeta = T(0);
+                rr = 0.0;
+#pragma unroll
+                for (int s = 0; s < R; ++s) {
+                    xi[s] += dps::mul_rn(alpha, pi[s]);
+                    ri[s] = ri[s] - dps::mul_rn(alpha, qi[s]);
+                    zeta += dps::conj(ri[s]) * (di[s] * ri[s]);
+                    rr += (double)dps::abs2(ri[s]);
+                }
+                if (jacobi) {
                     batch::sum2_everywhere(zeta, rr, s_rz, s_rr);
                 } else {
                     zeta = batch::sum_everywhere(zeta, s_rz);
                 }
                 const T beta = zeta / sigma;
                 sigma = zeta;
-                pi = zi + dps::mul_rn(beta, pi);
-                if (live) sp[row] = pi;                        // sp's readers passed 2 barriers
+#pragma unroll
+                for (int s = 0; s < R; ++s) pi[s] = di[s] * ri[s] + dps::mul_rn(beta, pi[s]);
+                const double tau = jacobi ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL
+                store(pi);                                     // sp's readers passed 2 barriers
                 __syncthreads();
-                const double tau = pre ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL
-                h = dps::head_test(j + 1, tau, atol, budget);
+                h = dps::head_test(j + 1, tau, atol_s, budget);
             }
             code = h.info;
             total += h.its;
             budget -= h.its;
             // the true residual ||b - A x|| decides, as in batch::for_systems
-            if (live) sp[row] = xi;
+            store(xi);
             __syncthreads();
-            const double e = live ? (double)dps::abs2(bi - row_times(sp)) : 0.0;
+            double e = 0.0;
+#pragma unroll
+            for (int s = 0; s < R; ++s)
+                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - row_times(s, sp));
             true_res = sqrt(batch::sum_everywhere(e, s_true));
-            if (code != 0 || !(true_res > atol)) break;
+            if (code != 0 || !(true_res > atol_s)) break;
             if (budget <= 0 || h.its == 0) { code = maxiter; break; }
         }
         if (code > 0) code = maxiter;
-        if (live) X[at] = xi;
+#pragma unroll
+        for (int s = 0; s < R; ++s)
+            if (row[s] < n) X[(size_t)sys * n + row[s]] = xi[s];
         if (threadIdx.x == 0) {
             info[sys] = code;
             its[sys] = total;
             res[sys] = true_res;
         }
+        __syncthreads();                          // s_true read by all before it is reused
     }
 }
