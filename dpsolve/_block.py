@@ -6,10 +6,15 @@ for its column) and, with ``full_output``, a :class:`BlockReport` with one ``Sol
 column. Each column converges to its own tolerance (``max(rtol * ||b_j||, atol)``), with its own
 restarts from the true residual and its own final check.
 
-How it runs today: A is prepared once (``dpsolve.prepare``: checks, transfer, format, the
-preconditioner's set-up, once for all k columns) and the columns are solved one after another on
-it, so every variant and method runs blocks. The fused block kernels (one SpMM that reads A once
-for the k columns) are the next step of issue 31; the report says which path ran (``path``).
+How it runs: A is prepared once (``dpsolve.prepare``: checks, transfer, format, the
+preconditioner's set-up, once for all k columns). Then, on the GPU, CG and BiCGStab of small
+systems (each column's vectors fit one block's shared memory: n <= 6,400 for float64 CG) with
+``variant="auto"``, no preconditioner or Jacobi, polling sync and no callback or energy: the
+columns run as a batch of systems that share A (dpsolve.batch's one-launch kernels, a block per
+column, A read through L2), every column to its own tolerance in one launch. Otherwise the
+columns are solved one after another on the prepared system, so every variant and method runs
+blocks. Fused block kernels for large n (one SpMM that reads A once for the k columns) are the
+next step of issue 31; the report says which path ran (``path``).
 """
 from __future__ import annotations
 
@@ -107,6 +112,10 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
             raise ValueError(f"x0 {tuple(X0.shape)} and b {tuple(B.shape)} must have the same "
                              f"shape")
     cupy_out = _is_cupy(B)
+    fast = _batch_path(P, B, X0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback,
+                       full_output=full_output, energy=energy, options=options, t0=t0)
+    if fast is not None:
+        return fast
     xp = __import__("cupy") if cupy_out else np
     X = xp.zeros((P.n, k), dtype=P.dtype)
     if X0 is not None and not x0_mb:
@@ -127,6 +136,79 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
         report.columns.append(out[2])
     report.wall_time = time.perf_counter() - t0
     return (X, info, report) if full_output else (X, info)
+
+
+BATCH_PATH = True           # False: every block runs as a loop of single solves (tests compare)
+
+
+def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy, options, t0):
+    """The block as a batch of systems sharing A (see the module's doc), or None where that path
+    does not take it: (X, info) or (X, info, BlockReport), as ``solve_columns``."""
+    from . import _frontend as fe
+    base = P._base
+    if (not BATCH_PATH or not P._device or callback is not None or energy or options
+            or isinstance(X0, str) or P._options["variant"] != "auto" or P.sync != "polling"
+            or P.method not in ("cg", "bicgstab") or base.csr is None
+            or base.M.name not in ("none", "jacobi")):
+        return None
+    import cupy
+
+    from ._system import in_safe_range
+    from .batch import device
+    n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
+    fe._get_atol_rtol(P.method, 0.0, atol, rtol)           # SciPy's errors for bad tolerances
+    csr = base.csr
+    row_max = getattr(P, "_row_max", None)
+    if row_max is None:
+        row_max = P._row_max = int(cupy.diff(csr.indptr).max()) if n else 0
+    config = device.rows_config(n, row_max) if P.method == "cg" and device.ROWS else None
+    if config is None and device.vector_path(n, dt, P.method)[0] != "shared":
+        return None                                           # too large for a block a column
+    Bt = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False).T)       # (k, n)
+    sq = (cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64).get()
+    if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
+        return None                                           # the loop scales b (scale_rhs)
+    Xt = (cupy.zeros((k, n), dt) if X0 is None
+          else cupy.ascontiguousarray(cupy.asarray(X0).astype(dt, copy=False).T))
+    maxiter = 10 * n if maxiter is None else int(maxiter)
+    values = csr.data.reshape(1, -1)
+    jacobi = base.M.name == "jacobi"
+    if config is not None:
+        info, its, res, tol, path = device.solve_cg_rows(
+            values, csr.indptr, csr.indices, Bt, Xt, rtol, atol, maxiter, jacobi, config,
+            shared_values=True)
+    else:
+        bnorm = cupy.sqrt(cupy.asarray(sq))
+        tol = cupy.maximum(float(rtol) * bnorm, float(atol))
+        zero = bnorm == 0
+        info = cupy.where(zero, np.iinfo(np.int32).max, 0).astype(cupy.int32)
+        dinv = (cupy.ascontiguousarray(cupy.broadcast_to(
+            cupy.asarray(base.M.inv_diag, dt), (k, n))) if jacobi else None)
+        solve = getattr(device, f"solve_{P.method}")
+        its, res, path = solve(values, csr.indptr, csr.indices, Bt, Xt, info, tol, maxiter, dinv,
+                               shared_values=True)
+        Xt[zero] = 0                                          # b = 0: x = 0, as SciPy's
+        info = cupy.where(zero, 0, info)
+        res = cupy.where(zero, 0.0, res)
+    X = cupy.ascontiguousarray(Xt.T)
+    info = info.get().astype(np.int64)
+    if not _is_cupy(B):
+        X = X.get()
+    if not full_output:
+        return X, info
+    its, res, tol = its.get(), res.get(), tol.get()
+    from .report import SolveReport
+    wall = time.perf_counter() - t0
+    dev = fe.device_status().name
+    report = BlockReport(prepare_time=getattr(P, "prepare_time", None), wall_time=wall,
+                         path=f"a batch of {k} systems sharing A: {path}")
+    for j in range(k):
+        report.columns.append(SolveReport(
+            variant="batch", format="csr", sync=P.sync, method=P.method, dtype=dt.name, n=n,
+            nnz=P.nnz, iterations=int(its[j]), info=int(info[j]), converged=bool(info[j] == 0),
+            residual_norm=float(res[j]), tolerance=float(tol[j]), wall_time=wall,
+            device=dev))
+    return X, info, report
 
 
 def solve(method, A, B, x0, options=None, *, rtol, atol, maxiter, M, callback, variant, sync,

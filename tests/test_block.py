@@ -123,3 +123,64 @@ def test_gpu_block_equals_single_solves(variant):
         for j in range(3):
             x, i = dpsolve.cg(A, B[:, j], rtol=1e-8, variant=variant, M="jacobi")
             assert np.array_equal(Xh[:, j], x) and i == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("method,grid", [("cg", 12), ("cg", 40), ("bicgstab", 12),
+                                         ("bicgstab", 19)])
+def test_gpu_block_as_a_batch_sharing_A(method, grid, dtype, M):
+    """variant="auto" runs a block of small systems as dpsolve.batch's kernels over one A (CG of
+    <= 1,024 rows: a row a thread; else vectors in shared memory): each column meets its own
+    tolerance, with the single solve's code and iterations within 2 (BiCGStab 4); a zero column
+    gives x = 0; x0 is each column's start; NumPy in, NumPy out; CuPy in, CuPy out. H100: every
+    code the single solves' (float32 BiCGStab breaks down on the 1e-4 column, -10, as they do)."""
+    import cupy
+    A = sp.csr_array(laplace_2d(grid)).astype(dtype)
+    n = A.shape[0]
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((n, 6)).astype(dtype)
+    B[:, 2] *= 1e-4
+    B[:, 4] = 0
+    rtol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-8
+    for Bin in (B, cupy.asarray(B)):
+        X, info, rep = getattr(dpsolve, method)(A, Bin, rtol=rtol, M=M, full_output=True)
+        assert isinstance(X, type(Bin)) and X.shape == B.shape and X.dtype == dtype
+        assert "sharing A" in rep.path
+        Xh = X.get() if isinstance(X, cupy.ndarray) else X
+        assert not Xh[:, 4].any() and info[4] == 0
+        for j in range(6):
+            x, i, r = getattr(dpsolve, method)(A, B[:, j], rtol=rtol, M=M, full_output=True)
+            assert info[j] == i          # the single solve's code (float32 BiCGStab breaks down
+            if i != 0:                   # on the 1e-4 column there: -10 on every path)
+                continue
+            assert abs(rep.columns[j].iterations - r.iterations) <= (2 if method == "cg" else 4)
+            assert np.linalg.norm(B[:, j] - A @ Xh[:, j]) <= 1.01 * max(
+                rtol * np.linalg.norm(B[:, j]), 0)
+    X0 = np.asarray(X.get() if isinstance(X, cupy.ndarray) else X)
+    X1, info1, rep1 = getattr(dpsolve, method)(A, B, X0, rtol=rtol, M=M, full_output=True)
+    done = info == 0                                     # started at the solution: no iteration
+    assert (info1[done] == 0).all() and (rep1.iterations[done] <= 1).all()
+
+
+@pytest.mark.gpu
+def test_gpu_block_batch_path_gives_way():
+    """The loop of single solves where the batch path does not apply: a pinned variant, a
+    callback, too large a system, a preconditioner other than Jacobi, b outside the safe range."""
+    from dpsolve import _block
+    A, B = _A(), _B(3)
+    for kw in ({"variant": "merge"}, {"callback": lambda X: None}, {"M": "chebyshev"}):
+        rep = dpsolve.cg(A, B, rtol=1e-8, full_output=True, **kw)[2]
+        assert rep.path == "columns, one prepared system"
+    big = sp.csr_array(laplace_2d(90))                   # 8,100 rows: not a block a column
+    rep = dpsolve.cg(big, np.ones((big.shape[0], 2)), rtol=1e-6, full_output=True)[2]
+    assert rep.path == "columns, one prepared system"
+    rep = dpsolve.cg(A, B * 1e200, rtol=1e-8, full_output=True)[2]   # ||b||^2 overflows
+    assert rep.path == "columns, one prepared system"
+    assert "sharing A" in dpsolve.cg(A, B, rtol=1e-8, full_output=True)[2].path
+    try:
+        _block.BATCH_PATH = False
+        assert dpsolve.cg(A, B, rtol=1e-8, full_output=True)[2].path.startswith("columns")
+    finally:
+        _block.BATCH_PATH = True

@@ -55,7 +55,8 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
     return ("shared", need) if need <= SHARED_MAX else ("global", 0)
 
 
-def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None):
+def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
+             shared_values=False):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
     dpsolve.batch's ``_checks`` leaves it out of ``ok``: x = 0 solves it, where the kernel's
@@ -63,17 +64,19 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
-    int32; tol (nb,) float64; dinv (nb, n) or None."""
-    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+    int32; tol (nb,) float64; dinv (nb, n) or None; ``shared_values``: as solve_cg_rows's."""
+    return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
+                  shared_values)
 
 
 def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
-                  jacobi: bool, config: tuple, stream=None):
+                  jacobi: bool, config: tuple, stream=None, shared_values=False):
     """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included:
     values (nb, nnz), B and X (nb, n; X the start, zeros for dpsolve.batch) C-contiguous of one
     dtype, as they come; returns (info (nb,) int32 with every system's code, its (nb,) int32, res
     (nb,) float64: the true residual norms, NaN for a bad system, tol (nb,) float64, path). Runs
-    in place on X, in one launch, and waits for nothing."""
+    in place on X, in one launch, and waits for nothing. ``shared_values``: every system has
+    the values of ``values[0]`` (one matrix, several right-hand sides: dpsolve._block)."""
     import cupy
     nb, n = (int(s) for s in X.shape)
     dt = np.dtype(X.dtype)
@@ -95,20 +98,23 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     block = -(-(-(-n // r)) // 32) * 32                  # whole warps
     launch(kernel, (nb,), (block,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
-            indices.astype(cupy.int32, copy=False), values, np.int64(values.shape[1]), B, X,
-            np.float64(rtol), np.float64(atol), np.int32(bool(jacobi)), np.int32(maxiter), info,
-            its, res, tol), stream, shared_mem=n * dt.itemsize)
+            indices.astype(cupy.int32, copy=False), values,
+            np.int64(0 if shared_values else values.shape[1]), B, X, np.float64(rtol),
+            np.float64(atol), np.int32(bool(jacobi)), np.int32(maxiter), info, its, res, tol),
+           stream, shared_mem=n * dt.itemsize)
     return info, its, res, tol, path
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
-                   stream=None):
+                   stream=None, shared_values=False):
     """Batched BiCGStab on the device, as :func:`solve_cg` (codes -10 and -11 as the host
     reference's, each breakdown confirmed with the accurate inner product)."""
-    return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream)
+    return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
+                  shared_values)
 
 
-def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream):
+def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
+           shared_values=False):
     import cupy
 
     from ..reference._util import breakdown_tol
@@ -141,7 +147,7 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)
     extra = (np.float64(breakdown_tol(dt)),) if method == "bicgstab" else ()
     launch(kernel, (grid,), (ops.BLOCK,),
-           (np.int32(nb), np.int32(n), indptr, indices, values, np.int64(values.shape[1]), B,
-            X, dinv, tol, np.int32(maxiter), *extra, info, its, res, scratch), stream,
-           shared_mem=shared)
+           (np.int32(nb), np.int32(n), indptr, indices, values,
+            np.int64(0 if shared_values else values.shape[1]), B, X, dinv, tol, np.int32(maxiter),
+            *extra, info, its, res, scratch), stream, shared_mem=shared)
     return its, res, f"one launch, a block per system, vectors in {path} memory"

@@ -1,7 +1,8 @@
 // batch.cu - many small systems of one sparsity pattern in one launch (dpsolve.batch, issue 31):
 // a block per system (grid-stride over the systems). The pattern (indptr, indices) is shared by
-// every system and read through L1 / L2; each system has its own values (nb x nnz, row-major), b
-// and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared memory when 4 n values
+// every system and read through L1 / L2; each system has its own values (nb x nnz, row-major; the
+// `nnz` argument is their stride, 0 where every system has one matrix's values: dpsolve._block's
+// right-hand sides), b and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared memory when 4 n values
 // fit (the host sizes it), else in 4 n values of global scratch a block (`scratch` given); the
 // host's report says which path ran. batch_bicgstab (below) likewise, with eight vectors.
 //
