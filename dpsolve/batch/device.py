@@ -48,6 +48,15 @@ def rows_config(n: int, row_max: int):
     return None
 
 
+def threads(n: int) -> int:
+    """batch_cg / batch_bicgstab's block: 256 threads, up to 1,024 for systems of more than
+    1,024 rows (4 rows a thread): the rows of a thread are a chain of dependent loads, so a
+    large system in few blocks (a block of right-hand sides) wants the threads (H100, 2-D 64^2,
+    k = 64: 4.9 ms at 256). The kernel's own register count may allow fewer (the launcher
+    takes the smaller)."""
+    return min(1024, max(ops.BLOCK, -(-n // (4 * 32)) * 32))
+
+
 def vector_path(n: int, dtype, method: str = "cg") -> tuple:
     """(``"shared"`` or ``"global"``, dynamic shared bytes) for systems of order n: the
     method's vectors in shared memory when they fit SHARED_MAX, else in global scratch."""
@@ -146,7 +155,8 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     grid = min(nb, BLOCKS_PER_SM * sms) if path == "global" else nb
     scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)
     extra = (np.float64(breakdown_tol(dt)),) if method == "bicgstab" else ()
-    launch(kernel, (grid,), (ops.BLOCK,),
+    block = min(threads(n), int(kernel.max_threads_per_block) // 32 * 32)   # its registers
+    launch(kernel, (grid,), (block,),
            (np.int32(nb), np.int32(n), indptr, indices, values,
             np.int64(0 if shared_values else values.shape[1]), B, X, dinv, tol, np.int32(maxiter),
             *extra, info, its, res, scratch), stream, shared_mem=shared)

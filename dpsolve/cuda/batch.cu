@@ -16,8 +16,10 @@
 // info on entry: 0 for a system to solve; any other value (the host's own checks: -20 a NaN or
 // Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
 // the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
-// -10), its its iterations, res its true residual norm. The inner products are block reductions
-// in the order of dps::block_sum: a system's iterates match its single solve to rounding.
+// -10), its its iterations, res its true residual norm. batch_cg's inner products are block sums
+// on one barrier each (sum_everywhere, below: a 64^2 block of right-hand sides runs its columns
+// as 64 blocks of 1,024 threads, where the barriers count); batch_bicgstab's are all_sum's (the
+// order of dps::block_sum). A system's iterates match its single solve to rounding.
 #include <dpsolve/common.cuh>
 
 namespace batch {
@@ -44,6 +46,45 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
     v = smem[0];
     __syncthreads();                             // smem free again
     return v;
+}
+
+constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
+
+// the sum of the first nw slots (nw <= 32; slots up to the next multiple of 4 are 0)
+template <typename V>
+__device__ __forceinline__ V slot_sum(const V* slots, int nw) {
+    V s0 = V(0), s1 = V(0), s2 = V(0), s3 = V(0);
+    for (int w = 0; w < nw; w += 4) {
+        s0 += slots[w];
+        s1 += slots[w + 1];
+        s2 += slots[w + 2];
+        s3 += slots[w + 3];
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+// the block's sum of v on every thread, one barrier; `slots` must not be written again before
+// every thread has passed another barrier
+template <typename V>
+__device__ __forceinline__ V sum_everywhere(V v, V* slots) {
+    v = dps::warp_sum(v);
+    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
+    __syncthreads();
+    return slot_sum(slots, blockDim.x / DPS_WARP);
+}
+
+// two sums under one barrier
+template <typename V, typename W>
+__device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
+    v = dps::warp_sum(v);
+    w = dps::warp_sum(w);
+    if (threadIdx.x % DPS_WARP == 0) {
+        vslots[threadIdx.x / DPS_WARP] = v;
+        wslots[threadIdx.x / DPS_WARP] = w;
+    }
+    __syncthreads();
+    v = slot_sum(vslots, blockDim.x / DPS_WARP);
+    w = slot_sum(wslots, blockDim.x / DPS_WARP);
 }
 
 // The systems of this block (grid-stride over them, uniform per block), each to its own
@@ -103,15 +144,21 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
 }  // namespace batch
 
 template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(1024)
 batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
          const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
          const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
          int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
          T* __restrict__ scratch) {
-    __shared__ T s_sum[DPS_WARP];
-    __shared__ double s_real[DPS_WARP];
+    __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
+    __shared__ double s_rr[DPS_WARP], s_real[DPS_WARP];
     extern __shared__ __align__(16) unsigned char s_dyn[];
+    if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
+        s_pq[threadIdx.x] = T(0);
+        s_rz[threadIdx.x] = T(0);
+        s_rr[threadIdx.x] = 0.0;
+    }
+    __syncthreads();
     T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 4 * n : reinterpret_cast<T*>(s_dyn);
     T* x = w;
     T* r = w + n;
@@ -133,8 +180,9 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             part += dps::conj(ri) * zi;
             rr += (double)dps::abs2(ri);
         }
-        T sigma = batch::all_sum(part, s_sum);
-        double tau = sqrt(batch::all_sum(rr, s_real));
+        batch::sum2_everywhere(part, rr, s_rz, s_rr);   // one barrier (p, r written before)
+        T sigma = part;
+        double tau = sqrt(rr);
         // the loop head is stop.cuh's (the budget this run has left as its maxiter)
         dps::Stop h = dps::head_test(0, tau, atol, budget);
         while (h.go) {
@@ -143,7 +191,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             __syncthreads();
             part = T(0);
             for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
-            const T alpha = sigma / batch::all_sum(part, s_sum);
+            const T alpha = sigma / batch::sum_everywhere(part, s_pq);
             if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
             part = T(0);
             rr = 0.0;
@@ -155,8 +203,9 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
                 part += dps::conj(ri) * zi;
                 rr += (double)dps::abs2(ri);
             }
-            const T zeta = batch::all_sum(part, s_sum);
-            if (d != nullptr) rr = batch::all_sum(rr, s_real);
+            if (d != nullptr) batch::sum2_everywhere(part, rr, s_rz, s_rr);
+            else part = batch::sum_everywhere(part, s_rz);
+            const T zeta = part;
             const T beta = zeta / sigma;
             sigma = zeta;
             for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -178,7 +227,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
 // the breakdown tolerance (reference._util.breakdown_tol: eps^2 of the working precision). Eight
 // vectors a block: x, r (s in place), r~, p, v, t, p^ and s^.
 template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(1024)
 batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                const T* __restrict__ values, long long nnz, const T* __restrict__ B,
                T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
@@ -318,48 +367,6 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // fixed order (four interleaved chains), so every thread holds the same bits and takes the same
 // branches without a broadcast. The same algorithm, stops and codes as batch_cg, its sums in
 // another order.
-namespace batch {
-
-constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
-
-// the sum of the first nw slots (nw <= 32; slots up to the next multiple of 4 are 0)
-template <typename V>
-__device__ __forceinline__ V slot_sum(const V* slots, int nw) {
-    V s0 = V(0), s1 = V(0), s2 = V(0), s3 = V(0);
-    for (int w = 0; w < nw; w += 4) {
-        s0 += slots[w];
-        s1 += slots[w + 1];
-        s2 += slots[w + 2];
-        s3 += slots[w + 3];
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-
-// the block's sum of v on every thread, one barrier; `slots` must not be written again before
-// every thread has passed another barrier
-template <typename V>
-__device__ __forceinline__ V sum_everywhere(V v, V* slots) {
-    v = dps::warp_sum(v);
-    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
-    __syncthreads();
-    return slot_sum(slots, blockDim.x / DPS_WARP);
-}
-
-// two sums under one barrier
-template <typename V, typename W>
-__device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
-    v = dps::warp_sum(v);
-    w = dps::warp_sum(w);
-    if (threadIdx.x % DPS_WARP == 0) {
-        vslots[threadIdx.x / DPS_WARP] = v;
-        wslots[threadIdx.x / DPS_WARP] = w;
-    }
-    __syncthreads();
-    v = slot_sum(vslots, blockDim.x / DPS_WARP);
-    w = slot_sum(wslots, blockDim.x / DPS_WARP);
-}
-
-}  // namespace batch
 
 template <typename T, int NZ, int R>
 __global__ void __launch_bounds__(NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256, R == 4 ? 2 : 1)
