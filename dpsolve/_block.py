@@ -9,7 +9,7 @@ restarts from the true residual and its own final check.
 How it runs: A is prepared once (``dpsolve.prepare``: checks, transfer, format, the
 preconditioner's set-up, once for all k columns). Then, on the GPU, CG and BiCGStab of small
 systems (each column's vectors fit one block's shared memory: n <= 6,400 for float64 CG) with
-``variant="auto"``, no preconditioner or Jacobi, polling sync and no callback or energy: the
+``variant="auto"``, M None or Jacobi, polling sync and no callback or energy: the
 columns run as a batch of systems that share A (dpsolve.batch's one-launch kernels, a block per
 column, A read through L2), every column to its own tolerance in one launch. Otherwise the
 columns are solved one after another on the prepared system, so every variant and method runs

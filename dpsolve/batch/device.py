@@ -68,7 +68,7 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
              shared_values=False):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
-    dpsolve.batch's ``_checks`` leaves it out of ``ok``: x = 0 solves it, where the kernel's
+    dpsolve.batch's ``_checks`` leaves it out of ``todo``: x = 0 solves it, where the kernel's
     first step would divide 0 by 0), and returns (its (nb,) int32, res (nb,) float64: the true
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
@@ -104,7 +104,8 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     if nb == 0:
         return info, its, res, tol, path
     kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}>", dt)
-    block = -(-(-(-n // r)) // 32) * 32                  # whole warps
+    need = -(-n // r)                                    # threads: r rows each
+    block = -(-need // 32) * 32                          # whole warps
     launch(kernel, (nb,), (block,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
             indices.astype(cupy.int32, copy=False), values,
