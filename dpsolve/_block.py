@@ -155,13 +155,12 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
 
     from ._system import in_safe_range
     from .batch import device
+    from .formats import row_stats
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
     fe._get_atol_rtol(P.method, 0.0, atol, rtol)           # SciPy's errors for bad tolerances
     csr = base.csr
-    row_max = getattr(P, "_row_max", None)
-    if row_max is None:
-        row_max = P._row_max = int(cupy.diff(csr.indptr).max()) if n else 0
-    config = device.rows_config(n, row_max) if P.method == "cg" and device.ROWS else None
+    config = (device.rows_config(n, row_stats(csr)["max"]) if P.method == "cg" and device.ROWS
+              else None)
     if config is None and device.vector_path(n, dt, P.method)[0] != "shared":
         return None                                           # too large for a block a column
     Bt = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False).T)       # (k, n)
@@ -180,16 +179,11 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     else:
         bnorm = cupy.sqrt(cupy.asarray(sq))
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))
-        zero = bnorm == 0
-        info = cupy.where(zero, np.iinfo(np.int32).max, 0).astype(cupy.int32)
         dinv = (cupy.ascontiguousarray(cupy.broadcast_to(
             cupy.asarray(base.M.inv_diag, dt), (k, n))) if jacobi else None)
-        solve = getattr(device, f"solve_{P.method}")
-        its, res, path = solve(values, csr.indptr, csr.indices, Bt, Xt, info, tol, maxiter, dinv,
-                               shared_values=True)
-        Xt[zero] = 0                                          # b = 0: x = 0, as SciPy's
-        info = cupy.where(zero, 0, info)
-        res = cupy.where(zero, 0.0, res)
+        info, its, res, path = device.solve_skipping_zero(
+            P.method, values, csr.indptr, csr.indices, Bt, Xt, cupy.zeros(k, cupy.int32), tol,
+            maxiter, dinv, bnorm == 0, shared_values=True)
     X = cupy.ascontiguousarray(Xt.T)
     info = info.get().astype(np.int64)
     if not _is_cupy(B):

@@ -98,7 +98,6 @@ class PreparedSystem:
         self.variant, self.format = backend.name, fmt
         self.n, self.nnz, self.dtype = base.n, base.nnz, base.dtype
         self.precond = base.M                    # the bound preconditioner (its hierarchy, ...)
-        self._row_max = None                     # A's longest row, found by a block's first solve
         self.prepare_time = time.perf_counter() - t0
 
     def update(self, A) -> None:

@@ -175,7 +175,6 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
 
 
 VARIANTS = ("auto", "device", "host")
-_SKIP = np.iinfo(np.int32).max      # the kernel's preset for a system of b = 0 (x = 0 solves it)
 
 
 def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output, variant):
@@ -267,12 +266,8 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
         return X, info.astype(cupy.int64), its, res, tol, path
     values, Bw, info, bad, dinv, tol, todo = _checks(cupy, Ab, cupy.asarray(Ab.values),
                                                      cupy.asarray(B), M, dtype, rtol, atol)
-    zero_b = ~todo & ~bad                      # b = 0: x = 0 and info 0, the kernel skips it
-    code = cupy.where(zero_b, _SKIP, info).astype(cupy.int32)
-    solve = getattr(device, f"solve_{method}")
-    its, res, path = solve(values, indptr, indices, Bw, X, code, tol, maxiter, dinv)
-    info = cupy.where(zero_b, 0, code).astype(cupy.int64)
-    res = cupy.where(zero_b, 0.0, res)
+    info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,
+                                                      info, tol, maxiter, dinv, ~todo & ~bad)
     return X, info, its, res, tol, path
 
 

@@ -67,15 +67,31 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
 def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
              shared_values=False):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
-    (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too, as
-    dpsolve.batch's ``_checks`` leaves it out of ``todo``: x = 0 solves it, where the kernel's
-    first step would divide 0 by 0), and returns (its (nb,) int32, res (nb,) float64: the true
+    (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too:
+    ``solve_skipping_zero`` does it), and returns (its (nb,) int32, res (nb,) float64: the true
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
     int32; tol (nb,) float64; dinv (nb, n) or None; ``shared_values``: as solve_cg_rows's."""
     return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
                   shared_values)
+
+
+SKIP = np.iinfo(np.int32).max     # the preset that keeps a system of b = 0 out of the kernels
+
+
+def solve_skipping_zero(method, values, indptr, indices, B, X, info, tol, maxiter: int, dinv,
+                        zero_b, shared_values=False):
+    """``solve_<method>`` where the systems of b = 0 (``zero_b``, a mask) are not run but given
+    SciPy's answer -- x = 0, info 0, residual 0 -- where the kernels' first step would divide 0
+    by 0. ``info``: the other systems' preset codes. Returns (info int64, its, res, path)."""
+    import cupy
+    code = cupy.where(zero_b, SKIP, info).astype(cupy.int32)
+    its, res, path = _solve(method, values, indptr, indices, B, X, code, tol, maxiter, dinv,
+                            None, shared_values)
+    X[zero_b] = 0
+    return (cupy.where(zero_b, 0, code).astype(cupy.int64), its, cupy.where(zero_b, 0.0, res),
+            path)
 
 
 def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
