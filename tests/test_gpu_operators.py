@@ -91,6 +91,27 @@ def test_general_preconditioner(variant, method):
     assert np.linalg.norm(b - A @ x) <= 1e-8 * np.linalg.norm(b)
 
 
+def test_merge_cg_applies_a_general_M_once_an_iteration():
+    """Variant merge's CG with a general M applies it once an iteration and not in the set-up
+    (the test on ||r|| comes before the next M: merge.py's _cg_program_general, which graph
+    captures), with the iterates of the host reference (the same count)."""
+    variant = "merge"
+    A, b = _system("cg", 900)
+    ilu = sla.spilu(A.tocsc(), drop_tol=1e-3)
+    calls = []
+
+    def apply(v):
+        calls.append(1)
+        return ilu.solve(v)
+    M = LinearOperator(A.shape, matvec=apply, dtype=A.dtype)
+    x, info, rep = dpsolve.cg(A, b, rtol=1e-8, M=M, variant=variant, full_output=True)
+    its = len(calls)
+    _, _, ref = dpsolve.cg(A, b, rtol=1e-8, M=M, variant="host", full_output=True)
+    assert info == 0 and rep.restarts == 0
+    assert rep.iterations == ref.iterations and its == rep.iterations
+    assert np.linalg.norm(b - A @ x) <= 1e-8 * np.linalg.norm(b)
+
+
 @pytest.mark.parametrize("method, variant", M_PAIRS)
 def test_exact_inverse_converges_at_once(variant, method):
     A, b = _system(method, 100)

@@ -38,16 +38,18 @@ no-ops.
 
 A preconditioner that is not pointwise (a user's M, called every iteration, or one of kernels:
 dpsolve/precond) cannot be fused: the kernels that apply Jacobi run without it, its stream face
-runs after them, and one extra kernel forms the DOT
-partials that involve z (CG: <r, z>, <r, r>; BiCG: <r~, z>); BiCGStab needs no extra DOT kernel.
+runs after them, and one extra kernel forms the DOT partials that involve z (BiCG: <r~, z>);
+BiCGStab needs no extra DOT kernel. CG with such an M starts its iteration with z = M r, so that
+the test on ||r|| comes before the next M (``_cg_program_general``): M once an iteration, where
+the order above applies it once more in the set-up (an AMG V-cycle a solve).
 An operator A likewise splits the SpMV + DOT kernels, as CSR-vector does.
 """
 from __future__ import annotations
 
 from ..cuda import ops
 from . import _gpu
-from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, PENDING, PV, RHO, RR, RV, SIGMA, STATUS,
-                   TAU, ZETA, HostDrivenBackend)
+from ._gpu import (ALPHA, BETA, BI_ALPHA, BI_BETA, OMEGA, ONE, PENDING, PV, RHO, RR, RV, SIGMA,
+                   STATUS, TAU, ZETA, HostDrivenBackend)
 
 
 class MergeBackend(HostDrivenBackend):
@@ -58,6 +60,8 @@ class MergeBackend(HostDrivenBackend):
     # iteration; both leave (tau, status) in their slots. The host loop here reads them after
     # each; variant "graph" captures the same program into a conditional-WHILE graph.
     def cg_program(self, st, x):
+        if st.general:
+            return self._cg_program_general(st, x)
         A, s, stream = st.A, st.s, st.stream
         pre, general = st.fused, st.general   # M in the fused kernels, or between them
         parts = st.partials
@@ -83,6 +87,45 @@ class MergeBackend(HostDrivenBackend):
             ops.merge_beta(nparts, parts, pre or general, sigma, zeta, rrs, beta, tau,
                            stream)                                                # {O5b-O6-O7-O9}
             ops.xpay(st.z, beta, st.p, stream)                                    # {O8}
+        return setup, iteration
+
+    @staticmethod
+    def _cg_program_general(st, x):
+        """CG with a preconditioner of kernels (AMG, Chebyshev) or a user's M: the iteration
+        starts with z = M r, so the test on ||r|| at its end comes before the next M and the
+        solve applies M once an iteration (the order above applies it once more, in the
+        set-up, and its last one is never used: a V-cycle a solve). Per iteration:
+
+            z = M r; partials of <r, z>     M's stream face, then blas1's dot_partial
+            beta = zeta / sigma; sigma = zeta   cg_merge_beta (its tau is rewritten below)
+            p = z + beta p                  xpay (p = 0 and sigma = 1 from the set-up: p = z)
+            v = A p, alpha, x and r         {O1-O2a}, {O2b}, {O3-O4-O5a} with partials of <r, r>
+            tau = ||r||                     krylov's nrm2_final
+
+        The same iterates as the order above, one launch more an iteration and M once fewer a
+        solve."""
+        A, s, stream, ex = st.A, st.s, st.stream, st.ex
+        sigma, pv, alpha, zeta, rrs, beta, tau, status = (s(SIGMA), s(PV), s(ALPHA), s(ZETA), s(RR),
+                                                          s(BETA), s(TAU), s(STATUS))
+        parts = st.partials
+
+        def setup():                              # r = b - A x, tau = ||r||, status = 0
+            st.residual(x)
+            ex.dots(((st.r, st.r, rrs),))
+            ex.scalar("cg", "cg_start", st.dtype, rrs, rrs, sigma, tau, status)
+            ex.copy(s(ONE), sigma)                # the first beta (zeta / 1) multiplies p = 0
+            ex.fill(st.p, 0)
+
+        with ex.record() as iteration:                                      # captured once
+            st.psolve(st.r, st.z)
+            nparts = ops.dot_partial(st.r, st.z, parts, stream)
+            ops.merge_beta(nparts, parts, False, sigma, zeta, rrs, beta, tau, stream)
+            ops.xpay(st.z, beta, st.p, stream)
+            nparts = ops.merge_spmv_dot(A, st.p, st.v, parts, stream)
+            ops.merge_alpha(nparts, parts, sigma, pv, alpha, status, stream)
+            nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, st.pc_args, None, parts,
+                                      stream)
+            ops.nrm2_final(nparts, parts, tau, stream)
         return setup, iteration
 
     def cg(self, st, x, *, atol, maxiter, sync, callback):

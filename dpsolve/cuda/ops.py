@@ -377,6 +377,13 @@ def nrm2(x, out, partials, stream=None) -> None:
                stream)
 
 
+def nrm2_final(nparts: int, partials, out, stream=None) -> None:
+    """out[0] = sqrt(|sum of partials[:nparts]|): stage 2 of a norm whose partials a fused
+    kernel left (the merge variant's CG with a general preconditioner: cg_update_dot's <r, r>)."""
+    launch(get_kernel("krylov", "nrm2_final<{T}>", partials.dtype), (1,), (BLOCK,),
+           (np.int32(nparts), partials, out), stream)
+
+
 def dot_partial(x, y, partials, stream=None) -> int:
     """Stage 1 of <x, y> alone: per-block partials in partials[:nparts]; returns nparts (the set-up
     of the merge variant's BiCG / BiCGStab finishes them in a fused one-block kernel)."""
