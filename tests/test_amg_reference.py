@@ -9,10 +9,10 @@ Host only: NumPy, SciPy and pyamg (the comparison). What is checked:
 * the set-up is deterministic, and the aggregates obey the MIS-2 rules the GPU code copies;
 * awkward inputs give clear errors or sensible hierarchies.
 
-Right-hand sides are b = A u with u random (fixed seed), not A @ ones: with B = ones and the
-Jacobi weight equal to the prolongator's (4/3 / rho, the same rho), the pre-smoothed error of
-A x = A @ ones is exactly in the range of P (1 = P B_c + (4/3/rho) D^-1 A 1), so the V-cycle
-solves that system in one step and the count says nothing.
+Right-hand sides are b = A u with u random (fixed seed), not A @ ones: with B = ones and a
+Jacobi weight equal to the prolongator's (omega = 4/3: 4/3 / rho, the same rho), the pre-smoothed
+error of A x = A @ ones is exactly in the range of P (1 = P B_c + (4/3/rho) D^-1 A 1), so the
+V-cycle solves that system in one step and the count says nothing.
 """
 from __future__ import annotations
 
@@ -85,7 +85,8 @@ def cg_iterations(A, M):
 
 def _pyamg_smoother(smoother):
     if smoother == "jacobi":
-        return ("jacobi", {"omega": 4.0 / 3.0, "withrho": True, "iterations": 1})
+        # the same sweep as ours: omega / rho(D^-1 A), our default omega
+        return ("jacobi", {"omega": ref.SMOOTHER_OMEGA, "withrho": True, "iterations": 1})
     return ("chebyshev", {"degree": 3})
 
 

@@ -10,7 +10,8 @@ loop; dynamic and persistent fuse only pointwise preconditioners and refuse it b
 Options (pyamg's names where it has one): ``theta`` (strength threshold, 0: every nonzero is
 strong), ``B`` (n x k near-null-space, default the constants; rigid-body modes for elasticity),
 ``smoother`` ("jacobi": one damped sweep of weight omega / rho(D^-1 A); "chebyshev": ``degree``
-steps on D^-1 A), ``omega``, ``degree``, ``max_coarse`` and ``max_levels``; dpsolve's own:
+steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says why), ``degree``,
+``max_coarse`` and ``max_levels``; dpsolve's own:
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
 hierarchy and V-cycle).
@@ -31,10 +32,12 @@ class AMG(Preconditioner):
     name = "amg"
     has_adjoint = False          # BiCG's M^H: not built (the V-cycle of a nonsymmetric A)
 
-    def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=4.0 / 3.0, degree=3,
+    def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=None, degree=3,
                  max_coarse=300, max_levels=10, second_pass=None):
         if smoother not in ("jacobi", "chebyshev"):
             raise ValueError(f"AMG smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
+        if omega is None:
+            from .reference import SMOOTHER_OMEGA as omega
         for name, v in (("theta", theta), ("omega", omega)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"AMG {name} must be a finite number, got {v!r}")

@@ -707,7 +707,8 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
     return tuple(out)
 
 
-def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi", omega=4.0 / 3.0,
+def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
+          omega=reference.SMOOTHER_OMEGA,
           degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
           reuse=None) -> DeviceHierarchy:
     """The hierarchy of A (``csr``: a dpsolve CSR on the device) on ``stream``. ``reuse``: a
