@@ -252,28 +252,42 @@ def _sync_time(stream) -> float:
     return time.perf_counter()
 
 
-def _csr(data, indices, indptr, shape):
+def _csr(data, indices, indptr, shape, canonical=None):
+    """A cupyx CSR over the set-up's own arrays (nothing copied). CuPy 14's constructor checks a
+    user's (data, indices, indptr) by reading indptr's ends back: a host wait each, ~28 a set-up
+    at 10^6 rows. The set-up's arrays are consistent by construction (data and indices of
+    indptr[-1] entries, one index dtype), so CuPy's internal ``_from_parts``, which builds the
+    same matrix without the wait, is used where it exists; the public constructor otherwise.
+    ``canonical=True``: rows sorted without duplicates, known (the levels' A: cupyx's
+    ``diagonal`` would otherwise test it, a kernel and a wait)."""
     import cupyx.scipy.sparse as csp
+    make = getattr(csp.csr_matrix, "_from_parts", None)
+    if make is not None and indices.dtype == indptr.dtype and data.size == indices.size:
+        return make(data, indices, indptr, shape, has_canonical_format=canonical)
     return csp.csr_matrix((data, indices, indptr), shape=shape)
 
 
-def _canonical(M):
+def _canonical(M, has_zero=None):
     """CSR without explicit zeros (the reference's ``_canonical``). The set-up's products, sums
     and transposes already give sorted rows without duplicates; the zeros are dropped here with
     CuPy's array operations. (cupyx's sum_duplicates / eliminate_zeros / sort_indices sequence
     lost entries with CuPy 14.2 on CUDA 13: P had 401 of its 1,063 nonzeros on 2-D Poisson
-    20^2; which of the three is not pinned down, so none is used.)"""
+    20^2; which of the three is not pinned down, so none is used.) ``has_zero``: whether M
+    stores a zero, where the caller read it back already (None: read here, one host wait)."""
     import cupy
     M = M.tocsr()
     keep = M.data != 0
-    if bool(keep.all()):
+    if has_zero is None:
+        has_zero = not bool(keep.all())
+    if not has_zero:
         return M
     n = M.shape[0]
     rows = sps.row_ids(M.indptr, int(M.nnz))
     counts = cupy.bincount(rows[keep], minlength=n)
     indptr = cupy.zeros(n + 1, cupy.int32)
     indptr[1:] = cupy.cumsum(counts).astype(cupy.int32)
-    return _csr(M.data[keep], M.indices[keep], indptr, M.shape)
+    return _csr(M.data[keep], M.indices[keep], indptr, M.shape,
+                canonical=getattr(M, "_has_canonical_format", None))
 
 
 def _spmv(M, x, magnitude=False):
@@ -405,7 +419,7 @@ def spgemm_counted(A, B, counts=None):
     tail = (ops._NULL, counts.c_ptr, c_idx, c_val)
     shared_pass(1, tail)
     big_pass(1, tail)
-    return _csr(c_val, c_idx, counts.c_ptr, (m, ncols)), counts
+    return _csr(c_val, c_idx, counts.c_ptr, (m, ncols), canonical=True), counts
 
 
 @dataclass
@@ -467,7 +481,8 @@ def spgemm_pattern(A, B, C):
                 C.indptr, C.indices, c_val, missing), None)
         if int(missing.get()[0]):
             return None
-    return _csr(c_val, C.indices, C.indptr, C.shape)
+    return _csr(c_val, C.indices, C.indptr, C.shape,
+                canonical=getattr(C, "_has_canonical_format", None))
 
 
 def _check_level(A, level: int):
@@ -530,12 +545,13 @@ def strength_graph(A, theta: float):
     usual SPD matrix), it is A's own pattern: no work beyond the checks."""
     import cupy
     indptr = A.indptr
-    if theta == 0 and bool((A.data != 0).all()):
+    if theta == 0:                 # the asymmetry count and "a stored zero", in one host wait
         n = A.shape[0]
-        missing = cupy.zeros(1, cupy.int32)
+        flags = cupy.zeros(2, cupy.int32)
         launch(get_kernel("amg", "pattern_asymmetry<{T}>", A.dtype), (_grid(n),), (BLOCK,),
-               (np.int32(n), indptr, A.indices, missing), None)
-        if int(missing.get()[0]) == 0:
+               (np.int32(n), indptr, A.indices, flags[:1]), None)
+        flags[1:] = (A.data == 0).any()
+        if not flags.get().any():
             return indptr, A.indices
     gp, gj = sps.strength(indptr, A.indices, A.data, A.diagonal(), theta)   # the reference's
     return gp.astype(cupy.int32), gj.astype(cupy.int32)
@@ -573,21 +589,25 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
     n = gp.size - 1
     grid = (_grid(n),)
     join = get_kernel("amg", "agg_join<{T}>", dtype)
-    count = cupy.zeros(1, cupy.int32)
+    count = cupy.zeros(2, cupy.int32)
 
-    def joined(agg, v, roots_only):
+    def joined(agg, v, roots_only, new_roots=None):
+        """(the join's result, the nodes it left out, the count ``new_roots`` (a device sum),
+        both read back in one wait)."""
         out = cupy.empty_like(agg)
         count.fill(0)
         join(grid, (BLOCK,), (np.int32(n), np.int32(roots_only), gp, gj,
-                              v if v is not None else ops._NULL, agg, out, count))
-        return out, int(count.get()[0])
+                              v if v is not None else ops._NULL, agg, out, count[:1]))
+        if new_roots is not None:
+            count[1:] = new_roots
+        missing, k = (int(c) for c in count.get())
+        return out, missing, k
 
     # pass 1: the MIS-2's roots and their neighbours
     v = _mis(gp, gj, dtype, 2)
     roots = (v >> 60) == 2
     agg = cupy.where(roots, cupy.cumsum(roots.astype(cupy.int32)) - 1, -1).astype(cupy.int32)
-    n_agg = int(roots.sum())
-    agg, missing = joined(agg, v, 1)
+    agg, missing, n_agg = joined(agg, v, 1, roots.sum())
     # pass 2: second roots, the MIS-1 of the leftovers that have a leftover neighbour
     if missing and second_pass:
         left = agg < 0
@@ -595,23 +615,26 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
         counts = _spmv(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
                              left.astype(cupy.float32)) - left
         second = ((v2 >> 60) == 2) & left & (counts > 0)
-        k = int(second.sum())
         agg = cupy.where(second, n_agg + cupy.cumsum(second.astype(cupy.int32)) - 1,
                          agg).astype(cupy.int32)
+        agg, missing, k = joined(agg, v2, 1, second.sum())
         n_agg += k
-        agg, missing = joined(agg, v2, 1)
     # pass 3: the rest join their aggregated neighbour of largest key
     for _ in range(n + 1):
         if not missing:
             return agg, n_agg
-        agg, missing = joined(agg, v, 0)
+        agg, missing, _ = joined(agg, v, 0)
     raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
 
 
-def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False):
+def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False,
+              check_zero: bool = True):
     """T (CuPy CSR, n x n_agg*k) and the coarse B: the reference's rule (c). k = 1 on the device
     (the squared norms summed per aggregate by a CSR product in index order); k > 1 through the
-    reference's batched QR on the host (rigid-body modes: small next to the products)."""
+    reference's batched QR on the host (rigid-body modes: small next to the products).
+    ``check_zero``: raise for an aggregate where B is zero (one host wait); the set-up skips it
+    where B cannot be zero there (the constants, or a coarse B: the positive norms of the level
+    above)."""
     import cupy
     n, kcols = B.shape
     if kcols > 1:
@@ -632,8 +655,8 @@ def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False):
         t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
         norms = cupy.sqrt(_spmv(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
                                 sq.astype(cupy.float64)))
-    zero = cupy.flatnonzero(norms == 0)
-    if zero.size:
+    zero = cupy.flatnonzero(norms == 0) if check_zero else ()
+    if len(zero):
         raise ValueError(f"B is zero on every node of {int(zero.size)} aggregate(s) of level "
                          f"{level} (first: aggregate {int(zero[0])}): the coarse space cannot "
                          f"represent it. Give B a nonzero entry near every node")
@@ -641,16 +664,17 @@ def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False):
     return _csr(q, agg.copy(), rows, (n, n_agg)), norms.astype(dtype)[:, None]
 
 
-def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
+def smooth_prolongator(A, inv_diag, rho: float, T, dtype, one_per_row: bool = False):
     """P = T - (4/3 / rho) D^-1 (A T) (the reference's rule (d)). A T holds T's pattern (A has
-    its diagonal), so for a T of one entry a row the sum is made in place over A T's pattern
+    its diagonal), so for a T of one entry a row (``one_per_row``: the caller knows it, as
+    ``tentative`` makes T from a B of one column) the sum is made in place over A T's pattern
     (amg.cu's smooth_tentative); other T (B of k > 1 columns) through ``sparse.add``."""
-    import cupy
     AT = spgemm(A, T)
     n = AT.shape[0]
-    if T.nnz == n and bool((cupy.diff(T.indptr) == 1).all()):
-        if _smooth_in_place(AT, inv_diag, rho, T, dtype):
-            return _canonical(AT)
+    if one_per_row:
+        missing, has_zero = _smooth_in_place(AT, inv_diag, rho, T, dtype)
+        if not missing:
+            return _canonical(AT, has_zero)
         raise RuntimeError("AMG set-up: A T lacks an entry of T's pattern (internal error)")
     c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
     AT = _canonical(AT)
@@ -661,17 +685,22 @@ def smooth_prolongator(A, inv_diag, rho: float, T, dtype):
     return _canonical(_csr(d, i, p, T.shape))
 
 
-def _smooth_in_place(AT, inv_diag, rho: float, T, dtype) -> bool:
+def _smooth_in_place(AT, inv_diag, rho: float, T, dtype, zeros=True) -> tuple[bool, bool]:
     """AT's values become P = T - (4/3 / rho) D^-1 (A T) over AT's pattern, for a T of one entry
-    a row (amg.cu's smooth_tentative); False when a row lacks T's column (AT is then unusable)."""
+    a row (amg.cu's smooth_tentative). Returns (missing, has_zero), read back in one wait:
+    whether a row lacks T's column (AT is then unusable), and whether P stores a zero (an
+    entry that cancelled: ``_canonical`` drops it; False unless ``zeros`` asks)."""
     import cupy
     n = AT.shape[0]
     c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
-    missing = cupy.zeros(1, cupy.int32)
+    flags = cupy.zeros(2, cupy.int32)
     launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
-            np.dtype(dtype).type(c), missing), None)
-    return int(missing.get()[0]) == 0
+            np.dtype(dtype).type(c), flags[:1]), None)
+    if zeros:
+        flags[1:] = (AT.data == 0).any()
+    missing, has_zero = (int(f) for f in flags.get())
+    return bool(missing), bool(has_zero)
 
 
 def pseudo_inverse(A, dtype):
@@ -723,7 +752,9 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
     check_memory(csr.n, csr.nnz, dtype)
     with stream:
         t0 = _sync_time(stream)
-        A_l = _csr(csr.data.astype(dtype, copy=False), csr.indices, csr.indptr, (csr.n, csr.n))
+        # a dpsolve CSR is sorted without duplicates (its check repairs others in a copy)
+        A_l = _csr(csr.data.astype(dtype, copy=False), csr.indices, csr.indptr, (csr.n, csr.n),
+                   canonical=True)
         n0 = csr.n
         if B is None:
             B_l = cupy.ones((n0, 1), dtype)
@@ -767,8 +798,10 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                 A_l, B_l = A_next, reuse.B[level + 1]
                 numeric += 1
             else:
-                T, B_c = tentative(agg, n_agg, B_l, level, dtype, ones=B is None and not level)
-                P = smooth_prolongator(A_l, inv_diag, rho, T, dtype)
+                T, B_c = tentative(agg, n_agg, B_l, level, dtype, ones=B is None and not level,
+                                   check_zero=B is not None and not level)
+                P = smooth_prolongator(A_l, inv_diag, rho, T, dtype,
+                                       one_per_row=B_l.shape[1] == 1)
                 r_ptr, r_idx, r_val, order = sps.transpose(P.indptr, P.indices, P.data, P.shape,
                                                            conj=True, with_order=True)
                 R = _csr(r_val, r_idx, r_ptr, (P.shape[1], P.shape[0]))   # P^H
@@ -808,7 +841,7 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
         return None
     T = prev.T
     AT = spgemm_pattern(A_l, T, prev.P)
-    if AT is None or not _smooth_in_place(AT, inv_diag, rho, T, dtype):
+    if AT is None or _smooth_in_place(AT, inv_diag, rho, T, dtype, zeros=False)[0]:
         return None
     P = AT
     r_val = P.data[prev.R_order]
