@@ -171,11 +171,13 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
     A, b = _problem("2d", 50)
     P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph")
     agg0 = [lev.aggregates.copy() for lev in P.precond.hierarchy.levels[:-1]]
+    t0 = P.precond.vcycle_time
     P.update(csp.csr_matrix(2.0 * A))
     h = P.precond.hierarchy
     assert all(a is b or bool(cp.array_equal(a, b.aggregates))
                for a, b in zip(agg0, h.levels[:-1]))
     assert h.resetup == "numeric"                        # the numbers only, over kept patterns
+    assert t0 > 0 and P.precond.vcycle_time == t0        # the same kernels: not timed again
     x, info = P.solve(cp.asarray(2.0 * b), rtol=1e-8)
     assert info == 0
     assert np.allclose(x.get(), dpsolve.cg(2.0 * A, 2.0 * b, rtol=1e-10, variant="host",
@@ -184,6 +186,7 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
     A2 = sp.csr_array(A + sp.eye_array(A.shape[0], k=3))
     P.update(csp.csr_matrix(A2 + A2.T))
     assert P.precond.hierarchy.levels[0].A.nnz == (A2 + A2.T).nnz
+    assert P.precond.hierarchy.resetup == "full" and P.precond.vcycle_time > 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])

@@ -59,6 +59,7 @@ class AMG(Preconditioner):
         self.csr = None
         self.hierarchy = None        # the last hierarchy built (device or host)
         self._reuse = None           # a hierarchy of the same pattern (update(A))
+        self._reuse_vcycle_time = None   # and its V-cycle's time
         self.vcycle_time = None
 
     def options(self) -> dict:
@@ -108,6 +109,10 @@ class AMG(Preconditioner):
         if bool(xp.array_equal(a.indptr, b.indptr)) and bool(xp.array_equal(a.indices,
                                                                             b.indices)):
             self._reuse = h
+            # the V-cycle's time, for a re-set-up over every kept pattern (the same kernels
+            # over the same patterns: its time does not depend on the numbers)
+            self._reuse_vcycle_time = (previous.vcycle_time if previous.dtype == self.dtype
+                                       else None)
 
     def adopt(self, other) -> None:
         if isinstance(other, AMG):
@@ -134,7 +139,9 @@ class AMG(Preconditioner):
         self.hierarchy = h
         self._reuse = None
         face = AMGFace(h)
-        self.vcycle_time = face.time_vcycle(state)
+        kept, self._reuse_vcycle_time = self._reuse_vcycle_time, None
+        self.vcycle_time = (kept if kept is not None and h.resetup == "numeric"
+                            else face.time_vcycle(state))
         return face
 
     def describe(self) -> dict:
@@ -200,7 +207,8 @@ class AMGFace(DeviceFace):
         into a CUDA graph (as variant graph runs it, without the host's launch costs), launched
         ``reps`` times after a warm-up between CUDA events. Uses its own vectors, before any
         solve; a capture that fails falls back to timing stream launches. Part of the set-up's
-        time (2 + reps V-cycles: 1.3 ms at 10^6 rows), so kept short."""
+        time (2 + reps V-cycles: 1.3 ms at 10^6 rows, 8 at 4 x 10^6), so kept short; a numeric
+        re-set-up (every pattern kept) keeps the set-up's (``AMG.inherit``)."""
         import cupy
         from ...cuda.executor import Executor
         stream = state.stream
