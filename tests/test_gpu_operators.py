@@ -91,6 +91,32 @@ def test_general_preconditioner(variant, method):
     assert np.linalg.norm(b - A @ x) <= 1e-8 * np.linalg.norm(b)
 
 
+@pytest.mark.parametrize("variant", ["cuda", "merge"])
+def test_a_slow_cupy_operator_is_ordered_with_the_solve(variant):
+    """A CuPy operator whose own work is slow (a kernel that spins ~0.5 ms first): every kernel
+    of the solve after it, the true residual's norm included, sees its result (the user's
+    function runs with the solve's stream current: OperatorMatrix.apply). The final residual's
+    product once ran on the caller's stream and raced that norm."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A, b = _system("bicgstab")
+    dev = csp.csr_matrix(A)
+    spin = cupy.RawKernel(r"""extern "C" __global__ void spin(long long cycles) {
+        const long long t0 = clock64();
+        while (clock64() - t0 < cycles) { }
+    }""", "spin")
+
+    def matvec(v):
+        spin((1,), (1,), (np.int64(1_000_000),))
+        return dev @ v
+    op = LinearOperator(A.shape, matvec=matvec, dtype=A.dtype)
+    x, info, rep = dpsolve.bicgstab(op, cupy.asarray(b), rtol=1e-8, variant=variant,
+                                    full_output=True)
+    true = np.linalg.norm(b - A @ x.get())
+    assert info == 0 and rep.restarts == 0
+    assert abs(rep.residual_norm - true) <= 1e-6 * np.linalg.norm(b)
+
+
 def test_merge_cg_applies_a_general_M_once_an_iteration():
     """Variant merge's CG with a general M applies it once an iteration and not in the set-up
     (the test on ||r|| comes before the next M: merge.py's _cg_program_general, which graph

@@ -295,6 +295,17 @@ class OperatorMatrix(DeviceMatrix):
         raise self._no_kernel()
 
     def apply(self, x, y, stream) -> None:
+        """y = op(x) on ``stream``: a CuPy function runs with the solve's stream as CuPy's
+        current one, so its kernels and the copy into y are ordered with the solve's kernels.
+        The true residual's product is queued after the loop's ``with stream`` has closed, where
+        the caller's stream was current: the copy into y could race the norm that reads it (the
+        likely cause of BiCGStab with a cupyx operator reaching maxiter on `cuda` and `merge`
+        under a busy GPU, 2026-11-27; this fix is not yet run on a GPU)."""
+        import contextlib
+        with stream if stream is not None else contextlib.nullcontext():
+            self._apply(x, y, stream)
+
+    def _apply(self, x, y, stream) -> None:
         import cupy
         out = self.fn(x if self.on_device else x.get(stream=stream))
         shape = getattr(out, "shape", None)
