@@ -72,3 +72,27 @@ def test_nonfinite_table_runs_on_the_host(tmp_path):
                           "no-such-variant"], capture_output=True, text=True, timeout=60, cwd=ROOT,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert bad.returncode == 2 and "no-such-variant" in bad.stderr
+
+
+def test_profile_fixed_timeline_wraps_and_restores():
+    """scripts/profile-fixed --timeline wraps the solve path's steps for its calls only: inside,
+    each is a wrapper that records (start, duration); outside, every original is back (the
+    backend's inherited methods included, which it must not leave as own attributes)."""
+    import collections
+
+    import dpsolve._frontend as fe
+    from dpsolve.backends.graph import GraphBackend
+    mod = _script_module("profile-fixed")
+    backend = GraphBackend()
+    before = {name: vars(GraphBackend).get(name) for name in mod.BACKEND_STEPS}
+    original_iterate = fe.iterate
+    acc, t0 = collections.defaultdict(list), [0.0]
+    with mod.timeline_wrappers(backend, acc, t0):
+        assert fe.iterate is not original_iterate and fe.iterate.__wrapped__ is original_iterate
+        from dpsolve.backends._gpu import GpuBackend
+        assert vars(GraphBackend)["load"].__wrapped__ is GpuBackend.load    # inherited, wrapped
+        # a wrapped step records its call: restarted is pure Python
+        assert fe.restarted(lambda budget: (0, 3), lambda: 0.5, 1.0, 10) == (0, 3, 0.5, 0)
+        assert len(acc["_frontend.restarted"]) == 1
+    assert fe.iterate is original_iterate
+    assert {name: vars(GraphBackend).get(name) for name in mod.BACKEND_STEPS} == before
