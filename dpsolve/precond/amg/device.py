@@ -276,10 +276,10 @@ def _canonical(M, has_zero=None):
     stores a zero, where the caller read it back already (None: read here, one host wait)."""
     import cupy
     M = M.tocsr()
+    if has_zero is False:
+        return M
     keep = M.data != 0
-    if has_zero is None:
-        has_zero = not bool(keep.all())
-    if not has_zero:
+    if has_zero is None and bool(keep.all()):
         return M
     n = M.shape[0]
     rows = sps.row_ids(M.indptr, int(M.nnz))
