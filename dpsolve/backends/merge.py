@@ -112,8 +112,8 @@ class MergeBackend(HostDrivenBackend):
         def setup():                              # r = b - A x, tau = ||r||, status = 0
             st.residual(x)
             ex.dots(((st.r, st.r, rrs),))
-            ex.scalar("cg", "cg_start", st.dtype, rrs, rrs, sigma, tau, status)
-            ex.copy(s(ONE), sigma)                # the first beta (zeta / 1) multiplies p = 0
+            # cg_start's sigma = the ONE slot: the first beta (zeta / 1) multiplies p = 0
+            ex.scalar("cg", "cg_start", st.dtype, s(ONE), rrs, sigma, tau, status)
             ex.fill(st.p, 0)
 
         with ex.record() as iteration:                                      # captured once
