@@ -70,18 +70,28 @@ def _wide_rows(dtype, rng):
     return A, _random(400, 3000, 0.01, dtype, rng)
 
 
-@pytest.mark.parametrize("mode", ["dense", "dense, one block", "hash"])
+@pytest.mark.parametrize("mode", ["dense", "dense, shared, one warp a block", "dense, global",
+                                  "dense, global, one block", "hash"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_rows_beyond_the_shared_table(dtype, mode, monkeypatch):
     """Rows with thousands of distinct columns (the shared table holds 512) are made as dense
-    rows of C (C narrow enough; with scratch for one block, its 4 warps take the 10 such rows in
-    turn) or with global hash tables (a wider C); short rows beside them stay in shared
-    memory."""
+    rows of C (C narrow enough: in shared memory where a row fits, 4 warps a block or one, or in
+    global scratch; with scratch for one block, its 4 warps take the 10 such rows in turn) or
+    with global hash tables (a wider C); short rows beside them stay in shared memory."""
     from dpsolve.precond.amg import device
+    row_bytes = 3000 * (4 + np.dtype(dtype).itemsize)            # C has 3,000 columns
     if mode == "hash":
         monkeypatch.setattr(device, "SPGEMM_DENSE_MAX_COLS", 100)
-    if mode == "dense, one block":
+    if mode.startswith("dense, global"):
+        monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", 0)
+    if mode == "dense, global, one block":
         monkeypatch.setattr(device, "SPGEMM_DENSE_SLOTS", 3000)       # one block's warps
+    if mode == "dense, shared, one warp a block":
+        if row_bytes > 48 << 10:
+            pytest.skip("a complex128 row of 3,000 columns is beyond a block's 48 KB")
+        monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", row_bytes)
+    if mode == "dense":              # the defaults: in shared memory unless a row is too large
+        assert (row_bytes <= device.SPGEMM_SHARED_DENSE_BYTES) == (dtype != np.complex128)
     A, B = _wide_rows(dtype, np.random.default_rng(3))
     C = _check(A, B, exact=np.dtype(dtype).kind == "f")
     assert int(C.indptr[8] - C.indptr[7]) > 512
@@ -165,11 +175,16 @@ def test_the_same_bits_every_run_and_refused_shapes():
         device.spgemm(A, B.astype(np.float32))
 
 
+@pytest.mark.parametrize("rows", ["dense in shared memory", "searched"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_a_product_over_a_known_pattern(dtype):
+def test_a_product_over_a_known_pattern(dtype, rows, monkeypatch):
     """spgemm_pattern (a re-set-up's product): over the product's own pattern, the values of
-    spgemm (bit for bit for real dtypes); over a pattern that lacks an entry, None."""
+    spgemm (bit for bit for real dtypes); over a pattern that lacks an entry, None. C's 200
+    columns fit a dense row in shared memory; with that turned off, each product's place is
+    searched in C's row."""
     from dpsolve.precond.amg import device
+    if rows == "searched":
+        monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", 0)
     rng = np.random.default_rng(6)
     A = _device(_random(400, 300, 0.02, dtype, rng))
     B = _device(_random(300, 200, 0.03, dtype, rng))

@@ -11,6 +11,8 @@
 //                      PreparedSystem.update keeps every level's pattern): c_val over it, each
 //                      product's place by binary search in its row; a product whose column is
 //                      not in the row is counted (missing), and the caller makes the product anew
+//   spgemm_pattern_dense<T>  the same for a narrow C, each warp's row dense in shared memory
+//                      (values and a pattern mark per column, as spgemm_dense_shared): no search
 //
 // One warp per row, with a hash table (keys: columns, -1 empty; values). Three modes:
 // * shared (g_off, d_flags null): every row (or every row not flagged), its table in shared
@@ -24,6 +26,12 @@
 //   numeric pass reads the row out in column order, a ballot per 32 columns: no hashing and no
 //   sort. On AMG's last levels (C of a few thousand columns, rows of ~1,000 entries) the hash
 //   tables of the global mode took 24 ms for one product at 160^3.
+// * dense in shared memory (spgemm_dense_shared<T, NUMERIC>): the dense mode with each warp's
+//   dense row in dynamic shared memory (ncols values, then ncols flags, a warp) where it fits
+//   (device.SPGEMM_SHARED_DENSE_BYTES): no stamps (the warp clears its flags per row), and each
+//   step of the walk at shared-memory latency instead of L2's. AMG's narrow products are chains
+//   of such steps on a few hundred warps: R (A P) at 3-D 100^3, 573 rows of ~550 steps into 573
+//   columns, took 4.4 ms with its dense rows in global scratch.
 // * global (g_off given): the rows listed in `rows`, each with tsize_i slots of global scratch at
 //   g_off[r] (tsize_i >= bound_i: it cannot fill), for a C too wide for dense rows.
 // The warp walks A's row entries k in order; for each, its lanes take the distinct columns j of
@@ -271,6 +279,61 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
     }
 }
 
+// The dense mode in shared memory (see the header): rows[0..m-1], a warp a row, blockDim.x / 32
+// warps a block, each with ncols values and ncols flags of the dynamic shared memory.
+template <typename T, int NUMERIC>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
+                    const int* __restrict__ a_idx, const T* __restrict__ a_val,
+                    const int* __restrict__ b_ptr, const int* __restrict__ b_idx,
+                    const T* __restrict__ b_val, int ncols, int* __restrict__ count,
+                    const int* __restrict__ c_ptr, int* __restrict__ c_idx,
+                    T* __restrict__ c_val) {
+    extern __shared__ __align__(16) unsigned char dense_smem[];
+    const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
+    const int per_block = blockDim.x / DPS_WARP;
+    T* vals = reinterpret_cast<T*>(dense_smem) + (size_t)w * ncols;
+    int* flags = reinterpret_cast<int*>(reinterpret_cast<T*>(dense_smem) + (size_t)per_block * ncols)
+        + (size_t)w * ncols;
+    for (int r = blockIdx.x * per_block + w; r < m; r += gridDim.x * per_block) {   // per warp
+        const int i = rows[r];
+        for (int c = lane; c < ncols; c += DPS_WARP) flags[c] = 0;
+        __syncwarp();
+        int fresh_count = 0;
+        spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr,
+                                       [&](int j, T a) {
+            const int col = b_idx[j];
+            const bool fresh = flags[col] == 0;
+            if (fresh) flags[col] = 1;
+            fresh_count += fresh;
+            if (NUMERIC) {
+                const T prod = dps::mul_rn(a, b_val[j]);
+                vals[col] = fresh ? prod : vals[col] + prod;
+            }
+            return true;
+        });
+        if (!NUMERIC) {
+            fresh_count = dps::warp_sum(fresh_count);
+            if (lane == 0) count[i] = fresh_count;
+            __syncwarp();
+            continue;
+        }
+        int out = c_ptr[i];                              // the row, in column order
+        for (int base = 0; base < ncols; base += DPS_WARP) {
+            const int col = base + lane;
+            const bool here = col < ncols && flags[col] != 0;
+            const unsigned occ = __ballot_sync(DPS_FULL_MASK, here);
+            if (here) {
+                const int at = out + __popc(occ & ((1u << lane) - 1u));
+                c_idx[at] = col;
+                c_val[at] = vals[col];
+            }
+            out += __popc(occ);
+        }
+        __syncwarp();
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
@@ -291,6 +354,46 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
             else ++miss;
             return true;
         });
+    }
+    miss = dps::warp_sum(miss);
+    if (lane == 0 && miss) atomicAdd(missing, miss);
+}
+
+// spgemm_pattern for a C of ncols columns whose dense row fits the block's shared memory
+// (device.SPGEMM_SHARED_DENSE_BYTES), blockDim.x / 32 warps a block: each warp marks its row's
+// pattern in a dense row, sums the products there in the walk's order (from zero, as
+// spgemm_pattern) and writes the row's values out; a product outside the pattern is counted.
+template <typename T>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+                     const T* __restrict__ a_val, const int* __restrict__ b_ptr,
+                     const int* __restrict__ b_idx, const T* __restrict__ b_val, int ncols,
+                     const int* __restrict__ c_ptr, const int* __restrict__ c_idx,
+                     T* __restrict__ c_val, int* __restrict__ missing) {
+    extern __shared__ __align__(16) unsigned char dense_smem[];
+    const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
+    const int per_block = blockDim.x / DPS_WARP;
+    T* vals = reinterpret_cast<T*>(dense_smem) + (size_t)w * ncols;
+    int* mark = reinterpret_cast<int*>(reinterpret_cast<T*>(dense_smem) + (size_t)per_block * ncols)
+        + (size_t)w * ncols;
+    int miss = 0;
+    for (int i = blockIdx.x * per_block + w; i < m; i += gridDim.x * per_block) {   // per warp
+        const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
+        for (int c = lane; c < ncols; c += DPS_WARP) mark[c] = 0;
+        __syncwarp();
+        for (int e = c_begin + lane; e < c_end; e += DPS_WARP) {
+            mark[c_idx[e]] = 1;
+            vals[c_idx[e]] = T(0);
+        }
+        __syncwarp();
+        spgemm::walk_row<true>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr, [&](int j, T a) {
+            const int col = b_idx[j];
+            if (mark[col]) vals[col] = vals[col] + dps::mul_rn(a, b_val[j]);
+            else ++miss;
+            return true;
+        });
+        for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = vals[c_idx[e]];
+        __syncwarp();
     }
     miss = dps::warp_sum(miss);
     if (lane == 0 && miss) atomicAdd(missing, miss);

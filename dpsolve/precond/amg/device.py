@@ -309,6 +309,7 @@ SPGEMM_SHARED_SLOTS = 512        # spgemm.cu's shared table (slots a warp)
 SPGEMM_GLOBAL_SLOTS = 1 << 26    # global hash-table slots per launch for the rows that overflow
 SPGEMM_DENSE_MAX_COLS = 1 << 13  # long rows of a C this narrow are made as dense rows
 SPGEMM_DENSE_SLOTS = 1 << 23     # dense-row slots (ncols a warp) of one launch: >= 1,024 warps
+SPGEMM_SHARED_DENSE_BYTES = 48 << 10   # a block's dense rows in shared memory (no opt-in needed)
 
 
 def spgemm(A, B):
@@ -325,8 +326,9 @@ def spgemm_counted(A, B, counts=None):
 
     Where C has at most SPGEMM_DENSE_MAX_COLS columns, the rows whose tables would neither fit
     the shared memory nor be smaller than a row of C, and the rows that overflow their shared
-    table, are made as dense rows of C in global scratch; on a wider C, the rows that overflow
-    get global hash tables. Returns (C, its
+    table, are made as dense rows of C: in shared memory where a row's values and flags fit
+    SPGEMM_SHARED_DENSE_BYTES, else in global scratch; on a wider C, the rows that overflow get
+    global hash tables. Returns (C, its
     :class:`SpgemmCounts`); ``counts``: those of an earlier product with the same patterns (a
     re-set-up's A P): the symbolic pass is skipped."""
     import cupy
@@ -347,6 +349,8 @@ def spgemm_counted(A, B, counts=None):
     dense_flags = []          # the dense rows' stamps, -1 at first: shared by this call's passes
     kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {numeric}>", dt)
                for numeric in (0, 1)]                        # symbolic, numeric
+    dense_shared = [get_kernel("spgemm", f"spgemm_dense_shared<{{T}}, {numeric}>", dt)
+                    for numeric in (0, 1)]
     if counts is None:
         tsize = cupy.empty(m, cupy.int32)
         launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
@@ -372,10 +376,18 @@ def spgemm_counted(A, B, counts=None):
                 counts.overflow, *tail), None)
 
     def big_pass(numeric, tail):
-        """The rows that overflowed the shared tables: dense rows of C where C is narrow, else
-        global hash tables of their own, in chunks of at most SPGEMM_GLOBAL_SLOTS slots."""
+        """The rows that overflowed the shared tables: dense rows of C where C is narrow (in
+        shared memory, up to 4 warps a block, where they fit), else global hash tables of their
+        own, in chunks of at most SPGEMM_GLOBAL_SLOTS slots."""
         big = counts.big
         if big.size == 0:
+            return
+        row_bytes = ncols * (4 + dt.itemsize)            # a dense row's values and flags
+        if ncols <= SPGEMM_DENSE_MAX_COLS and row_bytes <= SPGEMM_SHARED_DENSE_BYTES:
+            per_block = min(SPGEMM_WARPS, SPGEMM_SHARED_DENSE_BYTES // row_bytes)
+            launch(dense_shared[numeric], (-(-int(big.size) // per_block),), (32 * per_block,),
+                   (np.int32(big.size), big, *operands[:6], np.int32(ncols), *tail),
+                   None, shared_mem=per_block * row_bytes)
             return
         if ncols <= SPGEMM_DENSE_MAX_COLS:
             warps = max(1, min(int(big.size), SPGEMM_DENSE_SLOTS // max(ncols, 1)))
@@ -466,15 +478,27 @@ def check_memory(n: int, nnz: int, dtype) -> None:
 
 def spgemm_pattern(A, B, C):
     """A @ B over C's pattern (CuPy CSR, sorted rows): a new C with C's indptr and indices and
-    the product's values there (spgemm.cu's spgemm_pattern: the same sums, in the same order, as
-    ``spgemm``), or None when a product falls outside the pattern (an entry of A @ B that C
-    lacks: the caller makes the product anew)."""
+    the product's values there (spgemm.cu's spgemm_pattern, or spgemm_pattern_dense where C's
+    dense row fits shared memory: the same sums, in the same order, as ``spgemm``), or None
+    when a product falls outside the pattern (an entry of A @ B that C lacks: the caller makes
+    the product anew)."""
     import cupy
     m = A.shape[0]
     dt = np.dtype(A.dtype)
     c_val = cupy.zeros(int(C.nnz), dt)
     missing = cupy.zeros(1, cupy.int32)
-    if m and A.nnz and B.nnz:
+    ncols = int(C.shape[1])
+    row_bytes = ncols * (4 + dt.itemsize)
+    if m and A.nnz and B.nnz and row_bytes <= SPGEMM_SHARED_DENSE_BYTES:   # dense rows
+        per_block = min(SPGEMM_WARPS, SPGEMM_SHARED_DENSE_BYTES // row_bytes)
+        launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
+               (-(-m // per_block),), (32 * per_block,),
+               (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
+                np.int32(ncols), C.indptr, C.indices, c_val, missing), None,
+               shared_mem=per_block * row_bytes)
+        if int(missing.get()[0]):
+            return None
+    elif m and A.nnz and B.nnz:
         launch(get_kernel("spgemm", "spgemm_pattern<{T}>", dt),
                (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
                (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
