@@ -34,6 +34,28 @@ def _problem(kind="2d", n=40, dtype=np.float64):
     return A, (A @ rng.random(A.shape[0])).astype(dtype)
 
 
+@pytest.fixture(params=["csr-vector", "sell"])
+def coarse_format(request, monkeypatch):
+    """The format of the V-cycle's matrices below level 0 (and of R and P): dpsolve's
+    CSR-vector kernels (these test problems are below device.SELL_MIN_ROWS) or, with that
+    threshold at 0 and any row length or padding allowed, SELL-32 for every one."""
+    if request.param == "sell":
+        from dpsolve.precond.amg import device
+        monkeypatch.setattr(device, "SELL_MIN_ROWS", 0)
+        monkeypatch.setattr(device, "SELL_MAX_PADDING", float("inf"))
+        monkeypatch.setattr(device, "SELL_MAX_MEAN_ROW", float("inf"))
+    return request.param
+
+
+def _uses_sell(h) -> bool:
+    """Whether the V-cycle runs SELL-32 (then on every level's A below 0, R and P), or not at
+    all; anything between is an error."""
+    mats = [m for i, lev in enumerate(h.levels[:-1])
+            for m in ((lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ()))]
+    assert mats and len({m is None for m in mats}) == 1
+    return mats[0] is not None
+
+
 def _prepared(A, variant, M="amg", method="cg"):
     import cupyx.scipy.sparse as csp
     return dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
@@ -55,12 +77,13 @@ def test_device_aggregates_are_the_references(kind):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 @pytest.mark.parametrize("variant", STREAM_VARIANTS)
-def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype):
+def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype, coarse_format):
     cp = _cp()
     A, _ = _problem("2d", 37, dtype)
     P = _prepared(A, variant, M=dpsolve.precond.AMG(smoother=smoother))
     st = P._state
     h_dev = P.precond.hierarchy
+    assert _uses_sell(h_dev) == (coarse_format == "sell")
     h = h_dev.to_host()
     r = np.random.default_rng(2).random(A.shape[0]).astype(dtype)
     with st.stream:
@@ -75,15 +98,17 @@ def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 @pytest.mark.parametrize("fmt", ["ell", "csr-vector", "csr-scalar"])
-def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype):
+def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, coarse_format):
     """Level 0's smoothing runs over the solve's own ELL arrays when the solve holds A in ELL
     (else over A_0's CSR); both V-cycles are the reference's, on a 3-D problem whose level 1 has
-    long rows (the pre-smoothing apart from the residual there)."""
+    long rows (the pre-smoothing apart from the residual there: with SELL, level 0's
+    restriction writes level 1's pre-smoothing)."""
     import cupyx.scipy.sparse as csp
     cp = _cp()
     A, _ = _problem("3d", 15, dtype)
     P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph", format=fmt)
     h_dev = P.precond.hierarchy
+    assert _uses_sell(h_dev) == (coarse_format == "sell")
     assert (h_dev.ell0 is not None) == (fmt == "ell")
     assert not h_dev.levels[1].fused and h_dev.levels[0].fused
     r = np.random.default_rng(4).random(A.shape[0]).astype(dtype)
@@ -190,18 +215,34 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
-def test_a_numeric_resetup_equals_a_fresh_set_up(dtype):
+def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, coarse_format):
     """update(A') with A's pattern recomputes the numbers over the kept patterns: every level's
-    matrices, and so the V-cycle, are a fresh set-up's of A' (to rounding)."""
+    matrices, and so the V-cycle, are a fresh set-up's of A' (to rounding). SELL copies keep
+    their layout and take the new values; the device V-cycles agree too."""
     cp = _cp()
     import cupyx.scipy.sparse as csp
     A, _ = _problem("3d", 14, dtype)
     A2 = sp.csr_array(A + sp.diags_array(np.linspace(0.1, 0.5, A.shape[0]))).astype(dtype)
     P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="cuda")
+    before = P.precond.hierarchy.levels[1].sell_A
     P.update(csp.csr_matrix(A2))
     fresh = dpsolve.prepare(csp.csr_matrix(A2), "cg", M="amg", variant="cuda")
     h, hf = P.precond.hierarchy, fresh.precond.hierarchy
     assert h.resetup == "numeric" and hf.resetup == "full"
+    assert _uses_sell(h) == _uses_sell(hf) == (coarse_format == "sell")
+    if before is not None:
+        assert h.levels[1].sell_A.idx is before.idx           # the layout kept, values new
+    rd = cp.asarray(np.random.default_rng(6).random(A.shape[0]).astype(dtype))
+    cp.cuda.Device().synchronize()      # rd was made on CuPy's stream; the solves' are their own
+    zs = []
+    for Q in (P, fresh):
+        st = Q._state
+        with st.stream:
+            zd = cp.full_like(rd, np.nan)
+            st.pc.apply(st.ex, rd, zd)
+            zs.append(zd.get())
+        st.stream.synchronize()
+    assert np.linalg.norm(zs[0] - zs[1]) <= 10 * EPS[dtype] * np.linalg.norm(zs[1])
     tol = 1e-4 if dtype == np.float32 else 1e-12
     for a, b in zip(h.levels, hf.levels):
         da, db = a.A.toarray().get(), b.A.toarray().get()

@@ -67,7 +67,10 @@ SOURCES = {
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "vc_presmooth_residual_ell<{T}>", "vc_residual_ell<{T}>",
-                             "vc_jacobi_ell<{T}>")
+                             "vc_jacobi_ell<{T}>", "vc_presmooth_residual_sell<{T}>",
+                             "vc_residual_sell<{T}>", "vc_jacobi_sell<{T}>",
+                             "vc_restrict_sell<{T}>", "vc_prolong_sell<{T}>",
+                             "sell_widths<{T}>", "sell_fill<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale",

@@ -40,7 +40,10 @@
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
 //                         a thread a row over the solve's own column-major arrays, no second copy
-// and the restriction b_c = R res through spmv.cu's CSR-vector kernel.
+//   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_restrict_sell<T>
+//   (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>: the same over a
+//                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
+// and the restriction b_c = R res through spmv.cu's CSR-vector kernel (levels without SELL).
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
@@ -132,6 +135,26 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
             }
         }
     }
+}
+
+// Sliced ELL, SELL-32 (device.sell_of): slices of 32 rows, slice s holding its rows' entries
+// column-major over its own width (sptr[s + 1] - sptr[s]) / 32, entry k of row r at
+// sptr[r / 32] + 32 k + r % 32, padding with index -1. A thread a row, as the ELL level 0: its
+// loads coalesced over the slice and independent of each other (the CSR-vector kernels of W
+// lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
+// H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
+template <typename T, typename X>
+__device__ __forceinline__ T sell_row(int row, const int* __restrict__ sptr,
+                                      const int* __restrict__ idx, const T* __restrict__ val,
+                                      X xv) {
+    const int end = sptr[(row >> 5) + 1];
+    T sum = T(0);
+#pragma unroll 4
+    for (int at = sptr[row >> 5] + (row & 31); at < end; at += 32) {
+        const int c = dps::ld_mat<true>(idx + at);
+        if (c >= 0) sum += dps::ld_mat<true>(val + at) * xv(c);
+    }
+    return sum;
 }
 
 // x[c]: the operand of a plain product
@@ -428,3 +451,91 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __rest
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = x[row] + s[row] * (b[row] - dps::ell_row<T>(row, n, width, indices, data, x));
 }
+
+// ---------------------------------------------------------------------------- levels in SELL-32
+
+// sptr_next[s] = 32 x the longest row of slice s (the host's cumsum makes sptr from it)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+sell_widths(int n, const int* __restrict__ indptr, int* __restrict__ sptr_next) {
+    const int slices = (n + 31) / 32;
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < slices; s += gridDim.x * blockDim.x) {
+        int w = 0;
+        for (int r = 32 * s; r < 32 * s + 32 && r < n; ++r) w = max(w, indptr[r + 1] - indptr[r]);
+        sptr_next[s] = 32 * w;
+    }
+}
+
+// The SELL arrays of a CSR matrix over sptr: every slot of row r's column of its slice, the
+// padding as index -1 and value 0; indices null: the values only (a numeric re-set-up).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+          const T* __restrict__ data, const int* __restrict__ sptr, int* __restrict__ idx,
+          T* __restrict__ val) {
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+        const int begin = indptr[r], len = indptr[r + 1] - begin;
+        const int s = r >> 5, at0 = sptr[s] + (r & 31), width = (sptr[s + 1] - sptr[s]) >> 5;
+        for (int k = 0; k < width; ++k) {
+            const int at = at0 + 32 * k;
+            if (indices != nullptr) idx[at] = k < len ? indices[begin + k] : -1;
+            val[at] = k < len ? data[begin + k] : T(0);
+        }
+    }
+}
+
+#define DPS_ROWS(n) \
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < (n); row += gridDim.x * blockDim.x)
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+                           const T* __restrict__ val, const T* __restrict__ s,
+                           const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+    DPS_ROWS(n) {
+        const T sum = amg::sell_row(row, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
+        x[row] = s[row] * b[row];
+        res[row] = b[row] - sum;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+                 const T* __restrict__ val, const T* __restrict__ x, const T* __restrict__ b,
+                 T* __restrict__ res) {
+    DPS_ROWS(n) res[row] = b[row] - amg::sell_row(row, sptr, idx, val, amg::gather<T>{x});
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+               const T* __restrict__ val, const T* __restrict__ s, const T* __restrict__ x,
+               const T* __restrict__ b, T* __restrict__ y) {
+    DPS_ROWS(n) {
+        const T ax = amg::sell_row(row, sptr, idx, val, amg::gather<T>{x});
+        y[row] = x[row] + s[row] * (b[row] - ax);
+    }
+}
+
+// bc = R res over R's nc rows, and xc = sc .* bc where sc is given (vc_restrict_scale's fusion)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
+                 const T* __restrict__ val, const T* __restrict__ res, const T* __restrict__ sc,
+                 T* __restrict__ bc, T* __restrict__ xc) {
+    DPS_ROWS(nc) {
+        const T r = amg::sell_row(row, sptr, idx, val, amg::gather<T>{res});
+        bc[row] = r;
+        if (sc != nullptr) xc[row] = sc[row] * r;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+                const T* __restrict__ val, const T* __restrict__ xc, T* __restrict__ x) {
+    DPS_ROWS(n) x[row] = x[row] + amg::sell_row(row, sptr, idx, val, amg::gather<T>{xc});
+}
+
+#undef DPS_ROWS

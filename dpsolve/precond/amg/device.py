@@ -21,6 +21,9 @@ steps; level 0 runs the ``_ell`` kernels over the solve's ELL arrays when it hol
     ...           the coarser levels, then the coarsest: vc_dense  x_c = pinv(A_c) b_c
     vc_prolong    X += P x_{l+1}
     vc_jacobi     out = X + (omega / rho) D^-1 (b - A X)    post-smoothing (the same smoother)
+
+A level's A (below level 0), R and P run the ``_sell`` kernels instead, a thread a row, where
+``sell_of`` keeps a SELL-32 copy of them (rows enough, padding small).
 """
 from __future__ import annotations
 
@@ -72,6 +75,63 @@ def rows_launch(n: int, lanes: int, nnz: int = 0, restriction: bool = False):
     return (_grid(-(-n // rows) * lanes),), np.int32(rows)
 
 
+# SELL-32 copies of the V-cycle's matrices (amg.cu's sell_row: a thread a row, the loads of a slice
+# coalesced) where a matrix has rows enough to fill the GPU with threads and its padding is small.
+# Measured on the H100 (each kernel alone, CSR-vector -> SELL, us): level 1's A at 2-D 1024^2
+# (269k rows of 12.8) 25.4 -> 20.5, at 3-D 160^3 (1.04M of 37) 225 -> 216; R_0 at 160^3 (1.04M of
+# 17) 166 -> 140; P_0 at 3-D 100^3 31.0 -> 26.7. Fewer rows, longer rows lost: A_2 at 2-D (41k
+# rows of 27) 11.2 -> 15.9, at 3-D 160^3 (86k of 164) 69 -> 118: too few threads for their loops.
+SELL_MIN_ROWS = 100_000
+SELL_MAX_MEAN_ROW = 48
+SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: a padding slot
+                                # reads 4 bytes (its index), an entry 12 (P_1 at 1.54-1.61: 2-D
+                                # V-cycle 241.5 -> 240.2 us, 160^3 1438 -> 1412)
+
+
+@dataclass
+class SellMatrix:
+    """A CSR matrix in SELL-32 (amg.cu's sell_row): slice pointers, indices (-1: padding) and
+    values; ``indptr`` and ``indices`` are the CSR arrays it was made from: a matrix over those
+    same arrays (a numeric re-set-up keeps every pattern) refills only the values."""
+    sptr: object
+    idx: object
+    val: object
+    indptr: object
+    indices: object
+
+
+def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
+    """M (a CuPy CSR) in SELL-32, or None where it would not pay: fewer than SELL_MIN_ROWS rows,
+    rows of more than SELL_MAX_MEAN_ROW entries on average, or more than SELL_MAX_PADDING slots
+    per entry. ``prev``: the copy of a matrix over M's own pattern arrays (the same objects),
+    whose layout is kept: one kernel, no host wait."""
+    import cupy
+    n, nnz = int(M.shape[0]), int(M.nnz)
+    if n < SELL_MIN_ROWS or nnz == 0 or nnz > SELL_MAX_MEAN_ROW * n:
+        return None
+    dt = np.dtype(M.dtype)
+    fill = get_kernel("amg", "sell_fill<{T}>", dt)
+    if prev is not None and prev.indptr is M.indptr and prev.indices is M.indices:
+        val = cupy.empty(prev.idx.size, dt)
+        launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, ops._NULL, M.data, prev.sptr,
+                                            ops._NULL, val), None)
+        return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices)
+    slices = -(-n // 32)
+    sptr = cupy.zeros(slices + 1, cupy.int64)
+    widths = cupy.empty(slices, cupy.int32)
+    launch(get_kernel("amg", "sell_widths<{T}>", dt), (_grid(slices),), (BLOCK,),
+           (np.int32(n), M.indptr, widths), None)
+    cupy.cumsum(widths, dtype=cupy.int64, out=sptr[1:])
+    total = int(sptr[-1])                                               # one host wait
+    if total > SELL_MAX_PADDING * nnz or total >= 2**31:
+        return None
+    sptr = sptr.astype(cupy.int32)
+    idx, val = cupy.empty(total, cupy.int32), cupy.empty(total, dt)
+    launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, M.indices, M.data, sptr, idx,
+                                        val), None)
+    return SellMatrix(sptr, idx, val, M.indptr, M.indices)
+
+
 @dataclass
 class DeviceLevel:
     """One level on the device: A_l (CuPy CSR), D^-1, rho, P and R (None on the coarsest), the
@@ -92,6 +152,9 @@ class DeviceLevel:
     lanes_R: int = 2
     fused: bool = True                       # the Jacobi pre-smoothing fused into the residual
     R_matrix: object = None                  # R as a dpsolve CSR-vector DeviceMatrix
+    sell_A: SellMatrix = None                # SELL-32 copies (sell_of; None: CSR-vector kernels)
+    sell_R: SellMatrix = None
+    sell_P: SellMatrix = None
     X: object = None
     Wb: object = None
     res: object = None
@@ -175,6 +238,11 @@ class DeviceHierarchy:
                        (BLOCK,), (n, lev.scale, b, X), stream)
                 launch(get_kernel("amg", "vc_residual_ell<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (n, *ell, X, b, lev.res), stream)
+        elif self.smoother == "jacobi" and lev.fused and lev.sell_A is not None:
+            X, S = lev.X, lev.sell_A
+            launch(get_kernel("amg", "vc_presmooth_residual_sell<{T}>", self.dtype),
+                   (_grid(lev.n),), (BLOCK,),
+                   (np.int32(lev.n), S.sptr, S.idx, S.val, lev.scale, b, X, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
             grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
@@ -194,7 +262,13 @@ class DeviceHierarchy:
         # b_{l+1} = R res; where level l+1 pre-smooths apart from its residual, the same kernel
         # writes its X = s .* b_{l+1} (one launch fewer)
         scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
-        if scale_next:
+        if lev.sell_R is not None:
+            S = lev.sell_R
+            launch(get_kernel("amg", "vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
+                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, lev.res,
+                              nxt.scale if scale_next else ops._NULL, nxt.b_in,
+                              nxt.X if scale_next else ops._NULL), stream)
+        elif scale_next:
             R = lev.R
             grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
             launch(get_kernel("amg", f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
@@ -204,11 +278,16 @@ class DeviceHierarchy:
         else:
             ops.spmv(lev.R_matrix, lev.res, nxt.b_in, stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
-        P = lev.P
-        grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
-        launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
-               (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
-               stream)
+        if lev.sell_P is not None:
+            S = lev.sell_P
+            launch(get_kernel("amg", "vc_prolong_sell<{T}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, nxt.out, X), stream)
+        else:
+            P = lev.P
+            grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
+            launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
+                   (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
+                   stream)
         if ell is not None:                                    # post-smoothing into out
             launch(get_kernel("amg", "vc_jacobi_ell<{T}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out), stream)
@@ -216,6 +295,11 @@ class DeviceHierarchy:
             self._smooth(lev, X, b, out, stream)
 
     def _residual(self, lev, x, b, stream):
+        if lev.sell_A is not None:
+            S = lev.sell_A
+            launch(get_kernel("amg", "vc_residual_sell<{T}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, x, b, lev.res), stream)
+            return
         A = lev.A
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
         launch(get_kernel("amg", f"vc_residual<{{T}}, {lev.lanes}>", self.dtype), grid,
@@ -228,6 +312,11 @@ class DeviceHierarchy:
         Out-of-place steps alternate between out and the level's Wb."""
         A, n, dt = lev.A, np.int32(lev.n), self.dtype
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
+        if self.smoother == "jacobi" and lev.sell_A is not None:
+            S = lev.sell_A
+            launch(get_kernel("amg", "vc_jacobi_sell<{T}>", dt), (_grid(lev.n),), (BLOCK,),
+                   (n, S.sptr, S.idx, S.val, lev.scale, x, b, out), stream)
+            return out
         if self.smoother == "jacobi":
             launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
                    (n, A.indptr, A.indices, A.data, lev.scale, x, b, out, rows), stream)
@@ -448,9 +537,10 @@ class SpgemmCounts:
 
 
 # device bytes a hierarchy takes, per byte of A in CSR (the levels at an operator complexity up to
-# ~3, P and R, and the sparse products' intermediates) and per vector (the V-cycle's work vectors,
-# the set-up's): on the safe side of what the H100 runs showed (operator complexity 1.9-2.9)
-HIERARCHY_PER_MATRIX_BYTE, HIERARCHY_VECTORS = 8, 24
+# ~3, P and R, and the sparse products' intermediates; the SELL-32 copies of A_1, R_0, P_0 and
+# P_1, up to ~4 more at 3-D 160^3) and per vector (the V-cycle's work vectors, the set-up's): on
+# the safe side of what the H100 runs showed (operator complexity 1.9-2.9)
+HIERARCHY_PER_MATRIX_BYTE, HIERARCHY_VECTORS = 12, 24
 
 
 def check_memory(n: int, nnz: int, dtype) -> None:
@@ -850,7 +940,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                             omega=float(omega), degree=int(degree), dtype=dtype, B=Bs,
                             resetup="full" if reuse is None else
                             "numeric" if numeric == len(levels) - 1 else "aggregates")
-        _prepare_cycle(h)
+        _prepare_cycle(h, reuse)
         times["total"] = _sync_time(stream) - t0
     h.setup_times = times
     return h
@@ -877,9 +967,11 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
     return P, R, A_next
 
 
-def _prepare_cycle(h: DeviceHierarchy) -> None:
-    """The V-cycle's per-level data: smoother weights, lanes per row, R as a dpsolve matrix and
-    the work vectors (NaN-poisoned, as every dpsolve work vector)."""
+def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
+    """The V-cycle's per-level data: smoother weights, lanes per row, R as a dpsolve matrix, the
+    SELL-32 copies of A (below level 0), R and P where they pay (``sell_of``; over ``reuse``'s
+    layouts where a re-set-up kept a pattern) and the work vectors (NaN-poisoned, as every
+    dpsolve work vector)."""
     import cupy
 
     from ...cuda.device_matrix import CsrVectorMatrix
@@ -898,6 +990,11 @@ def _prepare_cycle(h: DeviceHierarchy) -> None:
         if lev.P is None:
             continue
         lev.lanes_P = vector_width(lev.P.nnz / max(n, 1))
+        prev = reuse.levels[l] if reuse is not None and l < len(reuse.levels) else None
+        if l > 0:
+            lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
+        lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
+        lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
         R = lev.R
         lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])))
         lev.lanes_R = lev.R_matrix.width
