@@ -47,9 +47,15 @@ def _check(A, B, exact):
     return C
 
 
+@pytest.mark.parametrize("rows", ["8 lanes a row", "a warp a row"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 53, 29), (500, 300, 700), (2000, 2000, 31)])
-def test_random_products_equal_scipys(shape, dtype):
+def test_random_products_equal_scipys(shape, dtype, rows, monkeypatch):
+    """Rows of ~48 products: spgemm.cu's small rows (8 lanes a row), or with those turned off
+    a warp a row; beside them rows of a single product and the 1 x 1 case."""
+    if rows == "a warp a row":
+        from dpsolve.precond.amg import device
+        monkeypatch.setattr(device, "SPGEMM_SMALL_SLOTS", 0)
     m, k, n = shape
     rng = np.random.default_rng(m + k + n)
     A = _random(m, k, min(1.0, 8 / k), dtype, rng)
@@ -175,16 +181,19 @@ def test_the_same_bits_every_run_and_refused_shapes():
         device.spgemm(A, B.astype(np.float32))
 
 
-@pytest.mark.parametrize("rows", ["dense in shared memory", "searched"])
+@pytest.mark.parametrize("rows", ["dense in shared memory", "searched, 8 lanes a row",
+                                  "searched, a warp a row"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_a_product_over_a_known_pattern(dtype, rows, monkeypatch):
     """spgemm_pattern (a re-set-up's product): over the product's own pattern, the values of
     spgemm (bit for bit for real dtypes); over a pattern that lacks an entry, None. C's 200
     columns fit a dense row in shared memory; with that turned off, each product's place is
-    searched in C's row."""
+    searched in C's row, 8 lanes a row (~36 products a row) or a warp a row."""
     from dpsolve.precond.amg import device
-    if rows == "searched":
+    if rows.startswith("searched"):
         monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", 0)
+    if rows == "searched, a warp a row":
+        monkeypatch.setattr(device, "SPGEMM_SMALL_SLOTS", 0)
     rng = np.random.default_rng(6)
     A = _device(_random(400, 300, 0.02, dtype, rng))
     B = _device(_random(300, 200, 0.03, dtype, rng))

@@ -80,7 +80,8 @@ SOURCES = {
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
                                    "spgemm_rows<{T}, 1>", "spgemm_dense_shared<{T}, 0>",
                                    "spgemm_dense_shared<{T}, 1>", "spgemm_pattern<{T}>",
-                                   "spgemm_pattern_dense<{T}>")),
+                                   "spgemm_pattern_dense<{T}>", "spgemm_rows_small<{T}, 0>",
+                                   "spgemm_rows_small<{T}, 1>", "spgemm_pattern_small<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}>" for nz, r in BATCH_ROWS)),

@@ -14,6 +14,15 @@
 //   spgemm_pattern_dense<T>  the same for a narrow C, each warp's row dense in shared memory
 //                      (values and a pattern mark per column, as spgemm_dense_shared): no search
 //
+//   spgemm_rows_small<T, N>  spgemm_rows' shared mode for the rows of tsize_i <=
+//                      SPGEMM_SMALL_SLOTS (at most 64 products: AMG's A T and A P on level 0,
+//                      rows of 5-7 entries times 1-4), SPGEMM_SMALL_LANES (8) lanes a row, four
+//                      rows a warp; spgemm_rows then skips them (its small_slots argument). A
+//                      warp a row left 24-31 of its lanes idle there: A T and A P took 2.5-2.8
+//                      ms each at 3-D 100^3.
+//   spgemm_pattern_small<T>  spgemm_pattern with SPGEMM_SMALL_LANES lanes a row, for products
+//                      of few entries a row (the host's choice)
+//
 // One warp per row, with a hash table (keys: columns, -1 empty; values). Three modes:
 // * shared (g_off, d_flags null): every row (or every row not flagged), its table in shared
 //   memory, min(tsize_i, SPGEMM_SHARED_SLOTS) slots. A row whose distinct columns do not fit is
@@ -44,6 +53,9 @@
 #define SPGEMM_SHARED_SLOTS 512
 #define SPGEMM_BLOCK 128           // 4 warps: 4 x 512 slots of int + complex128 = 40 KB
 #define SPGEMM_WARPS (SPGEMM_BLOCK / DPS_WARP)
+#define SPGEMM_SMALL_LANES 8       // lanes a row of spgemm_rows_small / spgemm_pattern_small
+#define SPGEMM_SMALL_SLOTS 128     // a small row's table (tsize_i <= 128: <= 64 products)
+#define SPGEMM_SMALL_GROUPS (SPGEMM_BLOCK / SPGEMM_SMALL_LANES)
 
 namespace spgemm {
 
@@ -131,6 +143,50 @@ __device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict_
     }
 }
 
+// shfl_idx within segments of `width` lanes (src: the lane within the caller's segment)
+template <typename T> __device__ __forceinline__ T shfl_seg(T v, int src, int width) {
+    return __shfl_sync(DPS_FULL_MASK, v, src, width);
+}
+template <typename R>
+__device__ __forceinline__ dps::complex<R> shfl_seg(dps::complex<R> v, int src, int width) {
+    return {__shfl_sync(DPS_FULL_MASK, v.re, src, width),
+            __shfl_sync(DPS_FULL_MASK, v.im, src, width)};
+}
+
+// walk_row for groups of G lanes a row, 32 / G rows a warp: A's entries [a_begin, a_end) of the
+// group's row (empty: no row), G at a time, each taken in order with its B row's entries over the
+// group's lanes; every step ends with __syncwarp. The loops run to the warp's longest row, so
+// every lane takes part in every shuffle. The same order of products as walk_row.
+template <int G, bool VALUES, typename T, typename V>
+__device__ __forceinline__ void walk_rows(int a_begin, int a_end, int lane,
+                                          const int* __restrict__ a_idx,
+                                          const T* __restrict__ a_val,
+                                          const int* __restrict__ b_ptr, V visit) {
+    const int len = a_end - a_begin;
+    int longest = len;
+#pragma unroll
+    for (int off = DPS_WARP / 2; off >= G; off >>= 1)
+        longest = max(longest, __shfl_xor_sync(DPS_FULL_MASK, longest, off));
+    for (int p0 = 0; p0 < longest; p0 += G) {
+        int start = 0, end = 0;
+        T a_mine = T(0);
+        if (p0 + lane < len) {
+            const int k = a_idx[a_begin + p0 + lane];
+            start = b_ptr[k];
+            end = b_ptr[k + 1];
+            if (VALUES) a_mine = a_val[a_begin + p0 + lane];
+        }
+#pragma unroll 1
+        for (int t = 0; t < G; ++t) {              // past a row's end: an empty range
+            const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t, G);
+            const int j_end = __shfl_sync(DPS_FULL_MASK, end, t, G);
+            const T a = VALUES ? shfl_seg(a_mine, t, G) : T(0);
+            for (int j = j_begin + lane; j < j_end; j += G) visit(j, a);
+            __syncwarp();
+        }
+    }
+}
+
 }  // namespace spgemm
 
 template <typename T>
@@ -148,6 +204,7 @@ spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx
 }
 
 // NUMERIC 0: count[i] = row i's distinct columns. NUMERIC 1: row i written at c_ptr[i].
+// small_slots: rows of tsize_i at most this are spgemm_rows_small's (0: none; shared mode only).
 // Shared mode (g_off, d_flags null): rows 0..m-1 but those already flagged (overflow[i]: by the
 // host, for rows it sends to the dense mode at once, or by the symbolic pass), overflow[i] set
 // for a row that does not fit. Global mode (g_off) and dense
@@ -161,7 +218,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             const long long* __restrict__ g_off, int* __restrict__ g_keys, T* __restrict__ g_vals,
             int ncols, int* __restrict__ d_flags, T* __restrict__ d_vals,
             int* __restrict__ overflow, int* __restrict__ count, const int* __restrict__ c_ptr,
-            int* __restrict__ c_idx, T* __restrict__ c_val) {
+            int* __restrict__ c_idx, T* __restrict__ c_val, int small_slots) {
     __shared__ int s_keys[SPGEMM_WARPS][SPGEMM_SHARED_SLOTS];
     __shared__ T s_vals[NUMERIC ? SPGEMM_WARPS : 1][NUMERIC ? SPGEMM_SHARED_SLOTS : 1];
     __shared__ int s_full[SPGEMM_WARPS];
@@ -212,6 +269,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
     for (int r = blockIdx.x * SPGEMM_WARPS + w; r < m; r += warps) {       // uniform per warp
         const int i = global ? rows[r] : r;
         if (!global && overflow[i]) continue;      // flagged: by the host, or by the symbolic pass
+        if (!global && tsize[i] <= small_slots) continue;      // spgemm_rows_small's row
         int ts = tsize[i];
         int* keys;
         T* vals;
@@ -293,8 +351,9 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
     const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
     const int per_block = blockDim.x / DPS_WARP;
     T* vals = reinterpret_cast<T*>(dense_smem) + (size_t)w * ncols;
-    int* flags = reinterpret_cast<int*>(reinterpret_cast<T*>(dense_smem) + (size_t)per_block * ncols)
-        + (size_t)w * ncols;
+    int* flags =
+        reinterpret_cast<int*>(reinterpret_cast<T*>(dense_smem) + (size_t)per_block * ncols) +
+        (size_t)w * ncols;
     for (int r = blockIdx.x * per_block + w; r < m; r += gridDim.x * per_block) {   // per warp
         const int i = rows[r];
         for (int c = lane; c < ncols; c += DPS_WARP) flags[c] = 0;
@@ -332,6 +391,110 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
         }
         __syncwarp();
     }
+}
+
+// spgemm_rows' shared mode for the rows of tsize_i <= small_slots (<= SPGEMM_SMALL_SLOTS), a
+// group of SPGEMM_SMALL_LANES lanes a row with a table of tsize_i slots (>= 2 x its products: it
+// cannot fill). The same inserts, in the same order, and the same read-out as spgemm_rows.
+template <typename T, int NUMERIC>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+                  const T* __restrict__ a_val, const int* __restrict__ b_ptr,
+                  const int* __restrict__ b_idx, const T* __restrict__ b_val,
+                  const int* __restrict__ tsize, int* __restrict__ count,
+                  const int* __restrict__ c_ptr, int* __restrict__ c_idx,
+                  T* __restrict__ c_val, int small_slots) {
+    constexpr int G = SPGEMM_SMALL_LANES;
+    __shared__ int s_keys[SPGEMM_SMALL_GROUPS][SPGEMM_SMALL_SLOTS];
+    __shared__ T s_vals[NUMERIC ? SPGEMM_SMALL_GROUPS : 1][NUMERIC ? SPGEMM_SMALL_SLOTS : 1];
+    const int lane = threadIdx.x % G, group = threadIdx.x / G;
+    const int seg = (threadIdx.x % DPS_WARP) & ~(G - 1);         // the group's first warp lane
+    int* keys = s_keys[group];
+    T* vals = NUMERIC ? s_vals[group] : nullptr;
+    const int groups = gridDim.x * SPGEMM_SMALL_GROUPS;
+    for (int base = blockIdx.x * SPGEMM_SMALL_GROUPS; base < m; base += groups) {   // uniform
+        const int i = base + group;
+        const int ts = i < m && tsize[i] <= small_slots ? tsize[i] : 0;          // 0: not ours
+        for (int s = lane; s < ts; s += G) keys[s] = -1;
+        __syncwarp();
+        int fresh_count = 0;
+        spgemm::walk_rows<G, NUMERIC != 0>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0, lane, a_idx,
+                                           a_val, b_ptr, [&](int j, T a) {
+            bool fresh;
+            const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
+            fresh_count += fresh;
+            if (NUMERIC && slot >= 0) {
+                const T prod = dps::mul_rn(a, b_val[j]);
+                vals[slot] = fresh ? prod : vals[slot] + prod;
+            }
+        });
+        if (!NUMERIC) {
+            fresh_count = dps::group_sum<int, G>(fresh_count);
+            if (lane == 0 && ts) count[i] = fresh_count;
+            __syncwarp();
+            continue;
+        }
+        int widest = ts;                               // the warp's largest table: uniform loop
+#pragma unroll
+        for (int off = DPS_WARP / 2; off >= G; off >>= 1)
+            widest = max(widest, __shfl_xor_sync(DPS_FULL_MASK, widest, off));
+        int c = 0;                                     // compact, as spgemm_rows
+        for (int b0 = 0; b0 < widest; b0 += G) {
+            const int s = b0 + lane;
+            const int key = s < ts ? keys[s] : -1;
+            const T val = key >= 0 ? vals[s] : T(0);
+            const unsigned occ =
+                (__ballot_sync(DPS_FULL_MASK, key >= 0) >> seg) & ((1u << G) - 1u);
+            __syncwarp();
+            if (key >= 0) {
+                const int at = c + __popc(occ & ((1u << lane) - 1u));
+                keys[at] = key;
+                vals[at] = val;
+            }
+            c += __popc(occ);
+            __syncwarp();
+        }
+        if (ts) {
+            const int out = c_ptr[i];
+            for (int e = lane; e < c; e += G) {
+                const int key = keys[e];
+                int rank = 0;
+                for (int f = 0; f < c; ++f) rank += keys[f] < key;
+                c_idx[out + rank] = key;
+                c_val[out + rank] = vals[e];
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// spgemm_pattern with a group of SPGEMM_SMALL_LANES lanes a row (rows of few products)
+template <typename T>
+__global__ void __launch_bounds__(SPGEMM_BLOCK)
+spgemm_pattern_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
+                     const T* __restrict__ a_val, const int* __restrict__ b_ptr,
+                     const int* __restrict__ b_idx, const T* __restrict__ b_val,
+                     const int* __restrict__ c_ptr, const int* __restrict__ c_idx,
+                     T* __restrict__ c_val, int* __restrict__ missing) {
+    constexpr int G = SPGEMM_SMALL_LANES;
+    const int lane = threadIdx.x % G, group = threadIdx.x / G;
+    const int groups = gridDim.x * SPGEMM_SMALL_GROUPS;
+    int miss = 0;
+    for (int base = blockIdx.x * SPGEMM_SMALL_GROUPS; base < m; base += groups) {   // uniform
+        const int i = base + group;
+        const bool mine = i < m;
+        const int c_begin = mine ? c_ptr[i] : 0, c_end = mine ? c_ptr[i + 1] : 0;
+        for (int e = c_begin + lane; e < c_end; e += G) c_val[e] = T(0);
+        __syncwarp();
+        spgemm::walk_rows<G, true>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane, a_idx,
+                                   a_val, b_ptr, [&](int j, T a) {
+            const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
+            if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
+            else ++miss;
+        });
+    }
+    miss = dps::warp_sum(miss);
+    if (threadIdx.x % DPS_WARP == 0 && miss) atomicAdd(missing, miss);
 }
 
 template <typename T>

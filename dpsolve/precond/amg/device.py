@@ -399,6 +399,8 @@ SPGEMM_GLOBAL_SLOTS = 1 << 26    # global hash-table slots per launch for the ro
 SPGEMM_DENSE_MAX_COLS = 1 << 13  # long rows of a C this narrow are made as dense rows
 SPGEMM_DENSE_SLOTS = 1 << 23     # dense-row slots (ncols a warp) of one launch: >= 1,024 warps
 SPGEMM_SHARED_DENSE_BYTES = 48 << 10   # a block's dense rows in shared memory (no opt-in needed)
+SPGEMM_SMALL_SLOTS = 128         # spgemm.cu: rows of tsize <= this take 8 lanes, not a warp
+SPGEMM_SMALL_LANES = 8
 
 
 def spgemm(A, B):
@@ -440,6 +442,8 @@ def spgemm_counted(A, B, counts=None):
                for numeric in (0, 1)]                        # symbolic, numeric
     dense_shared = [get_kernel("spgemm", f"spgemm_dense_shared<{{T}}, {numeric}>", dt)
                     for numeric in (0, 1)]
+    small = [get_kernel("spgemm", f"spgemm_rows_small<{{T}}, {numeric}>", dt)
+             for numeric in (0, 1)]
     if counts is None:
         tsize = cupy.empty(m, cupy.int32)
         launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
@@ -460,9 +464,15 @@ def spgemm_counted(A, B, counts=None):
     null3 = (ops._NULL,) * 3
 
     def shared_pass(numeric, tail):
+        """Every row not flagged, in shared memory: rows of at most 64 products (tables of up
+        to SPGEMM_SMALL_SLOTS) 8 lanes a row, the others a warp a row."""
+        if SPGEMM_SMALL_SLOTS:                   # (at most spgemm.cu's table for them)
+            launch(small[numeric], (ops.grid_for(m * SPGEMM_SMALL_LANES, SPGEMM_BLOCK),),
+                   (SPGEMM_BLOCK,), (np.int32(m), *operands, *tail,
+                                     np.int32(min(SPGEMM_SMALL_SLOTS, 128))), None)
         launch(kernels[numeric], (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
                (np.int32(m), ops._NULL, *operands, *null3, np.int32(ncols), *null3[:2],
-                counts.overflow, *tail), None)
+                counts.overflow, *tail, np.int32(min(SPGEMM_SMALL_SLOTS, 128))), None)
 
     def big_pass(numeric, tail):
         """The rows that overflowed the shared tables: dense rows of C where C is narrow (in
@@ -487,7 +497,7 @@ def spgemm_counted(A, B, counts=None):
             vals = cupy.empty(slots, dt) if numeric else ops._NULL
             launch(kernels[numeric], (blocks,), (SPGEMM_BLOCK,),
                    (np.int32(big.size), big, *operands, *null3, np.int32(ncols),
-                    dense_flags[0], vals, counts.overflow, *tail), None)
+                    dense_flags[0], vals, counts.overflow, *tail, np.int32(0)), None)
             return
         if counts.ends is None:
             counts.ends = cupy.cumsum(counts.tsize[big].astype(cupy.int64)).get()
@@ -504,7 +514,8 @@ def spgemm_counted(A, B, counts=None):
             g_vals = cupy.empty(slots, dt) if numeric else ops._NULL
             launch(kernels[numeric], (ops.grid_for(rows.size * 32, SPGEMM_BLOCK),),
                    (SPGEMM_BLOCK,), (np.int32(rows.size), rows, *operands, off, g_keys, g_vals,
-                                     np.int32(ncols), *null3[:2], counts.overflow, *tail), None)
+                                     np.int32(ncols), *null3[:2], counts.overflow, *tail,
+                                     np.int32(0)), None)
             start = stop
 
     if counts.c_ptr is None:                      # the symbolic pass: C's row lengths
@@ -589,8 +600,12 @@ def spgemm_pattern(A, B, C):
         if int(missing.get()[0]):
             return None
     elif m and A.nnz and B.nnz:
-        launch(get_kernel("spgemm", "spgemm_pattern<{T}>", dt),
-               (ops.grid_for(m * 32, SPGEMM_BLOCK),), (SPGEMM_BLOCK,),
+        # rows of few products (A T and A P on the fine levels): 8 lanes a row, else a warp
+        few = (A.nnz / m) * (B.nnz / max(int(B.shape[0]), 1)) <= SPGEMM_SMALL_SLOTS // 2
+        launch(get_kernel("spgemm", "spgemm_pattern_small<{T}>" if few else
+                          "spgemm_pattern<{T}>", dt),
+               (ops.grid_for(m * (SPGEMM_SMALL_LANES if few else 32), SPGEMM_BLOCK),),
+               (SPGEMM_BLOCK,),
                (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
                 C.indptr, C.indices, c_val, missing), None)
         if int(missing.get()[0]):
