@@ -63,3 +63,55 @@ def test_vcycle_floor_counts_the_cycle_as_run():
               + 8 * (nc * nc + 2 * nc))
     assert bench.vcycle_floor_bytes([level], nc) == expect
     assert bench.vcycle_floor_bytes([], 7) == 8 * (49 + 14)            # one level: pinv only
+
+
+def test_energy_windows_alternate_and_pool(monkeypatch):
+    """energy_rows measures Jacobi-CG and AMG-PCG (each on its fastest prepared variant) in two
+    windows each, in the order Jacobi, AMG, AMG, Jacobi, and pools them: joules and seconds
+    summed over both windows; a window whose energy is unmeasurable leaves joules None."""
+    import types
+
+    import dpsolve.measure
+    bench = _script_module()
+    order, windows = [], {"jacobi": [(10, 0.1, 40.0), (30, 0.1, 44.0)],
+                          "amg": [(50, 0.02, 9.0), (70, 0.02, 11.0)]}
+
+    class Prepared:
+        def __init__(self, M):
+            self.M = M
+
+        def solve(self, b, rtol):
+            return None
+
+    def window(solve, seconds, sync):
+        M = solve.__closure__[0].cell_contents.M            # the prepared system it calls
+        order.append(M)
+        reps, wall, joules = windows[M][order.count(M) - 1]
+        return {"reps": reps, "wall": wall, "gpu_energy": joules,        # J a solve, as dpsolve's
+                "gpu_power": None if joules is None else joules / wall}
+
+    monkeypatch.setattr(dpsolve.measure, "measure_window", window)
+    gpu = types.SimpleNamespace(sync=None, dpsolve=types.SimpleNamespace(
+        prepare=lambda A, method, M, variant: Prepared(M)))
+    prob = types.SimpleNamespace(dA=None, db=None, rows=[
+        {"M": "jacobi", "solver": "Jacobi-CG prepared, graph", "variant": "graph", "solve_ms": 5},
+        {"M": "jacobi", "solver": "Jacobi-CG prepared, merge", "variant": "merge", "solve_ms": 6},
+        {"M": "amg", "solver": "AMG-CG prepared, merge", "variant": "merge", "solve_ms": 2},
+        {"M": "amg", "solver": "AMG-CG one-shot, graph", "variant": "graph", "solve_ms": 1}])
+    got = bench.energy_rows(gpu, prob, 2.0)
+    assert all("note" not in r for r in got), got
+    rows = {r["M"]: r for r in got}
+    assert order == ["jacobi", "amg", "amg", "jacobi"]
+    jac, amg = rows["jacobi"], rows["amg"]
+    assert jac["solver"].endswith(", graph") and amg["solver"].endswith(", merge")
+    assert jac["reps"] == 40 and amg["reps"] == 120
+    assert jac["joules"] == pytest.approx((10 * 40.0 + 30 * 44.0) / 40)
+    assert jac["ms"] == pytest.approx(100.0)
+    assert amg["watts"] == pytest.approx((50 * 9.0 + 70 * 11.0) / (120 * 0.02))
+    windows["amg"][1] = (70, 0.02, None)
+    order.clear()
+    rows = {r["M"]: r for r in bench.energy_rows(gpu, prob, 2.0)}
+    assert order == ["jacobi", "amg", "amg", "jacobi"]
+    assert rows["amg"]["joules"] is None and rows["amg"]["watts"] is None
+    assert "energy ratio >= time ratio" not in bench.energy_table(
+        types.SimpleNamespace(energy=list(rows.values()), label="x"))
