@@ -63,7 +63,7 @@ class MergeBackend(HostDrivenBackend):
         if st.general:
             return self._cg_program_general(st, x)
         A, s, stream = st.A, st.s, st.stream
-        pre, general = st.fused, st.general   # M in the fused kernels, or between them
+        pre = st.fused                        # Jacobi inside the fused kernels
         parts = st.partials
 
         def setup():
@@ -74,17 +74,13 @@ class MergeBackend(HostDrivenBackend):
         sigma, pv, alpha, zeta, rrs, beta, tau, status = (s(SIGMA), s(PV), s(ALPHA), s(ZETA), s(RR),
                                                           s(BETA), s(TAU), s(STATUS))
         z = st.z if pre else None
-        m = ops.DOT_MAX_PARTIALS
 
         with st.ex.record() as iteration:                                   # captured once
             nparts = ops.merge_spmv_dot(A, st.p, st.v, parts, stream)             # {O1-O2a}
             ops.merge_alpha(nparts, parts, sigma, pv, alpha, status, stream)      # {O2b}
             nparts = ops.merge_update(alpha, st.p, st.v, x, st.r, st.pc_args, z,  # {O3-O4-O5a}
                                       parts, stream)
-            if general:                     # z = M r, then partials of <r, z> and <r, r>
-                st.psolve(st.r, st.z)
-                nparts = ops.merge_dot2_partial(st.r, st.z, parts[:m], parts[m:], stream)
-            ops.merge_beta(nparts, parts, pre or general, sigma, zeta, rrs, beta, tau,
+            ops.merge_beta(nparts, parts, pre, sigma, zeta, rrs, beta, tau,
                            stream)                                                # {O5b-O6-O7-O9}
             ops.xpay(st.z, beta, st.p, stream)                                    # {O8}
         return setup, iteration
