@@ -58,8 +58,7 @@ class AMG(Preconditioner):
         self.degree, self.max_coarse, self.max_levels = int(degree), max_coarse, max_levels
         self.csr = None
         self.hierarchy = None        # the last hierarchy built (device or host)
-        self._reuse = None           # a hierarchy of the same pattern (update(A))
-        self._reuse_vcycle_time = None   # and its V-cycle's time
+        self._reuse = None           # the AMG of the same pattern before update(A)
         self.vcycle_time = None
 
     def options(self) -> dict:
@@ -108,11 +107,7 @@ class AMG(Preconditioner):
         xp = b.xp
         if bool(xp.array_equal(a.indptr, b.indptr)) and bool(xp.array_equal(a.indices,
                                                                             b.indices)):
-            self._reuse = h
-            # the V-cycle's time, for a re-set-up over every kept pattern (the same kernels
-            # over the same patterns: its time does not depend on the numbers)
-            self._reuse_vcycle_time = (previous.vcycle_time if previous.dtype == self.dtype
-                                       else None)
+            self._reuse = previous        # its hierarchy and its V-cycle's time (device)
 
     def adopt(self, other) -> None:
         if isinstance(other, AMG):
@@ -133,15 +128,18 @@ class AMG(Preconditioner):
     # --- stream face: the device hierarchy ----------------------------------------------------
     def device(self, state):
         from . import device
-        h = device.setup(self.csr.to_device(), state.dtype, state.stream, reuse=self._reuse,
-                         **self._setup_kw())
+        prev = self._reuse
+        h = device.setup(self.csr.to_device(), state.dtype, state.stream,
+                         reuse=None if prev is None else prev.hierarchy, **self._setup_kw())
         h.use_ell(getattr(state, "A", None))           # level 0 over the solve's ELL, if it is
         self.hierarchy = h
         self._reuse = None
         face = AMGFace(h)
-        kept, self._reuse_vcycle_time = self._reuse_vcycle_time, None
-        self.vcycle_time = (kept if kept is not None and h.resetup == "numeric"
-                            else face.time_vcycle(state))
+        # a re-set-up over every kept pattern runs the same kernels over the same patterns: its
+        # V-cycle takes the previous one's time, which does not depend on the numbers
+        kept = (prev.vcycle_time if prev is not None and prev.dtype == self.dtype
+                and h.resetup == "numeric" else None)
+        self.vcycle_time = kept if kept is not None else face.time_vcycle(state)
         return face
 
     def describe(self) -> dict:
