@@ -403,6 +403,16 @@ SPGEMM_SMALL_SLOTS = 128         # spgemm.cu: rows of tsize <= this take 8 lanes
 SPGEMM_SMALL_LANES = 8
 
 
+def _dense_shared(ncols: int, dtype):
+    """(warps a block, bytes a warp) of spgemm.cu's dense rows in shared memory for a C of
+    ``ncols`` columns (a row's values and flags), or None where a row does not fit
+    SPGEMM_SHARED_DENSE_BYTES."""
+    row_bytes = ncols * (4 + np.dtype(dtype).itemsize)
+    if row_bytes > SPGEMM_SHARED_DENSE_BYTES:
+        return None
+    return min(SPGEMM_WARPS, SPGEMM_SHARED_DENSE_BYTES // row_bytes), row_bytes
+
+
 def spgemm(A, B):
     """C = A @ B: :func:`spgemm_counted`'s product."""
     return spgemm_counted(A, B)[0]
@@ -481,9 +491,9 @@ def spgemm_counted(A, B, counts=None):
         big = counts.big
         if big.size == 0:
             return
-        row_bytes = ncols * (4 + dt.itemsize)            # a dense row's values and flags
-        if ncols <= SPGEMM_DENSE_MAX_COLS and row_bytes <= SPGEMM_SHARED_DENSE_BYTES:
-            per_block = min(SPGEMM_WARPS, SPGEMM_SHARED_DENSE_BYTES // row_bytes)
+        shared = _dense_shared(ncols, dt) if ncols <= SPGEMM_DENSE_MAX_COLS else None
+        if shared is not None:
+            per_block, row_bytes = shared
             launch(dense_shared[numeric], (-(-int(big.size) // per_block),), (32 * per_block,),
                    (np.int32(big.size), big, *operands[:6], np.int32(ncols), *tail),
                    None, shared_mem=per_block * row_bytes)
@@ -589,9 +599,9 @@ def spgemm_pattern(A, B, C):
     c_val = cupy.zeros(int(C.nnz), dt)
     missing = cupy.zeros(1, cupy.int32)
     ncols = int(C.shape[1])
-    row_bytes = ncols * (4 + dt.itemsize)
-    if m and A.nnz and B.nnz and row_bytes <= SPGEMM_SHARED_DENSE_BYTES:   # dense rows
-        per_block = min(SPGEMM_WARPS, SPGEMM_SHARED_DENSE_BYTES // row_bytes)
+    shared = _dense_shared(ncols, dt)
+    if m and A.nnz and B.nnz and shared is not None:                        # dense rows
+        per_block, row_bytes = shared
         launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
                (-(-m // per_block),), (32 * per_block,),
                (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
