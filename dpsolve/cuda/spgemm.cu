@@ -113,14 +113,14 @@ __device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) 
 // a (VALUES; else T(0)): A's row 32 entries at a time, each lane loading one entry's B range and
 // a_ik, then the warp takes them in order, broadcast by shuffles. The lanes take distinct j of
 // one B row (distinct columns: no two lanes of a step touch one slot) and each B row ends with
-// __syncwarp, which orders the steps' memory. visit returns false when its table is full: the
-// walk then sets *full (a flag of the warp's, in shared memory) and ends for the whole warp;
-// full null: visit never fails.
-template <bool VALUES, typename T, typename V>
-__device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict__ a_ptr,
+// __syncwarp, which orders the steps' memory. With CAN_FAIL, visit returns false when its table
+// is full: the walk then ends for the whole warp (a vote after each step) and returns true on
+// every lane; without, visit never fails and the walk returns false.
+template <bool VALUES, bool CAN_FAIL, typename T, typename V>
+__device__ __forceinline__ bool walk_row(int i, int lane, const int* __restrict__ a_ptr,
                                          const int* __restrict__ a_idx,
                                          const T* __restrict__ a_val,
-                                         const int* __restrict__ b_ptr, int* full, V visit) {
+                                         const int* __restrict__ b_ptr, V visit) {
     const int a_end = a_ptr[i + 1];
     for (int p0 = a_ptr[i]; p0 < a_end; p0 += DPS_WARP) {
         int start, end;
@@ -131,16 +131,18 @@ __device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict_
             const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
             const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
             const T a = VALUES ? shfl_idx(a_mine, t) : T(0);
+            bool failed = false;
             for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
                 if (!visit(j, a)) {
-                    *full = 1;
+                    failed = true;
                     break;
                 }
             }
             __syncwarp();
-            if (full != nullptr && *full) return;                           // uniform
+            if (CAN_FAIL && __any_sync(DPS_FULL_MASK, failed)) return true;    // uniform
         }
     }
+    return false;
 }
 
 // shfl_idx within segments of `width` lanes (src: the lane within the caller's segment)
@@ -221,7 +223,6 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             int* __restrict__ c_idx, T* __restrict__ c_val, int small_slots) {
     __shared__ int s_keys[SPGEMM_WARPS][SPGEMM_SHARED_SLOTS];
     __shared__ T s_vals[NUMERIC ? SPGEMM_WARPS : 1][NUMERIC ? SPGEMM_SHARED_SLOTS : 1];
-    __shared__ int s_full[SPGEMM_WARPS];
     const int lane = threadIdx.x % DPS_WARP, w = threadIdx.x / DPS_WARP;
     const int warps = gridDim.x * SPGEMM_WARPS;
     const bool global = g_off != nullptr, dense = d_flags != nullptr;
@@ -233,8 +234,8 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             const int i = rows[r];
             const int stamp = NUMERIC ? -2 - i : i;
             int fresh_count = 0;
-            spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr,
-                                           [&](int j, T a) {
+            spgemm::walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr,
+                                                  [&](int j, T a) {
                 const int col = b_idx[j];
                 const bool fresh = flags[col] != stamp;
                 if (fresh) flags[col] = stamp;
@@ -282,11 +283,10 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             vals = NUMERIC ? s_vals[w] : nullptr;
         }
         for (int s = lane; s < ts; s += DPS_WARP) keys[s] = -1;
-        if (lane == 0) s_full[w] = 0;
         __syncwarp();
         int fresh_count = 0;
-        spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, &s_full[w],
-                                       [&](int j, T a) {
+        const bool full = spgemm::walk_row<NUMERIC != 0, true>(i, lane, a_ptr, a_idx, a_val,
+                                                               b_ptr, [&](int j, T a) {
             bool fresh;
             const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
             if (slot < 0) return false;
@@ -297,7 +297,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             }
             return true;
         });
-        if (s_full[w]) {                        // shared mode only: the global tables fit
+        if (full) {                             // shared mode only: the global tables fit
             if (lane == 0) overflow[i] = 1;
             __syncwarp();
             continue;
@@ -359,8 +359,8 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
         for (int c = lane; c < ncols; c += DPS_WARP) flags[c] = 0;
         __syncwarp();
         int fresh_count = 0;
-        spgemm::walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr,
-                                       [&](int j, T a) {
+        spgemm::walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr,
+                                              [&](int j, T a) {
             const int col = b_idx[j];
             const bool fresh = flags[col] == 0;
             if (fresh) flags[col] = 1;
@@ -511,7 +511,7 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
         const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = T(0);
         __syncwarp();
-        spgemm::walk_row<true>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr, [&](int j, T a) {
+        spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
             const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
             if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
             else ++miss;
@@ -549,7 +549,7 @@ spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict
             vals[c_idx[e]] = T(0);
         }
         __syncwarp();
-        spgemm::walk_row<true>(i, lane, a_ptr, a_idx, a_val, b_ptr, nullptr, [&](int j, T a) {
+        spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
             const int col = b_idx[j];
             if (mark[col]) vals[col] = vals[col] + dps::mul_rn(a, b_val[j]);
             else ++miss;
