@@ -157,23 +157,54 @@ def _scaled_poisson(n=48, seed=0):
     return sp.csr_array(s @ A @ s)
 
 
+@pytest.mark.parametrize("precision", ["full", "auto"])
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 @pytest.mark.parametrize("which", ["poisson", "scaled", "bcsstk16"])
-def test_vcycle_is_symmetric(which, smoother, request):
+def test_vcycle_is_symmetric(which, smoother, precision, request):
+    """To the rounding of the dtype the V-cycle runs in (float32 under "auto")."""
     if which == "poisson":
         A = poisson((64, 64))
     elif which == "scaled":
         A = _scaled_poisson()
     else:
         A = _shared("bcsstk16", request.getfixturevalue("matrix_dir"))
-    h = ref.setup(A, smoother=smoother)
-    assert len(h.levels) >= 2
+    h = ref.setup(A, smoother=smoother, precision=precision)
+    assert len(h.levels) >= 2 and (h.low is None) == (precision == "full")
+    tol = 1e-12 if precision == "full" else 1e-5
     rng = np.random.default_rng(1)
     for _ in range(3):
         x, y = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
         Mx, My = ref.vcycle(h, x), ref.vcycle(h, y)
+        assert Mx.dtype == np.float64
         gap = abs(Mx @ y - x @ My)
-        assert gap <= 1e-12 * np.linalg.norm(Mx) * np.linalg.norm(y), gap
+        assert gap <= tol * np.linalg.norm(Mx) * np.linalg.norm(y), gap
+
+
+def test_mixed_precision_is_the_float32_cycle_of_the_same_hierarchy():
+    """precision "auto" (the default) and "mixed": the float64 hierarchy, and its copy cast to
+    float32 on which the V-cycle runs (r cast down, z back); "full": no copy. A hierarchy whose
+    values overflow float32 keeps float64 under "auto" and is refused under "mixed"; a float32
+    hierarchy has no copy; an unknown precision is named."""
+    A = poisson((40, 40))
+    h = ref.setup(A)
+    full = ref.setup(A, precision="full")
+    assert h.low is not None and full.low is None
+    assert h.levels[0].A.dtype == np.float64 and h.low.levels[0].A.dtype == np.float32
+    for a, b in zip(h.levels, h.low.levels):
+        assert np.array_equal(a.A.indices, b.A.indices) and a.rho == b.rho
+        assert np.array_equal(a.A.data.astype(np.float32), b.A.data)
+    r = np.random.default_rng(3).random(A.shape[0])
+    z, zf = ref.vcycle(h, r), ref.vcycle(full, r)
+    assert z.dtype == zf.dtype == np.float64
+    assert np.array_equal(z, ref.vcycle(h.low, r.astype(np.float32)).astype(np.float64))
+    assert 0 < np.linalg.norm(z - zf) <= 1e-5 * np.linalg.norm(zf)
+    big = sp.csr_array(A * 1e39)
+    assert ref.setup(big).low is None
+    with pytest.raises(ValueError, match="precision='mixed'.*overflows float32"):
+        ref.setup(big, precision="mixed")
+    assert ref.setup(A.astype(np.float32), precision="mixed").low is None
+    with pytest.raises(ValueError, match="precision must be one of"):
+        ref.setup(A, precision="half")
 
 
 def test_setup_is_deterministic():
@@ -477,8 +508,9 @@ def test_complex_hermitian():
     n = A.shape[0]
     u = np.exp(1j * np.random.default_rng(6).uniform(0, 2 * np.pi, n))
     Ac = sp.csr_array(sp.diags_array(u.conj()) @ A @ sp.diags_array(u))
-    h = ref.setup(Ac, B=u.conj())
+    h = ref.setup(Ac, B=u.conj(), precision="full")
     assert h.levels[0].A.dtype == h.coarse_inv.dtype == np.complex128
+    assert ref.setup(Ac, B=u.conj()).low.levels[1].A.dtype == np.complex64     # "auto"
     real_its = cg_iterations(A, ref.as_operator(ref.setup(A)))[0]
     b = Ac @ np.random.default_rng(0).random(n)
     count = [0]

@@ -70,7 +70,8 @@ SOURCES = {
                              "vc_jacobi_ell<{T}>", "vc_presmooth_residual_sell<{T}>",
                              "vc_residual_sell<{T}>", "vc_jacobi_sell<{T}>",
                              "vc_restrict_sell<{T}>", "vc_prolong_sell<{T}>",
-                             "sell_widths<{T}>", "sell_fill<{T}>")
+                             "sell_widths<{T}>", "sell_fill<{T}>", "vc_to_single<{T}>",
+                             "vc_from_single<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale",

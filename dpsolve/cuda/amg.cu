@@ -44,6 +44,8 @@
 //   (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>: the same over a
 //                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
 // and the restriction b_c = R res through spmv.cu's CSR-vector kernel (levels without SELL).
+//   vc_to_single<T>, vc_from_single<T>  the casts around a V-cycle run in single precision
+//                         (precision "mixed": T double, the cycle's kernels float; complex alike)
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
@@ -291,6 +293,35 @@ vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indic
             T* __restrict__ res, int rows) {
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x},
                            [&](int row, T ax) { res[row] = b[row] - ax; });
+}
+
+// the single precision of a value type (the identity for a single one)
+template <typename T> struct single_of { using type = T; };
+template <> struct single_of<double> { using type = float; };
+template <> struct single_of<dps::complex<double>> { using type = dps::complex<float>; };
+
+template <typename To, typename From> __device__ __forceinline__ To cast_to(From v) {
+    return To(v);
+}
+template <> __device__ __forceinline__ dps::complex<float> cast_to(dps::complex<double> v) {
+    return {(float)v.re, (float)v.im};
+}
+template <> __device__ __forceinline__ dps::complex<double> cast_to(dps::complex<float> v) {
+    return {(double)v.re, (double)v.im};
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_to_single(int n, const T* __restrict__ in, typename single_of<T>::type* __restrict__ out) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = cast_to<typename single_of<T>::type>(in[i]);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_from_single(int n, const typename single_of<T>::type* __restrict__ in, T* __restrict__ out) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = cast_to<T>(in[i]);
 }
 
 template <typename T>

@@ -14,7 +14,10 @@ steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says 
 ``max_coarse`` and ``max_levels``; dpsolve's own:
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
-hierarchy and V-cycle).
+hierarchy and V-cycle), and ``precision``, the V-cycle's: "auto" (default) runs the V-cycle of a
+float64 (complex128) system in float32 (complex64) wherever the hierarchy's values fit, "mixed"
+insists (ValueError where they do not), "full" keeps the working dtype (reference.py's module
+docstring says why single precision costs no iterations).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ class AMG(Preconditioner):
     has_adjoint = False          # BiCG's M^H: not built (the V-cycle of a nonsymmetric A)
 
     def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=None, degree=3,
-                 max_coarse=300, max_levels=10, second_pass=None):
+                 max_coarse=300, max_levels=10, second_pass=None, precision="auto"):
         if smoother not in ("jacobi", "chebyshev"):
             raise ValueError(f"AMG smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
         if omega is None:
@@ -54,6 +57,9 @@ class AMG(Preconditioner):
         if isinstance(second_pass, bool) or second_pass not in (0, 1, 2):
             raise ValueError(f"AMG second_pass must be 0, 1 or 2, got {second_pass!r}")
         self.second_pass = int(second_pass)
+        from .reference import check_precision
+        check_precision(precision)
+        self.precision = precision
         self.theta, self.B, self.smoother, self.omega = float(theta), B, smoother, float(omega)
         self.degree, self.max_coarse, self.max_levels = int(degree), max_coarse, max_levels
         self.csr = None
@@ -64,7 +70,8 @@ class AMG(Preconditioner):
     def options(self) -> dict:
         out = {"theta": self.theta, "smoother": self.smoother, "omega": self.omega,
                "degree": self.degree, "max_coarse": self.max_coarse,
-               "max_levels": self.max_levels, "second_pass": self.second_pass}
+               "max_levels": self.max_levels, "second_pass": self.second_pass,
+               "precision": self.precision}
         if self.B is not None:
             out["B"] = f"{np.shape(self.B)[0]}x{np.shape(self.B)[1]}"
         return out
@@ -72,7 +79,7 @@ class AMG(Preconditioner):
     def _setup_kw(self) -> dict:
         return dict(theta=self.theta, B=self.B, smoother=self.smoother, omega=self.omega,
                     degree=self.degree, max_coarse=self.max_coarse, max_levels=self.max_levels,
-                    second_pass=self.second_pass)
+                    second_pass=self.second_pass, precision=self.precision)
 
     def bind(self, csr, n, dtype, *, snapshot=False):
         if csr is None:
@@ -138,7 +145,8 @@ class AMG(Preconditioner):
         # a re-set-up over every kept pattern runs the same kernels over the same patterns: its
         # V-cycle takes the previous one's time, which does not depend on the numbers
         kept = (prev.vcycle_time if prev is not None and prev.dtype == self.dtype
-                and h.resetup == "numeric" else None)
+                and h.resetup == "numeric" and (prev.hierarchy.low is None) == (h.low is None)
+                else None)
         self.vcycle_time = kept if kept is not None else face.time_vcycle(state)
         return face
 
@@ -162,6 +170,8 @@ class AMG(Preconditioner):
             if getattr(h, "resetup", None):
                 out["resetup"] = h.resetup          # full, aggregates kept, or numbers only
             out["vcycle_bytes"] = self.vcycle_bytes
+            low = getattr(h, "low", None)       # the dtype the V-cycle ran in
+            out["vcycle_dtype"] = np.dtype((h if low is None else low).levels[0].A.dtype).name
         if self.vcycle_time is not None:
             out["vcycle_time"] = self.vcycle_time
         self._described = (h, self.vcycle_time, out)
@@ -180,7 +190,11 @@ class AMG(Preconditioner):
         h = self.hierarchy
         if h is None:
             return None
-        return reference.vcycle_bytes(h, np.dtype(self.dtype).itemsize)
+        item = np.dtype(self.dtype).itemsize
+        if getattr(h, "low", None) is None:
+            return reference.vcycle_bytes(h, item)
+        single = np.dtype(h.low.levels[0].A.dtype).itemsize      # + the casts of r and z
+        return reference.vcycle_bytes(h, single) + 2 * h.levels[0].A.shape[0] * (item + single)
 
     @property
     def setup_times(self):

@@ -179,6 +179,9 @@ class DeviceHierarchy:
     B: list = field(default_factory=list)
     ell0: tuple = None            # (width, indices, data): level 0 in the solve's ELL arrays
     resetup: str = "full"         # "full", "aggregates" (kept) or "numeric" (patterns kept too)
+    low: "DeviceHierarchy" = None  # the V-cycle's hierarchy in single precision (``lowered``)
+    b_top: object = None          # with ``low``: the V-cycle's input and output cast to its
+    z_top: object = None          # dtype (vc_to_single, vc_from_single)
 
     def use_ell(self, A) -> None:
         """Run level 0's smoothing and residual over ``A``, the solve's own matrix on the device,
@@ -191,6 +194,9 @@ class DeviceHierarchy:
             self.ell0 = (np.int32(ell.width), ell.indices, ell.data)
         else:
             self.ell0 = None
+        if self.low is not None:       # the single-precision cycle: a cast copy of the values
+            self.low.ell0 = (None if self.ell0 is None else
+                             (self.ell0[0], ell.indices, ell.data.astype(self.low.dtype)))
 
     # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
     # read only each level's shapes and nnz, serve the device hierarchy as they are)
@@ -207,14 +213,27 @@ class DeviceHierarchy:
                                   aggregates=None if lev.aggregates is None
                                   else lev.aggregates.get().astype(np.int64))
                   for lev in self.levels]
-        return reference.Hierarchy(levels=levels, coarse_inv=self.coarse_inv.get(),
-                                   smoother=self.smoother, omega=self.omega, degree=self.degree,
-                                   B=[b.get() for b in self.B])
+        out = reference.Hierarchy(levels=levels, coarse_inv=self.coarse_inv.get(),
+                                  smoother=self.smoother, omega=self.omega, degree=self.degree,
+                                  B=[b.get() for b in self.B])
+        out.low = None if self.low is None else self.low.to_host()
+        return out
 
     # --- the V-cycle: kernels on the executor's stream ----------------------------------------
     def vcycle(self, b, out, stream) -> None:
-        """Issue out = M b (b, out: the finest level's vectors; out is not read)."""
-        self._cycle(0, b, out, stream)
+        """Issue out = M b (b, out: the finest level's vectors; out is not read). With ``low``
+        (precision "mixed"): b cast to single precision, the cycle on ``low``, the result cast
+        back into out."""
+        low = self.low
+        if low is None:
+            self._cycle(0, b, out, stream)
+            return
+        n = np.int32(self.levels[0].n)
+        launch(get_kernel("amg", "vc_to_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
+               (n, b, self.b_top), stream)
+        low._cycle(0, self.b_top, self.z_top, stream)
+        launch(get_kernel("amg", "vc_from_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
+               (n, self.z_top, out), stream)
 
     def _cycle(self, l, b, out, stream, scaled=False):  # noqa: E741
         """Level l's part of the V-cycle: out = M_l b. ``scaled``: the restriction that made b
@@ -564,9 +583,11 @@ class SpgemmCounts:
 HIERARCHY_PER_MATRIX_BYTE, HIERARCHY_VECTORS = 12, 24
 
 
-def check_memory(n: int, nnz: int, dtype) -> None:
+def check_memory(n: int, nnz: int, dtype, precision: str = "full") -> None:
     """The size guard for the hierarchy: ProblemTooLargeError, before any work, when its
-    estimate exceeds the device's free memory (DPSOLVE_NO_SIZE_GUARD=1 to try anyway)."""
+    estimate exceeds the device's free memory (DPSOLVE_NO_SIZE_GUARD=1 to try anyway). A
+    single-precision V-cycle (``precision`` not "full", a double dtype) adds its cast values
+    (half the values' bytes again) and keeps its work vectors in single precision."""
     import os
 
     import cupy
@@ -575,8 +596,9 @@ def check_memory(n: int, nnz: int, dtype) -> None:
     if os.environ.get(SIZE_GUARD_ENV, "") not in ("", "0"):
         return
     item = np.dtype(dtype).itemsize
-    need = (HIERARCHY_PER_MATRIX_BYTE * (nnz * (item + 4) + (n + 1) * 4)
-            + HIERARCHY_VECTORS * n * item)
+    values = item if precision == "full" or reference.single_of(dtype) is None else 1.5 * item
+    need = int(HIERARCHY_PER_MATRIX_BYTE * (nnz * (values + 4) + (n + 1) * 4)
+               + HIERARCHY_VECTORS * n * item)
     free, _ = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
     free += pool.total_bytes() - pool.used_bytes()     # CuPy's cached blocks are reusable
@@ -878,17 +900,19 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
           omega=reference.SMOOTHER_OMEGA,
           degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
-          reuse=None) -> DeviceHierarchy:
+          precision="auto", reuse=None) -> DeviceHierarchy:
     """The hierarchy of A (``csr``: a dpsolve CSR on the device) on ``stream``. ``reuse``: a
     hierarchy of a matrix with the same sparsity pattern (``PreparedSystem.update``'s re-set-up,
     AmgX's "re-setup"): its aggregates and B are kept, and with a B of one column every level's
     patterns too (T, P, R and the coarse matrices): only the numbers are recomputed, the products
     over the kept patterns (``spgemm_pattern``). A level whose new products leave its kept
-    pattern (an entry that cancelled exactly before) is made anew from its kept aggregates."""
+    pattern (an entry that cancelled exactly before) is made anew from its kept aggregates.
+    ``precision``: the V-cycle's (reference.py's module docstring; ``lowered``)."""
     import cupy
     dtype = np.dtype(dtype)
+    reference.check_precision(precision)
     times = {"aggregation": 0.0, "products": 0.0, "smoothers": 0.0, "coarse": 0.0}
-    check_memory(csr.n, csr.nnz, dtype)
+    check_memory(csr.n, csr.nnz, dtype, precision)
     with stream:
         t0 = _sync_time(stream)
         # a dpsolve CSR is sorted without duplicates (its check repairs others in a copy)
@@ -965,7 +989,11 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                             omega=float(omega), degree=int(degree), dtype=dtype, B=Bs,
                             resetup="full" if reuse is None else
                             "numeric" if numeric == len(levels) - 1 else "aggregates")
-        _prepare_cycle(h, reuse)
+        h.low = lowered(h, precision, None if reuse is None else reuse.low)
+        if h.low is None:
+            _prepare_cycle(h, reuse)
+        else:                          # the casts' vectors: the cycle's own are low's
+            h.b_top, h.z_top = (cupy.full(n0, np.nan, h.low.dtype) for _ in range(2))
         times["total"] = _sync_time(stream) - t0
     h.setup_times = times
     return h
@@ -990,6 +1018,37 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
     if A_next is None:
         return None
     return P, R, A_next
+
+
+def lowered(h: DeviceHierarchy, precision: str = "auto",
+            reuse: DeviceHierarchy | None = None) -> DeviceHierarchy | None:
+    """The V-cycle's hierarchy in single precision (``reference.lowered``'s rules): h's matrices
+    over the same pattern arrays with their values cast, ready to cycle (``_prepare_cycle``,
+    over ``reuse``'s SELL layouts: the previous set-up's ``low``), or None where h keeps its own
+    dtype. One host wait (the largest magnitude, against the single type's range)."""
+    import cupy
+    single = reference.single_of(h.dtype)
+    if precision == "full" or single is None or len(h.levels) == 1:
+        return None
+    arrays = [h.coarse_inv] + [a for lev in h.levels for a in
+                               (lev.A.data, lev.inv_diag) + (() if lev.P is None else (lev.P.data,))
+                               if a.size]
+    top = float(cupy.stack([cupy.abs(a).max() for a in arrays]).max())
+    if not top <= float(np.finfo(single).max):
+        text = reference.precision_refused(precision, single)
+        if text:
+            raise ValueError(text)
+        return None
+
+    def cast(M, canonical=None):
+        return None if M is None else _csr(M.data.astype(single), M.indices, M.indptr, M.shape,
+                                           canonical=canonical)
+    levels = [DeviceLevel(A=cast(lev.A, True), inv_diag=lev.inv_diag.astype(single),
+                          rho=lev.rho, P=cast(lev.P), R=cast(lev.R)) for lev in h.levels]
+    low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
+                          smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single)
+    _prepare_cycle(low, reuse)
+    return low
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
