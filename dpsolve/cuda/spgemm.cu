@@ -145,6 +145,93 @@ __device__ __forceinline__ bool walk_row(int i, int lane, const int* __restrict_
     return false;
 }
 
+// Compacts the occupied slots (key >= 0) of a row's table of ts slots to its front, in slot
+// order, and returns their number: G lanes a row (lane: within the row's group, seg: the group's
+// first lane in the warp), widest the largest ts among the warp's rows (the loop is uniform).
+template <int G, typename T>
+__device__ __forceinline__ int compact(int lane, int seg, int ts, int widest, int* keys,
+                                      T* vals) {
+    int c = 0;
+    for (int b0 = 0; b0 < widest; b0 += G) {
+        const int s = b0 + lane;
+        const int key = s < ts ? keys[s] : -1;
+        const T val = key >= 0 ? vals[s] : T(0);
+        unsigned occ = __ballot_sync(DPS_FULL_MASK, key >= 0);
+        if (G < DPS_WARP) occ = (occ >> seg) & ((1u << (G % DPS_WARP)) - 1u);
+        __syncwarp();
+        if (key >= 0) {
+            const int at = c + __popc(occ & ((1u << lane) - 1u));
+            keys[at] = key;
+            vals[at] = val;
+        }
+        c += __popc(occ);
+        __syncwarp();
+    }
+    return c;
+}
+
+// The c entries compacted to the front of a row's table (keys, vals) into C's row at out, each
+// at its rank (the number of the row's columns below its own); lanes lane, lane + stride, ...
+template <typename T>
+__device__ __forceinline__ void place_by_rank(int lane, int stride, int c, const int* keys,
+                                              const T* vals, int out, int* __restrict__ c_idx,
+                                              T* __restrict__ c_val) {
+    for (int e = lane; e < c; e += stride) {
+        const int key = keys[e];
+        int rank = 0;
+        for (int f = 0; f < c; ++f) rank += keys[f] < key;
+        c_idx[out + rank] = key;
+        c_val[out + rank] = vals[e];
+    }
+}
+
+// Row i of C = A B as a dense row of ncols slots, by a warp: flags[col] == stamp marks the row's
+// columns (any other value: not yet; the caller makes it so for its rows), vals[col] their sums,
+// in walk_row's order. The symbolic pass (NUMERIC 0) writes count[i], the numeric one the row
+// in column order at c_ptr[i] (a ballot over 32 columns at a time). Ends with __syncwarp.
+template <int NUMERIC, typename T>
+__device__ __forceinline__ void dense_row(int i, int lane, int stamp, int* flags, T* vals,
+                                          int ncols, const int* __restrict__ a_ptr,
+                                          const int* __restrict__ a_idx,
+                                          const T* __restrict__ a_val,
+                                          const int* __restrict__ b_ptr,
+                                          const int* __restrict__ b_idx,
+                                          const T* __restrict__ b_val, int* __restrict__ count,
+                                          const int* __restrict__ c_ptr, int* __restrict__ c_idx,
+                                          T* __restrict__ c_val) {
+    int fresh_count = 0;
+    walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
+        const int col = b_idx[j];
+        const bool fresh = flags[col] != stamp;
+        if (fresh) flags[col] = stamp;
+        fresh_count += fresh;
+        if (NUMERIC) {
+            const T prod = dps::mul_rn(a, b_val[j]);
+            vals[col] = fresh ? prod : vals[col] + prod;
+        }
+        return true;
+    });
+    if (!NUMERIC) {
+        fresh_count = dps::warp_sum(fresh_count);
+        if (lane == 0) count[i] = fresh_count;
+        __syncwarp();
+        return;
+    }
+    int out = c_ptr[i];                                  // the row, in column order
+    for (int base = 0; base < ncols; base += DPS_WARP) {
+        const int col = base + lane;
+        const bool here = col < ncols && flags[col] == stamp;
+        const unsigned occ = __ballot_sync(DPS_FULL_MASK, here);
+        if (here) {
+            const int at = out + __popc(occ & ((1u << lane) - 1u));
+            c_idx[at] = col;
+            c_val[at] = vals[col];
+        }
+        out += __popc(occ);
+    }
+    __syncwarp();
+}
+
 // shfl_idx within segments of `width` lanes (src: the lane within the caller's segment)
 template <typename T> __device__ __forceinline__ T shfl_seg(T v, int src, int width) {
     return __shfl_sync(DPS_FULL_MASK, v, src, width);
@@ -231,39 +318,10 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         int* flags = d_flags + mine;
         T* vals = NUMERIC ? d_vals + mine : nullptr;
         for (int r = blockIdx.x * SPGEMM_WARPS + w; r < m; r += warps) {   // uniform per warp
-            const int i = rows[r];
-            const int stamp = NUMERIC ? -2 - i : i;
-            int fresh_count = 0;
-            spgemm::walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr,
-                                                  [&](int j, T a) {
-                const int col = b_idx[j];
-                const bool fresh = flags[col] != stamp;
-                if (fresh) flags[col] = stamp;
-                fresh_count += fresh;
-                if (NUMERIC) {
-                    const T prod = dps::mul_rn(a, b_val[j]);
-                    vals[col] = fresh ? prod : vals[col] + prod;
-                }
-                return true;
-            });
-            if (!NUMERIC) {
-                fresh_count = dps::warp_sum(fresh_count);
-                if (lane == 0) count[i] = fresh_count;
-                continue;
-            }
-            int out = c_ptr[i];                          // the row, in column order
-            for (int base = 0; base < ncols; base += DPS_WARP) {
-                const int col = base + lane;
-                const bool here = col < ncols && flags[col] == stamp;
-                const unsigned occ = __ballot_sync(DPS_FULL_MASK, here);
-                if (here) {
-                    const int at = out + __popc(occ & ((1u << lane) - 1u));
-                    c_idx[at] = col;
-                    c_val[at] = vals[col];
-                }
-                out += __popc(occ);
-            }
-            __syncwarp();
+            const int i = rows[r];                       // a stamp no other row or pass uses
+            spgemm::dense_row<NUMERIC>(i, lane, NUMERIC ? -2 - i : i, flags, vals, ncols, a_ptr,
+                                       a_idx, a_val, b_ptr, b_idx, b_val, count, c_ptr, c_idx,
+                                       c_val);
         }
         return;
     }
@@ -310,29 +368,8 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         }
         // compact the occupied slots to the table's front (in slot order), then each entry's
         // place in the row is the number of columns below its own
-        int c = 0;
-        for (int base = 0; base < ts; base += DPS_WARP) {
-            const int s = base + lane;
-            const int key = keys[s];
-            const T val = key >= 0 ? vals[s] : T(0);
-            const unsigned occ = __ballot_sync(DPS_FULL_MASK, key >= 0);
-            __syncwarp();
-            if (key >= 0) {
-                const int at = c + __popc(occ & ((1u << lane) - 1u));
-                keys[at] = key;
-                vals[at] = val;
-            }
-            c += __popc(occ);
-            __syncwarp();
-        }
-        const int out = c_ptr[i];
-        for (int e = lane; e < c; e += DPS_WARP) {
-            const int key = keys[e];
-            int rank = 0;
-            for (int f = 0; f < c; ++f) rank += keys[f] < key;
-            c_idx[out + rank] = key;
-            c_val[out + rank] = vals[e];
-        }
+        const int c = spgemm::compact<DPS_WARP>(lane, 0, ts, ts, keys, vals);
+        spgemm::place_by_rank(lane, DPS_WARP, c, keys, vals, c_ptr[i], c_idx, c_val);
         __syncwarp();
     }
 }
@@ -358,38 +395,8 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
         const int i = rows[r];
         for (int c = lane; c < ncols; c += DPS_WARP) flags[c] = 0;
         __syncwarp();
-        int fresh_count = 0;
-        spgemm::walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr,
-                                              [&](int j, T a) {
-            const int col = b_idx[j];
-            const bool fresh = flags[col] == 0;
-            if (fresh) flags[col] = 1;
-            fresh_count += fresh;
-            if (NUMERIC) {
-                const T prod = dps::mul_rn(a, b_val[j]);
-                vals[col] = fresh ? prod : vals[col] + prod;
-            }
-            return true;
-        });
-        if (!NUMERIC) {
-            fresh_count = dps::warp_sum(fresh_count);
-            if (lane == 0) count[i] = fresh_count;
-            __syncwarp();
-            continue;
-        }
-        int out = c_ptr[i];                              // the row, in column order
-        for (int base = 0; base < ncols; base += DPS_WARP) {
-            const int col = base + lane;
-            const bool here = col < ncols && flags[col] != 0;
-            const unsigned occ = __ballot_sync(DPS_FULL_MASK, here);
-            if (here) {
-                const int at = out + __popc(occ & ((1u << lane) - 1u));
-                c_idx[at] = col;
-                c_val[at] = vals[col];
-            }
-            out += __popc(occ);
-        }
-        __syncwarp();
+        spgemm::dense_row<NUMERIC>(i, lane, 1, flags, vals, ncols, a_ptr, a_idx, a_val, b_ptr,
+                                   b_idx, b_val, count, c_ptr, c_idx, c_val);
     }
 }
 
@@ -438,32 +445,8 @@ spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ 
 #pragma unroll
         for (int off = DPS_WARP / 2; off >= G; off >>= 1)
             widest = max(widest, __shfl_xor_sync(DPS_FULL_MASK, widest, off));
-        int c = 0;                                     // compact, as spgemm_rows
-        for (int b0 = 0; b0 < widest; b0 += G) {
-            const int s = b0 + lane;
-            const int key = s < ts ? keys[s] : -1;
-            const T val = key >= 0 ? vals[s] : T(0);
-            const unsigned occ =
-                (__ballot_sync(DPS_FULL_MASK, key >= 0) >> seg) & ((1u << G) - 1u);
-            __syncwarp();
-            if (key >= 0) {
-                const int at = c + __popc(occ & ((1u << lane) - 1u));
-                keys[at] = key;
-                vals[at] = val;
-            }
-            c += __popc(occ);
-            __syncwarp();
-        }
-        if (ts) {
-            const int out = c_ptr[i];
-            for (int e = lane; e < c; e += G) {
-                const int key = keys[e];
-                int rank = 0;
-                for (int f = 0; f < c; ++f) rank += keys[f] < key;
-                c_idx[out + rank] = key;
-                c_val[out + rank] = vals[e];
-            }
-        }
+        const int c = spgemm::compact<G>(lane, seg, ts, widest, keys, vals);   // as spgemm_rows
+        if (ts) spgemm::place_by_rank(lane, G, c, keys, vals, c_ptr[i], c_idx, c_val);
         __syncwarp();
     }
 }
