@@ -11,10 +11,12 @@ preconditioner's set-up, once for all k columns). Then, on the GPU, CG and BiCGS
 systems (each column's vectors fit one block's shared memory: n <= 6,400 for float64 CG) with
 ``variant="auto"``, M None or Jacobi, polling sync and no callback or energy: the
 columns run as a batch of systems that share A (dpsolve.batch's one-launch kernels, a block per
-column, A read through L2), every column to its own tolerance in one launch. Otherwise the
-columns are solved one after another on the prepared system, so every variant and method runs
-blocks. Fused block kernels for large n (one SpMM that reads A once for the k columns) are the
-next step of issue 31; the report says which path ran (``path``).
+column, A read through L2), every column to its own tolerance in one launch. CG on larger systems
+under the same conditions (a real dtype) runs as a fused block (``_block_fused``: A read once an
+iteration for up to 32 columns, each column frozen once it converged; the true residuals
+checked, a column that misses finished by its single solve). Otherwise the columns are solved
+one after another on the prepared system, so every variant and method runs blocks. The report
+says which path ran (``path``).
 """
 from __future__ import annotations
 
@@ -116,6 +118,12 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
                        full_output=full_output, energy=energy, options=options, t0=t0)
     if fast is not None:
         return fast
+    from . import _block_fused
+    if FUSED_PATH and _block_fused.usable(P, B, X0, callback=callback, energy=energy,
+                                          options=options):
+        out = _block_fused.solve(P, B, X0, rtol=rtol, atol=atol, maxiter=maxiter, t0=t0)
+        if out is not None:
+            return out if full_output else out[:2]
     xp = __import__("cupy") if cupy_out else np
     X = xp.zeros((P.n, k), dtype=P.dtype)
     if X0 is not None and not x0_mb:
@@ -139,6 +147,7 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
 
 
 BATCH_PATH = True           # False: every block runs as a loop of single solves (tests compare)
+FUSED_PATH = True           # False: large blocks run as a loop of single solves (tests compare)
 
 
 def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy, options, t0):

@@ -166,8 +166,9 @@ def test_gpu_block_as_a_batch_sharing_A(method, grid, dtype, M):
 
 @pytest.mark.gpu
 def test_gpu_block_batch_path_gives_way():
-    """The loop of single solves where the batch path does not apply: a pinned variant, a
-    callback, too large a system, a preconditioner other than Jacobi, b outside the safe range."""
+    """The loop of single solves where neither the batch path nor the fused block applies: a
+    pinned variant, a callback, a preconditioner other than Jacobi, b outside the safe range;
+    too large a system for a block a column runs fused; both switched off, the loop."""
     from dpsolve import _block
     A, B = _A(), _B(3)
     for kw in ({"variant": "merge"}, {"callback": lambda X: None}, {"M": "chebyshev"}):
@@ -175,12 +176,98 @@ def test_gpu_block_batch_path_gives_way():
         assert rep.path == "columns, one prepared system"
     big = sp.csr_array(laplace_2d(90))                   # 8,100 rows: not a block a column
     rep = dpsolve.cg(big, np.ones((big.shape[0], 2)), rtol=1e-6, full_output=True)[2]
-    assert rep.path == "columns, one prepared system"
+    assert rep.path.startswith("fused block CG")
     rep = dpsolve.cg(A, B * 1e200, rtol=1e-8, full_output=True)[2]   # ||b||^2 overflows
     assert rep.path == "columns, one prepared system"
     assert "sharing A" in dpsolve.cg(A, B, rtol=1e-8, full_output=True)[2].path
     try:
         _block.BATCH_PATH = False
+        assert dpsolve.cg(A, B, rtol=1e-8, full_output=True)[2].path.startswith("fused")
+        _block.FUSED_PATH = False
         assert dpsolve.cg(A, B, rtol=1e-8, full_output=True)[2].path.startswith("columns")
     finally:
-        _block.BATCH_PATH = True
+        _block.BATCH_PATH = _block.FUSED_PATH = True
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 3, 16, 33])
+def test_gpu_fused_block_equals_single_solves(k, dtype, M):
+    """Blocks too large for the batch path run as one fused block CG (k = 33: two passes):
+    each column meets its own tolerance with the single solve's code and its iterations within
+    2; a zero column gives x = 0; x0 is each column's start; NumPy in, NumPy out."""
+    import cupy
+    A = sp.csr_array(laplace_2d(83)).astype(dtype)       # 6,889 rows, an awkward n
+    n = A.shape[0]
+    rng = np.random.default_rng(k)
+    B = rng.standard_normal((n, k)).astype(dtype)
+    B[:, 1] *= 1e-4
+    if k > 2:
+        B[:, 2] = 0
+    rtol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-8
+    for Bin in (B, cupy.asarray(B)):
+        X, info, rep = dpsolve.cg(A, Bin, rtol=rtol, M=M, full_output=True)
+        assert isinstance(X, type(Bin)) and X.shape == B.shape and X.dtype == dtype
+        assert rep.path.startswith("fused block CG") and "finished by single" not in rep.path
+        Xh = X.get() if isinstance(X, cupy.ndarray) else X
+        if k > 2:
+            assert not Xh[:, 2].any() and info[2] == 0 and rep.columns[2].iterations == 0
+        for j in range(k):
+            x, i, r = dpsolve.cg(A, B[:, j], rtol=rtol, M=M, full_output=True)
+            assert info[j] == i == 0
+            assert abs(rep.columns[j].iterations - r.iterations) <= 2, (j, rep.columns[j], r)
+            assert np.linalg.norm(B[:, j] - A @ Xh[:, j]) <= 1.01 * rtol * np.linalg.norm(B[:, j])
+    X1, info1, rep1 = dpsolve.cg(A, B, Xh, rtol=rtol, M=M, full_output=True)
+    assert (info1 == 0).all() and (rep1.iterations <= 1).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_fused_block_kernels_follow_the_host_steps(dtype):
+    """DeviceBlockCG (block.cu) against HostBlockCG, the same steps in NumPy: the same status,
+    iterations within 1, X to rounding where the iterations agree; maxiter stops both alike."""
+    import cupy
+
+    from dpsolve import _block_fused as bf
+    from dpsolve.formats import CSR
+    A = sp.csr_array(laplace_2d(37)).astype(dtype)
+    s = sp.diags_array(np.linspace(0.5, 2.0, A.shape[0]).astype(dtype))
+    A = sp.csr_array(s @ A @ s)
+    n, k = A.shape[0], 5
+    B = np.random.default_rng(9).standard_normal((n, k)).astype(dtype)
+    B[:, 3] = 0
+    tol = np.array([1e-5, 1e-3, 1e-4, 1e-5, 1e-2]) * np.linalg.norm(B, axis=0)
+    dinv = (1 / A.diagonal()).astype(dtype)
+    csr = CSR(cupy.asarray(A.indptr, cupy.int32), cupy.asarray(A.indices, cupy.int32),
+              cupy.asarray(A.data), n)
+    for maxiter in (1000, 6):
+        host = bf.HostBlockCG(A, B, None, tol, dinv)
+        bf.run(host, maxiter)
+        dev = bf.DeviceBlockCG(csr, cupy.asarray(B), None, tol, cupy.asarray(dinv))
+        bf.run(dev, maxiter)
+        assert dev.status.tolist() == host.status.tolist()
+        assert np.abs(dev.iters - host.iters).max() <= 1
+        X = dev.X.get()
+        eps = 1e-4 if dtype == np.float32 else 1e-10
+        for j in np.flatnonzero(dev.iters == host.iters):
+            ref = np.linalg.norm(host.X[:, j])
+            assert np.linalg.norm(X[:, j] - host.X[:, j]) <= eps * max(ref, 1e-30)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_block_hands_a_broken_column_to_its_single_solve():
+    """An indefinite A: the column whose p^H A p is exactly 0 breaks down in the block and is
+    finished by the single solve (its code); the others are the block's."""
+    d = np.concatenate([np.ones(3000), -np.ones(3000)])
+    A = sp.csr_array(sp.diags_array(d))
+    B = np.zeros((6000, 3))
+    B[:3000, 0] = 1
+    B[:3000, 1] = np.linspace(0, 1, 3000)
+    B[:, 2] = 1                                           # p^H A p = 0 at once
+    X, info, rep = dpsolve.cg(A, B, rtol=1e-8, full_output=True)
+    assert rep.path.startswith("fused block CG") and "column(s) 2 finished" in rep.path
+    for j in range(3):
+        x, i = dpsolve.cg(A, B[:, j], rtol=1e-8)
+        assert info[j] == i
+    assert info[0] == info[1] == 0

@@ -1,0 +1,329 @@
+"""CG on k right-hand sides at once, A read once an iteration for all of them (issue 31, part 1).
+
+A loop of k prepared solves reads A k times an iteration; here one pass over A serves every
+column (``dpsolve/cuda/block.cu``: X, R, P, Q row-interleaved, a group of G lanes a row, one lane
+a column). Each column keeps its own scalars, converges to its own tolerance and is then frozen.
+The algorithm is preconditioned CG per column, step for step:
+
+    r = b - A x0, z = D^-1 r, p = z, rz = r^H z; converged at once when ||r|| <= tol
+    each iteration:  q = A p; alpha = rz / p^H q; x += alpha p; r -= alpha q; z = D^-1 r;
+                     converged when ||r|| <= tol; beta = (r^H z) / rz; p = z + beta p
+
+(D^-1: Jacobi's, or the identity). A column whose p^H q is 0 or not finite, or whose sums stop
+being finite, is frozen as broken down (negative curvature is not a breakdown: CG goes on, as
+SciPy's does).
+
+``run`` drives it over an "ops" object, the five steps of an iteration: ``DeviceBlockCG`` (the
+kernels, on a stream) or ``HostBlockCG`` (the same steps in NumPy: the specification the GPU
+tests compare with, and what the CPU tests drive). ``solve`` is what ``dpsolve._block`` calls: it
+runs the block on the device, then checks every column's true residual with dpsolve's own SpMV and
+hands any column that misses its tolerance, or broke down, to the prepared system's single solve
+(which reports SciPy's code), so a column's result is always a single solve's.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+
+MAX_K = 32            # columns a pass (block.cu's widest group); wider blocks run in passes
+CHECK_EVERY = 4       # iterations between the host's reads of the columns still active
+ACTIVE, CONVERGED, BROKE, MAXITER = 0, 1, 2, 3   # a column's status
+
+
+def lanes(k: int) -> int:
+    """block.cu's G for k columns: the power of two >= k (2 to MAX_K)."""
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"a pass takes 1 to {MAX_K} columns, got {k}")
+    return max(2, 1 << (k - 1).bit_length())
+
+
+def passes(k: int) -> list[slice]:
+    """The column ranges of the passes for k columns (at most MAX_K each, as even as may be)."""
+    count = -(-k // MAX_K)
+    edges = [round(i * k / count) for i in range(count + 1)]
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
+    """Iterate ``ops`` until no column is active or ``maxiter`` iterations; the columns still
+    active then get status MAXITER. The host reads the active count every ``check_every``
+    iterations (a frozen column does not change, so the iterations past its end cost only time)."""
+    ops.start()
+    it = 0
+    while it < maxiter:
+        if it % check_every == 0 and ops.active_count() == 0:
+            break
+        ops.iterate()
+        it += 1
+    ops.finish()
+
+
+class HostBlockCG:
+    """The block's steps in NumPy, the specification of block.cu. A (SciPy CSR, n x n), B and X0
+    (n x k), tol (k,), dinv (n,) or None. After ``run``: X, status, iters, rr (||r||^2)."""
+
+    def __init__(self, A, B, X0, tol, dinv=None):
+        self.A, self.B = A, np.asarray(B)
+        self.dt = np.result_type(A.dtype, self.B.dtype)
+        self.X = (np.zeros(self.B.shape, self.dt) if X0 is None
+                  else np.array(X0, dtype=self.dt, copy=True))
+        self.x0_zero = X0 is None
+        k = self.B.shape[1]
+        self.tol2 = np.asarray(tol, dtype=np.float64) ** 2
+        self.dinv = None if dinv is None else np.asarray(dinv, self.dt)[:, None]
+        self.status = np.zeros(k, np.int64)
+        self.iters = np.zeros(k, np.int64)
+        self.rr = np.zeros(k)
+        self.rz = np.zeros(k, self.dt)
+
+    def _z(self, R):
+        return R if self.dinv is None else self.dinv * R
+
+    def _sums(self):
+        Z = self._z(self.R)
+        return ((self.R.conj() * Z).sum(axis=0), (self.R.conj() * self.R).sum(axis=0).real)
+
+    def _check(self, rz_new, rr, first):
+        on = self.status == ACTIVE
+        self.rr[on] = rr[on]
+        if not first:
+            self.iters[on] += 1
+        bad = on & ~(np.isfinite(rz_new) & np.isfinite(rr))
+        self.status[bad] = BROKE
+        done = on & ~bad & (rr <= self.tol2)
+        self.status[done] = CONVERGED
+        go = on & ~bad & ~done
+        beta = np.zeros_like(self.rz)
+        if not first:
+            with np.errstate(all="ignore"):
+                beta[go] = rz_new[go] / self.rz[go]
+        self.rz[go] = rz_new[go]
+        return go, beta
+
+    def start(self):
+        self.R = self.B.astype(self.dt) - (0 if self.x0_zero else self.A @ self.X)
+        go, _ = self._check(*self._sums(), first=True)
+        self.P = np.zeros_like(self.R)
+        self.P[:, go] = self._z(self.R)[:, go]
+
+    def iterate(self):
+        on = self.status == ACTIVE
+        Q = np.zeros_like(self.R)
+        Q[:, on] = self.A @ self.P[:, on]
+        pq = (self.P.conj() * Q).sum(axis=0)
+        broke = on & ~((pq != 0) & np.isfinite(pq))
+        self.status[broke] = BROKE
+        on &= ~broke
+        alpha = np.zeros_like(self.rz)
+        alpha[on] = self.rz[on] / pq[on]
+        self.X[:, on] += alpha[on] * self.P[:, on]
+        self.R[:, on] -= alpha[on] * Q[:, on]
+        go, beta = self._check(*self._sums(), first=False)
+        self.P[:, go] = self._z(self.R)[:, go] + beta[go] * self.P[:, go]
+
+    def active_count(self) -> int:
+        return int((self.status == ACTIVE).sum())
+
+    def finish(self):
+        self.status[self.status == ACTIVE] = MAXITER
+
+
+class DeviceBlockCG:
+    """The block's steps as block.cu's kernels on ``stream``. csr: a dpsolve CSR on the device
+    (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or None) CuPy arrays of
+    the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None. After ``run``: X (n x k,
+    the solution), and on the host status, iters, rr."""
+
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None):
+        import cupy
+
+        from .cuda import ops
+        self.cp, self.stream = cupy, stream
+        n, k = B.shape
+        self.n, self.k, self.G = np.int32(n), np.int32(k), lanes(k)
+        self.dt = np.dtype(B.dtype)
+        self.csr, self.dinv = csr, dinv
+        self.B = B
+        self.x0_zero = X0 is None
+        self.X = cupy.zeros((n, k), self.dt) if X0 is None else cupy.array(X0, self.dt, order="C")
+        self.R, self.P, self.Q = (cupy.empty((n, k), self.dt) for _ in range(3))
+        self.grid = (ops.grid_for(n * self.G),)
+        self.nparts = np.int32(self.grid[0])
+        self.part_a = cupy.empty(self.grid[0] * k, self.dt)
+        self.part_b = cupy.empty(self.grid[0] * k, self.dt)
+        scalars = (cupy.zeros(k, self.dt) for _ in range(4))
+        self.rz, self.rr, self.alpha, self.beta = scalars
+        self.tol2 = cupy.asarray(np.asarray(tol, np.float64) ** 2, self.dt)
+        self.active = cupy.ones(k, cupy.int32)
+        self.status_d = cupy.zeros(k, cupy.int32)
+        self.iters_d = cupy.zeros(k, cupy.int32)
+
+    def _launch(self, name, grid, args):
+        from .cuda._loader import get_kernel
+        from .cuda.executor import launch
+        from .cuda.ops import BLOCK
+        expr = f"{name}<{{T}}, {self.G}>" if name not in ("block_alpha", "block_beta") \
+            else f"{name}<{{T}}>"
+        launch(get_kernel("block", expr, self.dt), grid, (BLOCK,), args, self.stream)
+
+    def _null(self, a):
+        from .cuda.ops import _NULL
+        return _NULL if a is None else a
+
+    def _beta(self, first):
+        self._launch("block_beta", (int(self.k),),
+                     (self.nparts, self.k, self.part_a, self.part_b, self.tol2, np.int32(first),
+                      self.rz, self.rr, self.beta, self.active, self.status_d, self.iters_d))
+
+    def _direction(self, first):
+        self._launch("block_direction", self.grid,
+                     (self.n, self.k, self.R, self._null(self.dinv), self.beta, self.active,
+                      np.int32(first), self.P))
+
+    def start(self):
+        c = self.csr
+        Q = None
+        if not self.x0_zero:                  # Q = A X0 (every column active yet)
+            self._launch("block_spmm_dot", self.grid,
+                         (self.n, self.k, c.indptr, c.indices, c.data, self.X, self.Q,
+                          self.active, self.part_a))
+            Q = self.Q
+        self._launch("block_start", self.grid,
+                     (self.n, self.k, self.B, self._null(Q), self.R, self._null(self.dinv),
+                      self.active, self.part_a, self.part_b))
+        self._beta(first=True)
+        self._direction(first=True)
+
+    def iterate(self):
+        c = self.csr
+        self._launch("block_spmm_dot", self.grid,
+                     (self.n, self.k, c.indptr, c.indices, c.data, self.P, self.Q, self.active,
+                      self.part_a))
+        self._launch("block_alpha", (int(self.k),),
+                     (self.nparts, self.k, self.part_a, self.rz, self.active, self.status_d,
+                      self.alpha))
+        self._launch("block_update", self.grid,
+                     (self.n, self.k, self.P, self.Q, self.X, self.R, self._null(self.dinv),
+                      self.alpha, self.active, self.part_a, self.part_b))
+        self._beta(first=False)
+        self._direction(first=False)
+
+    def active_count(self) -> int:
+        with self.stream if self.stream is not None else contextlib.nullcontext():
+            return int(self.active.sum())
+
+    def finish(self):
+        status = self.status_d.get(stream=self.stream).astype(np.int64)
+        active = self.active.get(stream=self.stream).astype(bool)
+        status[active] = MAXITER
+        self.status = status
+        self.iters = self.iters_d.get(stream=self.stream).astype(np.int64)
+        self.rr = np.abs(self.rr.get(stream=self.stream)).astype(np.float64)
+
+
+def usable(P, B, X0, *, callback, energy, options) -> bool:
+    """Whether the fused block takes this call: a device solve of CG, M none or Jacobi, a real
+    dtype, variant auto, polling sync, no callback, energy or method options, a matrix (not an
+    operator) and at least two columns. The others run as a loop of single solves."""
+    base = P._base
+    return (P._device and P.method == "cg" and callback is None and not energy and not options
+            and not isinstance(X0, str) and P._options["variant"] == "auto"
+            and P.sync == "polling" and base.csr is not None
+            and base.M.name in ("none", "jacobi") and np.dtype(P.dtype).kind == "f"
+            and B.shape[1] >= 2)
+
+
+def _true_residuals(csr, B, X):
+    """||b_j - A x_j|| per column, with dpsolve's own CSR-vector SpMV (the single solves')."""
+    import cupy
+
+    from .cuda import ops
+    from .cuda.device_matrix import CsrVectorMatrix
+    from .formats import CSR
+    A = CsrVectorMatrix(CSR(csr.indptr, csr.indices, csr.data, int(csr.n)))
+    y = cupy.empty(B.shape[0], B.dtype)
+    out = np.empty(B.shape[1])
+    for j in range(B.shape[1]):
+        ops.spmv(A, cupy.ascontiguousarray(X[:, j]), y)
+        out[j] = float(cupy.linalg.norm(B[:, j] - y))
+    return out
+
+
+def solve(P, B, X0, *, rtol, atol, maxiter, t0):
+    """The block (n, k) on the prepared system P (``usable``), in passes of at most MAX_K
+    columns; returns (X, info, BlockReport), X in B's array module, or None where the block does
+    not run fused (a column's ||b||^2 outside the dtype's safe range: the single solves scale b).
+    Every column's true residual is checked; a column that broke down, or whose recurrence
+    claimed a residual its true one misses, is finished by P's single solve (from its start,
+    or from the block's iterate) and reported as that solve did. None too where the pass's
+    arrays do not fit the device's free memory (the loop of single solves needs less)."""
+    import cupy
+
+    from . import _block
+    from . import _frontend as fe
+    from ._system import in_safe_range
+    from .formats.csr import _is_cupy
+    from .report import SolveReport
+    fe._get_atol_rtol("cg", 0.0, atol, rtol)           # SciPy's errors for bad tolerances
+    base, n, k, dt = P._base, P.n, B.shape[1], np.dtype(P.dtype)
+    Bd = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False))
+    sq = (cupy.abs(Bd) ** 2).sum(axis=0, dtype=np.float64).get()
+    if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
+        return None
+    tol = np.maximum(float(rtol) * np.sqrt(sq), float(atol))
+    X0d = None if X0 is None else cupy.ascontiguousarray(cupy.asarray(X0).astype(dt))
+    maxiter = 10 * n if maxiter is None else int(maxiter)
+    csr = base.csr
+    dinv = cupy.asarray(base.M.inv_diag, dt) if base.M.name == "jacobi" else None
+    chunks = passes(k)
+    widest = max(sl.stop - sl.start for sl in chunks)
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    pool = cupy.get_default_memory_pool()
+    if 6 * n * widest * dt.itemsize > free + pool.total_bytes() - pool.used_bytes():
+        return None                       # X and a pass's X, R, P, Q, B: the loop needs less
+    X = cupy.empty((n, k), dt)
+    status, iters = np.empty(k, np.int64), np.empty(k, np.int64)
+    for sl in chunks:
+        ops = DeviceBlockCG(csr, cupy.ascontiguousarray(Bd[:, sl]),
+                            None if X0d is None else X0d[:, sl], tol[sl], dinv)
+        run(ops, maxiter)
+        X[:, sl] = ops.X
+        status[sl], iters[sl] = ops.status, ops.iters
+    res = _true_residuals(csr, Bd, X)
+    info = np.where(status == MAXITER, maxiter, 0).astype(np.int64)
+    wall = time.perf_counter() - t0
+    dev = fe.device_status().name
+    lanes_text = ", ".join(str(lanes(sl.stop - sl.start)) for sl in chunks)
+    report = _block.BlockReport(
+        prepare_time=getattr(P, "prepare_time", None),
+        path=f"fused block CG: {k} columns, {len(chunks)} pass(es) over A an iteration "
+             f"({lanes_text} lanes a row)")
+    handed = []
+    for j in range(k):
+        report.columns.append(SolveReport(
+            variant="block", format="csr", sync=P.sync, method="cg", dtype=dt.name, n=n,
+            nnz=P.nnz, iterations=int(iters[j]), info=int(info[j]),
+            converged=bool(info[j] == 0), residual_norm=float(res[j]), tolerance=float(tol[j]),
+            wall_time=wall, device=dev))
+        if status[j] == BROKE or (status[j] == CONVERGED and not res[j] <= tol[j]):
+            handed.append(j)
+    for j in handed:                # finished by the single solve, which reports the code
+        go_on = status[j] == CONVERGED              # from the block's iterate, with what is left
+        x0 = (X[:, j] if go_on else None if X0d is None else X0d[:, j])
+        left = max(1, maxiter - int(iters[j])) if go_on else maxiter
+        x, code, rep = P.solve(cupy.ascontiguousarray(Bd[:, j]),
+                               None if x0 is None else cupy.ascontiguousarray(x0),
+                               rtol=rtol, atol=atol, maxiter=left, full_output=True)
+        X[:, j] = x
+        info[j] = code
+        if go_on:
+            rep.iterations = (rep.iterations or 0) + int(iters[j])
+        report.columns[j] = rep
+    if handed:
+        report.path += f"; column(s) {', '.join(map(str, handed))} finished by single solves"
+    report.wall_time = time.perf_counter() - t0
+    if not _is_cupy(B):
+        X = X.get()
+    return X, info, report

@@ -1,0 +1,195 @@
+// block.cu - CG on k right-hand sides at once, A read once an iteration for all of them
+// (dpsolve/_block_fused.py drives these kernels; its HostBlockCG is the same algorithm in NumPy).
+//
+// X, R, P and Q are n x k arrays stored row-interleaved (C order: entry (i, j) at i * k + j; a
+// C-ordered (n, k) B is already so). A row is taken by a group of G lanes (G the power of two
+// >= k, at most 32: the driver splits wider blocks into passes of at most 32 columns); lane c of
+// the group takes column c, so the row's entries (indptr, indices, data) are read once for the k
+// columns (the group's lanes load the same addresses: one broadcast) and the k values of P's row
+// j are contiguous. Each column has its own scalars on the device and is frozen once it has
+// converged or broken down (active[j] = 0): its lanes then do nothing. Per-column sums are
+// two-stage and deterministic: each block writes partials[block * k + j], a block per column sums
+// them in a fixed order.
+//
+//   block_start<T, G>      R = B - Q (Q = A X0, or no Q: X0 = 0); partials of r^H D^-1 r, r^H r
+//   block_spmm_dot<T, G>   Q = A P (active columns); partials of p^H q
+//   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or not
+//                          finite, the column breaks down (status 2, frozen)
+//   block_update<T, G>     X += alpha P, R -= alpha Q; partials of r^H D^-1 r and r^H r
+//   block_beta<T>          rz_new_j, rr_j = the sums; first (after block_start): converged when
+//                          rr_j <= tol2_j, else rz_j = rz_new_j; later: iters_j += 1, converged
+//                          when rr_j <= tol2_j (status 1), a non-finite sum breaks down
+//                          (status 2), else beta_j = rz_new_j / rz_j, rz_j = rz_new_j
+//   block_direction<T, G>  P = D^-1 R + beta P (first: P = D^-1 R), active columns
+// D^-1: dinv (one value a row, the same for every column), or null (no preconditioner).
+#include <dpsolve/common.cuh>
+
+namespace blockcg {
+
+// this thread's column (its lane within its group of G) and whether it works on it
+template <int G>
+__device__ __forceinline__ int column() { return threadIdx.x % G; }
+
+// This block's partial sums per column: v is the thread's partial for column column<G>() (0
+// where that column is not < k). Lanes of one column within a warp are c, c + G, ...: folded by
+// shuffles onto lanes 0..G-1, then the warps' sums added in warp order by thread c.
+// partials[blockIdx.x * k + c]. Every thread of the block must call it; smem holds
+// DPS_BLOCK / DPS_WARP * G values.
+template <typename T, int G>
+__device__ __forceinline__ void column_partials(T v, int k, T* smem, T* __restrict__ partials) {
+#pragma unroll
+    for (int off = DPS_WARP / 2; off >= G; off >>= 1) v += dps::shfl_down(v, off);
+    const int lane = threadIdx.x % DPS_WARP, warp = threadIdx.x / DPS_WARP;
+    if (lane < G) smem[warp * G + lane] = v;
+    __syncthreads();
+    if ((int)threadIdx.x < k) {
+        T s = T(0);
+        for (int w = 0; w < (int)(blockDim.x / DPS_WARP); ++w) s += smem[w * G + threadIdx.x];
+        partials[(size_t)blockIdx.x * k + threadIdx.x] = s;
+    }
+    __syncthreads();                      // smem reused by the caller
+}
+
+// the first group of this thread and the stride between groups (grid-stride over rows)
+template <int G>
+__device__ __forceinline__ int first_row() { return (blockIdx.x * blockDim.x + threadIdx.x) / G; }
+template <int G>
+__device__ __forceinline__ int row_stride() { return gridDim.x * blockDim.x / G; }
+
+// a block's per-column sum over the nparts partials of column j (a block a column)
+template <typename T>
+__device__ __forceinline__ T column_total(int nparts, int k, int j,
+                                          const T* __restrict__ partials, T* smem) {
+    T s = T(0);
+    for (int b = threadIdx.x; b < nparts; b += blockDim.x) s += partials[(size_t)b * k + j];
+    return dps::block_sum(s, smem);
+}
+
+}  // namespace blockcg
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_start(int n, int k, const T* __restrict__ B, const T* __restrict__ Q, T* __restrict__ R,
+            const T* __restrict__ dinv, const int* __restrict__ active,
+            T* __restrict__ part_rz, T* __restrict__ part_rr) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    T rz = T(0), rr = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const size_t at = (size_t)i * k + c;
+        const T r = Q != nullptr ? B[at] - Q[at] : B[at];
+        R[at] = r;
+        const T z = dinv != nullptr ? dinv[i] * r : r;
+        rz += dps::conj(r) * z;
+        rr += dps::conj(r) * r;
+    }
+    blockcg::column_partials<T, G>(rz, k, smem, part_rz);
+    blockcg::column_partials<T, G>(rr, k, smem, part_rr);
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
+               const T* __restrict__ data, const T* __restrict__ P, T* __restrict__ Q,
+               const int* __restrict__ active, T* __restrict__ partials) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    T pq = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        T s = T(0);
+        const int end = indptr[i + 1];
+        for (int e = indptr[i]; e < end; ++e) s += data[e] * P[(size_t)indices[e] * k + c];
+        const size_t at = (size_t)i * k + c;
+        Q[at] = s;
+        pq += dps::conj(P[at]) * s;
+    }
+    blockcg::column_partials<T, G>(pq, k, smem, partials);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restrict__ rz,
+            int* __restrict__ active, int* __restrict__ status, T* __restrict__ alpha) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T pq = blockcg::column_total(nparts, k, j, partials, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    if (pq == T(0) || !dps::is_finite(pq)) {   // alpha would not be finite (negative
+                                                 // curvature is not: CG goes on, as SciPy's)
+        active[j] = 0;
+        status[j] = 2;
+        alpha[j] = T(0);
+        return;
+    }
+    alpha[j] = rz[j] / pq;
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_update(int n, int k, const T* __restrict__ P, const T* __restrict__ Q, T* __restrict__ X,
+             T* __restrict__ R, const T* __restrict__ dinv, const T* __restrict__ alpha,
+             const int* __restrict__ active, T* __restrict__ part_rz, T* __restrict__ part_rr) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    const T a = on ? alpha[c] : T(0);
+    T rz = T(0), rr = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const size_t at = (size_t)i * k + c;
+        X[at] += a * P[at];
+        const T r = R[at] - a * Q[at];
+        R[at] = r;
+        const T z = dinv != nullptr ? dinv[i] * r : r;
+        rz += dps::conj(r) * z;
+        rr += dps::conj(r) * r;
+    }
+    blockcg::column_partials<T, G>(rz, k, smem, part_rz);
+    blockcg::column_partials<T, G>(rr, k, smem, part_rr);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_beta(int nparts, int k, const T* __restrict__ part_rz, const T* __restrict__ part_rr,
+           const T* __restrict__ tol2, int first, T* __restrict__ rz, T* __restrict__ rr,
+           T* __restrict__ beta, int* __restrict__ active, int* __restrict__ status,
+           int* __restrict__ iters) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T rz_new = blockcg::column_total(nparts, k, j, part_rz, smem);
+    const T rr_new = blockcg::column_total(nparts, k, j, part_rr, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    rr[j] = rr_new;
+    if (!first) iters[j] += 1;
+    if (!dps::is_finite(rr_new) || !dps::is_finite(rz_new)) {
+        active[j] = 0;
+        status[j] = 2;
+        return;
+    }
+    if (dps::real(rr_new) <= dps::real(tol2[j])) {
+        active[j] = 0;
+        status[j] = 1;
+        return;
+    }
+    beta[j] = first ? T(0) : rz_new / rz[j];
+    rz[j] = rz_new;
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ dinv,
+                const T* __restrict__ beta, const int* __restrict__ active, int first,
+                T* __restrict__ P) {
+    const int c = blockcg::column<G>();
+    if (c >= k || !active[c]) return;
+    const T b = beta[c];
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        const size_t at = (size_t)i * k + c;
+        const T z = dinv != nullptr ? dinv[i] * R[at] : R[at];
+        P[at] = first ? z : z + b * P[at];
+    }
+}

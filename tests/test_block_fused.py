@@ -1,0 +1,104 @@
+"""The fused block CG's driver and its NumPy specification (dpsolve/_block_fused.py), on the host:
+each column is textbook preconditioned CG to its own tolerance, frozen once it converged or broke
+down; the passes and lanes of block.cu. The kernels themselves are held to HostBlockCG by
+tests/test_block.py's GPU tests."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpsolve import _block_fused as bf
+from dpsolve.matrices import laplace_2d
+
+
+def _pcg(A, b, tol, dinv=None, maxiter=1000):
+    """Textbook PCG (the module docstring's steps), one column: (x, iterations, converged)."""
+    x = np.zeros_like(b)
+    r = b.copy()
+    z = r if dinv is None else dinv * r
+    p, rz = z.copy(), r @ z
+    if np.sqrt(r @ r) <= tol:
+        return x, 0, True
+    for it in range(1, maxiter + 1):
+        q = A @ p
+        alpha = rz / (p @ q)
+        x = x + alpha * p
+        r = r - alpha * q
+        z = r if dinv is None else dinv * r
+        if np.sqrt(r @ r) <= tol:
+            return x, it, True
+        rz, rz_old = r @ z, rz
+        p = z + (rz / rz_old) * p
+    return x, maxiter, False
+
+
+def _problem(k=5, seed=0):
+    A = sp.csr_array(laplace_2d(30))
+    s = sp.diags_array(np.random.default_rng(seed).uniform(0.5, 2.0, A.shape[0]))
+    A = sp.csr_array(s @ A @ s)                    # SPD with a varying diagonal
+    B = np.random.default_rng(seed + 1).standard_normal((A.shape[0], k))
+    B[:, 1] *= 1e-4                                # another scale
+    if k > 2:
+        B[:, 2] = 0                                # x = 0 at once
+    return A, B
+
+
+@pytest.mark.parametrize("jacobi", [False, True])
+def test_each_column_is_textbook_pcg_to_its_own_tolerance(jacobi):
+    A, B = _problem()
+    dinv = 1 / A.diagonal() if jacobi else None
+    tol = np.array([1e-8, 1e-8, 1e-8, 1e-3, 1e-6]) * np.linalg.norm(B, axis=0)
+    ops = bf.HostBlockCG(A, B, None, tol, dinv)
+    bf.run(ops, maxiter=1000, check_every=3)
+    assert (ops.status == bf.CONVERGED).all()
+    assert ops.iters[2] == 0 and not ops.X[:, 2].any()
+    for j in range(B.shape[1]):
+        x, its, ok = _pcg(A, B[:, j], tol[j], dinv)
+        assert ok and abs(int(ops.iters[j]) - its) <= 1, (j, ops.iters[j], its)
+        assert np.linalg.norm(B[:, j] - A @ ops.X[:, j]) <= 1.01 * tol[j]
+        assert np.linalg.norm(ops.X[:, j] - x) <= 1e-6 * np.linalg.norm(x) + 1e-300
+    assert len(set(ops.iters.tolist())) > 2        # the columns stopped at different iterations
+
+
+def test_a_converged_column_is_frozen():
+    """A column's result does not depend on the others: alone or beside a slower one, the same
+    iterations and (to rounding) the same x."""
+    A, B = _problem(k=2)
+    tol = np.array([1e-8, 1e-3]) * np.linalg.norm(B, axis=0)      # column 1 stops early
+    both = bf.HostBlockCG(A, B, None, tol)
+    bf.run(both, 1000)
+    alone = bf.HostBlockCG(A, B[:, 1:], None, tol[1:])
+    bf.run(alone, 1000)
+    assert both.iters[1] == alone.iters[0] < both.iters[0]
+    assert np.linalg.norm(both.X[:, 1] - alone.X[:, 0]) <= 1e-7 * np.linalg.norm(alone.X[:, 0])
+
+
+def test_maxiter_start_at_the_solution_and_breakdown():
+    A, B = _problem(k=3)
+    tol = 1e-10 * np.linalg.norm(B, axis=0)
+    ops = bf.HostBlockCG(A, B, None, tol)
+    bf.run(ops, maxiter=7, check_every=4)
+    assert ops.status.tolist() == [bf.MAXITER, bf.MAXITER, bf.CONVERGED]
+    assert ops.iters.tolist() == [7, 7, 0]
+    # started at the solution: converged with no iteration
+    X = np.column_stack([sp.linalg.spsolve(A.tocsc(), B[:, j]) for j in range(3)])
+    ops = bf.HostBlockCG(A, B, X, 1e-8 * np.linalg.norm(B, axis=0) + 1e-300)
+    bf.run(ops, 100)
+    assert (ops.status == bf.CONVERGED).all() and not ops.iters.any()
+    # indefinite A: the column whose p^H A p is exactly 0 breaks down, the other not
+    D = sp.csr_array(sp.diags_array([1.0, -1.0, 3.0, 1.0]))
+    Bd = np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    ops = bf.HostBlockCG(D, Bd, None, np.array([1e-12, 1e-12]))
+    bf.run(ops, 50)
+    assert ops.status.tolist() == [bf.CONVERGED, bf.BROKE]
+
+
+def test_lanes_and_passes():
+    assert [bf.lanes(k) for k in (1, 2, 3, 4, 5, 16, 17, 32)] == [2, 2, 4, 4, 8, 16, 32, 32]
+    with pytest.raises(ValueError, match="1 to 32 columns"):
+        bf.lanes(33)
+    assert bf.passes(32) == [slice(0, 32)]
+    assert bf.passes(40) == [slice(0, 20), slice(20, 40)]
+    assert bf.passes(65) == [slice(0, 22), slice(22, 43), slice(43, 65)]
+    assert all(s.stop - s.start <= bf.MAX_K for k in range(1, 200) for s in bf.passes(k))
