@@ -65,6 +65,14 @@ __device__ __forceinline__ T column_total(int nparts, int k, int j,
     return dps::block_sum(s, smem);
 }
 
+// a row's entry r of one column into the column's sums: rz += conj(r) D^-1 r, rr += conj(r) r
+template <typename T>
+__device__ __forceinline__ void add_sums(T r, const T* __restrict__ dinv, int i, T& rz, T& rr) {
+    const T z = dinv != nullptr ? dinv[i] * r : r;
+    rz += dps::conj(r) * z;
+    rr += dps::conj(r) * r;
+}
+
 }  // namespace blockcg
 
 template <typename T, int G>
@@ -81,9 +89,7 @@ block_start(int n, int k, const T* __restrict__ B, const T* __restrict__ Q, T* _
         const size_t at = (size_t)i * k + c;
         const T r = Q != nullptr ? B[at] - Q[at] : B[at];
         R[at] = r;
-        const T z = dinv != nullptr ? dinv[i] * r : r;
-        rz += dps::conj(r) * z;
-        rr += dps::conj(r) * r;
+        blockcg::add_sums(r, dinv, i, rz, rr);
     }
     blockcg::column_partials<T, G>(rz, k, smem, part_rz);
     blockcg::column_partials<T, G>(rr, k, smem, part_rr);
@@ -144,9 +150,7 @@ block_update(int n, int k, const T* __restrict__ P, const T* __restrict__ Q, T* 
         X[at] += a * P[at];
         const T r = R[at] - a * Q[at];
         R[at] = r;
-        const T z = dinv != nullptr ? dinv[i] * r : r;
-        rz += dps::conj(r) * z;
-        rr += dps::conj(r) * r;
+        blockcg::add_sums(r, dinv, i, rz, rr);
     }
     blockcg::column_partials<T, G>(rz, k, smem, part_rz);
     blockcg::column_partials<T, G>(rr, k, smem, part_rr);
