@@ -198,7 +198,8 @@ def test_gpu_fused_block_equals_single_solves(k, dtype, M):
     each column meets its own tolerance with the single solve's code and its iterations within
     2; a zero column gives x = 0; x0 is each column's start; NumPy in, NumPy out."""
     import cupy
-    A = sp.csr_array(laplace_2d(83)).astype(dtype)       # 6,889 rows, an awkward n
+    A = sp.csr_array(laplace_2d(121, 119)).astype(dtype)  # 14,399 rows: beyond the batch
+    #                                                       path in float32 too (shared memory)
     n = A.shape[0]
     rng = np.random.default_rng(k)
     B = rng.standard_normal((n, k)).astype(dtype)
@@ -259,11 +260,11 @@ def test_gpu_fused_block_kernels_follow_the_host_steps(dtype):
 def test_gpu_fused_block_hands_a_broken_column_to_its_single_solve():
     """An indefinite A: the column whose p^H A p is exactly 0 breaks down in the block and is
     finished by the single solve (its code); the others are the block's."""
-    d = np.concatenate([np.ones(3000), -np.ones(3000)])
+    d = np.concatenate([np.ones(4500), -np.ones(4500)])   # 9,000 rows: beyond the batch path
     A = sp.csr_array(sp.diags_array(d))
-    B = np.zeros((6000, 3))
-    B[:3000, 0] = 1
-    B[:3000, 1] = np.linspace(0, 1, 3000)
+    B = np.zeros((9000, 3))
+    B[:4500, 0] = 1
+    B[:4500, 1] = np.linspace(0, 1, 4500)
     B[:, 2] = 1                                           # p^H A p = 0 at once
     X, info, rep = dpsolve.cg(A, B, rtol=1e-8, full_output=True)
     assert rep.path.startswith("fused block CG") and "column(s) 2 finished" in rep.path
