@@ -16,9 +16,11 @@ SciPy's does).
 ``run`` drives it over an "ops" object, the five steps of an iteration: ``DeviceBlockCG`` (the
 kernels, on a stream) or ``HostBlockCG`` (the same steps in NumPy: the specification the GPU
 tests compare with, and what the CPU tests drive). ``solve`` is what ``dpsolve._block`` calls: it
-runs the block on the device, then checks every column's true residual with dpsolve's own SpMV and
-hands any column that misses its tolerance, or broke down, to the prepared system's single solve
-(which reports SciPy's code), so a column's result is always a single solve's.
+runs the block on the device, then checks every column's true residual with dpsolve's own SpMV;
+the columns whose recurrence claimed a residual their true one misses (float32's drift) run again
+as a block from their iterate, with dpsolve's restart rule (``_frontend.restarted``: at most
+MAX_RESTARTS, within each column's maxiter), and a column that broke down is handed to the
+prepared system's single solve (which reports SciPy's code for it).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import numpy as np
 MAX_K = 32            # columns a pass (block.cu's widest group); wider blocks run in passes
 CHECK_EVERY = 4       # iterations between the host's reads of the columns still active
 ACTIVE, CONVERGED, BROKE, MAXITER = 0, 1, 2, 3   # a column's status
+NO_LIMIT = 2**31 - 1  # a column's iteration limit where run's maxiter alone bounds it
 
 
 def lanes(k: int) -> int:
@@ -62,9 +65,10 @@ def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
 
 class HostBlockCG:
     """The block's steps in NumPy, the specification of block.cu. A (SciPy CSR, n x n), B and X0
-    (n x k), tol (k,), dinv (n,) or None. After ``run``: X, status, iters, rr (||r||^2)."""
+    (n x k), tol (k,), dinv (n,) or None, limit (k,): the iterations each column may run (None:
+    run's bound alone). After ``run``: X, status, iters, rr (||r||^2)."""
 
-    def __init__(self, A, B, X0, tol, dinv=None):
+    def __init__(self, A, B, X0, tol, dinv=None, limit=None):
         self.A, self.B = A, np.asarray(B)
         self.dt = np.result_type(A.dtype, self.B.dtype)
         self.X = (np.zeros(self.B.shape, self.dt) if X0 is None
@@ -77,6 +81,7 @@ class HostBlockCG:
         self.iters = np.zeros(k, np.int64)
         self.rr = np.zeros(k)
         self.rz = np.zeros(k, self.dt)
+        self.limit = np.full(k, NO_LIMIT) if limit is None else np.asarray(limit, np.int64)
 
     def _z(self, R):
         return R if self.dinv is None else self.dinv * R
@@ -94,7 +99,9 @@ class HostBlockCG:
         self.status[bad] = BROKE
         done = on & ~bad & (rr <= self.tol2)
         self.status[done] = CONVERGED
-        go = on & ~bad & ~done
+        spent = on & ~bad & ~done & (self.iters >= self.limit) & (not first)
+        self.status[spent] = MAXITER
+        go = on & ~bad & ~done & ~spent
         beta = np.zeros_like(self.rz)
         if not first:
             with np.errstate(all="ignore"):
@@ -133,10 +140,10 @@ class HostBlockCG:
 class DeviceBlockCG:
     """The block's steps as block.cu's kernels on ``stream``. csr: a dpsolve CSR on the device
     (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or None) CuPy arrays of
-    the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None. After ``run``: X (n x k,
-    the solution), and on the host status, iters, rr."""
+    the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None; limit (k,) as
+    HostBlockCG's. After ``run``: X (n x k, the solution), and on the host status, iters, rr."""
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None):
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
         import cupy
 
         from .cuda import ops
@@ -159,6 +166,8 @@ class DeviceBlockCG:
         self.active = cupy.ones(k, cupy.int32)
         self.status_d = cupy.zeros(k, cupy.int32)
         self.iters_d = cupy.zeros(k, cupy.int32)
+        self.limit = cupy.asarray(np.full(k, NO_LIMIT) if limit is None
+                                  else np.minimum(limit, NO_LIMIT), cupy.int32)
 
     def _launch(self, name, grid, args):
         from .cuda._loader import get_kernel
@@ -175,7 +184,8 @@ class DeviceBlockCG:
     def _beta(self, first):
         self._launch("block_beta", (int(self.k),),
                      (self.nparts, self.k, self.part_a, self.part_b, self.tol2, np.int32(first),
-                      self.rz, self.rr, self.beta, self.active, self.status_d, self.iters_d))
+                      self.rz, self.rr, self.beta, self.active, self.status_d, self.iters_d,
+                      self.limit))
 
     def _direction(self, first):
         self._launch("block_direction", self.grid,
@@ -251,18 +261,35 @@ def _true_residuals(csr, B, X):
     return out
 
 
+def _run_columns(csr, Bd, X0, tol, dinv, cols, limit, X, status, its):
+    """The fused block on the columns ``cols`` of Bd (int array), in passes of at most MAX_K:
+    X0 (n, len(cols)) their start or None (zero), limit (len(cols),) the iterations each may
+    run. Writes X[:, cols], status[cols] and its[cols] (this run's iterations)."""
+    import cupy
+    for sl in passes(len(cols)):
+        c = cols[sl]
+        cd = cupy.asarray(c)
+        ops = DeviceBlockCG(csr, cupy.ascontiguousarray(Bd[:, cd]),
+                            None if X0 is None else X0[:, sl], tol[c], dinv, limit=limit[sl])
+        run(ops, int(limit[sl].max()))
+        X[:, cd] = ops.X
+        status[c], its[c] = ops.status, ops.iters
+
+
 def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     """The block (n, k) on the prepared system P (``usable``), in passes of at most MAX_K
     columns; returns (X, info, BlockReport), X in B's array module, or None where the block does
     not run fused (a column's ||b||^2 outside the dtype's safe range: the single solves scale b).
-    Every column's true residual is checked; a column that broke down, or whose recurrence
-    claimed a residual its true one misses, is finished by P's single solve (from its start,
-    or from the block's iterate) and reported as that solve did. None too where the pass's
-    arrays do not fit the device's free memory (the loop of single solves needs less)."""
+    Every column's true residual is checked; the columns that miss it restart from it as a
+    block, as a single solve would (info 0 only where the true residual meets the tolerance);
+    a column that broke down is solved again by P's single solve and reported as that solve
+    did. None too where the pass's arrays do not fit the device's free memory (the loop of
+    single solves needs less)."""
     import cupy
 
     from . import _block
     from . import _frontend as fe
+    from ._frontend import MAX_RESTARTS
     from ._system import in_safe_range
     from .formats.csr import _is_cupy
     from .report import SolveReport
@@ -277,50 +304,55 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     maxiter = 10 * n if maxiter is None else int(maxiter)
     csr = base.csr
     dinv = cupy.asarray(base.M.inv_diag, dt) if base.M.name == "jacobi" else None
-    chunks = passes(k)
-    widest = max(sl.stop - sl.start for sl in chunks)
+    widest = max(sl.stop - sl.start for sl in passes(k))
     free, _ = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
     if 6 * n * widest * dt.itemsize > free + pool.total_bytes() - pool.used_bytes():
         return None                       # X and a pass's X, R, P, Q, B: the loop needs less
     X = cupy.empty((n, k), dt)
-    status, iters = np.empty(k, np.int64), np.empty(k, np.int64)
-    for sl in chunks:
-        ops = DeviceBlockCG(csr, cupy.ascontiguousarray(Bd[:, sl]),
-                            None if X0d is None else X0d[:, sl], tol[sl], dinv)
-        run(ops, maxiter)
-        X[:, sl] = ops.X
-        status[sl], iters[sl] = ops.status, ops.iters
+    status, its = np.empty(k, np.int64), np.empty(k, np.int64)
+    cols = np.arange(k)
+    _run_columns(csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its)
+    total, restarts = its.copy(), np.zeros(k, np.int64)
     res = _true_residuals(csr, Bd, X)
-    info = np.where(status == MAXITER, maxiter, 0).astype(np.int64)
+    while True:                  # dpsolve's restarts from the true residual (_frontend.restarted)
+        missed = (status == CONVERGED) & ~(res <= tol)
+        again = missed & (its > 0) & (total < maxiter) & (restarts < MAX_RESTARTS)
+        if not again.any():
+            break
+        cols = np.flatnonzero(again)
+        cd = cupy.asarray(cols)
+        restarts[cols] += 1
+        _run_columns(csr, Bd, X[:, cd], tol, dinv, cols, maxiter - total[cols], X, status, its)
+        total[cols] += its[cols]
+        res[cols] = _true_residuals(csr, Bd[:, cd], X[:, cd])
+    info = np.where((status == CONVERGED) & (res <= tol), 0, maxiter).astype(np.int64)
     wall = time.perf_counter() - t0
     dev = fe.device_status().name
-    lanes_text = ", ".join(str(lanes(sl.stop - sl.start)) for sl in chunks)
+    lanes_text = ", ".join(str(lanes(sl.stop - sl.start)) for sl in passes(k))
     report = _block.BlockReport(
         prepare_time=getattr(P, "prepare_time", None),
-        path=f"fused block CG: {k} columns, {len(chunks)} pass(es) over A an iteration "
+        path=f"fused block CG: {k} columns, {len(passes(k))} pass(es) over A an iteration "
              f"({lanes_text} lanes a row)")
     handed = []
     for j in range(k):
         report.columns.append(SolveReport(
             variant="block", format="csr", sync=P.sync, method="cg", dtype=dt.name, n=n,
-            nnz=P.nnz, iterations=int(iters[j]), info=int(info[j]),
+            nnz=P.nnz, iterations=int(total[j]), info=int(info[j]),
             converged=bool(info[j] == 0), residual_norm=float(res[j]), tolerance=float(tol[j]),
-            wall_time=wall, device=dev))
-        if status[j] == BROKE or (status[j] == CONVERGED and not res[j] <= tol[j]):
+            restarts=int(restarts[j]), wall_time=wall, device=dev))
+        if status[j] == BROKE:
             handed.append(j)
-    for j in handed:                # finished by the single solve, which reports the code
-        go_on = status[j] == CONVERGED              # from the block's iterate, with what is left
-        x0 = (X[:, j] if go_on else None if X0d is None else X0d[:, j])
-        left = max(1, maxiter - int(iters[j])) if go_on else maxiter
-        x, code, rep = P.solve(cupy.ascontiguousarray(Bd[:, j]),
-                               None if x0 is None else cupy.ascontiguousarray(x0),
-                               rtol=rtol, atol=atol, maxiter=left, full_output=True)
+    for j in handed:      # finished by the single solve from its start: it reports SciPy's code
+        x0 = None if X0d is None else cupy.ascontiguousarray(X0d[:, j])
+        x, code, rep = P.solve(cupy.ascontiguousarray(Bd[:, j]), x0, rtol=rtol, atol=atol,
+                               maxiter=maxiter, full_output=True)
         X[:, j] = x
         info[j] = code
-        if go_on:
-            rep.iterations = (rep.iterations or 0) + int(iters[j])
         report.columns[j] = rep
+    if restarts.any():
+        report.path += (f"; {int(restarts.sum())} restart(s) from the true residual "
+                        f"(column(s) {', '.join(map(str, np.flatnonzero(restarts)))})")
     if handed:
         report.path += f"; column(s) {', '.join(map(str, handed))} finished by single solves"
     report.wall_time = time.perf_counter() - t0

@@ -227,7 +227,8 @@ def test_gpu_fused_block_equals_single_solves(k, dtype, M):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_fused_block_kernels_follow_the_host_steps(dtype):
     """DeviceBlockCG (block.cu) against HostBlockCG, the same steps in NumPy: the same status,
-    iterations within 1, X to rounding where the iterations agree; maxiter stops both alike."""
+    iterations within 1, X to rounding where the iterations agree; maxiter stops both alike, and
+    so does a per-column limit (the restarts' budgets)."""
     import cupy
 
     from dpsolve import _block_fused as bf
@@ -242,11 +243,15 @@ def test_gpu_fused_block_kernels_follow_the_host_steps(dtype):
     dinv = (1 / A.diagonal()).astype(dtype)
     csr = CSR(cupy.asarray(A.indptr, cupy.int32), cupy.asarray(A.indices, cupy.int32),
               cupy.asarray(A.data), n)
-    for maxiter in (1000, 6):
-        host = bf.HostBlockCG(A, B, None, tol, dinv)
+    for maxiter, limit in ((1000, None), (6, None), (1000, [3, 1000, 8, 1, 1000])):
+        host = bf.HostBlockCG(A, B, None, tol, dinv, limit=limit)
         bf.run(host, maxiter)
-        dev = bf.DeviceBlockCG(csr, cupy.asarray(B), None, tol, cupy.asarray(dinv))
+        dev = bf.DeviceBlockCG(csr, cupy.asarray(B), None, tol, cupy.asarray(dinv),
+                               limit=limit)
         bf.run(dev, maxiter)
+        if limit is not None:
+            assert host.status.tolist()[:3] == [bf.MAXITER, bf.CONVERGED, bf.MAXITER]
+            assert host.iters[0] == 3 and host.iters[2] == 8
         assert dev.status.tolist() == host.status.tolist()
         assert np.abs(dev.iters - host.iters).max() <= 1
         X = dev.X.get()

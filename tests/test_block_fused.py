@@ -94,6 +94,23 @@ def test_maxiter_start_at_the_solution_and_breakdown():
     assert ops.status.tolist() == [bf.CONVERGED, bf.BROKE]
 
 
+def test_a_column_stops_at_its_own_limit():
+    """limit: the iterations each column may run (a restart's budget): a column at its limit
+    stops with MAXITER, the others go on as without it."""
+    A, B = _problem(k=3)
+    tol = 1e-10 * np.linalg.norm(B, axis=0)
+    free = bf.HostBlockCG(A, B, None, tol)
+    bf.run(free, 1000)
+    ops = bf.HostBlockCG(A, B, None, tol, limit=[5, 1000, 1])
+    bf.run(ops, 1000, check_every=2)
+    assert ops.status.tolist() == [bf.MAXITER, bf.CONVERGED, bf.CONVERGED]
+    assert ops.iters.tolist() == [5, free.iters[1], 0]
+    assert np.array_equal(ops.X[:, 1], free.X[:, 1])
+    early = bf.HostBlockCG(A, B, None, tol)
+    bf.run(early, 5)
+    assert np.array_equal(ops.X[:, 0], early.X[:, 0])
+
+
 def test_lanes_and_passes():
     assert [bf.lanes(k) for k in (1, 2, 3, 4, 5, 16, 17, 32)] == [2, 2, 4, 4, 8, 16, 32, 32]
     with pytest.raises(ValueError, match="1 to 32 columns"):

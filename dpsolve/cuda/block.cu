@@ -19,7 +19,8 @@
 //   block_beta<T>          rz_new_j, rr_j = the sums; first (after block_start): converged when
 //                          rr_j <= tol2_j, else rz_j = rz_new_j; later: iters_j += 1, converged
 //                          when rr_j <= tol2_j (status 1), a non-finite sum breaks down
-//                          (status 2), else beta_j = rz_new_j / rz_j, rz_j = rz_new_j
+//                          (status 2), a column at its iteration limit stops (status 3), else
+//                          beta_j = rz_new_j / rz_j, rz_j = rz_new_j
 //   block_direction<T, G>  P = D^-1 R + beta P (first: P = D^-1 R), active columns
 // D^-1: dinv (one value a row, the same for every column), or null (no preconditioner).
 #include <dpsolve/common.cuh>
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 block_beta(int nparts, int k, const T* __restrict__ part_rz, const T* __restrict__ part_rr,
            const T* __restrict__ tol2, int first, T* __restrict__ rz, T* __restrict__ rr,
            T* __restrict__ beta, int* __restrict__ active, int* __restrict__ status,
-           int* __restrict__ iters) {
+           int* __restrict__ iters, const int* __restrict__ limit) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
     const T rz_new = blockcg::column_total(nparts, k, j, part_rz, smem);
@@ -177,6 +178,11 @@ block_beta(int nparts, int k, const T* __restrict__ part_rz, const T* __restrict
     if (dps::real(rr_new) <= dps::real(tol2[j])) {
         active[j] = 0;
         status[j] = 1;
+        return;
+    }
+    if (!first && iters[j] >= limit[j]) {       // this column's iterations are spent
+        active[j] = 0;
+        status[j] = 3;
         return;
     }
     beta[j] = first ? T(0) : rz_new / rz[j];
