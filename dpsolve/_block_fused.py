@@ -32,6 +32,7 @@ import numpy as np
 MAX_K = 32            # columns a pass (block.cu's widest group); wider blocks run in passes
 CHECK_EVERY = 4       # iterations between the host's reads of the columns still active
 ACTIVE, CONVERGED, BROKE, MAXITER = 0, 1, 2, 3   # a column's status
+SPMM_WAVES = 8        # blocks an SM in block_spmm_dot's grid: one resident wave of 256 threads
 NO_LIMIT = 2**31 - 1  # a column's iteration limit where run's maxiter alone bounds it
 
 
@@ -158,6 +159,11 @@ class DeviceBlockCG:
         self.R, self.P, self.Q = (cupy.empty((n, k), self.dt) for _ in range(3))
         self.grid = (ops.grid_for(n * self.G),)
         self.nparts = np.int32(self.grid[0])
+        # the SpMM on one wave of resident blocks, not grid_for's 32 a SM: the rows in flight
+        # together stay within a few planes of a 3-D grid, so P's neighbour rows come from L2
+        # (H100, 160^3, k = 16: 978 -> 720 us; the streaming kernels lose 5 % so: they keep 32)
+        self.spmm_grid = (ops.grid_for(n * self.G, waves=SPMM_WAVES),)
+        self.spmm_parts = np.int32(self.spmm_grid[0])
         self.part_a = cupy.empty(self.grid[0] * k, self.dt)
         self.part_b = cupy.empty(self.grid[0] * k, self.dt)
         scalars = (cupy.zeros(k, self.dt) for _ in range(4))
@@ -196,7 +202,7 @@ class DeviceBlockCG:
         c = self.csr
         Q = None
         if not self.x0_zero:                  # Q = A X0 (every column active yet)
-            self._launch("block_spmm_dot", self.grid,
+            self._launch("block_spmm_dot", self.spmm_grid,
                          (self.n, self.k, c.indptr, c.indices, c.data, self.X, self.Q,
                           self.active, self.part_a))
             Q = self.Q
@@ -208,11 +214,11 @@ class DeviceBlockCG:
 
     def iterate(self):
         c = self.csr
-        self._launch("block_spmm_dot", self.grid,
+        self._launch("block_spmm_dot", self.spmm_grid,
                      (self.n, self.k, c.indptr, c.indices, c.data, self.P, self.Q, self.active,
                       self.part_a))
         self._launch("block_alpha", (int(self.k),),
-                     (self.nparts, self.k, self.part_a, self.rz, self.active, self.status_d,
+                     (self.spmm_parts, self.k, self.part_a, self.rz, self.active, self.status_d,
                       self.alpha))
         self._launch("block_update", self.grid,
                      (self.n, self.k, self.P, self.Q, self.X, self.R, self._null(self.dinv),
