@@ -24,6 +24,7 @@ prepared system's single solve (which reports SciPy's code for it).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 
@@ -31,6 +32,7 @@ import numpy as np
 
 MAX_K = 32            # columns a pass (block.cu's widest group); wider blocks run in passes
 CHECK_EVERY = 4       # iterations between the host's reads of the columns still active
+LAG = 2               # reads queued before the host waits for the oldest
 ACTIVE, CONVERGED, BROKE, MAXITER = 0, 1, 2, 3   # a column's status
 SPMM_WAVES = 8        # blocks an SM in block_spmm_dot's grid: one resident wave of 256 threads
 NO_LIMIT = 2**31 - 1  # a column's iteration limit where run's maxiter alone bounds it
@@ -52,16 +54,59 @@ def passes(k: int) -> list[slice]:
 
 def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
     """Iterate ``ops`` until no column is active or ``maxiter`` iterations; the columns still
-    active then get status MAXITER. The host reads the active count every ``check_every``
-    iterations (a frozen column does not change, so the iterations past its end cost only time)."""
+    active then get status MAXITER. Every ``check_every`` iterations the host queues a read of
+    the active count behind them (``ops.read_active()``) and does not wait for it: it looks at a
+    read once it is done, or waits for it once LAG newer reads are queued, so the GPU is
+    never left idle while the host decides, and the host runs at most about (LAG + 1) x
+    check_every iterations ahead. A frozen column does not change, so the iterations queued past
+    the last column's end cost only their launches."""
     ops.start()
+    reads: collections.deque = collections.deque()
     it = 0
     while it < maxiter:
-        if it % check_every == 0 and ops.active_count() == 0:
-            break
+        if it % check_every == 0:
+            reads.append(ops.read_active())
+            while reads and (len(reads) > LAG or reads[0].ready()):
+                if reads.popleft().value() == 0:
+                    ops.finish()
+                    return
         ops.iterate()
         it += 1
     ops.finish()
+
+
+class _Known:
+    """A read of the active count that is already on the host (HostBlockCG's)."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def ready(self) -> bool:
+        return True
+
+    def value(self) -> int:
+        return self.count
+
+
+class _Queued:
+    """A read of the active count queued on the device: a sum into a device scalar, copied into
+    pinned host memory behind the iterations, and an event after it."""
+
+    def __init__(self, active, count, host, stream):
+        import cupy
+        with stream if stream is not None else contextlib.nullcontext():
+            cupy.sum(active, dtype=cupy.int64, out=count)
+            count.get(stream=stream, out=host, blocking=False)
+            self.event = cupy.cuda.Event(block=False, disable_timing=True)
+            self.event.record(stream)
+        self.host = host
+
+    def ready(self) -> bool:
+        return self.event.done
+
+    def value(self) -> int:
+        self.event.synchronize()
+        return int(self.host[()])
 
 
 class HostBlockCG:
@@ -131,8 +176,8 @@ class HostBlockCG:
         go, beta = self._check(*self._sums(), first=False)
         self.P[:, go] = self._z(self.R)[:, go] + beta[go] * self.P[:, go]
 
-    def active_count(self) -> int:
-        return int((self.status == ACTIVE).sum())
+    def read_active(self) -> _Known:
+        return _Known(int((self.status == ACTIVE).sum()))
 
     def finish(self):
         self.status[self.status == ACTIVE] = MAXITER
@@ -146,6 +191,7 @@ class DeviceBlockCG:
 
     def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
         import cupy
+        import cupyx
 
         from .cuda import ops
         self.cp, self.stream = cupy, stream
@@ -172,6 +218,9 @@ class DeviceBlockCG:
         self.active = cupy.ones(k, cupy.int32)
         self.status_d = cupy.zeros(k, cupy.int32)
         self.iters_d = cupy.zeros(k, cupy.int32)
+        self._count = cupy.zeros((), cupy.int64)
+        self._host = [cupyx.empty_pinned((), np.int64) for _ in range(LAG + 2)]
+        self._slot = 0
         self.limit = cupy.asarray(np.full(k, NO_LIMIT) if limit is None
                                   else np.minimum(limit, NO_LIMIT), cupy.int32)
 
@@ -226,9 +275,9 @@ class DeviceBlockCG:
         self._beta(first=False)
         self._direction(first=False)
 
-    def active_count(self) -> int:
-        with self.stream if self.stream is not None else contextlib.nullcontext():
-            return int(self.active.sum())
+    def read_active(self) -> _Queued:
+        self._slot = (self._slot + 1) % len(self._host)      # a pinned slot per queued read
+        return _Queued(self.active, self._count, self._host[self._slot], self.stream)
 
     def finish(self):
         status = self.status_d.get(stream=self.stream).astype(np.int64)

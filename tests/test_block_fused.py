@@ -111,6 +111,60 @@ def test_a_column_stops_at_its_own_limit():
     assert np.array_equal(ops.X[:, 0], early.X[:, 0])
 
 
+class _Pending:
+    """A queued read of the active count that the host sees done only once it waits for it
+    (ready: as the device would report it)."""
+
+    def __init__(self, count, ready):
+        self.count, self._ready, self.waited = count, ready, False
+
+    def ready(self):
+        return self._ready
+
+    def value(self):
+        self.waited = True
+        return self.count
+
+
+class _Ops:
+    """Stands in for the device: its last column converges at iteration `end`; each read of
+    the active count holds the count as of the iterations queued before it."""
+
+    def __init__(self, end, ready):
+        self.end, self.ready, self.its, self.reads, self.finished = end, ready, 0, [], False
+
+    def start(self):
+        pass
+
+    def iterate(self):
+        self.its += 1
+
+    def read_active(self):
+        self.reads.append(_Pending(int(self.its < self.end), self.ready))
+        return self.reads[-1]
+
+    def finish(self):
+        self.finished = True
+
+
+@pytest.mark.parametrize("ready", [False, True])
+@pytest.mark.parametrize("end", [0, 1, 13, 40])
+def test_run_reads_the_active_count_without_idling_the_device(end, ready):
+    """run queues a read every check_every iterations and waits only for the oldest of more
+    than LAG: it stops once a read says no column is active, at most (LAG + 1) x check_every
+    iterations past the end where reads are slow, within check_every where they are done."""
+    ops = _Ops(end, ready)
+    bf.run(ops, maxiter=1000, check_every=4)
+    assert ops.finished and ops.its >= end
+    past = ops.its - end
+    assert past <= (4 if ready else (bf.LAG + 1) * 4), (ops.its, end)
+    if not ready:          # the host waited only where LAG newer reads were queued
+        assert sum(r.waited for r in ops.reads) == len(ops.reads) - bf.LAG
+    ops = _Ops(10**6, ready)
+    bf.run(ops, maxiter=37, check_every=4)
+    assert ops.its == 37 and ops.finished
+
+
 def test_lanes_and_passes():
     assert [bf.lanes(k) for k in (1, 2, 3, 4, 5, 16, 17, 32)] == [2, 2, 4, 4, 8, 16, 32, 32]
     with pytest.raises(ValueError, match="1 to 32 columns"):
