@@ -12,7 +12,8 @@
 // them in a fixed order.
 //
 //   block_start<T, G>      R = B - Q (Q = A X0, or no Q: X0 = 0); partials of r^H D^-1 r, r^H r
-//   block_spmm_dot<T, G>   Q = A P (active columns); partials of p^H q
+//   block_spmm_dot<T, G>   Q = A P (active columns; a row's entries 8 at a time, their loads
+//                          in flight together); partials of p^H q
 //   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or not
 //                          finite, the column breaks down (status 2, frozen)
 //   block_update<T, G>     X += alpha P, R -= alpha Q; partials of r^H D^-1 r and r^H r
@@ -74,6 +75,34 @@ __device__ __forceinline__ void add_sums(T r, const T* __restrict__ dinv, int i,
     rr += dps::conj(r) * r;
 }
 
+// sum_e data[e] P[indices[e], c] over a row's entries [e, end), in order. The entries are taken
+// UNROLL at a time, their indices, values and P loads each issued together: a row's P loads are
+// in flight at once, not a chain of dependent loads an entry (7-point rows: one round, not 7).
+constexpr int UNROLL = 8;
+template <typename T>
+__device__ __forceinline__ T row_times(int e, int end, const int* __restrict__ indices,
+                                       const T* __restrict__ data, const T* __restrict__ P,
+                                       int k, int c) {
+    T s = T(0);
+    for (; e < end; e += UNROLL) {
+        int col[UNROLL];
+        T v[UNROLL], p[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const bool in = e + u < end;
+            col[u] = in ? indices[e + u] : 0;
+            v[u] = in ? data[e + u] : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            p[u] = e + u < end ? P[(size_t)col[u] * k + c] : T(0);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (e + u < end) s += v[u] * p[u];
+    }
+    return s;
+}
+
 }  // namespace blockcg
 
 template <typename T, int G>
@@ -107,9 +136,7 @@ block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restri
     T pq = T(0);
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
-        T s = T(0);
-        const int end = indptr[i + 1];
-        for (int e = indptr[i]; e < end; ++e) s += data[e] * P[(size_t)indices[e] * k + c];
+        const T s = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, P, k, c);
         const size_t at = (size_t)i * k + c;
         Q[at] = s;
         pq += dps::conj(P[at]) * s;
