@@ -11,10 +11,11 @@ preconditioner's set-up, once for all k columns). Then, on the GPU, CG and BiCGS
 systems (each column's vectors fit one block's shared memory: n <= 6,400 for float64 CG) with
 ``variant="auto"``, M None or Jacobi, polling sync and no callback or energy: the
 columns run as a batch of systems that share A (dpsolve.batch's one-launch kernels, a block per
-column, A read through L2), every column to its own tolerance in one launch. CG on larger systems
-under the same conditions (a real dtype) runs as a fused block (``_block_fused``: A read once an
-iteration for up to 32 columns, each column frozen once it converged; the true residuals
-checked, a column that misses finished by its single solve). Otherwise the columns are solved
+column, A read through L2), every column to its own tolerance in one launch. CG and BiCGStab on
+larger systems under the same conditions (a real dtype) run as a fused block (``_block_fused``,
+``_block_bicgstab``: A read once an iteration, twice for BiCGStab, for up to 32 columns, each
+column frozen once it converged; the true residuals checked and restarted from as a single solve
+would; a column that broke down finished by its single solve). Otherwise the columns are solved
 one after another on the prepared system, so every variant and method runs blocks. The report
 says which path ran (``path``).
 """

@@ -1,4 +1,5 @@
-"""CG on k right-hand sides at once, A read once an iteration for all of them (issue 31, part 1).
+"""CG (and the driver of BiCGStab's block) on k right-hand sides at once, A read once an iteration
+for all of them (issue 31, part 1). BiCGStab's steps are in ``_block_bicgstab``.
 
 A loop of k prepared solves reads A k times an iteration; here one pass over A serves every
 column (``dpsolve/cuda/block.cu``: X, R, P, Q row-interleaved, a group of G lanes a row, one lane
@@ -13,8 +14,9 @@ The algorithm is preconditioned CG per column, step for step:
 being finite, is frozen as broken down (negative curvature is not a breakdown: CG goes on, as
 SciPy's does).
 
-``run`` drives it over an "ops" object, the five steps of an iteration: ``DeviceBlockCG`` (the
-kernels, on a stream) or ``HostBlockCG`` (the same steps in NumPy: the specification the GPU
+``run`` drives it over an "ops" object (start, iterate, read_active, finish): ``DeviceBlockCG``
+(the kernels, on a stream; ``DeviceBlock`` holds what every method's device block shares) or
+``HostBlockCG`` (the same steps in NumPy: the specification the GPU
 tests compare with, and what the CPU tests drive). ``solve`` is what ``dpsolve._block`` calls: it
 runs the block on the device, then checks every column's true residual with dpsolve's own SpMV;
 the columns whose recurrence claimed a residual their true one misses (float32's drift) run again
@@ -183,13 +185,15 @@ class HostBlockCG:
         self.status[self.status == ACTIVE] = MAXITER
 
 
-class DeviceBlockCG:
-    """The block's steps as block.cu's kernels on ``stream``. csr: a dpsolve CSR on the device
-    (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or None) CuPy arrays of
-    the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None; limit (k,) as
-    HostBlockCG's. After ``run``: X (n x k, the solution), and on the host status, iters, rr."""
+class DeviceBlock:
+    """What the methods' device blocks share (block.cu's kernels on ``stream``): csr a dpsolve
+    CSR on the device (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or
+    None) CuPy arrays of the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None;
+    limit (k,) as the host blocks'. ``vectors`` and ``scalars``: the names of the method's n x k
+    arrays and per-column values. After ``run``: X (n x k, the solution), and on the host
+    status, iters and rr (||r||^2)."""
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
+    def __init__(self, csr, B, X0, tol, dinv, stream, limit, vectors, scalars):
         import cupy
         import cupyx
 
@@ -202,7 +206,10 @@ class DeviceBlockCG:
         self.B = B
         self.x0_zero = X0 is None
         self.X = cupy.zeros((n, k), self.dt) if X0 is None else cupy.array(X0, self.dt, order="C")
-        self.R, self.P, self.Q = (cupy.empty((n, k), self.dt) for _ in range(3))
+        for name in vectors:
+            setattr(self, name, cupy.empty((n, k), self.dt))
+        for name in scalars:
+            setattr(self, name, cupy.zeros(k, self.dt))
         self.grid = (ops.grid_for(n * self.G),)
         self.nparts = np.int32(self.grid[0])
         # the SpMM on one wave of resident blocks, not grid_for's 32 a SM: the rows in flight
@@ -212,8 +219,6 @@ class DeviceBlockCG:
         self.spmm_parts = np.int32(self.spmm_grid[0])
         self.part_a = cupy.empty(self.grid[0] * k, self.dt)
         self.part_b = cupy.empty(self.grid[0] * k, self.dt)
-        scalars = (cupy.zeros(k, self.dt) for _ in range(4))
-        self.rz, self.rr, self.alpha, self.beta = scalars
         self.tol2 = cupy.asarray(np.asarray(tol, np.float64) ** 2, self.dt)
         self.active = cupy.ones(k, cupy.int32)
         self.status_d = cupy.zeros(k, cupy.int32)
@@ -225,16 +230,37 @@ class DeviceBlockCG:
                                   else np.minimum(limit, NO_LIMIT), cupy.int32)
 
     def _launch(self, name, grid, args):
-        from .cuda._loader import get_kernel
+        from .cuda._loader import BLOCK_VECTOR_KERNELS, get_kernel
         from .cuda.executor import launch
         from .cuda.ops import BLOCK
-        expr = f"{name}<{{T}}, {self.G}>" if name not in ("block_alpha", "block_beta") \
-            else f"{name}<{{T}}>"
+        expr = f"{name}<{{T}}, {self.G}>" if name in BLOCK_VECTOR_KERNELS else f"{name}<{{T}}>"
         launch(get_kernel("block", expr, self.dt), grid, (BLOCK,), args, self.stream)
 
     def _null(self, a):
         from .cuda.ops import _NULL
         return _NULL if a is None else a
+
+    def read_active(self) -> _Queued:
+        self._slot = (self._slot + 1) % len(self._host)      # a pinned slot per queued read
+        return _Queued(self.active, self._count, self._host[self._slot], self.stream)
+
+    def finish(self):
+        status = self.status_d.get(stream=self.stream).astype(np.int64)
+        active = self.active.get(stream=self.stream).astype(bool)
+        status[active] = MAXITER
+        self.status = status
+        self.iters = self.iters_d.get(stream=self.stream).astype(np.int64)
+        self.rr = np.abs(self.rr.get(stream=self.stream)).astype(np.float64)
+
+
+class DeviceBlockCG(DeviceBlock):
+    """The CG block's steps as block.cu's kernels (``DeviceBlock`` says what it takes)."""
+
+    VECTORS = ("R", "P", "Q")     # with X and B: the n x k arrays of a pass
+
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
+        super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
+                         ("rz", "rr", "alpha", "beta"))
 
     def _beta(self, first):
         self._launch("block_beta", (int(self.k),),
@@ -275,26 +301,15 @@ class DeviceBlockCG:
         self._beta(first=False)
         self._direction(first=False)
 
-    def read_active(self) -> _Queued:
-        self._slot = (self._slot + 1) % len(self._host)      # a pinned slot per queued read
-        return _Queued(self.active, self._count, self._host[self._slot], self.stream)
-
-    def finish(self):
-        status = self.status_d.get(stream=self.stream).astype(np.int64)
-        active = self.active.get(stream=self.stream).astype(bool)
-        status[active] = MAXITER
-        self.status = status
-        self.iters = self.iters_d.get(stream=self.stream).astype(np.int64)
-        self.rr = np.abs(self.rr.get(stream=self.stream)).astype(np.float64)
-
 
 def usable(P, B, X0, *, callback, energy, options) -> bool:
-    """Whether the fused block takes this call: a device solve of CG, M none or Jacobi, a real
-    dtype, variant auto, polling sync, no callback, energy or method options, a matrix (not an
-    operator) and at least two columns. The others run as a loop of single solves."""
+    """Whether the fused block takes this call: a device solve of CG or BiCGStab, M none or
+    Jacobi, a real dtype, variant auto, polling sync, no callback, energy or method options, a
+    matrix (not an operator) and at least two columns. The others run as a loop of single
+    solves."""
     base = P._base
-    return (P._device and P.method == "cg" and callback is None and not energy and not options
-            and not isinstance(X0, str) and P._options["variant"] == "auto"
+    return (P._device and P.method in ("cg", "bicgstab") and callback is None and not energy
+            and not options and not isinstance(X0, str) and P._options["variant"] == "auto"
             and P.sync == "polling" and base.csr is not None
             and base.M.name in ("none", "jacobi") and np.dtype(P.dtype).kind == "f"
             and B.shape[1] >= 2)
@@ -316,16 +331,17 @@ def _true_residuals(csr, B, X):
     return out
 
 
-def _run_columns(csr, Bd, X0, tol, dinv, cols, limit, X, status, its):
-    """The fused block on the columns ``cols`` of Bd (int array), in passes of at most MAX_K:
+def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its):
+    """The fused block (``cls``: the method's DeviceBlock) on the columns ``cols`` of Bd (an int
+    array), in passes of at most MAX_K:
     X0 (n, len(cols)) their start or None (zero), limit (len(cols),) the iterations each may
     run. Writes X[:, cols], status[cols] and its[cols] (this run's iterations)."""
     import cupy
     for sl in passes(len(cols)):
         c = cols[sl]
         cd = cupy.asarray(c)
-        ops = DeviceBlockCG(csr, cupy.ascontiguousarray(Bd[:, cd]),
-                            None if X0 is None else X0[:, sl], tol[c], dinv, limit=limit[sl])
+        ops = cls(csr, cupy.ascontiguousarray(Bd[:, cd]), None if X0 is None else X0[:, sl],
+                  tol[c], dinv, limit=limit[sl])
         run(ops, int(limit[sl].max()))
         X[:, cd] = ops.X
         status[c], its[c] = ops.status, ops.iters
@@ -348,7 +364,9 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     from ._system import in_safe_range
     from .formats.csr import _is_cupy
     from .report import SolveReport
-    fe._get_atol_rtol("cg", 0.0, atol, rtol)           # SciPy's errors for bad tolerances
+    from ._block_bicgstab import DeviceBlockBiCGStab
+    fe._get_atol_rtol(P.method, 0.0, atol, rtol)       # SciPy's errors for bad tolerances
+    cls = DeviceBlockCG if P.method == "cg" else DeviceBlockBiCGStab
     base, n, k, dt = P._base, P.n, B.shape[1], np.dtype(P.dtype)
     Bd = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False))
     sq = (cupy.abs(Bd) ** 2).sum(axis=0, dtype=np.float64).get()
@@ -362,12 +380,13 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     widest = max(sl.stop - sl.start for sl in passes(k))
     free, _ = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
-    if 6 * n * widest * dt.itemsize > free + pool.total_bytes() - pool.used_bytes():
-        return None                       # X and a pass's X, R, P, Q, B: the loop needs less
+    if (len(cls.VECTORS) + 3) * n * widest * dt.itemsize > (free + pool.total_bytes()
+                                                             - pool.used_bytes()):
+        return None                       # X, and a pass's X, B and vectors: the loop needs less
     X = cupy.empty((n, k), dt)
     status, its = np.empty(k, np.int64), np.empty(k, np.int64)
     cols = np.arange(k)
-    _run_columns(csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its)
+    _run_columns(cls, csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its)
     total, restarts = its.copy(), np.zeros(k, np.int64)
     res = _true_residuals(csr, Bd, X)
     while True:                  # dpsolve's restarts from the true residual (_frontend.restarted)
@@ -378,7 +397,8 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
         cols = np.flatnonzero(again)
         cd = cupy.asarray(cols)
         restarts[cols] += 1
-        _run_columns(csr, Bd, X[:, cd], tol, dinv, cols, maxiter - total[cols], X, status, its)
+        _run_columns(cls, csr, Bd, X[:, cd], tol, dinv, cols, maxiter - total[cols], X, status,
+                     its)
         total[cols] += its[cols]
         res[cols] = _true_residuals(csr, Bd[:, cd], X[:, cd])
     info = np.where((status == CONVERGED) & (res <= tol), 0, maxiter).astype(np.int64)
@@ -387,12 +407,12 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     lanes_text = ", ".join(str(lanes(sl.stop - sl.start)) for sl in passes(k))
     report = _block.BlockReport(
         prepare_time=getattr(P, "prepare_time", None),
-        path=f"fused block CG: {k} columns, {len(passes(k))} pass(es) over A an iteration "
-             f"({lanes_text} lanes a row)")
+        path=f"fused block {'CG' if P.method == 'cg' else 'BiCGStab'}: {k} columns, "
+             f"{len(passes(k))} pass(es) over A an iteration ({lanes_text} lanes a row)")
     handed = []
     for j in range(k):
         report.columns.append(SolveReport(
-            variant="block", format="csr", sync=P.sync, method="cg", dtype=dt.name, n=n,
+            variant="block", format="csr", sync=P.sync, method=P.method, dtype=dt.name, n=n,
             nnz=P.nnz, iterations=int(total[j]), info=int(info[j]),
             converged=bool(info[j] == 0), residual_norm=float(res[j]), tolerance=float(tol[j]),
             restarts=int(restarts[j]), wall_time=wall, device=dev))

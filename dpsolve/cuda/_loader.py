@@ -32,6 +32,12 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
+# block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
+BLOCK_VECTOR_KERNELS = ("block_start", "block_spmm_dot", "block_update", "block_direction",
+                        "bs_start", "bs_direction", "bs_spmm_rt", "bs_s", "bs_spmm_ts",
+                        "bs_update")
+BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_alpha", "bs_half",
+                        "bs_omega", "bs_next")
 
 # batch_cg_rows's (NZ, R): entries a row holds in registers, rows a thread; -> its most threads
 BATCH_ROWS = {(8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512, (32, 1): 256}
@@ -88,12 +94,9 @@ SOURCES = {
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}>" for nz, r in BATCH_ROWS)),
     # CG on k right-hand sides at once, G lanes a row (dpsolve/_block_fused.py)
-    "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in ("block_start",
-                                                                   "block_spmm_dot",
-                                                                   "block_update",
-                                                                   "block_direction")
+    "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in BLOCK_VECTOR_KERNELS
                                       for g in BLOCK_LANES)
-                    + ("block_alpha<{T}>", "block_beta<{T}>")),
+                    + tuple(f"{k}<{{T}}>" for k in BLOCK_SCALAR_KERNELS)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",

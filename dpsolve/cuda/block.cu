@@ -75,14 +75,15 @@ __device__ __forceinline__ void add_sums(T r, const T* __restrict__ dinv, int i,
     rr += dps::conj(r) * r;
 }
 
-// sum_e data[e] P[indices[e], c] over a row's entries [e, end), in order. The entries are taken
+// sum_e data[e] (D^-1 P)[indices[e], c] over a row's entries [e, end), in order (dinv null: no
+// D^-1; with it, each gathered value is scaled first, as M p then A (M p)). The entries are taken
 // UNROLL at a time, their indices, values and P loads each issued together: a row's P loads are
 // in flight at once, not a chain of dependent loads an entry (7-point rows: one round, not 7).
 constexpr int UNROLL = 8;
 template <typename T>
 __device__ __forceinline__ T row_times(int e, int end, const int* __restrict__ indices,
-                                       const T* __restrict__ data, const T* __restrict__ P,
-                                       int k, int c) {
+                                       const T* __restrict__ data, const T* __restrict__ dinv,
+                                       const T* __restrict__ P, int k, int c) {
     T s = T(0);
     for (; e < end; e += UNROLL) {
         int col[UNROLL];
@@ -94,13 +95,25 @@ __device__ __forceinline__ T row_times(int e, int end, const int* __restrict__ i
             v[u] = in ? data[e + u] : T(0);
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
+        for (int u = 0; u < UNROLL; ++u) {
             p[u] = e + u < end ? P[(size_t)col[u] * k + c] : T(0);
+            if (dinv != nullptr) p[u] = (e + u < end ? dinv[col[u]] : T(0)) * p[u];
+        }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
             if (e + u < end) s += v[u] * p[u];
     }
     return s;
+}
+
+// a breakdown-small value: |x| < brk, as |x|^2 < brk^2 (brk2: eps^4 of the working precision)
+template <typename T>
+__device__ __forceinline__ bool tiny(T x, T brk2) { return dps::abs2(x) < dps::real(brk2); }
+
+// x scaled by D^-1's row i, or x (dinv null)
+template <typename T>
+__device__ __forceinline__ T scaled(const T* __restrict__ dinv, int i, T x) {
+    return dinv != nullptr ? dinv[i] * x : x;
 }
 
 }  // namespace blockcg
@@ -136,7 +149,8 @@ block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restri
     T pq = T(0);
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
-        const T s = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, P, k, c);
+        const T s = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, nullptr, P,
+                                          k, c);
         const size_t at = (size_t)i * k + c;
         Q[at] = s;
         pq += dps::conj(P[at]) * s;
@@ -228,5 +242,257 @@ block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ din
         const size_t at = (size_t)i * k + c;
         const T z = dinv != nullptr ? dinv[i] * R[at] : R[at];
         P[at] = first ? z : z + b * P[at];
+    }
+}
+
+// ---- BiCGStab on k right-hand sides (HostBlockBiCGStab: the same steps in NumPy) ----
+// SciPy's / dpsolve.reference.bicgstab's algorithm per column, M = D^-1 or none; a column frozen
+// when it converged (status 1), broke down (2: rho or omega below eps^2, <r~, v> = 0, a value
+// not finite; the driver hands it to the single solve) or spent its limit (3). An iteration:
+//   bs_direction  P = R (the first), else P = R + beta (P - omega V)
+//   bs_spmm_rt    V = A D^-1 P; partials of r~^H v
+//   bs_alpha      alpha = rho / <r~, v>
+//   bs_s          S = R - alpha V (in R's place); partials of s^H s
+//   bs_half       ||s|| <= tol: converged at the half step (half = 1: x += alpha D^-1 p only)
+//   bs_spmm_ts    T = A D^-1 S; partials of t^H s and t^H t
+//   bs_omega      omega = <t, s> / <t, t>
+//   bs_update     X += alpha D^-1 P, then + omega D^-1 S; R = S - omega T; partials of r^H r,
+//                 r~^H r (a half-step column: X += alpha D^-1 P alone)
+//   bs_next       iters + 1; converged when ||r|| <= tol, the limit, the breakdowns; beta
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_start(int n, int k, const T* __restrict__ B, const T* __restrict__ Q, T* __restrict__ R,
+         T* __restrict__ Rt, const int* __restrict__ active, T* __restrict__ part_rr) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    T rr = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const size_t at = (size_t)i * k + c;
+        const T r = Q != nullptr ? B[at] - Q[at] : B[at];
+        R[at] = r;
+        Rt[at] = r;
+        rr += dps::conj(r) * r;
+    }
+    blockcg::column_partials<T, G>(rr, k, smem, part_rr);
+}
+
+// after bs_start: rr = rho = the sum (r~ = r); converged when rr <= tol2, else a non-finite or
+// tiny rho breaks down
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_first(int nparts, int k, const T* __restrict__ part_rr, const T* __restrict__ tol2, T brk2,
+         T* __restrict__ rr, T* __restrict__ rho, int* __restrict__ active,
+         int* __restrict__ status) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T s = blockcg::column_total(nparts, k, j, part_rr, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    rr[j] = s;
+    rho[j] = s;
+    if (dps::is_finite(s) && dps::real(s) <= dps::real(tol2[j])) {
+        active[j] = 0;
+        status[j] = 1;
+    } else if (!dps::is_finite(s) || blockcg::tiny(s, brk2)) {
+        active[j] = 0;
+        status[j] = 2;
+    }
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ V,
+             const T* __restrict__ beta, const T* __restrict__ omega,
+             const int* __restrict__ active, int first, T* __restrict__ P) {
+    const int c = blockcg::column<G>();
+    if (c >= k || !active[c]) return;
+    const T b = beta[c], w = omega[c];
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        const size_t at = (size_t)i * k + c;
+        P[at] = first ? R[at] : R[at] + b * (P[at] - w * V[at]);
+    }
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_spmm_rt(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
+           const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ P,
+           T* __restrict__ V, const T* __restrict__ Rt, const int* __restrict__ active,
+           T* __restrict__ partials) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    T rv = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const T v = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, P, k, c);
+        const size_t at = (size_t)i * k + c;
+        V[at] = v;
+        rv += dps::conj(Rt[at]) * v;
+    }
+    blockcg::column_partials<T, G>(rv, k, smem, partials);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restrict__ rho,
+         int* __restrict__ active, int* __restrict__ status, T* __restrict__ alpha) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T rv = blockcg::column_total(nparts, k, j, partials, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    const T a = rho[j] / rv;
+    if (rv == T(0) || !dps::is_finite(rv) || !dps::is_finite(a)) {
+        active[j] = 0;
+        status[j] = 2;
+        return;
+    }
+    alpha[j] = a;
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_s(int n, int k, const T* __restrict__ V, const T* __restrict__ alpha,
+     const int* __restrict__ active, T* __restrict__ R, T* __restrict__ part_ss) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    const T a = on ? alpha[c] : T(0);
+    T ss = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const size_t at = (size_t)i * k + c;
+        const T s = R[at] - a * V[at];
+        R[at] = s;
+        ss += dps::conj(s) * s;
+    }
+    blockcg::column_partials<T, G>(ss, k, smem, part_ss);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_half(int nparts, int k, const T* __restrict__ part_ss, const T* __restrict__ tol2,
+        int* __restrict__ active, int* __restrict__ status, int* __restrict__ iters,
+        int* __restrict__ half) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T ss = blockcg::column_total(nparts, k, j, part_ss, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    if (!dps::is_finite(ss)) {
+        active[j] = 0;
+        status[j] = 2;
+    } else if (dps::real(ss) <= dps::real(tol2[j])) {
+        active[j] = 0;
+        status[j] = 1;
+        iters[j] += 1;
+        half[j] = 1;
+    }
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_spmm_ts(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
+           const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ S,
+           T* __restrict__ Tv, const int* __restrict__ active, T* __restrict__ part_ts,
+           T* __restrict__ part_tt) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c];
+    T ts = T(0), tt = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on) continue;
+        const T t = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, S, k, c);
+        const size_t at = (size_t)i * k + c;
+        Tv[at] = t;
+        ts += dps::conj(t) * S[at];
+        tt += dps::conj(t) * t;
+    }
+    blockcg::column_partials<T, G>(ts, k, smem, part_ts);
+    blockcg::column_partials<T, G>(tt, k, smem, part_tt);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_omega(int nparts, int k, const T* __restrict__ part_ts, const T* __restrict__ part_tt,
+         int* __restrict__ active, int* __restrict__ status, T* __restrict__ omega) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T ts = blockcg::column_total(nparts, k, j, part_ts, smem);
+    const T tt = blockcg::column_total(nparts, k, j, part_tt, smem);
+    if (threadIdx.x != 0 || !active[j]) return;
+    const T w = ts / tt;
+    if (!dps::is_finite(ts) || !dps::is_finite(tt) || !dps::is_finite(w)) {
+        active[j] = 0;
+        status[j] = 2;
+        return;
+    }
+    omega[j] = w;
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_update(int n, int k, const T* __restrict__ P, const T* __restrict__ Tv,
+          const T* __restrict__ Rt, const T* __restrict__ dinv, const T* __restrict__ alpha,
+          const T* __restrict__ omega, const int* __restrict__ active,
+          const int* __restrict__ half, T* __restrict__ X, T* __restrict__ R,
+          T* __restrict__ part_rr, T* __restrict__ part_rho) {
+    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
+    const int c = blockcg::column<G>();
+    const bool on = c < k && active[c], halfway = c < k && half[c];
+    const T a = on || halfway ? alpha[c] : T(0), w = on ? omega[c] : T(0);
+    T rr = T(0), rho = T(0);
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        if (!on && !halfway) continue;
+        const size_t at = (size_t)i * k + c;
+        T x = X[at] + a * blockcg::scaled(dinv, i, P[at]);
+        if (on) {
+            const T s = R[at];
+            x = x + w * blockcg::scaled(dinv, i, s);
+            const T r = s - w * Tv[at];
+            R[at] = r;
+            rr += dps::conj(r) * r;
+            rho += dps::conj(Rt[at]) * r;
+        }
+        X[at] = x;
+    }
+    blockcg::column_partials<T, G>(rr, k, smem, part_rr);
+    blockcg::column_partials<T, G>(rho, k, smem, part_rho);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+bs_next(int nparts, int k, const T* __restrict__ part_rr, const T* __restrict__ part_rho,
+        const T* __restrict__ tol2, T brk2, const int* __restrict__ limit, T* __restrict__ rr,
+        T* __restrict__ rho, const T* __restrict__ alpha, const T* __restrict__ omega,
+        T* __restrict__ beta, int* __restrict__ active, int* __restrict__ status,
+        int* __restrict__ iters, int* __restrict__ half) {
+    __shared__ T smem[DPS_WARP];
+    const int j = blockIdx.x;
+    const T rr_new = blockcg::column_total(nparts, k, j, part_rr, smem);
+    const T rho_new = blockcg::column_total(nparts, k, j, part_rho, smem);
+    if (threadIdx.x != 0) return;
+    half[j] = 0;
+    if (!active[j]) return;
+    rr[j] = rr_new;
+    iters[j] += 1;
+    int code = 0;
+    if (!dps::is_finite(rr_new)) code = 2;
+    else if (dps::real(rr_new) <= dps::real(tol2[j])) code = 1;
+    else if (iters[j] >= limit[j]) code = 3;
+    else if (!dps::is_finite(rho_new) || blockcg::tiny(rho_new, brk2)
+             || blockcg::tiny(omega[j], brk2)) code = 2;
+    if (code == 0) {
+        const T b = (rho_new / rho[j]) * (alpha[j] / omega[j]);
+        if (!dps::is_finite(b)) code = 2;
+        else {
+            beta[j] = b;
+            rho[j] = rho_new;
+        }
+    }
+    if (code != 0) {
+        active[j] = 0;
+        status[j] = code;
     }
 }
