@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._block_fused import ACTIVE, BROKE, CONVERGED, MAXITER, NO_LIMIT, DeviceBlock, _Known
+from ._block_fused import ACTIVE, BROKE, CONVERGED, MAXITER, DeviceBlock, HostBlock
 
 
 def breakdown_tol(dtype) -> float:
@@ -29,24 +29,13 @@ def breakdown_tol(dtype) -> float:
     return float(np.finfo(np.dtype(dtype)).eps) ** 2
 
 
-class HostBlockBiCGStab:
-    """The block's steps in NumPy. A (SciPy CSR), B and X0 (n x k), tol (k,), dinv (n,) or None,
-    limit (k,) or None, as ``HostBlockCG``. After ``run``: X, status, iters, rr (||r||^2)."""
+class HostBlockBiCGStab(HostBlock):
+    """The BiCGStab block's steps in NumPy (``HostBlock`` in _block_fused says what it takes)."""
 
     def __init__(self, A, B, X0, tol, dinv=None, limit=None):
-        self.A, self.B = A, np.asarray(B)
-        self.dt = np.result_type(A.dtype, self.B.dtype)
-        self.X = (np.zeros(self.B.shape, self.dt) if X0 is None
-                  else np.array(X0, dtype=self.dt, copy=True))
-        self.x0_zero = X0 is None
-        k = self.B.shape[1]
-        self.tol2 = np.asarray(tol, dtype=np.float64) ** 2
-        self.dinv = None if dinv is None else np.asarray(dinv, self.dt)[:, None]
-        self.limit = np.full(k, NO_LIMIT) if limit is None else np.asarray(limit, np.int64)
+        super().__init__(A, B, X0, tol, dinv, limit)
         self.brk = breakdown_tol(self.dt)
-        self.status = np.zeros(k, np.int64)
-        self.iters = np.zeros(k, np.int64)
-        self.rr = np.zeros(k)
+        k = self.B.shape[1]
         self.rho, self.alpha, self.omega, self.beta = (np.zeros(k, self.dt) for _ in range(4))
 
     def _m(self, V):
@@ -126,13 +115,6 @@ class HostBlockBiCGStab:
         self._stop(done, CONVERGED)
         self._stop(spent, MAXITER)
 
-    def read_active(self) -> _Known:
-        return _Known(int((self.status == ACTIVE).sum()))
-
-    def finish(self):
-        self.status[self.status == ACTIVE] = MAXITER
-
-
 class DeviceBlockBiCGStab(DeviceBlock):
     """The BiCGStab block's steps as block.cu's ``bs_*`` kernels (``DeviceBlock`` says what it
     takes)."""
@@ -150,12 +132,9 @@ class DeviceBlockBiCGStab(DeviceBlock):
         self._launch(name, (int(self.k),), (parts, self.k) + args)
 
     def start(self):
-        c = self.csr
         Q = None
         if not self.x0_zero:                  # A X0 into V (unused until the first iteration)
-            self._launch("block_spmm_dot", self.spmm_grid,
-                         (self.n, self.k, c.indptr, c.indices, c.data, self.X, self.V,
-                          self.active, self.part_a))
+            self._spmm(self.X, self.V, self.X)
             Q = self.V
         self._launch("bs_start", self.grid, (self.n, self.k, self.B, self._null(Q), self.R,
                                              self.Rt, self.active, self.part_a))
@@ -169,11 +148,8 @@ class DeviceBlockBiCGStab(DeviceBlock):
                      (self.n, self.k, self.R, self.V, self.beta, self.omega, self.active,
                       np.int32(self.first), self.P))
         self.first = False
-        self._launch("bs_spmm_rt", self.spmm_grid,
-                     (self.n, self.k, c.indptr, c.indices, c.data, dinv, self.P, self.V,
-                      self.Rt, self.active, self.part_a))
-        self._sums("bs_alpha", self.spmm_parts, (self.part_a, self.rho, self.active,
-                                                 self.status_d, self.alpha))
+        self._spmm(self.P, self.V, self.Rt, self.dinv)          # v = A M p, <r~, v>
+        self._alpha(self.rho)
         self._launch("bs_s", self.grid, (self.n, self.k, self.V, self.alpha, self.active,
                                          self.R, self.part_a))
         self._sums("bs_half", self.nparts, (self.part_a, self.tol2, self.active, self.status_d,

@@ -111,10 +111,10 @@ class _Queued:
         return int(self.host[()])
 
 
-class HostBlockCG:
-    """The block's steps in NumPy, the specification of block.cu. A (SciPy CSR, n x n), B and X0
-    (n x k), tol (k,), dinv (n,) or None, limit (k,): the iterations each column may run (None:
-    run's bound alone). After ``run``: X, status, iters, rr (||r||^2)."""
+class HostBlock:
+    """What the methods' host blocks share: A (SciPy CSR, n x n), B and X0 (n x k), tol (k,),
+    dinv (n,) or None, limit (k,): the iterations each column may run (None: run's bound alone).
+    After ``run``: X, status, iters, rr (||r||^2)."""
 
     def __init__(self, A, B, X0, tol, dinv=None, limit=None):
         self.A, self.B = A, np.asarray(B)
@@ -125,11 +125,25 @@ class HostBlockCG:
         k = self.B.shape[1]
         self.tol2 = np.asarray(tol, dtype=np.float64) ** 2
         self.dinv = None if dinv is None else np.asarray(dinv, self.dt)[:, None]
+        self.limit = np.full(k, NO_LIMIT) if limit is None else np.asarray(limit, np.int64)
         self.status = np.zeros(k, np.int64)
         self.iters = np.zeros(k, np.int64)
         self.rr = np.zeros(k)
-        self.rz = np.zeros(k, self.dt)
-        self.limit = np.full(k, NO_LIMIT) if limit is None else np.asarray(limit, np.int64)
+
+    def read_active(self) -> _Known:
+        return _Known(int((self.status == ACTIVE).sum()))
+
+    def finish(self):
+        self.status[self.status == ACTIVE] = MAXITER
+
+
+class HostBlockCG(HostBlock):
+    """The CG block's steps in NumPy, the specification of block.cu's CG kernels (``HostBlock``
+    says what it takes)."""
+
+    def __init__(self, A, B, X0, tol, dinv=None, limit=None):
+        super().__init__(A, B, X0, tol, dinv, limit)
+        self.rz = np.zeros(self.B.shape[1], self.dt)
 
     def _z(self, R):
         return R if self.dinv is None else self.dinv * R
@@ -168,22 +182,17 @@ class HostBlockCG:
         Q = np.zeros_like(self.R)
         Q[:, on] = self.A @ self.P[:, on]
         pq = (self.P.conj() * Q).sum(axis=0)
-        broke = on & ~((pq != 0) & np.isfinite(pq))
+        with np.errstate(all="ignore"):
+            a = self.rz / pq
+        broke = on & ~((pq != 0) & np.isfinite(pq) & np.isfinite(a))
         self.status[broke] = BROKE
         on &= ~broke
         alpha = np.zeros_like(self.rz)
-        alpha[on] = self.rz[on] / pq[on]
+        alpha[on] = a[on]
         self.X[:, on] += alpha[on] * self.P[:, on]
         self.R[:, on] -= alpha[on] * Q[:, on]
         go, beta = self._check(*self._sums(), first=False)
         self.P[:, go] = self._z(self.R)[:, go] + beta[go] * self.P[:, go]
-
-    def read_active(self) -> _Known:
-        return _Known(int((self.status == ACTIVE).sum()))
-
-    def finish(self):
-        self.status[self.status == ACTIVE] = MAXITER
-
 
 class DeviceBlock:
     """What the methods' device blocks share (block.cu's kernels on ``stream``): csr a dpsolve
@@ -240,6 +249,19 @@ class DeviceBlock:
         from .cuda.ops import _NULL
         return _NULL if a is None else a
 
+    def _spmm(self, P, Q, W, dinv=None):
+        """Q = A D^-1 P (dinv None: A P) on the active columns; part_a gets w^H q's partials."""
+        c = self.csr
+        self._launch("block_spmm_dot", self.spmm_grid,
+                     (self.n, self.k, c.indptr, c.indices, c.data, self._null(dinv), P, Q, W,
+                      self.active, self.part_a))
+
+    def _alpha(self, num):
+        """alpha = num / (the sum of the SpMM's partials), or the column breaks down."""
+        self._launch("block_alpha", (int(self.k),),
+                     (self.spmm_parts, self.k, self.part_a, num, self.active, self.status_d,
+                      self.alpha))
+
     def read_active(self) -> _Queued:
         self._slot = (self._slot + 1) % len(self._host)      # a pinned slot per queued read
         return _Queued(self.active, self._count, self._host[self._slot], self.stream)
@@ -274,12 +296,9 @@ class DeviceBlockCG(DeviceBlock):
                       np.int32(first), self.P))
 
     def start(self):
-        c = self.csr
         Q = None
         if not self.x0_zero:                  # Q = A X0 (every column active yet)
-            self._launch("block_spmm_dot", self.spmm_grid,
-                         (self.n, self.k, c.indptr, c.indices, c.data, self.X, self.Q,
-                          self.active, self.part_a))
+            self._spmm(self.X, self.Q, self.X)
             Q = self.Q
         self._launch("block_start", self.grid,
                      (self.n, self.k, self.B, self._null(Q), self.R, self._null(self.dinv),
@@ -288,13 +307,8 @@ class DeviceBlockCG(DeviceBlock):
         self._direction(first=True)
 
     def iterate(self):
-        c = self.csr
-        self._launch("block_spmm_dot", self.spmm_grid,
-                     (self.n, self.k, c.indptr, c.indices, c.data, self.P, self.Q, self.active,
-                      self.part_a))
-        self._launch("block_alpha", (int(self.k),),
-                     (self.spmm_parts, self.k, self.part_a, self.rz, self.active, self.status_d,
-                      self.alpha))
+        self._spmm(self.P, self.Q, self.P)
+        self._alpha(self.rz)
         self._launch("block_update", self.grid,
                      (self.n, self.k, self.P, self.Q, self.X, self.R, self._null(self.dinv),
                       self.alpha, self.active, self.part_a, self.part_b))

@@ -34,9 +34,9 @@ CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
 BLOCK_VECTOR_KERNELS = ("block_start", "block_spmm_dot", "block_update", "block_direction",
-                        "bs_start", "bs_direction", "bs_spmm_rt", "bs_s", "bs_spmm_ts",
+                        "bs_start", "bs_direction", "bs_s", "bs_spmm_ts",
                         "bs_update")
-BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_alpha", "bs_half",
+BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
                         "bs_omega", "bs_next")
 
 # batch_cg_rows's (NZ, R): entries a row holds in registers, rows a thread; -> its most threads

@@ -14,8 +14,8 @@
 //   block_start<T, G>      R = B - Q (Q = A X0, or no Q: X0 = 0); partials of r^H D^-1 r, r^H r
 //   block_spmm_dot<T, G>   Q = A P (active columns; a row's entries 8 at a time, their loads
 //                          in flight together); partials of p^H q
-//   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or not
-//                          finite, the column breaks down (status 2, frozen)
+//   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or alpha_j
+//                          not finite, the column breaks down (status 2, frozen)
 //   block_update<T, G>     X += alpha P, R -= alpha Q; partials of r^H D^-1 r and r^H r
 //   block_beta<T>          rz_new_j, rr_j = the sums; first (after block_start): converged when
 //                          rr_j <= tol2_j, else rz_j = rz_new_j; later: iters_j += 1, converged
@@ -138,42 +138,47 @@ block_start(int n, int k, const T* __restrict__ B, const T* __restrict__ Q, T* _
     blockcg::column_partials<T, G>(rr, k, smem, part_rr);
 }
 
+// Q = A D^-1 P (dinv null: A P) on the active columns, and the partials of w^H q (W = P for CG,
+// R~ for BiCGStab)
 template <typename T, int G>
 __global__ void __launch_bounds__(DPS_BLOCK)
 block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
-               const T* __restrict__ data, const T* __restrict__ P, T* __restrict__ Q,
-               const int* __restrict__ active, T* __restrict__ partials) {
+               const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ P,
+               T* __restrict__ Q, const T* __restrict__ W, const int* __restrict__ active,
+               T* __restrict__ partials) {
     __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
     const int c = blockcg::column<G>();
     const bool on = c < k && active[c];
-    T pq = T(0);
+    T wq = T(0);
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
-        const T s = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, nullptr, P,
-                                          k, c);
+        const T q = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, P, k, c);
         const size_t at = (size_t)i * k + c;
-        Q[at] = s;
-        pq += dps::conj(P[at]) * s;
+        Q[at] = q;
+        wq += dps::conj(W[at]) * q;
     }
-    blockcg::column_partials<T, G>(pq, k, smem, partials);
+    blockcg::column_partials<T, G>(wq, k, smem, partials);
 }
 
+// alpha_j = num_j / (the sum of the partials: CG's p^H q, BiCGStab's <r~, v>); where the sum is
+// 0 or alpha is not finite the column breaks down (status 2, frozen). Negative curvature is not
+// a breakdown: CG goes on, as SciPy's does.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
-block_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restrict__ rz,
+block_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restrict__ num,
             int* __restrict__ active, int* __restrict__ status, T* __restrict__ alpha) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T pq = blockcg::column_total(nparts, k, j, partials, smem);
+    const T den = blockcg::column_total(nparts, k, j, partials, smem);
     if (threadIdx.x != 0 || !active[j]) return;
-    if (pq == T(0) || !dps::is_finite(pq)) {   // alpha would not be finite (negative
-                                                 // curvature is not: CG goes on, as SciPy's)
+    const T a = num[j] / den;
+    if (den == T(0) || !dps::is_finite(den) || !dps::is_finite(a)) {
         active[j] = 0;
         status[j] = 2;
         alpha[j] = T(0);
         return;
     }
-    alpha[j] = rz[j] / pq;
+    alpha[j] = a;
 }
 
 template <typename T, int G>
@@ -250,8 +255,8 @@ block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ din
 // when it converged (status 1), broke down (2: rho or omega below eps^2, <r~, v> = 0, a value
 // not finite; the driver hands it to the single solve) or spent its limit (3). An iteration:
 //   bs_direction  P = R (the first), else P = R + beta (P - omega V)
-//   bs_spmm_rt    V = A D^-1 P; partials of r~^H v
-//   bs_alpha      alpha = rho / <r~, v>
+//   block_spmm_dot  V = A D^-1 P; partials of r~^H v
+//   block_alpha   alpha = rho / <r~, v>
 //   bs_s          S = R - alpha V (in R's place); partials of s^H s
 //   bs_half       ||s|| <= tol: converged at the half step (half = 1: x += alpha D^-1 p only)
 //   bs_spmm_ts    T = A D^-1 S; partials of t^H s and t^H t
@@ -313,43 +318,6 @@ bs_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ V,
         const size_t at = (size_t)i * k + c;
         P[at] = first ? R[at] : R[at] + b * (P[at] - w * V[at]);
     }
-}
-
-template <typename T, int G>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bs_spmm_rt(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
-           const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ P,
-           T* __restrict__ V, const T* __restrict__ Rt, const int* __restrict__ active,
-           T* __restrict__ partials) {
-    __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
-    const int c = blockcg::column<G>();
-    const bool on = c < k && active[c];
-    T rv = T(0);
-    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
-        if (!on) continue;
-        const T v = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, P, k, c);
-        const size_t at = (size_t)i * k + c;
-        V[at] = v;
-        rv += dps::conj(Rt[at]) * v;
-    }
-    blockcg::column_partials<T, G>(rv, k, smem, partials);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-bs_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restrict__ rho,
-         int* __restrict__ active, int* __restrict__ status, T* __restrict__ alpha) {
-    __shared__ T smem[DPS_WARP];
-    const int j = blockIdx.x;
-    const T rv = blockcg::column_total(nparts, k, j, partials, smem);
-    if (threadIdx.x != 0 || !active[j]) return;
-    const T a = rho[j] / rv;
-    if (rv == T(0) || !dps::is_finite(rv) || !dps::is_finite(a)) {
-        active[j] = 0;
-        status[j] = 2;
-        return;
-    }
-    alpha[j] = a;
 }
 
 template <typename T, int G>
