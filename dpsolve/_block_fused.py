@@ -78,7 +78,7 @@ def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
 
 
 class _Known:
-    """A read of the active count that is already on the host (HostBlockCG's)."""
+    """A read of the active count that is already on the host (the host blocks')."""
 
     def __init__(self, count: int):
         self.count = count
