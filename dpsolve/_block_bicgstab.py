@@ -121,9 +121,9 @@ class DeviceBlockBiCGStab(DeviceBlock):
 
     VECTORS = ("R", "Rt", "P", "V", "Tv")     # with X and B: the n x k arrays of a pass
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False):
         super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
-                         ("rho", "rr", "alpha", "omega", "beta"))
+                         ("rho", "rr", "alpha", "omega", "beta"), graphs)
         self.half = self.cp.zeros(int(self.k), self.cp.int32)
         self.brk2 = self.dt.type(breakdown_tol(self.dt) ** 2)
         self.first = True

@@ -61,19 +61,20 @@ def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
     read once it is done, or waits for it once LAG newer reads are queued, so the GPU is
     never left idle while the host decides, and the host runs at most about (LAG + 1) x
     check_every iterations ahead. A frozen column does not change, so the iterations queued past
-    the last column's end cost only their launches."""
+    the last column's end cost only their launches. The iterations between two reads go as one
+    ``ops.iterate_many`` (a device block may replay them as a CUDA graph)."""
     ops.start()
     reads: collections.deque = collections.deque()
     it = 0
     while it < maxiter:
-        if it % check_every == 0:
-            reads.append(ops.read_active())
-            while reads and (len(reads) > LAG or reads[0].ready()):
-                if reads.popleft().value() == 0:
-                    ops.finish()
-                    return
-        ops.iterate()
-        it += 1
+        reads.append(ops.read_active())
+        while reads and (len(reads) > LAG or reads[0].ready()):
+            if reads.popleft().value() == 0:
+                ops.finish()
+                return
+        m = min(check_every, maxiter - it)
+        ops.iterate_many(m)
+        it += m
     ops.finish()
 
 
@@ -132,6 +133,10 @@ class HostBlock:
 
     def read_active(self) -> _Known:
         return _Known(int((self.status == ACTIVE).sum()))
+
+    def iterate_many(self, m: int) -> None:
+        for _ in range(m):
+            self.iterate()
 
     def finish(self):
         self.status[self.status == ACTIVE] = MAXITER
@@ -199,10 +204,11 @@ class DeviceBlock:
     CSR on the device (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or
     None) CuPy arrays of the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None;
     limit (k,) as the host blocks'. ``vectors`` and ``scalars``: the names of the method's n x k
-    arrays and per-column values. After ``run``: X (n x k, the solution), and on the host
-    status, iters and rr (||r||^2)."""
+    arrays and per-column values. ``graphs``: replay CHECK_EVERY iterations as one CUDA graph
+    captured on ``stream`` (a non-default stream; see ``iterate_many``). After ``run``: X (n x k,
+    the solution), and on the host status, iters and rr (||r||^2)."""
 
-    def __init__(self, csr, B, X0, tol, dinv, stream, limit, vectors, scalars):
+    def __init__(self, csr, B, X0, tol, dinv, stream, limit, vectors, scalars, graphs=False):
         import cupy
         import cupyx
 
@@ -237,6 +243,30 @@ class DeviceBlock:
         self._slot = 0
         self.limit = cupy.asarray(np.full(k, NO_LIMIT) if limit is None
                                   else np.minimum(limit, NO_LIMIT), cupy.int32)
+        self.graphs = bool(graphs) and stream is not None
+        self._graph = None
+        self._warm = False
+
+    def iterate_many(self, m: int) -> None:
+        """m iterations. With ``graphs``, a round of CHECK_EVERY is, from the second round on,
+        one launch of a CUDA graph of those iterations captured on the stream (the first round
+        runs launch by launch: it compiles the kernels and holds BiCGStab's first iteration,
+        whose arguments differ). A graph node costs ~1 us; a launch from Python 5-10 us, which
+        on mid-sized systems is more than the kernel."""
+        if not self.graphs or m != CHECK_EVERY or (self._graph is None and not self._warm):
+            for _ in range(m):
+                self.iterate()
+            self._warm = True
+            return
+        if self._graph is None:
+            self.stream.begin_capture()
+            try:
+                for _ in range(m):
+                    self.iterate()
+            finally:
+                graph = self.stream.end_capture()
+            self._graph = graph
+        self._graph.launch(self.stream)
 
     def _launch(self, name, grid, args):
         from .cuda._loader import BLOCK_VECTOR_KERNELS, get_kernel
@@ -280,9 +310,9 @@ class DeviceBlockCG(DeviceBlock):
 
     VECTORS = ("R", "P", "Q")     # with X and B: the n x k arrays of a pass
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None):
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False):
         super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
-                         ("rz", "rr", "alpha", "beta"))
+                         ("rz", "rr", "alpha", "beta"), graphs)
 
     def _beta(self, first):
         self._launch("block_beta", (int(self.k),),
@@ -318,12 +348,13 @@ class DeviceBlockCG(DeviceBlock):
 
 def usable(P, B, X0, *, callback, energy, options) -> bool:
     """Whether the fused block takes this call: a device solve of CG or BiCGStab, M none or
-    Jacobi, a real dtype, variant auto, polling sync, no callback, energy or method options, a
-    matrix (not an operator) and at least two columns. The others run as a loop of single
-    solves."""
+    Jacobi, a real dtype, variant auto, graph, cuda or merge (persistent, dynamic and cublas
+    loop over the columns), polling sync, no callback, energy or method options, a matrix (not
+    an operator) and at least two columns. The others run as a loop of single solves."""
     base = P._base
     return (P._device and P.method in ("cg", "bicgstab") and callback is None and not energy
-            and not options and not isinstance(X0, str) and P._options["variant"] == "auto"
+            and not options and not isinstance(X0, str)
+            and P._options["variant"] in ("auto", "graph", "cuda", "merge")
             and P.sync == "polling" and base.csr is not None
             and base.M.name in ("none", "jacobi") and np.dtype(P.dtype).kind == "f"
             and B.shape[1] >= 2)
@@ -345,23 +376,37 @@ def _true_residuals(csr, B, X):
     return out
 
 
-def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its):
-    """The fused block (``cls``: the method's DeviceBlock) on the columns ``cols`` of Bd (an int
-    array), in passes of at most MAX_K:
-    X0 (n, len(cols)) their start or None (zero), limit (len(cols),) the iterations each may
-    run. Writes X[:, cols], status[cols] and its[cols] (this run's iterations)."""
+def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, stream, graphs):
+    """The fused block (``cls``: the method's DeviceBlock, on ``stream``, with CUDA graphs or
+    not) on the columns ``cols`` of Bd (an int array), in passes of at most MAX_K: X0 (n,
+    len(cols)) their start or None (zero), limit (len(cols),) the iterations each may run.
+    Writes X[:, cols], status[cols] and its[cols] (this run's iterations)."""
     import cupy
     for sl in passes(len(cols)):
         c = cols[sl]
         cd = cupy.asarray(c)
         ops = cls(csr, cupy.ascontiguousarray(Bd[:, cd]), None if X0 is None else X0[:, sl],
-                  tol[c], dinv, limit=limit[sl])
+                  tol[c], dinv, stream=stream, limit=limit[sl], graphs=graphs)
         run(ops, int(limit[sl].max()))
         X[:, cd] = ops.X
         status[c], its[c] = ops.status, ops.iters
 
 
 def solve(P, B, X0, *, rtol, atol, maxiter, t0):
+    """The block (n, k) on the prepared system P (``usable``), on dpsolve's stream (ordered after
+    the caller's, waited for before returning): see ``_solve``."""
+    from . import _setup
+    res = _setup.resources()
+    _setup.follow_caller(res.stream, res)
+    with res.stream:
+        try:
+            return _solve(P, B, X0, rtol=rtol, atol=atol, maxiter=maxiter, t0=t0,
+                          stream=res.stream)
+        finally:
+            res.stream.synchronize()
+
+
+def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     """The block (n, k) on the prepared system P (``usable``), in passes of at most MAX_K
     columns; returns (X, info, BlockReport), X in B's array module, or None where the block does
     not run fused (a column's ||b||^2 outside the dtype's safe range: the single solves scale b).
@@ -369,7 +414,8 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     block, as a single solve would (info 0 only where the true residual meets the tolerance);
     a column that broke down is solved again by P's single solve and reported as that solve
     did. None too where the pass's arrays do not fit the device's free memory (the loop of
-    single solves needs less)."""
+    single solves needs less). Variants auto and graph replay the iterations as CUDA graphs,
+    cuda and merge launch the kernels one by one."""
     import cupy
 
     from . import _block
@@ -397,10 +443,12 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     if (len(cls.VECTORS) + 3) * n * widest * dt.itemsize > (free + pool.total_bytes()
                                                              - pool.used_bytes()):
         return None                       # X, and a pass's X, B and vectors: the loop needs less
+    graphs = P._options["variant"] in ("auto", "graph")
     X = cupy.empty((n, k), dt)
     status, its = np.empty(k, np.int64), np.empty(k, np.int64)
     cols = np.arange(k)
-    _run_columns(cls, csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its)
+    _run_columns(cls, csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its,
+                 stream, graphs)
     total, restarts = its.copy(), np.zeros(k, np.int64)
     res = _true_residuals(csr, Bd, X)
     while True:                  # dpsolve's restarts from the true residual (_frontend.restarted)
@@ -412,17 +460,20 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
         cd = cupy.asarray(cols)
         restarts[cols] += 1
         _run_columns(cls, csr, Bd, X[:, cd], tol, dinv, cols, maxiter - total[cols], X, status,
-                     its)
+                     its, stream, graphs)
         total[cols] += its[cols]
         res[cols] = _true_residuals(csr, Bd[:, cd], X[:, cd])
     info = np.where((status == CONVERGED) & (res <= tol), 0, maxiter).astype(np.int64)
     wall = time.perf_counter() - t0
     dev = fe.device_status().name
     lanes_text = ", ".join(str(lanes(sl.stop - sl.start)) for sl in passes(k))
+    launches = (f"CUDA graphs of {CHECK_EVERY} iterations" if graphs
+                else "kernels launched one by one")
     report = _block.BlockReport(
         prepare_time=getattr(P, "prepare_time", None),
         path=f"fused block {'CG' if P.method == 'cg' else 'BiCGStab'}: {k} columns, "
-             f"{len(passes(k))} pass(es) over A an iteration ({lanes_text} lanes a row)")
+             f"{len(passes(k))} pass(es) over A an iteration ({lanes_text} lanes a row), "
+             f"{launches}")
     handed = []
     for j in range(k):
         report.columns.append(SolveReport(

@@ -114,15 +114,27 @@ GPU_VARIANTS = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None]
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", GPU_VARIANTS)
 def test_gpu_block_equals_single_solves(variant):
+    """A pinned variant: cuda, merge and graph run the fused block (each column the single
+    solve's code, its iterations within 2, its tolerance met); the others loop over the
+    columns, each column the single solve bit for bit."""
     import cupy
     A, B = _A(), _B(3)
+    fused = variant in ("cuda", "merge", "graph")
     for Bin in (B, cupy.asarray(B)):
-        X, info = dpsolve.cg(A, Bin, rtol=1e-8, variant=variant, M="jacobi")
+        X, info, rep = dpsolve.cg(A, Bin, rtol=1e-8, variant=variant, M="jacobi",
+                                  full_output=True)
         assert isinstance(X, type(Bin)) and (info == 0).all()
+        assert rep.path.startswith("fused block CG" if fused else "columns"), rep.path
         Xh = X.get() if isinstance(X, cupy.ndarray) else X
         for j in range(3):
-            x, i = dpsolve.cg(A, B[:, j], rtol=1e-8, variant=variant, M="jacobi")
-            assert np.array_equal(Xh[:, j], x) and i == 0
+            x, i, r = dpsolve.cg(A, B[:, j], rtol=1e-8, variant=variant, M="jacobi",
+                                 full_output=True)
+            assert i == 0
+            if fused:
+                assert abs(rep.columns[j].iterations - r.iterations) <= 2
+                assert np.linalg.norm(B[:, j] - A @ Xh[:, j]) <= 1e-8 * np.linalg.norm(B[:, j])
+            else:
+                assert np.array_equal(Xh[:, j], x)
 
 
 @pytest.mark.gpu
@@ -167,13 +179,22 @@ def test_gpu_block_as_a_batch_sharing_A(method, grid, dtype, M):
 @pytest.mark.gpu
 def test_gpu_block_batch_path_gives_way():
     """The loop of single solves where neither the batch path nor the fused block applies: a
-    pinned variant, a callback, a preconditioner other than Jacobi, b outside the safe range;
-    too large a system for a block a column runs fused; both switched off, the loop."""
+    variant without fused blocks (persistent, dynamic, cublas), a callback, a preconditioner
+    other than Jacobi, b outside the safe range; variants cuda, merge and graph run the fused
+    block (the first two launch by launch); too large a system for a block a column runs fused;
+    both switched off, the loop."""
     from dpsolve import _block
     A, B = _A(), _B(3)
-    for kw in ({"variant": "merge"}, {"callback": lambda X: None}, {"M": "chebyshev"}):
+    for kw in ({"variant": "persistent"}, {"variant": "dynamic"}, {"variant": "cublas"},
+               {"callback": lambda X: None}, {"M": "chebyshev"}):
         rep = dpsolve.cg(A, B, rtol=1e-8, full_output=True, **kw)[2]
         assert rep.path == "columns, one prepared system"
+    for v, how in (("cuda", "one by one"), ("merge", "one by one"), ("graph", "CUDA graphs")):
+        X, info, rep = dpsolve.cg(A, B, rtol=1e-8, variant=v, full_output=True)
+        assert rep.path.startswith("fused block CG") and how in rep.path, (v, rep.path)
+        assert (info == 0).all()
+        for j in range(3):
+            assert np.linalg.norm(B[:, j] - A @ X[:, j]) <= 1e-8 * np.linalg.norm(B[:, j])
     big = sp.csr_array(laplace_2d(90))                   # 8,100 rows: not a block a column
     rep = dpsolve.cg(big, np.ones((big.shape[0], 2)), rtol=1e-6, full_output=True)[2]
     assert rep.path.startswith("fused block CG")

@@ -136,8 +136,8 @@ class _Ops:
     def start(self):
         pass
 
-    def iterate(self):
-        self.its += 1
+    def iterate_many(self, m):
+        self.its += m
 
     def read_active(self):
         self.reads.append(_Pending(int(self.its < self.end), self.ready))
