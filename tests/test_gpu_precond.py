@@ -145,6 +145,38 @@ def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, pre
     assert np.linalg.norm(z - zr) <= eps * np.linalg.norm(zr)
 
 
+def test_fused_casts_give_the_cast_kernels_values():
+    """The float32 cycle of a float64 system whose level 0 runs on the solve's ELL reads b and
+    writes z in float64 inside level 0's kernels (``casts_fused``): z is bit for bit that of the
+    cycle with the two cast kernels, and ``vcycle_bytes`` counts 2n (8 + 4) bytes of casts less
+    and 3n (8 - 4) more for level 0's wide b and z."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, _ = _problem("3d", 15, np.float64)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph", format="ell")
+    h = P.precond.hierarchy
+    assert h.low is not None and h.casts_fused()
+    st = P._state
+    r = np.random.default_rng(5).random(A.shape[0])
+    outs, nbytes = [], []
+    try:
+        for fuse in (True, False):
+            device.FUSE_CASTS = fuse
+            assert h.casts_fused() == fuse
+            with st.stream:
+                z = cp.full(A.shape[0], np.nan)
+                st.pc.apply(st.ex, cp.asarray(r), z)
+                outs.append(z.get())
+            nbytes.append(P.precond.vcycle_bytes)
+    finally:
+        device.FUSE_CASTS = True
+    assert np.isfinite(outs[0]).all() and np.array_equal(outs[0], outs[1])
+    n = A.shape[0]
+    assert nbytes[1] - nbytes[0] == 2 * n * (8 + 4) - 3 * n * (8 - 4)
+
+
 @pytest.mark.parametrize("precision", ["full", "auto"])
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 def test_device_M_is_symmetric_and_two_set_ups_are_identical(smoother, precision):

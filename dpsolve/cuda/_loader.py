@@ -78,7 +78,8 @@ SOURCES = {
                              "vc_residual_sell<{T}>", "vc_jacobi_sell<{T}>",
                              "vc_restrict_sell<{T}>", "vc_prolong_sell<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "vc_to_single<{T}>",
-                             "vc_from_single<{T}>")
+                             "vc_from_single<{T}>", "vc_presmooth_residual_ell_low<{T}>",
+                             "vc_jacobi_ell_low<{T}>")
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale",

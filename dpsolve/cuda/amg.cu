@@ -45,6 +45,8 @@
 //                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
 // and the restriction b_c = R res through spmv.cu's CSR-vector kernel (levels without SELL).
 //   vc_to_single<T>, vc_from_single<T>  the casts around a V-cycle run in single precision
+//   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
+//                        with the casts fused (b read, y written in T; the rest single)
 //                         (precision "mixed": T double, the cycle's kernels float; complex alike)
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
@@ -481,6 +483,48 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __rest
               T* __restrict__ y) {
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = x[row] + s[row] * (b[row] - dps::ell_row<T>(row, n, width, indices, data, x));
+}
+
+// Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed"), on the solve's
+// ELL with the pre-smoothing fused: vc_presmooth_residual_ell and vc_jacobi_ell over the single
+// hierarchy (L), reading b and writing y in the system's precision T. vc_to_single and
+// vc_from_single fused away: each b value is cast where it is read, y cast where it is written,
+// so the values are those of the casts' path bit for bit, with two launches and 2n (T + L)
+// bytes less.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
+                              const typename single_of<T>::type* __restrict__ data,
+                              const typename single_of<T>::type* __restrict__ s,
+                              const T* __restrict__ b, typename single_of<T>::type* __restrict__ x,
+                              typename single_of<T>::type* __restrict__ res) {
+    using L = typename single_of<T>::type;
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
+        L sum = L(0);
+#pragma unroll 4
+        for (int k = 0; k < width; ++k) {
+            const size_t at = (size_t)k * n + row;
+            const int c = dps::ld_mat<true>(indices + at);
+            if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * cast_to<L>(b[c]));
+        }
+        const L br = cast_to<L>(b[row]);
+        x[row] = s[row] * br;
+        res[row] = br - sum;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
+                  const typename single_of<T>::type* __restrict__ data,
+                  const typename single_of<T>::type* __restrict__ s,
+                  const typename single_of<T>::type* __restrict__ x, const T* __restrict__ b,
+                  T* __restrict__ y) {
+    using L = typename single_of<T>::type;
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        y[row] = cast_to<T>(x[row] + s[row] * (cast_to<L>(b[row])
+                                               - dps::ell_row<L>(row, n, width, indices, data,
+                                                                 x)));
 }
 
 // ---------------------------------------------------------------------------- levels in SELL-32

@@ -193,8 +193,11 @@ class AMG(Preconditioner):
         item = np.dtype(self.dtype).itemsize
         if getattr(h, "low", None) is None:
             return reference.vcycle_bytes(h, item)
-        single = np.dtype(h.low.levels[0].A.dtype).itemsize      # + the casts of r and z
-        return reference.vcycle_bytes(h, single) + 2 * h.levels[0].A.shape[0] * (item + single)
+        single = np.dtype(h.low.levels[0].A.dtype).itemsize
+        n = h.levels[0].A.shape[0]
+        if getattr(h, "casts_fused", lambda: False)():   # b read twice, z written once, wide
+            return reference.vcycle_bytes(h, single) + 3 * n * (item - single)
+        return reference.vcycle_bytes(h, single) + 2 * n * (item + single)   # + the casts
 
     @property
     def setup_times(self):

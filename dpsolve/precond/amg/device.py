@@ -42,6 +42,7 @@ from . import reference
 from . import sparse as sps
 
 BLOCK = ops.BLOCK
+FUSE_CASTS = True      # False: the single-precision cycle casts b and z in kernels of their own
 
 
 def _grid(work: int) -> int:
@@ -228,6 +229,9 @@ class DeviceHierarchy:
         if low is None:
             self._cycle(0, b, out, stream)
             return
+        if self.casts_fused():
+            low._cycle(0, b, out, stream, wide=self.dtype)
+            return
         n = np.int32(self.levels[0].n)
         launch(get_kernel("amg", "vc_to_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
                (n, b, self.b_top), stream)
@@ -235,9 +239,19 @@ class DeviceHierarchy:
         launch(get_kernel("amg", "vc_from_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
                (n, self.z_top, out), stream)
 
-    def _cycle(self, l, b, out, stream, scaled=False):  # noqa: E741
+    def casts_fused(self) -> bool:
+        """Whether the single-precision cycle reads b and writes its result in this hierarchy's
+        dtype inside level 0's kernels (``vc_*_ell_low``: level 0 on the solve's ELL with the
+        pre-smoothing fused, more than one level) rather than through the two cast kernels."""
+        low = self.low
+        return (FUSE_CASTS and low is not None and low.ell0 is not None and len(low.levels) > 1
+                and low.levels[0].fused)
+
+    def _cycle(self, l, b, out, stream, scaled=False, wide=None):  # noqa: E741
         """Level l's part of the V-cycle: out = M_l b. ``scaled``: the restriction that made b
-        also wrote X = s .* b, the Jacobi pre-smoothing from zero (levels of long rows)."""
+        also wrote X = s .* b, the Jacobi pre-smoothing from zero (levels of long rows).
+        ``wide`` (level 0 of a single-precision cycle, ``casts_fused``): b and out are of that
+        dtype, cast inside level 0's kernels."""
         levels = self.levels
         if l == len(levels) - 1:
             nc = levels[l].n
@@ -249,7 +263,10 @@ class DeviceHierarchy:
         ell = self.ell0 if l == 0 else None
         if ell is not None:                                    # level 0 in the solve's ELL
             X, n = lev.X, np.int32(lev.n)
-            if lev.fused:
+            if wide is not None:
+                launch(get_kernel("amg", "vc_presmooth_residual_ell_low<{T}>", wide),
+                       (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
+            elif lev.fused:
                 launch(get_kernel("amg", "vc_presmooth_residual_ell<{T}>", self.dtype),
                        (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
             else:
@@ -308,8 +325,10 @@ class DeviceHierarchy:
                    (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
                    stream)
         if ell is not None:                                    # post-smoothing into out
-            launch(get_kernel("amg", "vc_jacobi_ell<{T}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out), stream)
+            name = "vc_jacobi_ell<{T}>" if wide is None else "vc_jacobi_ell_low<{T}>"
+            launch(get_kernel("amg", name, self.dtype if wide is None else wide),
+                   (_grid(lev.n),), (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out),
+                   stream)
         else:
             self._smooth(lev, X, b, out, stream)
 
