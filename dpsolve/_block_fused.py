@@ -199,6 +199,7 @@ class HostBlockCG(HostBlock):
         go, beta = self._check(*self._sums(), first=False)
         self.P[:, go] = self._z(self.R)[:, go] + beta[go] * self.P[:, go]
 
+
 class DeviceBlock:
     """What the methods' device blocks share (block.cu's kernels on ``stream``): csr a dpsolve
     CSR on the device (int32 indices); B (n x k, C order: row-interleaved) and X0 (the same, or
