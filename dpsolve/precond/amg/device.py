@@ -150,7 +150,7 @@ class DeviceLevel:
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
     lanes_P: int = 2
-    lanes_R: int = 2
+    lanes_R: int | None = 2                  # R's lanes a row (None where the SELL copy runs)
     fused: bool = True                       # the Jacobi pre-smoothing fused into the residual
     R_matrix: object = None                  # R as a dpsolve CSR-vector DeviceMatrix
     sell_A: SellMatrix = None                # SELL-32 copies (sell_of; None: CSR-vector kernels)
@@ -1098,8 +1098,11 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
         lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
-        R = lev.R
-        lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])))
-        lev.lanes_R = lev.R_matrix.width
+        if lev.sell_R is None:          # the restriction runs over R's CSR (else its SELL copy)
+            R = lev.R
+            lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])))
+            lev.lanes_R = lev.R_matrix.width
+        else:
+            lev.R_matrix, lev.lanes_R = None, None
         lev.X, lev.Wb, lev.res = (cupy.full(n, np.nan, dt) for _ in range(3))
         lev.d = cupy.full(n, np.nan, dt) if h.smoother == "chebyshev" else None
