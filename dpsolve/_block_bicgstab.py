@@ -115,6 +115,7 @@ class HostBlockBiCGStab(HostBlock):
         self._stop(done, CONVERGED)
         self._stop(spent, MAXITER)
 
+
 class DeviceBlockBiCGStab(DeviceBlock):
     """The BiCGStab block's steps as block.cu's ``bs_*`` kernels (``DeviceBlock`` says what it
     takes)."""

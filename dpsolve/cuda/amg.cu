@@ -45,9 +45,9 @@
 //                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
 // and the restriction b_c = R res through spmv.cu's CSR-vector kernel (levels without SELL).
 //   vc_to_single<T>, vc_from_single<T>  the casts around a V-cycle run in single precision
-//   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
-//                        with the casts fused (b read, y written in T; the rest single)
 //                         (precision "mixed": T double, the cycle's kernels float; complex alike)
+//   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
+//                         with the casts fused (b read, y written in T; the rest single)
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
@@ -489,8 +489,8 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __rest
 // ELL with the pre-smoothing fused: vc_presmooth_residual_ell and vc_jacobi_ell over the single
 // hierarchy (L), reading b and writing y in the system's precision T. vc_to_single and
 // vc_from_single fused away: each b value is cast where it is read, y cast where it is written,
-// so the values are those of the casts' path bit for bit, with two launches and 2n (T + L)
-// bytes less.
+// so the values are those of the casts' path bit for bit, with two launches fewer and
+// 2n (T + L) - 3n (T - L) bytes less.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
