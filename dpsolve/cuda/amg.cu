@@ -450,22 +450,49 @@ vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restri
 
 // ---------------------------------------------------------------------------- level 0 in ELL
 
+namespace vc {
+
+// Level 0 in ELL, row by row, with b of type B cast to the cycle's type L where it is read (B = L:
+// no cast). The fused pre-smoothing and residual: x = s .* b, res = b - A x (x gathered as s .* b).
+template <typename L, typename B>
+__device__ __forceinline__ void presmooth_residual_ell_row(int row, int n, int width,
+                                                           const int* __restrict__ indices,
+                                                           const L* __restrict__ data,
+                                                           const L* __restrict__ s,
+                                                           const B* __restrict__ b,
+                                                           L* __restrict__ x,
+                                                           L* __restrict__ res) {
+    L sum = L(0);
+#pragma unroll 4
+    for (int k = 0; k < width; ++k) {
+        const size_t at = (size_t)k * n + row;
+        const int c = dps::ld_mat<true>(indices + at);
+        if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * cast_to<L>(b[c]));
+    }
+    const L br = cast_to<L>(b[row]);
+    x[row] = s[row] * br;
+    res[row] = br - sum;
+}
+
+// the post-smoothing's Jacobi step: x + s .* (b - A x) at a row
+template <typename L, typename B>
+__device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
+                                            const int* __restrict__ indices,
+                                            const L* __restrict__ data, const L* __restrict__ s,
+                                            const L* __restrict__ x, const B* __restrict__ b) {
+    return x[row] + s[row] * (cast_to<L>(b[row]) - dps::ell_row<L>(row, n, width, indices, data,
+                                                                   x));
+}
+
+}  // namespace vc
+
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
                           const T* __restrict__ data, const T* __restrict__ s,
                           const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
-    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
-        T sum = T(0);
-#pragma unroll 4
-        for (int k = 0; k < width; ++k) {
-            const size_t at = (size_t)k * n + row;
-            const int c = dps::ld_mat<true>(indices + at);
-            if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * b[c]);
-        }
-        x[row] = s[row] * b[row];
-        res[row] = b[row] - sum;
-    }
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        vc::presmooth_residual_ell_row<T, T>(row, n, width, indices, data, s, b, x, res);
 }
 
 template <typename T>
@@ -482,7 +509,7 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __rest
               const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
               T* __restrict__ y) {
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        y[row] = x[row] + s[row] * (b[row] - dps::ell_row<T>(row, n, width, indices, data, x));
+        y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, s, x, b);
 }
 
 // Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed"), on the solve's
@@ -499,18 +526,8 @@ vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
                               const T* __restrict__ b, typename single_of<T>::type* __restrict__ x,
                               typename single_of<T>::type* __restrict__ res) {
     using L = typename single_of<T>::type;
-    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
-        L sum = L(0);
-#pragma unroll 4
-        for (int k = 0; k < width; ++k) {
-            const size_t at = (size_t)k * n + row;
-            const int c = dps::ld_mat<true>(indices + at);
-            if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * cast_to<L>(b[c]));
-        }
-        const L br = cast_to<L>(b[row]);
-        x[row] = s[row] * br;
-        res[row] = br - sum;
-    }
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        vc::presmooth_residual_ell_row<L, T>(row, n, width, indices, data, s, b, x, res);
 }
 
 template <typename T>
@@ -522,9 +539,7 @@ vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
                   T* __restrict__ y) {
     using L = typename single_of<T>::type;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        y[row] = cast_to<T>(x[row] + s[row] * (cast_to<L>(b[row])
-                                               - dps::ell_row<L>(row, n, width, indices, data,
-                                                                 x)));
+        y[row] = cast_to<T>(vc::jacobi_ell_row<L, T>(row, n, width, indices, data, s, x, b));
 }
 
 // ---------------------------------------------------------------------------- levels in SELL-32
