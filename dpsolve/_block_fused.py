@@ -393,6 +393,32 @@ def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, strea
         status[c], its[c] = ops.status, ops.iters
 
 
+def with_restarts(run_columns, residuals, k, tol, maxiter, max_restarts):
+    """The block's columns, then dpsolve's restarts from the true residual
+    (``_frontend.restarted``'s rule, per column): ``run_columns(cols, start, limit)`` runs the
+    block on the columns ``cols`` (an int array) from their start (``start`` None: the caller's
+    x0) or from their current iterate ("x"), each within its ``limit`` of iterations, and
+    returns (status, iterations) of those columns; ``residuals(cols)`` their true residual
+    norms. A column whose recurrence converged and whose true residual misses ``tol`` runs again
+    from its iterate while it made iterations, has iterations left and restarted fewer than
+    ``max_restarts`` times. Returns (status, iterations, restarts, true residuals), (k,) each."""
+    cols = np.arange(k)
+    status, its = run_columns(cols, None, np.full(k, maxiter))
+    status, its = np.array(status, np.int64), np.array(its, np.int64)
+    total, restarts = its.copy(), np.zeros(k, np.int64)
+    res = np.asarray(residuals(cols), np.float64)
+    while True:
+        missed = (status == CONVERGED) & ~(res <= tol)
+        again = missed & (its > 0) & (total < maxiter) & (restarts < max_restarts)
+        if not again.any():
+            return status, total, restarts, res
+        cols = np.flatnonzero(again)
+        restarts[cols] += 1
+        status[cols], its[cols] = run_columns(cols, "x", maxiter - total[cols])
+        total[cols] += its[cols]
+        res[cols] = residuals(cols)
+
+
 def solve(P, B, X0, *, rtol, atol, maxiter, t0):
     """The block (n, k) on the prepared system P (``usable``), on dpsolve's stream (ordered after
     the caller's, waited for before returning): see ``_solve``."""
@@ -446,24 +472,22 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
         return None                       # X, and a pass's X, B and vectors: the loop needs less
     graphs = P._options["variant"] in ("auto", "graph")
     X = cupy.empty((n, k), dt)
-    status, its = np.empty(k, np.int64), np.empty(k, np.int64)
-    cols = np.arange(k)
-    _run_columns(cls, csr, Bd, X0d, tol, dinv, cols, np.full(k, maxiter), X, status, its,
-                 stream, graphs)
-    total, restarts = its.copy(), np.zeros(k, np.int64)
-    res = _true_residuals(csr, Bd, X)
-    while True:                  # dpsolve's restarts from the true residual (_frontend.restarted)
-        missed = (status == CONVERGED) & ~(res <= tol)
-        again = missed & (its > 0) & (total < maxiter) & (restarts < MAX_RESTARTS)
-        if not again.any():
-            break
-        cols = np.flatnonzero(again)
+
+    def run_columns(cols, start, limit):
+        """The block on these columns from ``start`` (zero X0 where None, else their X):
+        (status, this run's iterations) of each."""
+        st, it = np.empty(k, np.int64), np.empty(k, np.int64)
         cd = cupy.asarray(cols)
-        restarts[cols] += 1
-        _run_columns(cls, csr, Bd, X[:, cd], tol, dinv, cols, maxiter - total[cols], X, status,
-                     its, stream, graphs)
-        total[cols] += its[cols]
-        res[cols] = _true_residuals(csr, Bd[:, cd], X[:, cd])
+        X0 = (None if X0d is None else X0d[:, cd]) if start is None else X[:, cd]
+        _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, st, it, stream, graphs)
+        return st[cols], it[cols]
+
+    def residuals(cols):
+        cd = cupy.asarray(cols)
+        return _true_residuals(csr, Bd[:, cd], X[:, cd])
+
+    status, total, restarts, res = with_restarts(run_columns, residuals, k, tol, maxiter,
+                                                 MAX_RESTARTS)
     info = np.where((status == CONVERGED) & (res <= tol), 0, maxiter).astype(np.int64)
     wall = time.perf_counter() - t0
     dev = fe.device_status().name

@@ -165,6 +165,55 @@ def test_run_reads_the_active_count_without_idling_the_device(end, ready):
     assert ops.its == 37 and ops.finished
 
 
+def _host_runner(A, B, tol):
+    """with_restarts' two callables over HostBlockCG (X kept here, as _solve keeps it on the
+    device), and the calls made."""
+    X = np.zeros(B.shape, B.dtype)
+    calls = []
+
+    def run_columns(cols, start, limit):
+        calls.append((cols.copy(), start, np.array(limit)))
+        ops = bf.HostBlockCG(A, B[:, cols], None if start is None else X[:, cols], tol[cols],
+                             limit=limit)
+        bf.run(ops, int(np.max(limit)))
+        X[:, cols] = ops.X
+        return ops.status, ops.iters
+
+    def residuals(cols):
+        A64 = A.astype(np.float64)
+        return np.linalg.norm(B[:, cols] - A64 @ X[:, cols].astype(np.float64), axis=0)
+    return X, calls, run_columns, residuals
+
+
+def test_float32_columns_restart_from_the_true_residual():
+    """with_restarts (what dpsolve's fused block does after its run): float32 CG's recurrence
+    claims rtol 1e-6 where the true residual misses it; those columns alone run again from
+    their iterate, within the iterations they have left, until the true residual meets the
+    tolerance. Without restarts they keep the miss (the caller reports non-convergence); with
+    too few iterations nothing restarts."""
+    from dpsolve._frontend import MAX_RESTARTS
+    A = sp.csr_array(laplace_2d(80)).astype(np.float32)
+    n, k = A.shape[0], 6
+    B = np.random.default_rng(1).standard_normal((n, k)).astype(np.float32)
+    tol = 1e-6 * np.linalg.norm(B.astype(np.float64), axis=0)
+    X, calls, run_columns, residuals = _host_runner(A, B, tol)
+    status, total, restarts, res = bf.with_restarts(run_columns, residuals, k, tol, 10 * n,
+                                                    MAX_RESTARTS)
+    assert restarts.any() and (status == bf.CONVERGED).all() and (res <= tol).all()
+    assert calls[0][1] is None and (calls[0][0] == np.arange(k)).all()
+    assert calls[1][1] == "x" and (calls[1][0] == np.flatnonzero(restarts)).all()   # missed
+    for (prev, _, _), (cols, start, limit) in zip(calls[1:], calls[2:]):
+        assert start == "x" and set(cols) <= set(prev) and (limit < 10 * n).all()
+    assert sum(len(c) for c, _, _ in calls[1:]) == restarts.sum()
+    _, _, run0, res0_of = _host_runner(A, B, tol)
+    status0, _, restarts0, res0 = bf.with_restarts(run0, res0_of, k, tol, 10 * n, 0)
+    assert not restarts0.any() and (status0 == bf.CONVERGED).all() and not (res0 <= tol).all()
+    _, calls2, run2, res2_of = _host_runner(A, B, tol)
+    status2, total2, restarts2, _ = bf.with_restarts(run2, res2_of, k, tol, 20, MAX_RESTARTS)
+    assert (status2 == bf.MAXITER).all() and (total2 == 20).all() and not restarts2.any()
+    assert len(calls2) == 1
+
+
 def test_lanes_and_passes():
     assert [bf.lanes(k) for k in (1, 2, 3, 4, 5, 16, 17, 32)] == [2, 2, 4, 4, 8, 16, 32, 32]
     with pytest.raises(ValueError, match="1 to 32 columns"):
