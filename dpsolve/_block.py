@@ -12,12 +12,13 @@ systems (each column's vectors fit one block's shared memory: n <= 6,400 for flo
 ``variant="auto"``, M None or Jacobi, polling sync and no callback or energy: the
 columns run as a batch of systems that share A (dpsolve.batch's one-launch kernels, a block per
 column, A read through L2), every column to its own tolerance in one launch. CG and BiCGStab on
-larger systems under the same conditions (a real dtype) run as a fused block (``_block_fused``,
-``_block_bicgstab``: A read once an iteration, twice for BiCGStab, for up to 32 columns, each
-column frozen once it converged; the true residuals checked and restarted from as a single solve
-would; a column that broke down finished by its single solve); variants cuda, merge and graph
-pinned run it too, graph (and auto) replaying its iterations as CUDA graphs. Otherwise the
-columns are solved one after another on the prepared system, so every variant and method runs
+larger systems under the same conditions (a real dtype; blocking sync too, and small systems
+then as well) run as a fused block (``_block_fused``, ``_block_bicgstab``: A read once an
+iteration, twice for BiCGStab, for up to 32 columns, each column frozen once it converged; the
+true residuals checked and restarted from as a single solve would; a column that broke down
+finished by its single solve); variants cuda, merge and graph pinned run it too, graph (and
+auto) replaying its iterations as CUDA graphs. Otherwise the columns are solved one after
+another on the prepared system, so every variant and method runs
 blocks. The report says which path ran (``path``).
 """
 from __future__ import annotations

@@ -93,14 +93,15 @@ class _Known:
 
 class _Queued:
     """A read of the active count queued on the device: a sum into a device scalar, copied into
-    pinned host memory behind the iterations, and an event after it."""
+    pinned host memory behind the iterations, and an event after it (``asleep``: a blocking-sync
+    event, so the host sleeps rather than spins when it waits: sync="blocking")."""
 
-    def __init__(self, active, count, host, stream):
+    def __init__(self, active, count, host, stream, asleep=False):
         import cupy
         with stream if stream is not None else contextlib.nullcontext():
             cupy.sum(active, dtype=cupy.int64, out=count)
             count.get(stream=stream, out=host, blocking=False)
-            self.event = cupy.cuda.Event(block=False, disable_timing=True)
+            self.event = cupy.cuda.Event(block=asleep, disable_timing=True)
             self.event.record(stream)
         self.host = host
 
@@ -245,6 +246,7 @@ class DeviceBlock:
         self.limit = cupy.asarray(np.full(k, NO_LIMIT) if limit is None
                                   else np.minimum(limit, NO_LIMIT), cupy.int32)
         self.graphs = bool(graphs) and stream is not None
+        self.asleep = False           # the host's waits asleep (sync="blocking"): run sets it
         self._graph = None
         self._warm = False
 
@@ -295,7 +297,8 @@ class DeviceBlock:
 
     def read_active(self) -> _Queued:
         self._slot = (self._slot + 1) % len(self._host)      # a pinned slot per queued read
-        return _Queued(self.active, self._count, self._host[self._slot], self.stream)
+        return _Queued(self.active, self._count, self._host[self._slot], self.stream,
+                       self.asleep)
 
     def finish(self):
         status = self.status_d.get(stream=self.stream).astype(np.int64)
@@ -350,13 +353,14 @@ class DeviceBlockCG(DeviceBlock):
 def usable(P, B, X0, *, callback, energy, options) -> bool:
     """Whether the fused block takes this call: a device solve of CG or BiCGStab, M none or
     Jacobi, a real dtype, variant auto, graph, cuda or merge (persistent, dynamic and cublas
-    loop over the columns), polling sync, no callback, energy or method options, a matrix (not
-    an operator) and at least two columns. The others run as a loop of single solves."""
+    loop over the columns), either sync (blocking: the host's waits asleep), no callback, energy
+    or method options, a matrix (not an operator) and at least two columns. The others run as a
+    loop of single solves."""
     base = P._base
     return (P._device and P.method in ("cg", "bicgstab") and callback is None and not energy
             and not options and not isinstance(X0, str)
             and P._options["variant"] in ("auto", "graph", "cuda", "merge")
-            and P.sync == "polling" and base.csr is not None
+            and base.csr is not None
             and base.M.name in ("none", "jacobi") and np.dtype(P.dtype).kind == "f"
             and B.shape[1] >= 2)
 
@@ -377,7 +381,8 @@ def _true_residuals(csr, B, X):
     return out
 
 
-def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, stream, graphs):
+def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, stream, graphs,
+                 asleep=False):
     """The fused block (``cls``: the method's DeviceBlock, on ``stream``, with CUDA graphs or
     not) on the columns ``cols`` of Bd (an int array), in passes of at most MAX_K: X0 (n,
     len(cols)) their start or None (zero), limit (len(cols),) the iterations each may run.
@@ -388,6 +393,7 @@ def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, strea
         cd = cupy.asarray(c)
         ops = cls(csr, cupy.ascontiguousarray(Bd[:, cd]), None if X0 is None else X0[:, sl],
                   tol[c], dinv, stream=stream, limit=limit[sl], graphs=graphs)
+        ops.asleep = asleep
         run(ops, int(limit[sl].max()))
         X[:, cd] = ops.X
         status[c], its[c] = ops.status, ops.iters
@@ -430,7 +436,7 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
             return _solve(P, B, X0, rtol=rtol, atol=atol, maxiter=maxiter, t0=t0,
                           stream=res.stream)
         finally:
-            res.stream.synchronize()
+            _setup.wait(res.stream, P.sync, res)        # spinning, or asleep (blocking)
 
 
 def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
@@ -479,7 +485,8 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
         st, it = np.empty(k, np.int64), np.empty(k, np.int64)
         cd = cupy.asarray(cols)
         X0 = (None if X0d is None else X0d[:, cd]) if start is None else X[:, cd]
-        _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, st, it, stream, graphs)
+        _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, st, it, stream, graphs,
+                     P.sync == "blocking")
         return st[cols], it[cols]
 
     def residuals(cols):

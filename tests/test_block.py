@@ -181,17 +181,19 @@ def test_gpu_block_batch_path_gives_way():
     """The loop of single solves where neither the batch path nor the fused block applies: a
     variant without fused blocks (persistent, dynamic, cublas), a callback, a preconditioner
     other than Jacobi, b outside the safe range; variants cuda, merge and graph run the fused
-    block (the first two launch by launch); too large a system for a block a column runs fused;
-    both switched off, the loop."""
+    block (the first two launch by launch), and so does blocking sync (the batch path is for
+    polling); too large a system for a block a column runs fused; both switched off, the loop."""
     from dpsolve import _block
     A, B = _A(), _B(3)
     for kw in ({"variant": "persistent"}, {"variant": "dynamic"}, {"variant": "cublas"},
                {"callback": lambda X: None}, {"M": "chebyshev"}):
         rep = dpsolve.cg(A, B, rtol=1e-8, full_output=True, **kw)[2]
         assert rep.path == "columns, one prepared system"
-    for v, how in (("cuda", "one by one"), ("merge", "one by one"), ("graph", "CUDA graphs")):
-        X, info, rep = dpsolve.cg(A, B, rtol=1e-8, variant=v, full_output=True)
+    for v, how, sync in (("cuda", "one by one", "polling"), ("merge", "one by one", "polling"),
+                         ("graph", "CUDA graphs", "polling"), ("auto", "CUDA graphs", "blocking")):
+        X, info, rep = dpsolve.cg(A, B, rtol=1e-8, variant=v, sync=sync, full_output=True)
         assert rep.path.startswith("fused block CG") and how in rep.path, (v, rep.path)
+        assert all(c.sync == sync for c in rep.columns)
         assert (info == 0).all()
         for j in range(3):
             assert np.linalg.norm(B[:, j] - A @ X[:, j]) <= 1e-8 * np.linalg.norm(B[:, j])
