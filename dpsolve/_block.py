@@ -18,8 +18,8 @@ iteration, twice for BiCGStab, for up to 32 columns, each column frozen once it 
 true residuals checked and restarted from as a single solve would; a column that broke down
 finished by its single solve); variants cuda, merge and graph pinned run it too, graph (and
 auto) replaying its iterations as CUDA graphs. Otherwise the columns are solved one after
-another on the prepared system, so every variant and method runs
-blocks. The report says which path ran (``path``).
+another on the prepared system, so every variant and method runs blocks. The report says which
+path ran (``path``).
 """
 from __future__ import annotations
 
