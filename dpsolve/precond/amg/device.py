@@ -1046,17 +1046,11 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     over ``reuse``'s SELL layouts: the previous set-up's ``low``), or None where h keeps its own
     dtype. One host wait (the largest magnitude, against the single type's range)."""
     import cupy
-    single = reference.single_of(h.dtype)
-    if precision == "full" or single is None or len(h.levels) == 1:
+    single = reference.lowering(h, precision)
+    if single is None:
         return None
-    arrays = [h.coarse_inv] + [a for lev in h.levels for a in
-                               (lev.A.data, lev.inv_diag) + (() if lev.P is None else (lev.P.data,))
-                               if a.size]
-    top = float(cupy.stack([cupy.abs(a).max() for a in arrays]).max())
-    if not top <= float(np.finfo(single).max):
-        text = reference.precision_refused(precision, single)
-        if text:
-            raise ValueError(text)
+    top = float(cupy.stack([cupy.abs(a).max() for a in reference.cycle_values(h)]).max())
+    if not reference.fits(top, single, precision):
         return None
 
     def cast(M, canonical=None):

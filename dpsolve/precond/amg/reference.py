@@ -629,10 +629,36 @@ def single_of(dtype) -> np.dtype | None:
     return SINGLE.get(np.dtype(dtype))
 
 
-def unfit(arrays, dtype) -> bool:
-    """Whether a value of the NumPy ``arrays`` overflows ``dtype`` (or is NaN)."""
-    top = float(np.finfo(dtype).max)
-    return any(not float(abs(a).max()) <= top for a in arrays if a.size)
+def lowering(h, precision: str):
+    """The single dtype the V-cycle of h (a host or device hierarchy) would run in, or None:
+    precision "full", a working dtype already single, or a single level (the V-cycle is then
+    the exact dense solve, kept exact)."""
+    check_precision(precision)
+    single = single_of(h.levels[0].A.dtype)
+    if precision == "full" or single is None or len(h.levels) == 1:
+        return None
+    return single
+
+
+def cycle_values(h) -> list:
+    """The value arrays (NumPy or CuPy) a single-precision copy of h casts: the coarse inverse,
+    every level's A, D^-1 and P (R is P's transpose), the empty ones left out."""
+    arrays = [h.coarse_inv]
+    for lev in h.levels:
+        arrays += [lev.A.data, lev.inv_diag] + ([] if lev.P is None else [lev.P.data])
+    return [a for a in arrays if a.size]
+
+
+def fits(top: float, single, precision: str) -> bool:
+    """Whether the largest magnitude ``top`` of a hierarchy's values fits ``single`` (NaN does
+    not); where it does not, "mixed" raises ValueError naming the problem, "auto" keeps the
+    working dtype."""
+    if top <= float(np.finfo(single).max):
+        return True
+    text = precision_refused(precision, single)
+    if text:
+        raise ValueError(text)
+    return False
 
 
 def precision_refused(precision, dtype) -> str | None:
@@ -647,20 +673,13 @@ def precision_refused(precision, dtype) -> str | None:
 
 def lowered(h: Hierarchy, precision: str = "auto") -> Hierarchy | None:
     """h cast to the single precision of its working dtype (its V-cycle's hierarchy under
-    "mixed"/"auto"), or None: precision "full", a working dtype already single, a single level
-    (the V-cycle is then the exact dense solve), or (under "auto") a value that does not fit;
+    "mixed"/"auto"), or None where ``lowering`` says so or (under "auto") a value does not fit;
     "mixed" raises ValueError there."""
-    check_precision(precision)
-    single = single_of(h.levels[0].A.dtype)
-    if precision == "full" or single is None or len(h.levels) == 1:
-        return None                    # (one level: the exact dense solve, kept exact)
-    arrays = [h.coarse_inv]
-    for lev in h.levels:
-        arrays += [lev.A.data, lev.inv_diag] + ([] if lev.P is None else [lev.P.data])
-    if unfit(arrays, single):
-        text = precision_refused(precision, single)
-        if text:
-            raise ValueError(text)
+    single = lowering(h, precision)
+    if single is None:
+        return None
+    top = float(np.max([np.abs(a).max() for a in cycle_values(h)]))     # NaN propagates
+    if not fits(top, single, precision):
         return None
 
     def cast(M):
