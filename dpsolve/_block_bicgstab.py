@@ -157,7 +157,7 @@ class DeviceBlockBiCGStab(DeviceBlock):
                                             self.iters_d, self.half))
         self._launch("bs_spmm_ts", self.spmm_grid,
                      (self.n, self.k, c.indptr, c.indices, c.data, dinv, self.R, self.Tv,
-                      self.active, self.part_a, self.part_b))
+                      self.active, self.part_a, self.part_b), scaled=self.dinv is not None)
         self._sums("bs_omega", self.spmm_parts, (self.part_a, self.part_b, self.active,
                                                  self.status_d, self.omega))
         self._launch("bs_update", self.grid,

@@ -271,11 +271,14 @@ class DeviceBlock:
             self._graph = graph
         self._graph.launch(self.stream)
 
-    def _launch(self, name, grid, args):
+    def _launch(self, name, grid, args, scaled=None):
+        """block.cu's ``name`` on ``grid``; ``scaled``: an SpMM's D^-1 (True, False)."""
         from .cuda._loader import BLOCK_VECTOR_KERNELS, get_kernel
         from .cuda.executor import launch
         from .cuda.ops import BLOCK
-        expr = f"{name}<{{T}}, {self.G}>" if name in BLOCK_VECTOR_KERNELS else f"{name}<{{T}}>"
+        expr = (f"{name}<{{T}}, {self.G}, {'true' if scaled else 'false'}>" if scaled is not None
+                else f"{name}<{{T}}, {self.G}>" if name in BLOCK_VECTOR_KERNELS
+                else f"{name}<{{T}}>")
         launch(get_kernel("block", expr, self.dt), grid, (BLOCK,), args, self.stream)
 
     def _null(self, a):
@@ -287,7 +290,7 @@ class DeviceBlock:
         c = self.csr
         self._launch("block_spmm_dot", self.spmm_grid,
                      (self.n, self.k, c.indptr, c.indices, c.data, self._null(dinv), P, Q, W,
-                      self.active, self.part_a))
+                      self.active, self.part_a), scaled=dinv is not None)
 
     def _alpha(self, num):
         """alpha = num / (the sum of the SpMM's partials), or the column breaks down."""

@@ -33,9 +33,10 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
-BLOCK_VECTOR_KERNELS = ("block_start", "block_spmm_dot", "block_update", "block_direction",
-                        "bs_start", "bs_direction", "bs_s", "bs_spmm_ts",
-                        "bs_update")
+BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "bs_start",
+                        "bs_direction", "bs_s", "bs_update")
+# and its SpMMs, templated on G and on D^-1 (SCALED) too
+BLOCK_SPMM_KERNELS = ("block_spmm_dot", "bs_spmm_ts")
 BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
                         "bs_omega", "bs_next")
 
@@ -97,6 +98,8 @@ SOURCES = {
     # CG on k right-hand sides at once, G lanes a row (dpsolve/_block_fused.py)
     "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in BLOCK_VECTOR_KERNELS
                                       for g in BLOCK_LANES)
+                    + tuple(f"{k}<{{T}}, {g}, {s}>" for k in BLOCK_SPMM_KERNELS
+                            for g in BLOCK_LANES for s in ("false", "true"))
                     + tuple(f"{k}<{{T}}>" for k in BLOCK_SCALAR_KERNELS)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
     "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),

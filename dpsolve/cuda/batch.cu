@@ -25,34 +25,17 @@
 namespace batch {
 
 // q = A p over one system's values v, a thread a row (p and q: shared or global memory). A row's
-// entries are taken UNROLL at a time, their index and value loads (L1 / L2: the pattern, and the
-// values where the systems share them) issued together and then their p loads, so a row costs
-// one round of load latency per UNROLL entries, not one per entry (64 blocks of 1,024 threads on
-// a 64^2 block of right-hand sides: the SpMV was a chain of dependent L2 loads). The sum is taken
-// in the entries' order, as before.
-constexpr int UNROLL = 8;
+// entries go 8 at a time (dps::gather_dot): their index and value loads (L1 / L2: the pattern,
+// and the values where the systems share them) together, then their p loads, so a row costs one
+// round of load latency per 8 entries (64 blocks of 1,024 threads on a 64^2 block of right-hand
+// sides: the SpMV was a chain of dependent L2 loads). The sum in the entries' order, as before.
 template <typename T>
 __device__ __forceinline__ void spmv(int n, const int* __restrict__ indptr,
                                      const int* __restrict__ indices, const T* __restrict__ v,
                                      const T* p, T* q) {
-    for (int row = threadIdx.x; row < n; row += blockDim.x) {
-        T s = T(0);
-        const int end = indptr[row + 1];
-        for (int k = indptr[row]; k < end; k += UNROLL) {
-            int c[UNROLL];
-            T a[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const bool in = k + u < end;
-                c[u] = in ? indices[k + u] : 0;
-                a[u] = in ? v[k + u] : T(0);
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                if (k + u < end) s += a[u] * p[c[u]];
-        }
-        q[row] = s;
-    }
+    for (int row = threadIdx.x; row < n; row += blockDim.x)
+        q[row] = dps::gather_dot<8>(indptr[row], indptr[row + 1], indices, v,
+                                    [&](int c) { return p[c]; });
 }
 
 // the block's sum of v, on every thread (smem: 32 values of V)

@@ -12,8 +12,8 @@
 // them in a fixed order.
 //
 //   block_start<T, G>      R = B - Q (Q = A X0, or no Q: X0 = 0); partials of r^H D^-1 r, r^H r
-//   block_spmm_dot<T, G>   Q = A P (active columns; a row's entries 8 at a time, their loads
-//                          in flight together); partials of p^H q
+//   block_spmm_dot<T, G, false>  Q = A P (active columns; a row's entries 8 at a time, their
+//                          loads in flight together); partials of p^H q
 //   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or alpha_j
 //                          not finite, the column breaks down (status 2, frozen)
 //   block_update<T, G>     X += alpha P, R -= alpha Q; partials of r^H D^-1 r and r^H r
@@ -75,35 +75,20 @@ __device__ __forceinline__ void add_sums(T r, const T* __restrict__ dinv, int i,
     rr += dps::conj(r) * r;
 }
 
-// sum_e data[e] (D^-1 P)[indices[e], c] over a row's entries [e, end), in order (dinv null: no
-// D^-1; with it, each gathered value is scaled first, as M p then A (M p)). The entries are taken
-// UNROLL at a time, their indices, values and P loads each issued together: a row's P loads are
-// in flight at once, not a chain of dependent loads an entry (7-point rows: one round, not 7).
-constexpr int UNROLL = 8;
-template <typename T>
+// sum_e data[e] (D^-1 P)[indices[e], c] over a row's entries [e, end), in order (SCALED: each
+// gathered value scaled by dinv first, as M p then A (M p); else no D^-1 and dinv unread: a
+// compile-time choice, so the unscaled SpMM keeps its registers -- 32 against 64 with a run-time
+// test on sm_90, 8 resident blocks an SM against 4); 8 entries' loads in flight together
+// (dps::gather_dot: 7-point rows in one round, not 7)
+template <bool SCALED, typename T>
 __device__ __forceinline__ T row_times(int e, int end, const int* __restrict__ indices,
                                        const T* __restrict__ data, const T* __restrict__ dinv,
                                        const T* __restrict__ P, int k, int c) {
-    T s = T(0);
-    for (; e < end; e += UNROLL) {
-        int col[UNROLL];
-        T v[UNROLL], p[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const bool in = e + u < end;
-            col[u] = in ? indices[e + u] : 0;
-            v[u] = in ? data[e + u] : T(0);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            p[u] = e + u < end ? P[(size_t)col[u] * k + c] : T(0);
-            if (dinv != nullptr) p[u] = (e + u < end ? dinv[col[u]] : T(0)) * p[u];
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-            if (e + u < end) s += v[u] * p[u];
-    }
-    return s;
+    return dps::gather_dot<8>(e, end, indices, data, [=](int col) {
+        const T p = P[(size_t)col * k + c];
+        if constexpr (SCALED) return dinv[col] * p;
+        else return p;
+    });
 }
 
 // a breakdown-small value: |x| < brk, as |x|^2 < brk^2 (brk2: eps^4 of the working precision)
@@ -138,9 +123,9 @@ block_start(int n, int k, const T* __restrict__ B, const T* __restrict__ Q, T* _
     blockcg::column_partials<T, G>(rr, k, smem, part_rr);
 }
 
-// Q = A D^-1 P (dinv null: A P) on the active columns, and the partials of w^H q (W = P for CG,
-// R~ for BiCGStab)
-template <typename T, int G>
+// Q = A D^-1 P (SCALED; else A P, dinv unread) on the active columns, and the partials of w^H q
+// (W = P for CG, R~ for BiCGStab)
+template <typename T, int G, bool SCALED>
 __global__ void __launch_bounds__(DPS_BLOCK)
 block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
                const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ P,
@@ -152,7 +137,8 @@ block_spmm_dot(int n, int k, const int* __restrict__ indptr, const int* __restri
     T wq = T(0);
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
-        const T q = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, P, k, c);
+        const T q = blockcg::row_times<SCALED>(indptr[i], indptr[i + 1], indices, data, dinv, P,
+                                               k, c);
         const size_t at = (size_t)i * k + c;
         Q[at] = q;
         wq += dps::conj(W[at]) * q;
@@ -255,11 +241,11 @@ block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ din
 // when it converged (status 1), broke down (2: rho or omega below eps^2, <r~, v> = 0, a value
 // not finite; the driver hands it to the single solve) or spent its limit (3). An iteration:
 //   bs_direction  P = R (the first), else P = R + beta (P - omega V)
-//   block_spmm_dot  V = A D^-1 P; partials of r~^H v
+//   block_spmm_dot  V = A D^-1 P (<T, G, true> with Jacobi); partials of r~^H v
 //   block_alpha   alpha = rho / <r~, v>
 //   bs_s          S = R - alpha V (in R's place); partials of s^H s
 //   bs_half       ||s|| <= tol: converged at the half step (half = 1: x += alpha D^-1 p only)
-//   bs_spmm_ts    T = A D^-1 S; partials of t^H s and t^H t
+//   bs_spmm_ts    T = A D^-1 S (<T, G, true> with Jacobi); partials of t^H s and t^H t
 //   bs_omega      omega = <t, s> / <t, t>
 //   bs_update     X += alpha D^-1 P, then + omega D^-1 S; R = S - omega T; partials of r^H r,
 //                 r~^H r (a half-step column: X += alpha D^-1 P alone)
@@ -359,7 +345,7 @@ bs_half(int nparts, int k, const T* __restrict__ part_ss, const T* __restrict__ 
     }
 }
 
-template <typename T, int G>
+template <typename T, int G, bool SCALED>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bs_spmm_ts(int n, int k, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ S,
@@ -371,7 +357,8 @@ bs_spmm_ts(int n, int k, const int* __restrict__ indptr, const int* __restrict__
     T ts = T(0), tt = T(0);
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
-        const T t = blockcg::row_times<T>(indptr[i], indptr[i + 1], indices, data, dinv, S, k, c);
+        const T t = blockcg::row_times<SCALED>(indptr[i], indptr[i + 1], indices, data, dinv, S,
+                                               k, c);
         const size_t at = (size_t)i * k + c;
         Tv[at] = t;
         ts += dps::conj(t) * S[at];

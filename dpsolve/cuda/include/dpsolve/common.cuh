@@ -110,6 +110,31 @@ __device__ __forceinline__ int find_sorted(const int* __restrict__ keys, int lo,
     return lo < end && keys[lo] == key ? lo : -1;
 }
 
+// sum_k v[k] * gather(indices[k]) over a row's entries [k, end), in the entries' order. They are
+// taken UNROLL at a time: their index and value loads issued together, then their gathers (free
+// of each other and of the sum, so in flight together too), so a row costs one round of load
+// latency per UNROLL entries, not a chain of dependent loads an entry (block.cu's SpMM,
+// batch.cu's SpMV).
+template <int UNROLL, typename T, typename Gather>
+__device__ __forceinline__ T gather_dot(int k, int end, const int* __restrict__ indices,
+                                        const T* __restrict__ v, Gather gather) {
+    T s = T(0);
+    for (; k < end; k += UNROLL) {
+        int c[UNROLL];
+        T a[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const bool in = k + u < end;
+            c[u] = in ? indices[k + u] : 0;
+            a[u] = in ? v[k + u] : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+            if (k + u < end) s += a[u] * gather(c[u]);
+    }
+    return s;
+}
+
 // Warp shuffles of either kind of value.
 template <typename T>
 __device__ __forceinline__ T shfl_down(T v, int off, int width = DPS_WARP) {
