@@ -122,9 +122,10 @@ class DeviceBlockBiCGStab(DeviceBlock):
 
     VECTORS = ("R", "Rt", "P", "V", "Tv")     # with X and B: the n x k arrays of a pass
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False):
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False,
+                 asleep=False):
         super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
-                         ("rho", "rr", "alpha", "omega", "beta"), graphs)
+                         ("rho", "rr", "alpha", "omega", "beta"), graphs, asleep)
         self.half = self.cp.zeros(int(self.k), self.cp.int32)
         self.brk2 = self.dt.type(breakdown_tol(self.dt) ** 2)
         self.first = True

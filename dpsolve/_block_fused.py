@@ -207,10 +207,12 @@ class DeviceBlock:
     None) CuPy arrays of the working dtype, k <= MAX_K; tol (k,) float64; dinv (n,) or None;
     limit (k,) as the host blocks'. ``vectors`` and ``scalars``: the names of the method's n x k
     arrays and per-column values. ``graphs``: replay CHECK_EVERY iterations as one CUDA graph
-    captured on ``stream`` (a non-default stream; see ``iterate_many``). After ``run``: X (n x k,
+    captured on ``stream`` (a non-default stream; see ``iterate_many``); ``asleep``: the host's
+    waits on a blocking-sync event (sync="blocking"). After ``run``: X (n x k,
     the solution), and on the host status, iters and rr (||r||^2)."""
 
-    def __init__(self, csr, B, X0, tol, dinv, stream, limit, vectors, scalars, graphs=False):
+    def __init__(self, csr, B, X0, tol, dinv, stream, limit, vectors, scalars, graphs=False,
+                 asleep=False):
         import cupy
         import cupyx
 
@@ -246,7 +248,7 @@ class DeviceBlock:
         self.limit = cupy.asarray(np.full(k, NO_LIMIT) if limit is None
                                   else np.minimum(limit, NO_LIMIT), cupy.int32)
         self.graphs = bool(graphs) and stream is not None
-        self.asleep = False           # the host's waits asleep (sync="blocking"): run sets it
+        self.asleep = asleep          # the host's waits asleep (sync="blocking")
         self._graph = None
         self._warm = False
 
@@ -317,9 +319,10 @@ class DeviceBlockCG(DeviceBlock):
 
     VECTORS = ("R", "P", "Q")     # with X and B: the n x k arrays of a pass
 
-    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False):
+    def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False,
+                 asleep=False):
         super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
-                         ("rz", "rr", "alpha", "beta"), graphs)
+                         ("rz", "rr", "alpha", "beta"), graphs, asleep)
 
     def _beta(self, first):
         self._launch("block_beta", (int(self.k),),
@@ -395,8 +398,7 @@ def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, strea
         c = cols[sl]
         cd = cupy.asarray(c)
         ops = cls(csr, cupy.ascontiguousarray(Bd[:, cd]), None if X0 is None else X0[:, sl],
-                  tol[c], dinv, stream=stream, limit=limit[sl], graphs=graphs)
-        ops.asleep = asleep
+                  tol[c], dinv, stream=stream, limit=limit[sl], graphs=graphs, asleep=asleep)
         run(ops, int(limit[sl].max()))
         X[:, cd] = ops.X
         status[c], its[c] = ops.status, ops.iters
