@@ -10,9 +10,18 @@ import scipy.sparse as sp
 
 import dpsolve
 from dpsolve.backends import VARIANT_NAMES, get_backend
-from dpsolve.matrices import laplace_2d
+from dpsolve.matrices import convdiff_2d, laplace_2d
 
 N = 144
+
+
+def steady_convdiff(nx, ny, shift):
+    """2-D convection-diffusion (Peclet 30) plus shift * its mean diagonal times I. BiCGStab is
+    chaotic on the unshifted matrix: a change of one ulp in b moves a column's iterations by up
+    to 17 of ~200 (HostBlockBiCGStab, float64, 37^2 and 121 x 119), so no two summation orders
+    agree within 2 there. Shifted by 0.1-0.2 (7-23 iterations) the same change moves none."""
+    A = sp.csr_array(convdiff_2d(nx, ny, peclet=30.0))
+    return sp.csr_array(A + shift * A.diagonal().mean() * sp.eye_array(A.shape[0]))
 
 
 def _A(dtype=np.float64):
@@ -219,15 +228,14 @@ def test_gpu_block_batch_path_gives_way():
 @pytest.mark.parametrize("k", [2, 3, 16, 33])
 def test_gpu_fused_block_equals_single_solves(k, dtype, M, method):
     """Blocks too large for the batch path run as one fused block (k = 33: two passes), CG on
-    2-D Poisson, BiCGStab on a convection-diffusion matrix: each column meets its own tolerance
-    with the single solve's code and its iterations within 2 (BiCGStab 4, as the batch path's
-    test); a zero column gives x = 0; x0 is each column's start; NumPy in, NumPy out. Only a
-    column whose single solve breaks down is finished by it."""
+    2-D Poisson, BiCGStab on a shifted convection-diffusion matrix (``steady_convdiff``): each
+    column meets its own tolerance with the single solve's code and its iterations within 2; a
+    zero column gives x = 0; x0 is each column's start; NumPy in, NumPy out. Only a column whose
+    single solve breaks down is finished by it."""
     import cupy
-    from dpsolve.matrices import convdiff_2d
     # 14,399 rows: beyond the batch path in float32 too (shared memory)
     A = sp.csr_array(laplace_2d(121, 119) if method == "cg"
-                     else convdiff_2d(121, 119, peclet=30.0)).astype(dtype)
+                     else steady_convdiff(121, 119, 0.2)).astype(dtype)
     solver = getattr(dpsolve, method)
     name = "CG" if method == "cg" else "BiCGStab"
     n = A.shape[0]
@@ -252,8 +260,7 @@ def test_gpu_fused_block_equals_single_solves(k, dtype, M, method):
             assert info[j] == i
             if i != 0:
                 continue
-            assert abs(rep.columns[j].iterations - r.iterations) <= (2 if method == "cg" else 4), \
-                (j, rep.columns[j], r)
+            assert abs(rep.columns[j].iterations - r.iterations) <= 2, (j, rep.columns[j], r)
             assert np.linalg.norm(B[:, j] - A @ Xh[:, j]) <= 1.01 * rtol * np.linalg.norm(B[:, j])
     X1, info1, rep1 = solver(A, B, Xh, rtol=rtol, M=M, full_output=True)
     done = info == 0                                       # started at the solution
@@ -273,11 +280,10 @@ def test_gpu_fused_block_kernels_follow_the_host_steps(dtype, method):
     from dpsolve import _block_bicgstab as bb
     from dpsolve import _block_fused as bf
     from dpsolve.formats import CSR
-    from dpsolve.matrices import convdiff_2d
     Host, Device = ((bf.HostBlockCG, bf.DeviceBlockCG) if method == "cg"
                     else (bb.HostBlockBiCGStab, bb.DeviceBlockBiCGStab))
     A = sp.csr_array(laplace_2d(37) if method == "cg"
-                     else convdiff_2d(37, peclet=30.0)).astype(dtype)
+                     else steady_convdiff(37, 37, 0.1)).astype(dtype)
     s = sp.diags_array(np.linspace(0.5, 2.0, A.shape[0]).astype(dtype))
     A = sp.csr_array(s @ A @ s)
     n, k = A.shape[0], 5
