@@ -195,9 +195,11 @@ class HostBlockCG(HostBlock):
         on &= ~broke
         alpha = np.zeros_like(self.rz)
         alpha[on] = a[on]
-        self.X[:, on] += alpha[on] * self.P[:, on]
         self.R[:, on] -= alpha[on] * Q[:, on]
         go, beta = self._check(*self._sums(), first=False)
+        # block_direction: x's step on every column that took one (the ones frozen by _check
+        # just now too), then p on the active ones; the same values as x's step before _check
+        self.X[:, on] += alpha[on] * self.P[:, on]
         self.P[:, go] = self._z(self.R)[:, go] + beta[go] * self.P[:, go]
 
 
@@ -331,9 +333,11 @@ class DeviceBlockCG(DeviceBlock):
                       self.limit))
 
     def _direction(self, first):
+        """X += alpha P (this iteration's step, on every column that took one), then the new P
+        on the active columns."""
         self._launch("block_direction", self.grid,
-                     (self.n, self.k, self.R, self._null(self.dinv), self.beta, self.active,
-                      np.int32(first), self.P))
+                     (self.n, self.k, self.R, self._null(self.dinv), self.alpha, self.beta,
+                      self.active, np.int32(first), self.X, self.P))
 
     def start(self):
         Q = None
@@ -350,8 +354,8 @@ class DeviceBlockCG(DeviceBlock):
         self._spmm(self.P, self.Q, self.P)
         self._alpha(self.rz)
         self._launch("block_update", self.grid,
-                     (self.n, self.k, self.P, self.Q, self.X, self.R, self._null(self.dinv),
-                      self.alpha, self.active, self.part_a, self.part_b))
+                     (self.n, self.k, self.Q, self.R, self._null(self.dinv), self.alpha,
+                      self.active, self.part_a, self.part_b))
         self._beta(first=False)
         self._direction(first=False)
 

@@ -8,23 +8,36 @@
 // columns (the group's lanes load the same addresses: one broadcast) and the k values of P's row
 // j are contiguous. Each column has its own scalars on the device and is frozen once it has
 // converged or broken down (active[j] = 0): its lanes then do nothing. Per-column sums are
-// two-stage and deterministic: each block writes partials[block * k + j], a block per column sums
-// them in a fixed order.
+// two-stage and deterministic: each block writes partials[j * blocks + block] (a column's
+// partials contiguous, so the block that sums a column reads them coalesced), a block per column
+// sums them in a fixed order.
 //
 //   block_start<T, G>      R = B - Q (Q = A X0, or no Q: X0 = 0); partials of r^H D^-1 r, r^H r
-//   block_spmm_dot<T, G, false>  Q = A P (active columns; a row's entries 8 at a time, their
-//                          loads in flight together); partials of p^H q
+//   block_spmm_dot<T, G, false>  Q = A P (active columns); partials of p^H q
 //   block_alpha<T>         pq_j = the sum; alpha_j = rz_j / pq_j, or, where pq_j is 0 or alpha_j
-//                          not finite, the column breaks down (status 2, frozen)
-//   block_update<T, G>     X += alpha P, R -= alpha Q; partials of r^H D^-1 r and r^H r
+//                          not finite, the column breaks down (status 2, frozen); alpha_j = 0
+//                          on a frozen column
+//   block_update<T, G>     R -= alpha Q; partials of r^H D^-1 r and r^H r
 //   block_beta<T>          rz_new_j, rr_j = the sums; first (after block_start): converged when
 //                          rr_j <= tol2_j, else rz_j = rz_new_j; later: iters_j += 1, converged
 //                          when rr_j <= tol2_j (status 1), a non-finite sum breaks down
 //                          (status 2), a column at its iteration limit stops (status 3), else
 //                          beta_j = rz_new_j / rz_j, rz_j = rz_new_j
-//   block_direction<T, G>  P = D^-1 R + beta P (first: P = D^-1 R), active columns
+//   block_direction<T, G>  X += alpha P where alpha_j != 0 (this iteration's step, also on a
+//                          column frozen by block_beta just now), then P = D^-1 R + beta P on
+//                          the active columns (first: P = D^-1 R, no step): X's step rides on
+//                          the pass that reads P anyway, so the update does not read P
 // D^-1: dinv (one value a row, the same for every column), or null (no preconditioner).
 #include <dpsolve/common.cuh>
+
+// The SpMMs' entries taken together (dps::gather_dot), a compile-time knob that
+// scripts/profile-block --unrolls compares side by side. 1 (an entry at a time, the compiler's
+// own schedule) beat 4 and 8 on the H100: 160^3, k = 16, 703 against 895 and 844 us; 100^3
+// 172 against 185 and 183 us (and grid-stride rows beat a contiguous chunk of rows a block,
+// 1,184-1,846 us: the neighbour planes from L1 did not pay)
+#ifndef DPS_BLOCK_UNROLL
+#define DPS_BLOCK_UNROLL 1
+#endif
 
 namespace blockcg {
 
@@ -35,7 +48,7 @@ __device__ __forceinline__ int column() { return threadIdx.x % G; }
 // This block's partial sums per column: v is the thread's partial for column column<G>() (0
 // where that column is not < k). Lanes of one column within a warp are c, c + G, ...: folded by
 // shuffles onto lanes 0..G-1, then the warps' sums added in warp order by thread c.
-// partials[blockIdx.x * k + c]. Every thread of the block must call it; smem holds
+// partials[c * gridDim.x + blockIdx.x]. Every thread of the block must call it; smem holds
 // DPS_BLOCK / DPS_WARP * G values.
 template <typename T, int G>
 __device__ __forceinline__ void column_partials(T v, int k, T* smem, T* __restrict__ partials) {
@@ -47,7 +60,7 @@ __device__ __forceinline__ void column_partials(T v, int k, T* smem, T* __restri
     if ((int)threadIdx.x < k) {
         T s = T(0);
         for (int w = 0; w < (int)(blockDim.x / DPS_WARP); ++w) s += smem[w * G + threadIdx.x];
-        partials[(size_t)blockIdx.x * k + threadIdx.x] = s;
+        partials[(size_t)threadIdx.x * gridDim.x + blockIdx.x] = s;
     }
     __syncthreads();                      // smem reused by the caller
 }
@@ -60,10 +73,10 @@ __device__ __forceinline__ int row_stride() { return gridDim.x * blockDim.x / G;
 
 // a block's per-column sum over the nparts partials of column j (a block a column)
 template <typename T>
-__device__ __forceinline__ T column_total(int nparts, int k, int j,
+__device__ __forceinline__ T column_total(int nparts, int j,
                                           const T* __restrict__ partials, T* smem) {
     T s = T(0);
-    for (int b = threadIdx.x; b < nparts; b += blockDim.x) s += partials[(size_t)b * k + j];
+    for (int b = threadIdx.x; b < nparts; b += blockDim.x) s += partials[(size_t)j * nparts + b];
     return dps::block_sum(s, smem);
 }
 
@@ -78,13 +91,12 @@ __device__ __forceinline__ void add_sums(T r, const T* __restrict__ dinv, int i,
 // sum_e data[e] (D^-1 P)[indices[e], c] over a row's entries [e, end), in order (SCALED: each
 // gathered value scaled by dinv first, as M p then A (M p); else no D^-1 and dinv unread: a
 // compile-time choice, so the unscaled SpMM keeps its registers -- 32 against 64 with a run-time
-// test on sm_90, 8 resident blocks an SM against 4); 8 entries' loads in flight together
-// (dps::gather_dot: 7-point rows in one round, not 7)
+// test on sm_90, 8 resident blocks an SM against 4); DPS_BLOCK_UNROLL entries at a time
 template <bool SCALED, typename T>
 __device__ __forceinline__ T row_times(int e, int end, const int* __restrict__ indices,
                                        const T* __restrict__ data, const T* __restrict__ dinv,
                                        const T* __restrict__ P, int k, int c) {
-    return dps::gather_dot<8>(e, end, indices, data, [=](int col) {
+    return dps::gather_dot<DPS_BLOCK_UNROLL>(e, end, indices, data, [=](int col) {
         const T p = P[(size_t)col * k + c];
         if constexpr (SCALED) return dinv[col] * p;
         else return p;
@@ -155,8 +167,12 @@ block_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restri
             int* __restrict__ active, int* __restrict__ status, T* __restrict__ alpha) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T den = blockcg::column_total(nparts, k, j, partials, smem);
-    if (threadIdx.x != 0 || !active[j]) return;
+    const T den = blockcg::column_total(nparts, j, partials, smem);
+    if (threadIdx.x != 0) return;
+    if (!active[j]) {                     // no step for a frozen column (block_direction)
+        alpha[j] = T(0);
+        return;
+    }
     const T a = num[j] / den;
     if (den == T(0) || !dps::is_finite(den) || !dps::is_finite(a)) {
         active[j] = 0;
@@ -169,9 +185,9 @@ block_alpha(int nparts, int k, const T* __restrict__ partials, const T* __restri
 
 template <typename T, int G>
 __global__ void __launch_bounds__(DPS_BLOCK)
-block_update(int n, int k, const T* __restrict__ P, const T* __restrict__ Q, T* __restrict__ X,
-             T* __restrict__ R, const T* __restrict__ dinv, const T* __restrict__ alpha,
-             const int* __restrict__ active, T* __restrict__ part_rz, T* __restrict__ part_rr) {
+block_update(int n, int k, const T* __restrict__ Q, T* __restrict__ R, const T* __restrict__ dinv,
+             const T* __restrict__ alpha, const int* __restrict__ active,
+             T* __restrict__ part_rz, T* __restrict__ part_rr) {
     __shared__ T smem[DPS_BLOCK / DPS_WARP * G];
     const int c = blockcg::column<G>();
     const bool on = c < k && active[c];
@@ -180,7 +196,6 @@ block_update(int n, int k, const T* __restrict__ P, const T* __restrict__ Q, T* 
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         if (!on) continue;
         const size_t at = (size_t)i * k + c;
-        X[at] += a * P[at];
         const T r = R[at] - a * Q[at];
         R[at] = r;
         blockcg::add_sums(r, dinv, i, rz, rr);
@@ -197,8 +212,8 @@ block_beta(int nparts, int k, const T* __restrict__ part_rz, const T* __restrict
            int* __restrict__ iters, const int* __restrict__ limit) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T rz_new = blockcg::column_total(nparts, k, j, part_rz, smem);
-    const T rr_new = blockcg::column_total(nparts, k, j, part_rr, smem);
+    const T rz_new = blockcg::column_total(nparts, j, part_rz, smem);
+    const T rr_new = blockcg::column_total(nparts, j, part_rr, smem);
     if (threadIdx.x != 0 || !active[j]) return;
     rr[j] = rr_new;
     if (!first) iters[j] += 1;
@@ -224,15 +239,19 @@ block_beta(int nparts, int k, const T* __restrict__ part_rz, const T* __restrict
 template <typename T, int G>
 __global__ void __launch_bounds__(DPS_BLOCK)
 block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ dinv,
-                const T* __restrict__ beta, const int* __restrict__ active, int first,
+                const T* __restrict__ alpha, const T* __restrict__ beta,
+                const int* __restrict__ active, int first, T* __restrict__ X,
                 T* __restrict__ P) {
     const int c = blockcg::column<G>();
-    if (c >= k || !active[c]) return;
-    const T b = beta[c];
+    if (c >= k) return;
+    const bool on = active[c];
+    const T a = first ? T(0) : alpha[c], b = on ? beta[c] : T(0);
+    if (!on && a == T(0)) return;
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         const size_t at = (size_t)i * k + c;
-        const T z = dinv != nullptr ? dinv[i] * R[at] : R[at];
-        P[at] = first ? z : z + b * P[at];
+        const T p = first ? T(0) : P[at];
+        if (a != T(0)) X[at] += a * p;
+        if (on) P[at] = blockcg::scaled(dinv, i, R[at]) + b * p;
     }
 }
 
@@ -279,7 +298,7 @@ bs_first(int nparts, int k, const T* __restrict__ part_rr, const T* __restrict__
          int* __restrict__ status) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T s = blockcg::column_total(nparts, k, j, part_rr, smem);
+    const T s = blockcg::column_total(nparts, j, part_rr, smem);
     if (threadIdx.x != 0 || !active[j]) return;
     rr[j] = s;
     rho[j] = s;
@@ -332,7 +351,7 @@ bs_half(int nparts, int k, const T* __restrict__ part_ss, const T* __restrict__ 
         int* __restrict__ half) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T ss = blockcg::column_total(nparts, k, j, part_ss, smem);
+    const T ss = blockcg::column_total(nparts, j, part_ss, smem);
     if (threadIdx.x != 0 || !active[j]) return;
     if (!dps::is_finite(ss)) {
         active[j] = 0;
@@ -374,8 +393,8 @@ bs_omega(int nparts, int k, const T* __restrict__ part_ts, const T* __restrict__
          int* __restrict__ active, int* __restrict__ status, T* __restrict__ omega) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T ts = blockcg::column_total(nparts, k, j, part_ts, smem);
-    const T tt = blockcg::column_total(nparts, k, j, part_tt, smem);
+    const T ts = blockcg::column_total(nparts, j, part_ts, smem);
+    const T tt = blockcg::column_total(nparts, j, part_tt, smem);
     if (threadIdx.x != 0 || !active[j]) return;
     const T w = ts / tt;
     if (!dps::is_finite(ts) || !dps::is_finite(tt) || !dps::is_finite(w)) {
@@ -425,8 +444,8 @@ bs_next(int nparts, int k, const T* __restrict__ part_rr, const T* __restrict__ 
         int* __restrict__ iters, int* __restrict__ half) {
     __shared__ T smem[DPS_WARP];
     const int j = blockIdx.x;
-    const T rr_new = blockcg::column_total(nparts, k, j, part_rr, smem);
-    const T rho_new = blockcg::column_total(nparts, k, j, part_rho, smem);
+    const T rr_new = blockcg::column_total(nparts, j, part_rr, smem);
+    const T rho_new = blockcg::column_total(nparts, j, part_rho, smem);
     if (threadIdx.x != 0) return;
     half[j] = 0;
     if (!active[j]) return;
