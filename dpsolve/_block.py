@@ -93,7 +93,9 @@ def _block(B, n: int, what: str):
                          f"(a block of right-hand sides has shape (n, k))")
     _check_dtype(B.dtype, what)
     xp = __import__("cupy") if _is_cupy(B) else np
-    finite = xp.isfinite(B).all(axis=0)
+    if bool(xp.isfinite(B).all()):        # one reduction over all of B: the common case
+        return B
+    finite = xp.isfinite(B).all(axis=0)   # per column (on a C-ordered CuPy B, a slow reduction)
     bad = np.flatnonzero(~(finite.get() if _is_cupy(B) else finite))
     if bad.size:
         cols = ", ".join(str(int(j)) for j in bad[:10]) + (", ..." if bad.size > 10 else "")
