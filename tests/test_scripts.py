@@ -113,7 +113,7 @@ def test_profile_block_counts_each_steps_bytes_and_checks_its_arguments():
         with pytest.raises(ValueError, match="unknown problem"):
             prof.parse(bad)
     for argv in (["--k", "40"], ["--problems", "foo:3"], ["--reps", "0"], ["--unrolls", "0"],
-                 ["--unrolls", "x"], ["--unroll-grids", "0"]):
+                 ["--unrolls", "x"], ["--build-grids", "0"]):
         with pytest.raises(SystemExit) as e:
             prof.main(argv)
         assert e.value.code == 2

@@ -33,8 +33,10 @@
 // The SpMMs' entries taken together (dps::gather_dot), a compile-time knob that
 // scripts/profile-block --unrolls compares side by side. 1 (an entry at a time, the compiler's
 // own schedule) beat 4 and 8 on the H100: 160^3, k = 16, 703 against 895 and 844 us; 100^3
-// 172 against 185 and 183 us (and grid-stride rows beat a contiguous chunk of rows a block,
-// 1,184-1,846 us: the neighbour planes from L1 did not pay)
+// 172 against 185 and 183 us. Two row orders that were to serve P's neighbour rows from L1 lost
+// to grid-stride rows: a contiguous chunk a block (160^3: 1,184-1,846 us), and 2, 4 or 8
+// consecutive rows a lane group (160^3: 887-916 against 820 us on another H100; 100^3: 159-220
+// against 171)
 #ifndef DPS_BLOCK_UNROLL
 #define DPS_BLOCK_UNROLL 1
 #endif
