@@ -54,6 +54,23 @@ def passes(k: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
 
 
+def spmm_dot(csr, P, Q, W, active, partials, grid=None, dinv=None, stream=None, defines=()):
+    """block.cu's ``block_spmm_dot``: Q = A D^-1 P (dinv None: A P) on the columns where
+    ``active`` is set, the partials of w^H q into ``partials``; P, Q and W (n, k) row-
+    interleaved, k <= MAX_K. ``grid``: blocks, a tuple (None: SPMM_WAVES a SM, the blocks'
+    own). ``defines``: a build of block.cu's compile-time knobs (scripts/profile-block)."""
+    from .cuda._loader import get_kernel
+    from .cuda.executor import launch
+    from .cuda.ops import _NULL, BLOCK, grid_for
+    n, k = P.shape
+    G = lanes(k)
+    grid = (grid_for(n * G, waves=SPMM_WAVES),) if grid is None else grid
+    expr = f"block_spmm_dot<{{T}}, {G}, {'false' if dinv is None else 'true'}>"
+    launch(get_kernel("block", expr, P.dtype, defines=tuple(defines)), grid, (BLOCK,),
+           (np.int32(n), np.int32(k), csr.indptr, csr.indices, csr.data,
+            _NULL if dinv is None else dinv, P, Q, W, active, partials), stream)
+
+
 def run(ops, maxiter: int, check_every: int = CHECK_EVERY) -> None:
     """Iterate ``ops`` until no column is active or ``maxiter`` iterations; the columns still
     active then get status MAXITER. Every ``check_every`` iterations the host queues a read of
@@ -291,10 +308,7 @@ class DeviceBlock:
 
     def _spmm(self, P, Q, W, dinv=None):
         """Q = A D^-1 P (dinv None: A P) on the active columns; part_a gets w^H q's partials."""
-        c = self.csr
-        self._launch("block_spmm_dot", self.spmm_grid,
-                     (self.n, self.k, c.indptr, c.indices, c.data, self._null(dinv), P, Q, W,
-                      self.active, self.part_a), scaled=dinv is not None)
+        spmm_dot(self.csr, P, Q, W, self.active, self.part_a, self.spmm_grid, dinv, self.stream)
 
     def _alpha(self, num):
         """alpha = num / (the sum of the SpMM's partials), or the column breaks down."""
@@ -390,20 +404,16 @@ def _true_residuals(csr, B, X):
     norms in one product (``column_sq``), one read back."""
     import cupy
 
-    from .cuda._loader import get_kernel
-    from .cuda.executor import launch
-    from .cuda.ops import _NULL, BLOCK, grid_for
+    from .cuda.ops import grid_for
     n, k = B.shape
     sq = []
     for sl in passes(k) if k else ():
-        w, G = sl.stop - sl.start, lanes(sl.stop - sl.start)
+        w = sl.stop - sl.start
         Xp = cupy.ascontiguousarray(X[:, sl])
         Y = cupy.empty_like(Xp)
-        grid = grid_for(n * G, waves=SPMM_WAVES)
-        parts = cupy.empty(grid * w, Xp.dtype)
-        launch(get_kernel("block", f"block_spmm_dot<{{T}}, {G}, false>", Xp.dtype), (grid,),
-               (BLOCK,), (np.int32(n), np.int32(w), csr.indptr, csr.indices, csr.data, _NULL,
-                          Xp, Y, Xp, cupy.ones(w, cupy.int32), parts))
+        grid = (grid_for(n * lanes(w), waves=SPMM_WAVES),)
+        spmm_dot(csr, Xp, Y, Xp, cupy.ones(w, cupy.int32), cupy.empty(grid[0] * w, Xp.dtype),
+                 grid)
         Y -= B[:, sl]
         sq.append(column_sq(Y))
     return np.sqrt(cupy.concatenate(sq).get()) if sq else np.zeros(0)
