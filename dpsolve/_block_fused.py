@@ -389,13 +389,30 @@ def usable(P, B, X0, *, callback, energy, options) -> bool:
             and B.shape[1] >= 2)
 
 
+GRAM = True           # column_sq as the diagonal of Y^T Y (one read of Y); False: |Y|^2 summed
+
+
 def column_sq(Y):
-    """||y_j||^2 of each column of an (n, k) CuPy array, in float64, as a CuPy array: one matrix-
-    vector product (cuBLAS) over |Y|^2. CuPy's own reduction over axis 0 of a C-ordered (n, k)
-    array gives each of the k sums to one thread block: a few blocks of the GPU's 132 SMs."""
+    """||y_j||^2 of each column of an (n, k) CuPy array, in float64, as a CuPy array. A real
+    float64 Y: the diagonal of the Gram matrix Y^T Y (one cuBLAS product, Y read once); otherwise
+    (or GRAM off) one matrix-vector product over |Y|^2 in float64. CuPy's own reduction over
+    axis 0 of a C-ordered (n, k) array gives each of the k sums to one thread block: a few blocks
+    of the GPU's 132 SMs."""
     import cupy
+    if GRAM and Y.dtype == cupy.float64:
+        return cupy.ascontiguousarray((Y.T @ Y).diagonal())
     a = cupy.abs(Y).astype(cupy.float64, copy=False)
     return (a * a).T @ cupy.ones(a.shape[0], cupy.float64)
+
+
+def columns(Y, cols):
+    """Y[:, cols] for an int array ``cols``, as a C-contiguous (n, len(cols)) array: Y itself
+    where ``cols`` is every column in order (no copy: the common case, where a block's columns
+    all run together), a copy otherwise."""
+    import cupy
+    if len(cols) == Y.shape[1] and np.array_equal(np.asarray(cols), np.arange(Y.shape[1])):
+        return cupy.ascontiguousarray(Y)
+    return cupy.ascontiguousarray(Y[:, cupy.asarray(cols)])
 
 
 def _true_residuals(csr, B, X):
@@ -428,11 +445,13 @@ def _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, status, its, strea
     import cupy
     for sl in passes(len(cols)):
         c = cols[sl]
-        cd = cupy.asarray(c)
-        ops = cls(csr, cupy.ascontiguousarray(Bd[:, cd]), None if X0 is None else X0[:, sl],
+        ops = cls(csr, columns(Bd, c), None if X0 is None else X0[:, sl],
                   tol[c], dinv, stream=stream, limit=limit[sl], graphs=graphs, asleep=asleep)
         run(ops, int(limit[sl].max()))
-        X[:, cd] = ops.X
+        if len(c) == X.shape[1]:             # every column in this pass: a contiguous copy
+            X[...] = ops.X
+        else:
+            X[:, cupy.asarray(c)] = ops.X
         status[c], its[c] = ops.status, ops.iters
 
 
@@ -520,15 +539,13 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
         """The block on these columns from ``start`` (zero X0 where None, else their X):
         (status, this run's iterations) of each."""
         st, it = np.empty(k, np.int64), np.empty(k, np.int64)
-        cd = cupy.asarray(cols)
-        X0 = (None if X0d is None else X0d[:, cd]) if start is None else X[:, cd]
+        X0 = (None if X0d is None else columns(X0d, cols)) if start is None else columns(X, cols)
         _run_columns(cls, csr, Bd, X0, tol, dinv, cols, limit, X, st, it, stream, graphs,
                      P.sync == "blocking")
         return st[cols], it[cols]
 
     def residuals(cols):
-        cd = cupy.asarray(cols)
-        return _true_residuals(csr, Bd[:, cd], X[:, cd])
+        return _true_residuals(csr, columns(Bd, cols), columns(X, cols))
 
     status, total, restarts, res = with_restarts(run_columns, residuals, k, tol, maxiter,
                                                  MAX_RESTARTS)
