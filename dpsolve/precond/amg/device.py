@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...cuda import ops
-from ...cuda._loader import get_kernel
+from ...cuda._loader import CSR_VECTOR_WIDTHS, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
@@ -67,6 +67,28 @@ def rows_at_once(n: int, lanes: int, nnz: int = 0, restriction: bool = False) ->
         return 1                               # rows of several passes (lanes = 32)
     work = n * lanes
     return MAX_ROWS if work >= ROWS_FOUR_LANES else 2 if work >= ROWS_TWO_LANES else 1
+
+
+# Lanes a row of a V-cycle CSR kernel: the fewest that leave each lane at most LANE_ENTRIES of
+# the mean row and the kernel at least LANES_MIN_THREADS threads (else 32). vector_width's nearest
+# power of two to the mean row gave 32 lanes to 2-D 1024^2's level 2 (41k rows of 27): its
+# residual and Jacobi sweep took 8.9 and 9.2 us at 32 lanes, 5.8 at 4 (float32, H100, each
+# alone); where rows are few (level 3: 3.4k rows of 36) or long (3-D 160^3's level 2: 86k of
+# 164), 32 stayed the fastest, as this rule gives. LANES_BY_THREADS = False: vector_width's rule.
+LANE_ENTRIES = 8
+LANES_MIN_THREADS = 150_000
+LANES_BY_THREADS = True
+
+
+def cycle_lanes(n: int, nnz: int) -> int:
+    """Lanes a row of the V-cycle's CSR kernels over n rows of nnz entries (see above)."""
+    mean = nnz / max(n, 1)
+    if not LANES_BY_THREADS:
+        return vector_width(mean)
+    for w in CSR_VECTOR_WIDTHS:
+        if mean <= LANE_ENTRIES * w and n * w >= LANES_MIN_THREADS:
+            return w
+    return CSR_VECTOR_WIDTHS[-1]
 
 
 def rows_launch(n: int, lanes: int, nnz: int = 0, restriction: bool = False):
@@ -1077,7 +1099,7 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
     real = np.finfo(dt).dtype.type
     for l, lev in enumerate(h.levels):  # noqa: E741
         n = lev.n
-        lev.lanes = vector_width(lev.A.nnz / max(n, 1))
+        lev.lanes = cycle_lanes(n, int(lev.A.nnz))
         lev.fused = reference.fuse_presmoothing(n, int(lev.A.nnz))
         lev.scale = (lev.inv_diag * real(h.omega / lev.rho)).astype(dt)
         if h.smoother == "chebyshev":
@@ -1086,7 +1108,7 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
         lev.out = cupy.full(n, np.nan, dt) if l > 0 else None
         if lev.P is None:
             continue
-        lev.lanes_P = vector_width(lev.P.nnz / max(n, 1))
+        lev.lanes_P = cycle_lanes(n, int(lev.P.nnz))
         prev = reuse.levels[l] if reuse is not None and l < len(reuse.levels) else None
         if l > 0:
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
@@ -1094,7 +1116,8 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
         if lev.sell_R is None:          # the restriction runs over R's CSR (else its SELL copy)
             R = lev.R
-            lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])))
+            lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])),
+                                           width=cycle_lanes(int(R.shape[0]), int(R.nnz)))
             lev.lanes_R = lev.R_matrix.width
         else:
             lev.R_matrix, lev.lanes_R = None, None
