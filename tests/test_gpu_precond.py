@@ -177,6 +177,47 @@ def test_fused_casts_give_the_cast_kernels_values():
     assert nbytes[1] - nbytes[0] == 2 * n * (8 + 4) - 3 * n * (8 - 4)
 
 
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, monkeypatch):
+    """SELL-C-sigma (device.SELL_SIGMA: a matrix's rows sorted by length within windows, slot q
+    holding row perm[q]) gives the V-cycle of the unsorted SELL-32 (SELL_SIGMA = 1) bit for bit,
+    with no more slots; perm is a permutation that keeps every row in its window, longest first."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    monkeypatch.setattr(device, "SELL_MIN_ROWS", 0)
+    monkeypatch.setattr(device, "SELL_MAX_PADDING", float("inf"))
+    monkeypatch.setattr(device, "SELL_MAX_MEAN_ROW", float("inf"))
+    A, _ = _problem("2d", 61, dtype)
+    r = np.random.default_rng(7).random(A.shape[0]).astype(dtype)
+    zs, slots = [], []
+    for sigma in (16, 1):
+        monkeypatch.setattr(device, "SELL_SIGMA", sigma)
+        P = _prepared(A, "cuda", M=dpsolve.precond.AMG(precision=precision))
+        hc, _ = _cycling(P.precond.hierarchy)
+        assert _uses_sell(hc)
+        mats = [m for i, lev in enumerate(hc.levels[:-1])
+                for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())]
+        slots.append(sum(int(m.idx.size) for m in mats))
+        for m in mats:
+            if sigma == 1:
+                assert m.perm is None
+                continue
+            perm = m.perm.get()
+            n = perm.size
+            assert np.array_equal(np.sort(perm), np.arange(n))
+            assert np.array_equal(perm // sigma, np.arange(n) // sigma)
+            lengths = np.diff(m.indptr.get())[perm]
+            for w in range(0, n, sigma):
+                assert np.all(np.diff(lengths[w:w + sigma]) <= 0)
+        st = P._state
+        with st.stream:
+            z = cp.full(A.shape[0], np.nan, dtype)
+            st.pc.apply(st.ex, cp.asarray(r), z)
+            zs.append(z.get())
+    assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
+    assert slots[0] <= slots[1]
+
+
 @pytest.mark.parametrize("precision", ["full", "auto"])
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 def test_device_M_is_symmetric_and_two_set_ups_are_identical(smoother, precision):

@@ -141,20 +141,21 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
     }
 }
 
-// Sliced ELL, SELL-32 (device.sell_of): slices of 32 rows, slice s holding its rows' entries
-// column-major over its own width (sptr[s + 1] - sptr[s]) / 32, entry k of row r at
-// sptr[r / 32] + 32 k + r % 32, padding with index -1. A thread a row, as the ELL level 0: its
+// Sliced ELL, SELL-32 (device.sell_of): slices of 32 slots, slice s holding its slots' entries
+// column-major over its own width (sptr[s + 1] - sptr[s]) / 32, entry k of slot q at
+// sptr[q / 32] + 32 k + q % 32, padding with index -1; slot q holds row perm[q] (the rows sorted
+// by length within windows: sell_row_of, below). A thread a row, as the ELL level 0: its
 // loads coalesced over the slice and independent of each other (the CSR-vector kernels of W
 // lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
 // H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
 template <typename T, typename X>
-__device__ __forceinline__ T sell_row(int row, const int* __restrict__ sptr,
+__device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
                                       const int* __restrict__ idx, const T* __restrict__ val,
                                       X xv) {
-    const int end = sptr[(row >> 5) + 1];
+    const int end = sptr[(slot >> 5) + 1];
     T sum = T(0);
 #pragma unroll 4
-    for (int at = sptr[row >> 5] + (row & 31); at < end; at += 32) {
+    for (int at = sptr[slot >> 5] + (slot & 31); at < end; at += 32) {
         const int c = dps::ld_mat<true>(idx + at);
         if (c >= 0) sum += dps::ld_mat<true>(val + at) * xv(c);
     }
@@ -544,14 +545,26 @@ vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
 
 // ---------------------------------------------------------------------------- levels in SELL-32
 
+// SELL-32 with its rows sorted by length within windows of device.SELL_SIGMA rows (SELL-C-sigma):
+// slot q of the layout holds row perm[q] (perm null: row q), so a slice's 32 rows are of like
+// length and its padding small (2-D Poisson 1024^2, level 1: 1.31 slots an entry unsorted, 1.05
+// at sigma 256). A row's entries keep their order in its slot: its sum is the same bits.
+__device__ __forceinline__ int sell_row_of(const int* __restrict__ perm, int slot) {
+    return perm != nullptr ? perm[slot] : slot;
+}
+
 // sptr_next[s] = 32 x the longest row of slice s (the host's cumsum makes sptr from it)
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
-sell_widths(int n, const int* __restrict__ indptr, int* __restrict__ sptr_next) {
+sell_widths(int n, const int* __restrict__ indptr, const int* __restrict__ perm,
+            int* __restrict__ sptr_next) {
     const int slices = (n + 31) / 32;
     for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < slices; s += gridDim.x * blockDim.x) {
         int w = 0;
-        for (int r = 32 * s; r < 32 * s + 32 && r < n; ++r) w = max(w, indptr[r + 1] - indptr[r]);
+        for (int q = 32 * s; q < 32 * s + 32 && q < n; ++q) {
+            const int r = sell_row_of(perm, q);
+            w = max(w, indptr[r + 1] - indptr[r]);
+        }
         sptr_next[s] = 32 * w;
     }
 }
@@ -561,11 +574,12 @@ sell_widths(int n, const int* __restrict__ indptr, int* __restrict__ sptr_next) 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-          const T* __restrict__ data, const int* __restrict__ sptr, int* __restrict__ idx,
-          T* __restrict__ val) {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+          const T* __restrict__ data, const int* __restrict__ perm, const int* __restrict__ sptr,
+          int* __restrict__ idx, T* __restrict__ val) {
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n; q += gridDim.x * blockDim.x) {
+        const int r = sell_row_of(perm, q);
         const int begin = indptr[r], len = indptr[r + 1] - begin;
-        const int s = r >> 5, at0 = sptr[s] + (r & 31), width = (sptr[s + 1] - sptr[s]) >> 5;
+        const int s = q >> 5, at0 = sptr[s] + (q & 31), width = (sptr[s + 1] - sptr[s]) >> 5;
         for (int k = 0; k < width; ++k) {
             const int at = at0 + 32 * k;
             if (indices != nullptr) idx[at] = k < len ? indices[begin + k] : -1;
@@ -574,16 +588,19 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
     }
 }
 
-#define DPS_ROWS(n) \
-    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < (n); row += gridDim.x * blockDim.x)
+// the slots q of a level's n rows, grid-stride, each with its row (sell_row_of)
+#define DPS_ROWS(n)                                                                              \
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x, row = 0;                                 \
+         q < (n) && ((row = sell_row_of(perm, q)), true); q += gridDim.x * blockDim.x)
 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                           const T* __restrict__ val, const T* __restrict__ s,
-                           const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+                           const T* __restrict__ val, const int* __restrict__ perm,
+                           const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
+                           T* __restrict__ res) {
     DPS_ROWS(n) {
-        const T sum = amg::sell_row(row, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
+        const T sum = amg::sell_row(q, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
         x[row] = s[row] * b[row];
         res[row] = b[row] - sum;
     }
@@ -592,18 +609,18 @@ vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __res
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                 const T* __restrict__ val, const T* __restrict__ x, const T* __restrict__ b,
-                 T* __restrict__ res) {
-    DPS_ROWS(n) res[row] = b[row] - amg::sell_row(row, sptr, idx, val, amg::gather<T>{x});
+                 const T* __restrict__ val, const int* __restrict__ perm,
+                 const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
+    DPS_ROWS(n) res[row] = b[row] - amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
 }
 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-               const T* __restrict__ val, const T* __restrict__ s, const T* __restrict__ x,
-               const T* __restrict__ b, T* __restrict__ y) {
+               const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ s,
+               const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
     DPS_ROWS(n) {
-        const T ax = amg::sell_row(row, sptr, idx, val, amg::gather<T>{x});
+        const T ax = amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
     }
 }
@@ -612,10 +629,11 @@ vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
-                 const T* __restrict__ val, const T* __restrict__ res, const T* __restrict__ sc,
-                 T* __restrict__ bc, T* __restrict__ xc) {
+                 const T* __restrict__ val, const int* __restrict__ perm,
+                 const T* __restrict__ res, const T* __restrict__ sc, T* __restrict__ bc,
+                 T* __restrict__ xc) {
     DPS_ROWS(nc) {
-        const T r = amg::sell_row(row, sptr, idx, val, amg::gather<T>{res});
+        const T r = amg::sell_row(q, sptr, idx, val, amg::gather<T>{res});
         bc[row] = r;
         if (sc != nullptr) xc[row] = sc[row] * r;
     }
@@ -624,8 +642,9 @@ vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ i
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                const T* __restrict__ val, const T* __restrict__ xc, T* __restrict__ x) {
-    DPS_ROWS(n) x[row] = x[row] + amg::sell_row(row, sptr, idx, val, amg::gather<T>{xc});
+                const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ xc,
+                T* __restrict__ x) {
+    DPS_ROWS(n) x[row] = x[row] + amg::sell_row(q, sptr, idx, val, amg::gather<T>{xc});
 }
 
 #undef DPS_ROWS

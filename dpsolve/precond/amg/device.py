@@ -105,6 +105,7 @@ def rows_launch(n: int, lanes: int, nnz: int = 0, restriction: bool = False):
 # 17) 166 -> 140; P_0 at 3-D 100^3 31.0 -> 26.7. Fewer rows, longer rows lost: A_2 at 2-D (41k
 # rows of 27) 11.2 -> 15.9, at 3-D 160^3 (86k of 164) 69 -> 118: too few threads for their loops.
 SELL_MIN_ROWS = 100_000
+SELL_SIGMA = 256                # rows sorted by length within windows of this many (1: unsorted)
 SELL_MAX_MEAN_ROW = 48
 SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: a padding slot
                                 # reads 4 bytes (its index), an entry 12 (P_1 at 1.54-1.61: 2-D
@@ -114,20 +115,29 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
 @dataclass
 class SellMatrix:
     """A CSR matrix in SELL-32 (amg.cu's sell_row): slice pointers, indices (-1: padding) and
-    values; ``indptr`` and ``indices`` are the CSR arrays it was made from: a matrix over those
-    same arrays (a numeric re-set-up keeps every pattern) refills only the values."""
+    values of its slots, and ``perm``, the row of each slot (None: slot q is row q); ``indptr``
+    and ``indices`` are the CSR arrays it was made from: a matrix over those same arrays (a
+    numeric re-set-up keeps every pattern) refills only the values."""
     sptr: object
     idx: object
     val: object
     indptr: object
     indices: object
+    perm: object = None
+
+    @property
+    def rows(self):
+        """The kernels' argument for ``perm`` (a null pointer where unsorted)."""
+        return ops._NULL if self.perm is None else self.perm
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
     """M (a CuPy CSR) in SELL-32, or None where it would not pay: fewer than SELL_MIN_ROWS rows,
     rows of more than SELL_MAX_MEAN_ROW entries on average, or more than SELL_MAX_PADDING slots
-    per entry. ``prev``: the copy of a matrix over M's own pattern arrays (the same objects),
-    whose layout is kept: one kernel, no host wait."""
+    per entry. Its rows are sorted by length (longest first, ties in row order: a stable sort)
+    within windows of SELL_SIGMA rows, so that the 32 rows of a slice are of like length (the
+    padding slots are read too). ``prev``: the copy of a matrix over M's own pattern arrays (the
+    same objects), whose layout is kept: one kernel, no host wait."""
     import cupy
     n, nnz = int(M.shape[0]), int(M.nnz)
     if n < SELL_MIN_ROWS or nnz == 0 or nnz > SELL_MAX_MEAN_ROW * n:
@@ -136,23 +146,29 @@ def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
     fill = get_kernel("amg", "sell_fill<{T}>", dt)
     if prev is not None and prev.indptr is M.indptr and prev.indices is M.indices:
         val = cupy.empty(prev.idx.size, dt)
-        launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, ops._NULL, M.data, prev.sptr,
-                                            ops._NULL, val), None)
-        return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices)
+        launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, ops._NULL, M.data,
+                                            prev.rows, prev.sptr, ops._NULL, val), None)
+        return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices, prev.perm)
     slices = -(-n // 32)
+    perm = None
+    if SELL_SIGMA > 1:                  # key: the window, then the row's length, longest first
+        lengths = cupy.diff(M.indptr).astype(cupy.int64)
+        key = ((cupy.arange(n, dtype=cupy.int64) // SELL_SIGMA) << 32) | (0x7FFFFFFF - lengths)
+        perm = cupy.argsort(key).astype(cupy.int32)          # CUB's radix sort: stable
+    rows = ops._NULL if perm is None else perm
     sptr = cupy.zeros(slices + 1, cupy.int64)
     widths = cupy.empty(slices, cupy.int32)
     launch(get_kernel("amg", "sell_widths<{T}>", dt), (_grid(slices),), (BLOCK,),
-           (np.int32(n), M.indptr, widths), None)
+           (np.int32(n), M.indptr, rows, widths), None)
     cupy.cumsum(widths, dtype=cupy.int64, out=sptr[1:])
     total = int(sptr[-1])                                               # one host wait
     if total > SELL_MAX_PADDING * nnz or total >= 2**31:
         return None
     sptr = sptr.astype(cupy.int32)
     idx, val = cupy.empty(total, cupy.int32), cupy.empty(total, dt)
-    launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, M.indices, M.data, sptr, idx,
-                                        val), None)
-    return SellMatrix(sptr, idx, val, M.indptr, M.indices)
+    launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, M.indices, M.data, rows, sptr,
+                                        idx, val), None)
+    return SellMatrix(sptr, idx, val, M.indptr, M.indices, perm)
 
 
 @dataclass
@@ -300,7 +316,8 @@ class DeviceHierarchy:
             X, S = lev.X, lev.sell_A
             launch(get_kernel("amg", "vc_presmooth_residual_sell<{T}>", self.dtype),
                    (_grid(lev.n),), (BLOCK,),
-                   (np.int32(lev.n), S.sptr, S.idx, S.val, lev.scale, b, X, lev.res), stream)
+                   (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, lev.scale, b, X, lev.res),
+                   stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
             grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
@@ -323,7 +340,7 @@ class DeviceHierarchy:
         if lev.sell_R is not None:
             S = lev.sell_R
             launch(get_kernel("amg", "vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
-                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, lev.res,
+                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, S.rows, lev.res,
                               nxt.scale if scale_next else ops._NULL, nxt.b_in,
                               nxt.X if scale_next else ops._NULL), stream)
         elif scale_next:
@@ -339,7 +356,7 @@ class DeviceHierarchy:
         if lev.sell_P is not None:
             S = lev.sell_P
             launch(get_kernel("amg", "vc_prolong_sell<{T}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, nxt.out, X), stream)
+                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, nxt.out, X), stream)
         else:
             P = lev.P
             grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
@@ -358,7 +375,8 @@ class DeviceHierarchy:
         if lev.sell_A is not None:
             S = lev.sell_A
             launch(get_kernel("amg", "vc_residual_sell<{T}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, x, b, lev.res), stream)
+                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, x, b, lev.res),
+                   stream)
             return
         A = lev.A
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
@@ -375,7 +393,7 @@ class DeviceHierarchy:
         if self.smoother == "jacobi" and lev.sell_A is not None:
             S = lev.sell_A
             launch(get_kernel("amg", "vc_jacobi_sell<{T}>", dt), (_grid(lev.n),), (BLOCK,),
-                   (n, S.sptr, S.idx, S.val, lev.scale, x, b, out), stream)
+                   (n, S.sptr, S.idx, S.val, S.rows, lev.scale, x, b, out), stream)
             return out
         if self.smoother == "jacobi":
             launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
