@@ -10,9 +10,11 @@ The algorithm is preconditioned CG per column, step for step:
     each iteration:  q = A p; alpha = rz / p^H q; x += alpha p; r -= alpha q; z = D^-1 r;
                      converged when ||r|| <= tol; beta = (r^H z) / rz; p = z + beta p
 
-(D^-1: Jacobi's, or the identity). A column whose p^H q is 0 or not finite, or whose sums stop
-being finite, is frozen as broken down (negative curvature is not a breakdown: CG goes on, as
-SciPy's does).
+(D^-1: Jacobi's, or the identity). On the device x's update is deferred every other iteration
+and taken with the next one (x += alpha_j p_j + alpha_j+1 p_j+1, P double-buffered: X read and
+written every other iteration), so its X differs from the host's in rounding alone. A column
+whose p^H q is 0 or not finite, or whose sums stop being finite, is frozen as broken down
+(negative curvature is not a breakdown: CG goes on, as SciPy's does).
 
 ``run`` drives it over an "ops" object (start, iterate, read_active, finish): ``DeviceBlockCG``
 (the kernels, on a stream; ``DeviceBlock`` holds what every method's device block shares) or
@@ -333,12 +335,13 @@ class DeviceBlock:
 class DeviceBlockCG(DeviceBlock):
     """The CG block's steps as block.cu's kernels (``DeviceBlock`` says what it takes)."""
 
-    VECTORS = ("R", "P", "Q")     # with X and B: the n x k arrays of a pass
+    VECTORS = ("R", "P", "Pn", "Q")   # with X and B: the n x k arrays of a pass
 
     def __init__(self, csr, B, X0, tol, dinv=None, stream=None, limit=None, graphs=False,
                  asleep=False):
         super().__init__(csr, B, X0, tol, dinv, stream, limit, self.VECTORS,
-                         ("rz", "rr", "alpha", "beta"), graphs, asleep)
+                         ("rz", "rr", "alpha", "beta", "pend"), graphs, asleep)
+        self._flush = False       # whether the next iteration takes X's deferred steps
 
     def _beta(self, first):
         self._launch("block_beta", (int(self.k),),
@@ -347,11 +350,21 @@ class DeviceBlockCG(DeviceBlock):
                       self.limit))
 
     def _direction(self, first):
-        """X += alpha P (this iteration's step, on every column that took one), then the new P
-        on the active columns."""
+        """The new P (into Pn, then P and Pn swap) on the active columns, and X's steps: every
+        other iteration a column that goes on defers its step (block.cu's block_direction), the
+        next takes both, so X is read and written every other iteration. A CUDA graph of
+        CHECK_EVERY (even) iterations leaves the swap and the parity as it found them."""
         self._launch("block_direction", self.grid,
                      (self.n, self.k, self.R, self._null(self.dinv), self.alpha, self.beta,
-                      self.active, np.int32(first), self.X, self.P))
+                      self.active, np.int32(first), np.int32(self._flush and not first), self.X,
+                      self.P, self.Pn, self.pend))
+        self.P, self.Pn = self.Pn, self.P
+        self._flush = not self._flush and not first
+
+    def finish(self):
+        if self._flush:                       # the last iteration deferred: its steps, on Pn
+            self._launch("block_flush", self.grid, (self.n, self.k, self.pend, self.Pn, self.X))
+        super().finish()
 
     def start(self):
         Q = None

@@ -33,8 +33,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
-BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "bs_start",
-                        "bs_direction", "bs_s", "bs_update")
+BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "block_flush",
+                        "bs_start", "bs_direction", "bs_s", "bs_update")
 # and its SpMMs, templated on G and on D^-1 (SCALED) too
 BLOCK_SPMM_KERNELS = ("block_spmm_dot", "bs_spmm_ts")
 BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",

@@ -23,10 +23,16 @@
 //                          when rr_j <= tol2_j (status 1), a non-finite sum breaks down
 //                          (status 2), a column at its iteration limit stops (status 3), else
 //                          beta_j = rz_new_j / rz_j, rz_j = rz_new_j
-//   block_direction<T, G>  X += alpha P where alpha_j != 0 (this iteration's step, also on a
-//                          column frozen by block_beta just now), then P = D^-1 R + beta P on
-//                          the active columns (first: P = D^-1 R, no step): X's step rides on
-//                          the pass that reads P anyway, so the update does not read P
+//   block_direction<T, G>  Pout = D^-1 R + beta Pin on the active columns (first: D^-1 R), and
+//                          X's steps: P is double-buffered (the driver swaps Pin and Pout every
+//                          iteration) so that X is read and written every other iteration, not
+//                          every one (9.5 vector passes an iteration, not 10). On a deferring
+//                          iteration (flush = 0) a column that goes on keeps its step alpha_j
+//                          in pend_j; on a flushing one (flush = 1) X += pend Pout + alpha Pin
+//                          (Pout, before it is overwritten, still holds the previous P). A
+//                          column frozen by block_beta just now takes its steps at once.
+//   block_flush<T, G>      X += pend Pold: a step deferred by the last iteration run (the run
+//                          stopped after a deferring iteration)
 // D^-1: dinv (one value a row, the same for every column), or null (no preconditioner).
 #include <dpsolve/common.cuh>
 
@@ -242,18 +248,39 @@ template <typename T, int G>
 __global__ void __launch_bounds__(DPS_BLOCK)
 block_direction(int n, int k, const T* __restrict__ R, const T* __restrict__ dinv,
                 const T* __restrict__ alpha, const T* __restrict__ beta,
-                const int* __restrict__ active, int first, T* __restrict__ X,
-                T* __restrict__ P) {
+                const int* __restrict__ active, int first, int flush, T* __restrict__ X,
+                const T* __restrict__ Pin, T* __restrict__ Pout, T* __restrict__ pend) {
     const int c = blockcg::column<G>();
     if (c >= k) return;
     const bool on = active[c];
     const T a = first ? T(0) : alpha[c], b = on ? beta[c] : T(0);
-    if (!on && a == T(0)) return;
+    const bool defer = on && !flush && !first;
+    // pend is written on deferring iterations (by one thread a column) and read on flushing
+    // ones only: no thread reads it in the iteration that writes it
+    if (!flush && blockIdx.x == 0 && threadIdx.x < G) pend[c] = defer ? a : T(0);
+    const T ax = defer ? T(0) : a;                 // X's step on Pin now
+    const T ao = flush ? pend[c] : T(0);           // and the deferred one, on Pout's old P
+    if (!on && ax == T(0) && ao == T(0)) return;
     for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
         const size_t at = (size_t)i * k + c;
-        const T p = first ? T(0) : P[at];
-        if (a != T(0)) X[at] += a * p;
-        if (on) P[at] = blockcg::scaled(dinv, i, R[at]) + b * p;
+        const T p = first ? T(0) : Pin[at];
+        if (ao != T(0)) X[at] += ao * Pout[at] + ax * p;
+        else if (ax != T(0)) X[at] += ax * p;
+        if (on) Pout[at] = blockcg::scaled(dinv, i, R[at]) + b * p;
+    }
+}
+
+template <typename T, int G>
+__global__ void __launch_bounds__(DPS_BLOCK)
+block_flush(int n, int k, const T* __restrict__ pend, const T* __restrict__ Pold,
+            T* __restrict__ X) {
+    const int c = blockcg::column<G>();
+    if (c >= k) return;
+    const T ao = pend[c];
+    if (ao == T(0)) return;
+    for (int i = blockcg::first_row<G>(); i < n; i += blockcg::row_stride<G>()) {
+        const size_t at = (size_t)i * k + c;
+        X[at] += ao * Pold[at];
     }
 }
 
