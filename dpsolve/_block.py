@@ -82,8 +82,9 @@ def is_block(b) -> bool:
     return len(shape) == 2 and shape[1] != 1
 
 
-def _block(B, n: int, what: str):
-    """B (or X0) checked: a 2-D numeric array of n rows, finite, NumPy or CuPy (as given)."""
+def _block(B, n: int, what: str, finite: bool = True):
+    """B (or X0) checked: a 2-D numeric array of n rows, finite (``finite``: else the caller
+    checks that, as the batch path's kernel does), NumPy or CuPy (as given)."""
     from ._system import _check_dtype
     B = B if _is_cupy(B) else np.asarray(B)
     if B.dtype == object:
@@ -92,16 +93,25 @@ def _block(B, n: int, what: str):
         raise ValueError(f"shapes of A {(n, n)} and {what} {tuple(B.shape)} are incompatible "
                          f"(a block of right-hand sides has shape (n, k))")
     _check_dtype(B.dtype, what)
+    if finite:
+        _check_finite(B, what)
+    return B
+
+
+def _check_finite(B, what: str) -> None:
+    """A ValueError naming the columns of B that hold a NaN or Inf."""
     xp = __import__("cupy") if _is_cupy(B) else np
     if bool(xp.isfinite(B).all()):        # one reduction over all of B: the common case
-        return B
+        return
     finite = xp.isfinite(B).all(axis=0)   # per column (on a C-ordered CuPy B, a slow reduction)
-    bad = np.flatnonzero(~(finite.get() if _is_cupy(B) else finite))
+    _non_finite(np.flatnonzero(~(finite.get() if _is_cupy(B) else finite)), what)
+
+
+def _non_finite(bad, what: str) -> None:
     if bad.size:
         cols = ", ".join(str(int(j)) for j in bad[:10]) + (", ..." if bad.size > 10 else "")
         raise ValueError(f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} "
                          f"{cols}")
-    return B
 
 
 def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy, options,
@@ -110,7 +120,7 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
     (X, info) or (X, info, BlockReport). ``callback`` receives X (n, k) after each iteration, with
     the column in progress updated (the columns after it are still x0, the ones before final)."""
     t0 = time.perf_counter() if t0 is None else t0
-    B = _block(B, P.n, "b")
+    B = _block(B, P.n, "b", finite=False)       # the batch path checks it in its kernel
     k = B.shape[1]
     x0_mb = isinstance(X0, str)
     if X0 is not None and not x0_mb:
@@ -123,6 +133,7 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
                        full_output=full_output, energy=energy, options=options, t0=t0)
     if fast is not None:
         return fast
+    _check_finite(B, "b")
     from . import _block_fused
     if FUSED_PATH and _block_fused.usable(P, B, X0, callback=callback, energy=energy,
                                           options=options):
@@ -167,8 +178,8 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         return None
     import cupy
 
-    from ._system import in_safe_range
-    from .batch import device
+    from ._system import in_safe_range, safe_exponent_range
+    from .batch import BAD_INPUT, device
     from .formats import row_stats
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
     fe._get_atol_rtol(P.method, 0.0, atol, rtol)           # SciPy's errors for bad tolerances
@@ -178,19 +189,30 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     if config is None and device.vector_path(n, dt, P.method)[0] != "shared":
         return None                                           # too large for a block a column
     Bt = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False).T)       # (k, n)
-    sq = (cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64).get()
-    if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
-        return None                                           # the loop scales b (scale_rhs)
     Xt = (cupy.zeros((k, n), dt) if X0 is None
           else cupy.ascontiguousarray(cupy.asarray(X0).astype(dt, copy=False).T))
     maxiter = 10 * n if maxiter is None else int(maxiter)
     values = csr.data.reshape(1, -1)
     jacobi = base.M.name == "jacobi"
     if config is not None:
+        # the kernel checks b (BAD_INPUT: A was checked by prepare) and forms each tolerance;
+        # the safe range of ||b_j||^2 is checked beside it, both read back in one wait
         info, its, res, tol, path = device.solve_cg_rows(
             values, csr.indptr, csr.indices, Bt, Xt, rtol, atol, maxiter, jacobi, config,
             shared_values=True)
+        sq = (Bt * Bt if dt.kind == "f" else cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64)
+        t = 2.0 ** (2 * safe_exponent_range(dt))
+        unsafe = (sq != 0) & ~((sq >= 1.0 / t) & (sq <= t))
+        info_h, unsafe_h = cupy.stack((info.astype(cupy.int64),
+                                       unsafe.astype(cupy.int64))).get()
+        _non_finite(np.flatnonzero(info_h == BAD_INPUT), "b")
+        if unsafe_h.any():
+            return None                                       # the loop scales b (scale_rhs)
     else:
+        _check_finite(B, "b")
+        sq = (cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64).get()
+        if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
+            return None                                       # the loop scales b (scale_rhs)
         bnorm = cupy.sqrt(cupy.asarray(sq))
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))
         dinv = (cupy.ascontiguousarray(cupy.broadcast_to(
@@ -198,8 +220,9 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         info, its, res, path = device.solve_skipping_zero(
             P.method, values, csr.indptr, csr.indices, Bt, Xt, cupy.zeros(k, cupy.int32), tol,
             maxiter, dinv, bnorm == 0, shared_values=True)
+        info_h = info.get()
     X = cupy.ascontiguousarray(Xt.T)
-    info = info.get().astype(np.int64)
+    info = info_h.astype(np.int64)
     if not _is_cupy(B):
         X = X.get()
     if not full_output:

@@ -159,15 +159,18 @@ def test_an_empty_batch():
 
 
 @pytest.mark.parametrize("n,w,config", [(1000, 3, (8, 1)), (1000, 3, (8, 2)), (500, 7, (16, 1)),
-                                        (250, 15, (32, 1)), (1100, 1, None)])
+                                        (250, 15, (32, 1)), (1100, 1, (0, 4)),
+                                        (3001, 2, (0, 4)), (4096, 20, (0, 4)), (4100, 1, None)])
 def test_the_rows_kernel_takes_each_row_length(monkeypatch, n, w, config):
-    """batch_cg_rows's sizes (rows of <= 8, 16 and 32 entries, one or two rows a thread), each on
-    a banded SPD batch whose rows have 2 w + 1 entries, through dpsolve.batch.cg: picked where it
-    fits, each system within its own tolerance, the host reference's codes and x; a system of
-    more rows than a block takes batch_cg."""
+    """batch_cg_rows's sizes (rows of <= 8, 16 and 32 entries in registers, one or two rows a
+    thread; rows of any length read through L1, 4 rows a thread), each on a banded SPD
+    batch whose rows have 2 w + 1 entries, through dpsolve.batch.cg: picked where it fits, each
+    system within its own tolerance, the host reference's codes and x; a system of more rows
+    than a block takes batch_cg."""
     from dpsolve.batch import device
     if config is not None:
-        monkeypatch.setattr(device, "ROWS_PER_THREAD", (config[1],))
+        monkeypatch.setattr(device, "ROWS_PER_THREAD" if config[0] else "ROWS_GLOBAL",
+                            (config[1],))
     rng = np.random.default_rng(12)
     A = sp.diags([-np.ones(n - abs(o)) if o else np.full(n, 2.0 * w + 1) for o in range(-w, w + 1)],
                  list(range(-w, w + 1)), format="csr")
@@ -175,8 +178,8 @@ def test_the_rows_kernel_takes_each_row_length(monkeypatch, n, w, config):
     Ab, B = _batch(A, 9, np.float64, rng)
     X, info, rep = batch.cg(Ab, B, rtol=1e-8, full_output=True, variant="device")
     Xr, info_r, rep_r = batch.cg(Ab, B, rtol=1e-8, full_output=True, variant="host")
-    assert (f"<= {config[0]} entries in registers" in rep.path) if config else (
-        "shared" in rep.path)
+    assert (("read through L1" if config[0] == 0 else f"<= {config[0]} entries in registers")
+            in rep.path) if config else ("shared" in rep.path)
     np.testing.assert_array_equal(info, info_r)
     assert (rep.residual_norm <= rep.tolerance).all()
     assert np.abs(rep.iterations - rep_r.iterations).max() <= 2

@@ -33,18 +33,26 @@ ROWS_PER_THREAD = (4, 2, 1)       # batch_cg_rows's R, in order of preference wh
 #                                   R = 1 8.0; batch.cu says why)
 
 
+ROWS_GLOBAL = (4,)                # its R with the entries read through L1 (NZ = 0; H100, 2-D
+#                                   64^2, 64 right-hand sides: R = 4 2.55-2.57 ms, R = 8 2.89-3.24,
+#                                   batch_cg 3.13-3.40)
+
+
 def rows_config(n: int, row_max: int):
     """batch_cg_rows's (NZ, R) for systems of order n whose longest row has row_max entries: the
-    smallest NZ that holds a row, the first R of ROWS_PER_THREAD whose block holds the system;
-    None where that kernel does not take them (too many rows for a block, or too long a row)."""
-    for nz in sorted({nz for nz, _ in BATCH_ROWS}):
-        if row_max > nz:
-            continue
-        for r in ROWS_PER_THREAD:
+    smallest NZ that holds a row in registers, the first R of ROWS_PER_THREAD whose block holds
+    the system; else NZ = 0 (the entries read through L1 at each product) at the first R of
+    ROWS_GLOBAL whose block holds it; None where no block holds the system."""
+    fits = [nz for nz in sorted({nz for nz, _ in BATCH_ROWS}) if nz >= max(row_max, 1)]
+    for nz, rs in ((fits[0], ROWS_PER_THREAD),) if fits else ():
+        for r in rs:
             threads = BATCH_ROWS.get((nz, r))
             if threads is not None and -(-n // r) <= threads:
                 return nz, r
-        return None
+    for r in ROWS_GLOBAL:
+        threads = BATCH_ROWS.get((0, r))
+        if threads is not None and -(-n // r) <= threads:
+            return 0, r
     return None
 
 
@@ -115,8 +123,10 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     its = cupy.zeros(nb, cupy.int32)
     res = cupy.full(nb, np.nan, cupy.float64)
     tol = cupy.zeros(nb, cupy.float64)
-    path = (f"one launch, a block per system, {r} row{'s' if r > 1 else ''} a thread, rows of "
-            f"<= {nz} entries in registers, the checks in the kernel")
+    entries = (f"rows of <= {nz} entries in registers" if nz else
+               "the rows' entries read through L1 at each product, p in shared memory")
+    path = (f"one launch, a block per system, {r} row{'s' if r > 1 else ''} a thread, {entries}, "
+            f"the checks in the kernel")
     if nb == 0:
         return info, its, res, tol, path
     kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}>", dt)

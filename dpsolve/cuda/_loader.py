@@ -41,7 +41,8 @@ BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
                         "bs_omega", "bs_next")
 
 # batch_cg_rows's (NZ, R): entries a row holds in registers, rows a thread; -> its most threads
-BATCH_ROWS = {(8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512, (32, 1): 256}
+BATCH_ROWS = {(8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512, (32, 1): 256,
+              (0, 4): 1024}                  # NZ = 0: any row length, its entries via L1
 
 # the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
 # width)

@@ -369,8 +369,16 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // branches without a broadcast. The same algorithm, stops and codes as batch_cg, its sums in
 // another order.
 
+//
+// NZ = 0: the rows' entries are read from global memory at each product (through L1: the block
+// keeps only p in shared memory, so most of L1 is left to the pattern and values), for systems
+// of more rows than the register kernels hold: a block of right-hand sides of 2-D 64^2 (4,096
+// rows) took 10-11 us an iteration in batch_cg (vectors in shared memory, the matrix from L2;
+// block 0's clock: 9,000 of 20,500 cycles in the SpMV, 6,500 in the vector loops), 8-10 us here
+// at R = 4 (1,024 threads; R = 8 at 512 threads was slower).
 template <typename T, int NZ, int R>
-__global__ void __launch_bounds__(NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256, R == 4 ? 2 : 1)
+__global__ void __launch_bounds__(NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256,
+                                  NZ == 0 ? 1 : R == 4 ? 2 : 1)
 batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
               const T* __restrict__ values, long long nnz, const T* __restrict__ B,
               T* __restrict__ X, double rtol, double atol, int jacobi, int maxiter,
@@ -387,7 +395,8 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         s_true[threadIdx.x] = 0.0;
     }
     __syncthreads();
-    int row[R], start[R], len[R], col[R][NZ];
+    constexpr int NR = NZ > 0 ? NZ : 1;           // entries a row in registers (NZ = 0: none)
+    int row[R], start[R], len[R], col[R][NR];
 #pragma unroll
     for (int s = 0; s < R; ++s) {
         row[s] = threadIdx.x + s * blockDim.x;
@@ -399,19 +408,27 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
         const T* b = B + (size_t)sys * n;             // read where needed: fewer registers
-        T a[R][NZ], di[R], xi[R], ri[R], pi[R];
+        T a[R][NR], di[R], xi[R], ri[R], pi[R];
+        const T* vals = values + (size_t)sys * nnz;
         bool bad = false, zero = false;
         double bb = 0.0;
 #pragma unroll
         for (int s = 0; s < R; ++s) {
             const bool live = row[s] < n;
-            const T* v = values + (size_t)sys * nnz + start[s];
+            const T* v = vals + start[s];
             T dg = T(0);
+            if constexpr (NZ > 0) {
 #pragma unroll
-            for (int k = 0; k < NZ; ++k) {
-                a[s][k] = k < len[s] ? v[k] : T(0);
-                bad |= !dps::is_finite(a[s][k]);
-                if (k < len[s] && col[s][k] == row[s]) dg = a[s][k];
+                for (int k = 0; k < NZ; ++k) {
+                    a[s][k] = k < len[s] ? v[k] : T(0);
+                    bad |= !dps::is_finite(a[s][k]);
+                    if (k < len[s] && col[s][k] == row[s]) dg = a[s][k];
+                }
+            } else {
+                for (int k = 0; k < len[s]; ++k) {
+                    bad |= !dps::is_finite(v[k]);
+                    if (indices[start[s] + k] == row[s]) dg = v[k];
+                }
             }
             const T bs = live ? b[row[s]] : T(0);
             bad |= !dps::is_finite(bs);
@@ -440,9 +457,14 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         // this row of A w, w in shared memory (batch::spmv's order of the sum)
         auto row_times = [&](int s, const T* w) {
             T acc = T(0);
+            if constexpr (NZ > 0) {
 #pragma unroll
-            for (int k = 0; k < NZ; ++k)
-                if (k < len[s]) acc += a[s][k] * w[col[s][k]];
+                for (int k = 0; k < NZ; ++k)
+                    if (k < len[s]) acc += a[s][k] * w[col[s][k]];
+            } else {                                  // the entries through L1, in k's order
+                acc = dps::gather_dot<8>(start[s], start[s] + len[s], indices, vals,
+                                         [&](int c) { return w[c]; });
+            }
             return acc;
         };
         auto store = [&](const T* v) {
