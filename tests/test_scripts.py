@@ -100,14 +100,14 @@ def test_profile_fixed_timeline_wraps_and_restores():
 
 def test_profile_block_counts_each_steps_bytes_and_checks_its_arguments():
     """scripts/profile-block: the bytes of each fused block step (the SpMM reads A and P once
-    and writes Q; update 3 vector passes, direction 5: x's step rides on the pass over P), and
-    bad arguments refused before any device work."""
+    and writes Q; update 3 vector passes, direction 4.5: 3, and 6 every other call, when x's
+    two deferred steps ride on it), and bad arguments refused before any device work."""
     prof = _script_module("profile-block")
     n, nnz, k = 1_000_000, 6_940_000, 16                                # 3-D Laplace 100^3
     b = prof.step_bytes(n, nnz, k)
     v = 8 * n * k
     assert b["spmm_dot"] == 2 * v + 12 * nnz + 4 * (n + 1)
-    assert (b["update"], b["direction"], b["alpha"], b["beta"]) == (3 * v, 5 * v, 0, 0)
+    assert (b["update"], b["direction"], b["alpha"], b["beta"]) == (3 * v, 9 * v // 2, 0, 0)
     assert prof.parse("laplace3d:160") == ("laplace3d", 160)
     for bad in ("foo:3", "laplace3d", "poisson2d:x", "laplace3d:1"):
         with pytest.raises(ValueError, match="unknown problem"):
