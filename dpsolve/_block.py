@@ -184,8 +184,8 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
     fe._get_atol_rtol(P.method, 0.0, atol, rtol)           # SciPy's errors for bad tolerances
     csr = base.csr
-    config = (device.rows_config(n, row_stats(csr)["max"]) if P.method == "cg" and device.ROWS
-              else None)
+    config = (device.rows_config(n, row_stats(csr)["max"], dt) if P.method == "cg"
+              and device.ROWS else None)
     if config is None and device.vector_path(n, dt, P.method)[0] != "shared":
         return None                                           # too large for a block a column
     Bt = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False).T)       # (k, n)

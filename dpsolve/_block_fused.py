@@ -407,12 +407,13 @@ GRAM = True           # column_sq as the diagonal of Y^T Y (one read of Y); Fals
 
 def column_sq(Y):
     """||y_j||^2 of each column of an (n, k) CuPy array, in float64, as a CuPy array. A real
-    float64 Y: the diagonal of the Gram matrix Y^T Y (one cuBLAS product, Y read once); otherwise
+    float64 Y of at most MAX_K columns: the diagonal of the Gram matrix Y^T Y (one cuBLAS product,
+    Y read once; its k^2 n work is why the width is capped); otherwise
     (or GRAM off) one matrix-vector product over |Y|^2 in float64. CuPy's own reduction over
     axis 0 of a C-ordered (n, k) array gives each of the k sums to one thread block: a few blocks
     of the GPU's 132 SMs."""
     import cupy
-    if GRAM and Y.dtype == cupy.float64:
+    if GRAM and Y.dtype == cupy.float64 and Y.shape[1] <= MAX_K:     # k^2 n: a pass's columns
         return cupy.ascontiguousarray((Y.T @ Y).diagonal())
     a = cupy.abs(Y).astype(cupy.float64, copy=False)
     return (a * a).T @ cupy.ones(a.shape[0], cupy.float64)

@@ -141,6 +141,7 @@ def test_rows_config_picks_the_smallest_fit():
     assert device.rows_config(256, 32) == (32, 1) and device.rows_config(256, 33) == (0, 4)
     assert device.rows_config(3, 1) == (8, 4)
     assert device.rows_config(4096, 5) == (0, 4) and device.rows_config(4097, 5) is None
+    assert device.rows_config(1025, 7, np.complex128) is None      # real dtypes only
 
 
 def test_the_kernels_codes_are_the_modules():

@@ -257,7 +257,8 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
     from . import device
     indptr, indices, row_max = Ab.device_pattern()
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
-    config = device.rows_config(Ab.n, row_max) if method == "cg" and device.ROWS else None
+    config = (device.rows_config(Ab.n, row_max, dtype) if method == "cg" and device.ROWS
+              else None)
     if config is not None:
         values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
         Bw = cupy.ascontiguousarray(cupy.asarray(B).astype(dtype, copy=False))

@@ -38,18 +38,19 @@ ROWS_GLOBAL = (4,)                # its R with the entries read through L1 (NZ =
 #                                   batch_cg 3.13-3.40)
 
 
-def rows_config(n: int, row_max: int):
+def rows_config(n: int, row_max: int, dtype=np.float64):
     """batch_cg_rows's (NZ, R) for systems of order n whose longest row has row_max entries: the
     smallest NZ that holds a row in registers, the first R of ROWS_PER_THREAD whose block holds
-    the system; else NZ = 0 (the entries read through L1 at each product) at the first R of
-    ROWS_GLOBAL whose block holds it; None where no block holds the system."""
+    the system; else, for a real ``dtype``, NZ = 0 (the entries read through L1 at each product)
+    at the first R of ROWS_GLOBAL whose block holds it (complex vectors would not fit its
+    registers at 1,024 threads); None where no block holds the system."""
     fits = [nz for nz in sorted({nz for nz, _ in BATCH_ROWS}) if nz >= max(row_max, 1)]
     for nz, rs in ((fits[0], ROWS_PER_THREAD),) if fits else ():
         for r in rs:
             threads = BATCH_ROWS.get((nz, r))
             if threads is not None and -(-n // r) <= threads:
                 return nz, r
-    for r in ROWS_GLOBAL:
+    for r in ROWS_GLOBAL if np.dtype(dtype).kind == "f" else ():
         threads = BATCH_ROWS.get((0, r))
         if threads is not None and -(-n // r) <= threads:
             return 0, r
