@@ -35,7 +35,8 @@
 //   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s
 //   vc_restrict_scale<T, W>  bc = R res and xc = sc .* bc: the restriction (rows: the coarse
 //                         level's) with the next level's Jacobi pre-smoothing from zero, where
-//                         that level pre-smooths apart from its residual (one launch fewer)
+//                         that level pre-smooths apart from its residual (one launch fewer);
+//                         sc null: bc = R res alone
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a warp a row
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
@@ -43,13 +44,27 @@
 //   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_restrict_sell<T>
 //   (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>: the same over a
 //                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
-// and the restriction b_c = R res through spmv.cu's CSR-vector kernel (levels without SELL).
 //   vc_to_single<T>, vc_from_single<T>  the casts around a V-cycle run in single precision
 //                         (precision "mixed": T double, the cycle's kernels float; complex alike)
 //   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
 //                         with the casts fused (b read, y written in T; the rest single)
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
+
+// Programmatic dependent launch (device.PDL: the V-cycle's kernels captured into a graph with
+// cudaLaunchAttributeProgrammaticStreamSerialization): every vc_* kernel first lets the next one
+// be scheduled (its blocks take SM slots as this kernel's blocks retire, rather than after the
+// grid's completion), then waits for the kernel before it to finish and flush. Both instructions
+// do nothing in a kernel launched the ordinary way.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DPS_PDL()                                                                                \
+    do {                                                                                         \
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                         \
+        asm volatile("griddepcontrol.wait;" ::: "memory");                                       \
+    } while (0)
+#else
+#define DPS_PDL() do {} while (0)
+#endif
 
 namespace amg {
 
@@ -294,6 +309,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
             const T* __restrict__ data, const T* __restrict__ x, const T* __restrict__ b,
             T* __restrict__ res, int rows) {
+    DPS_PDL();
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x},
                            [&](int row, T ax) { res[row] = b[row] - ax; });
 }
@@ -316,6 +332,7 @@ template <> __device__ __forceinline__ dps::complex<double> cast_to(dps::complex
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_to_single(int n, const T* __restrict__ in, typename single_of<T>::type* __restrict__ out) {
+    DPS_PDL();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         out[i] = cast_to<typename single_of<T>::type>(in[i]);
 }
@@ -323,6 +340,7 @@ vc_to_single(int n, const T* __restrict__ in, typename single_of<T>::type* __res
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_from_single(int n, const typename single_of<T>::type* __restrict__ in, T* __restrict__ out) {
+    DPS_PDL();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         out[i] = cast_to<T>(in[i]);
 }
@@ -330,6 +348,7 @@ vc_from_single(int n, const typename single_of<T>::type* __restrict__ in, T* __r
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_scale(int n, const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x) {
+    DPS_PDL();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         x[i] = s[i] * b[i];
 }
@@ -342,6 +361,7 @@ vc_presmooth_residual(int n, const int* __restrict__ indptr, const int* __restri
                       const T* __restrict__ data, const T* __restrict__ s,
                       const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res,
                       int rows) {
+    DPS_PDL();
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, [&](int c) { return s[c] * b[c]; },
                            [&](int row, T sum) {
                                x[row] = s[row] * b[row];
@@ -390,6 +410,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
           const T* __restrict__ data, const T* __restrict__ s, const T* __restrict__ x,
           const T* __restrict__ b, T* __restrict__ y, int rows) {
+    DPS_PDL();
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x},
                            [&](int row, T ax) { y[row] = x[row] + s[row] * (b[row] - ax); });
 }
@@ -400,6 +421,7 @@ vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ x,
         const T* __restrict__ b, T* __restrict__ d, T c1, T c2, T* __restrict__ y,
         int rows) {
+    DPS_PDL();
     if (x == nullptr) {                                   // from x = 0: no product
         for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n;
              row += gridDim.x * blockDim.x) {
@@ -421,6 +443,7 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ data, const T* __restrict__ xc, T* __restrict__ x, int rows) {
+    DPS_PDL();
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{xc},
                            [&](int row, T px) { x[row] = x[row] + px; });
 }
@@ -430,15 +453,17 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_scale(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
                   const T* __restrict__ data, const T* __restrict__ res, const T* __restrict__ sc,
                   T* __restrict__ bc, T* __restrict__ xc, int rows) {
+    DPS_PDL();
     amg::vector_rows<T, W>(rows, nc, indptr, indices, data, amg::gather<T>{res}, [&](int row, T r) {
         bc[row] = r;
-        xc[row] = sc[row] * r;
+        if (sc != nullptr) xc[row] = sc[row] * r;           // sc null: the restriction alone
     });
 }
 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restrict__ y) {
+    DPS_PDL();
     const int lane = threadIdx.x % DPS_WARP;
     const int warps = gridDim.x * blockDim.x / DPS_WARP;
     for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / DPS_WARP; row < n; row += warps) {
@@ -492,6 +517,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
                           const T* __restrict__ data, const T* __restrict__ s,
                           const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+    DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         vc::presmooth_residual_ell_row<T, T>(row, n, width, indices, data, s, b, x, res);
 }
@@ -500,6 +526,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
                 const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
+    DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         res[row] = b[row] - dps::ell_row<T>(row, n, width, indices, data, x);
 }
@@ -509,6 +536,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
               const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
               T* __restrict__ y) {
+    DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, s, x, b);
 }
@@ -526,6 +554,7 @@ vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
                               const typename single_of<T>::type* __restrict__ s,
                               const T* __restrict__ b, typename single_of<T>::type* __restrict__ x,
                               typename single_of<T>::type* __restrict__ res) {
+    DPS_PDL();
     using L = typename single_of<T>::type;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         vc::presmooth_residual_ell_row<L, T>(row, n, width, indices, data, s, b, x, res);
@@ -538,6 +567,7 @@ vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
                   const typename single_of<T>::type* __restrict__ s,
                   const typename single_of<T>::type* __restrict__ x, const T* __restrict__ b,
                   T* __restrict__ y) {
+    DPS_PDL();
     using L = typename single_of<T>::type;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = cast_to<T>(vc::jacobi_ell_row<L, T>(row, n, width, indices, data, s, x, b));
@@ -599,6 +629,7 @@ vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __res
                            const T* __restrict__ val, const int* __restrict__ perm,
                            const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
                            T* __restrict__ res) {
+    DPS_PDL();
     DPS_ROWS(n) {
         const T sum = amg::sell_row(q, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
         x[row] = s[row] * b[row];
@@ -611,6 +642,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
                  const T* __restrict__ val, const int* __restrict__ perm,
                  const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
+    DPS_PDL();
     DPS_ROWS(n) res[row] = b[row] - amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
 }
 
@@ -619,6 +651,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
                const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ s,
                const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
+    DPS_PDL();
     DPS_ROWS(n) {
         const T ax = amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
@@ -632,6 +665,7 @@ vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ i
                  const T* __restrict__ val, const int* __restrict__ perm,
                  const T* __restrict__ res, const T* __restrict__ sc, T* __restrict__ bc,
                  T* __restrict__ xc) {
+    DPS_PDL();
     DPS_ROWS(nc) {
         const T r = amg::sell_row(q, sptr, idx, val, amg::gather<T>{res});
         bc[row] = r;
@@ -644,6 +678,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
                 const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ xc,
                 T* __restrict__ x) {
+    DPS_PDL();
     DPS_ROWS(n) x[row] = x[row] + amg::sell_row(q, sptr, idx, val, amg::gather<T>{xc});
 }
 

@@ -49,6 +49,89 @@ def _grid(work: int) -> int:
     return ops.grid_for(work)
 
 
+# Programmatic dependent launch: the V-cycle's kernels, where they are captured into a CUDA graph
+# (variant graph, the V-cycle's timing), are launched with cudaLaunchAttributeProgrammaticStream-
+# Serialization, so that each kernel's blocks are scheduled as the previous kernel's retire
+# (amg.cu's DPS_PDL: each first lets the next one launch, then waits for the one before to finish
+# and flush). Launched from the host (cuda, merge, cublas) they go as CuPy launches them.
+PDL = True
+
+
+class _PdlKernel:
+    """A V-cycle kernel (``raw``: the CuPy kernel) launched with the programmatic-serialization
+    attribute (cuLaunchKernelEx) into a stream being captured, the ordinary way otherwise."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def __call__(self, grid, block, args, stream=None, shared_mem=0):
+        if PDL and stream is not None and stream.is_capturing():
+            params = _kernel_params(args)
+            if params is not None:
+                _launch_pdl(self.raw, grid, block, params, stream, shared_mem)
+                return
+        self.raw(grid, block, args, stream=stream, shared_mem=shared_mem)
+
+
+_PDL_KERNELS: dict = {}
+
+
+def vc_kernel(expression: str, dtype) -> _PdlKernel:
+    """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch."""
+    raw = get_kernel("amg", expression, dtype)
+    hit = _PDL_KERNELS.get(id(raw))
+    if hit is None or hit.raw is not raw:
+        hit = _PDL_KERNELS[id(raw)] = _PdlKernel(raw)
+    return hit
+
+
+def _kernel_params(args):
+    """(ctypes values, the void* array of their addresses) of a launch's arguments, or None where
+    one is of a kind not handled here (that launch goes the ordinary way)."""
+    import ctypes
+
+    import cupy
+    values = []
+    for a in args:
+        if isinstance(a, cupy.ndarray):
+            values.append(ctypes.c_void_p(a.data.ptr))
+        elif isinstance(a, np.uint64):                   # ops._NULL: a null pointer
+            values.append(ctypes.c_void_p(int(a) or None))
+        elif isinstance(a, np.int32):
+            values.append(ctypes.c_int32(int(a)))
+        elif isinstance(a, np.int64):
+            values.append(ctypes.c_int64(int(a)))
+        elif isinstance(a, np.float32):
+            values.append(ctypes.c_float(float(a)))
+        elif isinstance(a, np.float64):
+            values.append(ctypes.c_double(float(a)))
+        else:
+            return None
+    array = (ctypes.c_void_p * max(len(values), 1))(
+        *[ctypes.addressof(v) for v in values])
+    return values, array
+
+
+def _launch_pdl(raw, grid, block, params, stream, shared_mem) -> None:
+    import ctypes
+
+    from cuda.bindings import driver as cu
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = int(grid[0]), 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = int(block[0]), 1, 1
+    cfg.sharedMemBytes = int(shared_mem)
+    cfg.hStream = cu.CUstream(stream.ptr)
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    _values, array = params
+    err, = cu.cuLaunchKernelEx(cfg, cu.CUfunction(raw.kernel.ptr), ctypes.addressof(array), 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx (programmatic dependent launch) failed: {err}")
+
+
 # amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
 # a level has rows enough to fill the GPU that many times over (their loads in flight together),
 # one where it has few (every group is needed) or where its rows take several passes of the
@@ -190,7 +273,6 @@ class DeviceLevel:
     lanes_P: int = 2
     lanes_R: int | None = 2                  # R's lanes a row (None where the SELL copy runs)
     fused: bool = True                       # the Jacobi pre-smoothing fused into the residual
-    R_matrix: object = None                  # R as a dpsolve CSR-vector DeviceMatrix
     sell_A: SellMatrix = None                # SELL-32 copies (sell_of; None: CSR-vector kernels)
     sell_R: SellMatrix = None
     sell_P: SellMatrix = None
@@ -271,10 +353,10 @@ class DeviceHierarchy:
             low._cycle(0, b, out, stream, wide=self.dtype)
             return
         n = np.int32(self.levels[0].n)
-        launch(get_kernel("amg", "vc_to_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
+        launch(vc_kernel("vc_to_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
                (n, b, self.b_top), stream)
         low._cycle(0, self.b_top, self.z_top, stream)
-        launch(get_kernel("amg", "vc_from_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
+        launch(vc_kernel("vc_from_single<{T}>", self.dtype), (_grid(n),), (BLOCK,),
                (n, self.z_top, out), stream)
 
     def casts_fused(self) -> bool:
@@ -293,7 +375,7 @@ class DeviceHierarchy:
         levels = self.levels
         if l == len(levels) - 1:
             nc = levels[l].n
-            launch(get_kernel("amg", "vc_dense<{T}>", self.dtype),
+            launch(vc_kernel("vc_dense<{T}>", self.dtype),
                    (_grid(nc * 32),), (BLOCK,), (np.int32(nc), self.coarse_inv, b, out), stream)
             return
         lev = levels[l]
@@ -302,33 +384,33 @@ class DeviceHierarchy:
         if ell is not None:                                    # level 0 in the solve's ELL
             X, n = lev.X, np.int32(lev.n)
             if wide is not None:
-                launch(get_kernel("amg", "vc_presmooth_residual_ell_low<{T}>", wide),
+                launch(vc_kernel("vc_presmooth_residual_ell_low<{T}>", wide),
                        (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
             elif lev.fused:
-                launch(get_kernel("amg", "vc_presmooth_residual_ell<{T}>", self.dtype),
+                launch(vc_kernel("vc_presmooth_residual_ell<{T}>", self.dtype),
                        (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
             else:
-                launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),),
+                launch(vc_kernel("vc_scale<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (n, lev.scale, b, X), stream)
-                launch(get_kernel("amg", "vc_residual_ell<{T}>", self.dtype), (_grid(lev.n),),
+                launch(vc_kernel("vc_residual_ell<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (n, *ell, X, b, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused and lev.sell_A is not None:
             X, S = lev.X, lev.sell_A
-            launch(get_kernel("amg", "vc_presmooth_residual_sell<{T}>", self.dtype),
+            launch(vc_kernel("vc_presmooth_residual_sell<{T}>", self.dtype),
                    (_grid(lev.n),), (BLOCK,),
                    (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, lev.scale, b, X, lev.res),
                    stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
             grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
-            launch(get_kernel("amg", f"vc_presmooth_residual<{{T}}, {lev.lanes}>", self.dtype),
+            launch(vc_kernel(f"vc_presmooth_residual<{{T}}, {lev.lanes}>", self.dtype),
                    grid, (BLOCK,),
                    (np.int32(lev.n), A.indptr, A.indices, A.data, lev.scale, b, X, lev.res, rows),
                    stream)
         elif self.smoother == "jacobi":                        # the same, in two kernels
             X = lev.X
             if not scaled:
-                launch(get_kernel("amg", "vc_scale<{T}>", self.dtype), (_grid(lev.n),),
+                launch(vc_kernel("vc_scale<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (np.int32(lev.n), lev.scale, b, X), stream)
             self._residual(lev, X, b, stream)
         else:
@@ -339,33 +421,38 @@ class DeviceHierarchy:
         scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
         if lev.sell_R is not None:
             S = lev.sell_R
-            launch(get_kernel("amg", "vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
+            launch(vc_kernel("vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
                    (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, S.rows, lev.res,
                               nxt.scale if scale_next else ops._NULL, nxt.b_in,
                               nxt.X if scale_next else ops._NULL), stream)
         elif scale_next:
             R = lev.R
             grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
-            launch(get_kernel("amg", f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
+            launch(vc_kernel(f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
                    grid, (BLOCK,),
                    (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, nxt.scale, nxt.b_in,
                     nxt.X, rows), stream)
-        else:
-            ops.spmv(lev.R_matrix, lev.res, nxt.b_in, stream)
+        else:                          # the restriction alone (a vc_* kernel: in the PDL chain)
+            R = lev.R
+            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
+            launch(vc_kernel(f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
+                   grid, (BLOCK,),
+                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, ops._NULL, nxt.b_in,
+                    ops._NULL, rows), stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         if lev.sell_P is not None:
             S = lev.sell_P
-            launch(get_kernel("amg", "vc_prolong_sell<{T}>", self.dtype), (_grid(lev.n),),
+            launch(vc_kernel("vc_prolong_sell<{T}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, nxt.out, X), stream)
         else:
             P = lev.P
             grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
-            launch(get_kernel("amg", f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
+            launch(vc_kernel(f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
                    (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
                    stream)
         if ell is not None:                                    # post-smoothing into out
             name = "vc_jacobi_ell<{T}>" if wide is None else "vc_jacobi_ell_low<{T}>"
-            launch(get_kernel("amg", name, self.dtype if wide is None else wide),
+            launch(vc_kernel(name, self.dtype if wide is None else wide),
                    (_grid(lev.n),), (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out),
                    stream)
         else:
@@ -374,13 +461,13 @@ class DeviceHierarchy:
     def _residual(self, lev, x, b, stream):
         if lev.sell_A is not None:
             S = lev.sell_A
-            launch(get_kernel("amg", "vc_residual_sell<{T}>", self.dtype), (_grid(lev.n),),
+            launch(vc_kernel("vc_residual_sell<{T}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, x, b, lev.res),
                    stream)
             return
         A = lev.A
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
-        launch(get_kernel("amg", f"vc_residual<{{T}}, {lev.lanes}>", self.dtype), grid,
+        launch(vc_kernel(f"vc_residual<{{T}}, {lev.lanes}>", self.dtype), grid,
                (BLOCK,), (np.int32(lev.n), A.indptr, A.indices, A.data, x, b, lev.res, rows),
                stream)
 
@@ -392,15 +479,15 @@ class DeviceHierarchy:
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
         if self.smoother == "jacobi" and lev.sell_A is not None:
             S = lev.sell_A
-            launch(get_kernel("amg", "vc_jacobi_sell<{T}>", dt), (_grid(lev.n),), (BLOCK,),
+            launch(vc_kernel("vc_jacobi_sell<{T}>", dt), (_grid(lev.n),), (BLOCK,),
                    (n, S.sptr, S.idx, S.val, S.rows, lev.scale, x, b, out), stream)
             return out
         if self.smoother == "jacobi":
-            launch(get_kernel("amg", f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
+            launch(vc_kernel(f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
                    (n, A.indptr, A.indices, A.data, lev.scale, x, b, out, rows), stream)
             return out
         steps = len(lev.cheb)
-        kernel = get_kernel("amg", f"vc_cheb<{{T}}, {lev.lanes}>", dt)
+        kernel = vc_kernel(f"vc_cheb<{{T}}, {lev.lanes}>", dt)
         bufs = (out, lev.Wb)                   # the last step lands in out
         cur = x
         for k, (c1, c2) in enumerate(lev.cheb):
@@ -1105,14 +1192,12 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
-    """The V-cycle's per-level data: smoother weights, lanes per row, R as a dpsolve matrix, the
+    """The V-cycle's per-level data: smoother weights, lanes per row (of A, R and P), the
     SELL-32 copies of A (below level 0), R and P where they pay (``sell_of``; over ``reuse``'s
     layouts where a re-set-up kept a pattern) and the work vectors (NaN-poisoned, as every
     dpsolve work vector)."""
     import cupy
 
-    from ...cuda.device_matrix import CsrVectorMatrix
-    from ...formats import CSR
     dt = h.dtype
     real = np.finfo(dt).dtype.type
     for l, lev in enumerate(h.levels):  # noqa: E741
@@ -1132,12 +1217,8 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
         lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
-        if lev.sell_R is None:          # the restriction runs over R's CSR (else its SELL copy)
-            R = lev.R
-            lev.R_matrix = CsrVectorMatrix(CSR(R.indptr, R.indices, R.data, int(R.shape[0])),
-                                           width=cycle_lanes(int(R.shape[0]), int(R.nnz)))
-            lev.lanes_R = lev.R_matrix.width
-        else:
-            lev.R_matrix, lev.lanes_R = None, None
+        # the restriction runs over R's CSR (vc_restrict_scale) where it has no SELL copy
+        lev.lanes_R = (cycle_lanes(int(lev.R.shape[0]), int(lev.R.nnz)) if lev.sell_R is None
+                       else None)
         lev.X, lev.Wb, lev.res = (cupy.full(n, np.nan, dt) for _ in range(3))
         lev.d = cupy.full(n, np.nan, dt) if h.smoother == "chebyshev" else None
