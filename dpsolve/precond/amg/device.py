@@ -419,26 +419,19 @@ class DeviceHierarchy:
         # b_{l+1} = R res; where level l+1 pre-smooths apart from its residual, the same kernel
         # writes its X = s .* b_{l+1} (one launch fewer)
         scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
+        sc, xc = (nxt.scale, nxt.X) if scale_next else (ops._NULL, ops._NULL)  # null: R res only
         if lev.sell_R is not None:
             S = lev.sell_R
             launch(vc_kernel("vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
-                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, S.rows, lev.res,
-                              nxt.scale if scale_next else ops._NULL, nxt.b_in,
-                              nxt.X if scale_next else ops._NULL), stream)
-        elif scale_next:
+                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, S.rows, lev.res, sc,
+                              nxt.b_in, xc), stream)
+        else:
             R = lev.R
             grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
             launch(vc_kernel(f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
                    grid, (BLOCK,),
-                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, nxt.scale, nxt.b_in,
-                    nxt.X, rows), stream)
-        else:                          # the restriction alone (a vc_* kernel: in the PDL chain)
-            R = lev.R
-            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
-            launch(vc_kernel(f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
-                   grid, (BLOCK,),
-                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, ops._NULL, nxt.b_in,
-                    ops._NULL, rows), stream)
+                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, sc, nxt.b_in, xc,
+                    rows), stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         if lev.sell_P is not None:
             S = lev.sell_P
