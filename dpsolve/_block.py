@@ -178,7 +178,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         return None
     import cupy
 
-    from ._system import in_safe_range, safe_exponent_range
+    from ._system import square_bounds
     from .batch import BAD_INPUT, device
     from .formats import row_stats
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
@@ -194,26 +194,27 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     maxiter = 10 * n if maxiter is None else int(maxiter)
     values = csr.data.reshape(1, -1)
     jacobi = base.M.name == "jacobi"
+    # ||b_j||^2 on the device, and the columns outside the safe range (in_safe_range's bounds;
+    # NaN among them): those the loop of single solves scales (scale_rhs)
+    sq = (Bt * Bt if dt.kind == "f" else cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64)
+    lo, hi = square_bounds(dt)
+    unsafe = (sq != 0) & ~((sq >= lo) & (sq <= hi))
     if config is not None:
         # the kernel checks b (BAD_INPUT: A was checked by prepare) and forms each tolerance;
-        # the safe range of ||b_j||^2 is checked beside it, both read back in one wait
+        # its codes and the unsafe columns read back in one wait
         info, its, res, tol, path = device.solve_cg_rows(
             values, csr.indptr, csr.indices, Bt, Xt, rtol, atol, maxiter, jacobi, config,
             shared_values=True)
-        sq = (Bt * Bt if dt.kind == "f" else cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64)
-        t = 2.0 ** (2 * safe_exponent_range(dt))
-        unsafe = (sq != 0) & ~((sq >= 1.0 / t) & (sq <= t))
         info_h, unsafe_h = cupy.stack((info.astype(cupy.int64),
                                        unsafe.astype(cupy.int64))).get()
         _non_finite(np.flatnonzero(info_h == BAD_INPUT), "b")
         if unsafe_h.any():
-            return None                                       # the loop scales b (scale_rhs)
+            return None
     else:
         _check_finite(B, "b")
-        sq = (cupy.abs(Bt) ** 2).sum(axis=1, dtype=np.float64).get()
-        if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
-            return None                                       # the loop scales b (scale_rhs)
-        bnorm = cupy.sqrt(cupy.asarray(sq))
+        if bool(unsafe.any()):
+            return None
+        bnorm = cupy.sqrt(sq)
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))
         dinv = (cupy.ascontiguousarray(cupy.broadcast_to(
             cupy.asarray(base.M.inv_diag, dt), (k, n))) if jacobi else None)

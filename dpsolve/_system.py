@@ -56,12 +56,19 @@ def safe_exponent_range(dtype) -> int:
 _SQUARE_BOUNDS = {}
 
 
-def in_safe_range(sq: float, dtype) -> bool:
-    """Whether a sum of squares ||v||^2 needs no scaling (finite, and ||v|| in [2^-T, 2^T])."""
+def square_bounds(dtype) -> tuple[float, float]:
+    """(lo, hi): the sums of squares ||v||^2 that need no scaling, lo <= ||v||^2 <= hi
+    (``in_safe_range``; device checks compare arrays of them with the same bounds)."""
     t = _SQUARE_BOUNDS.get(dtype)
     if t is None:
         t = _SQUARE_BOUNDS[dtype] = 2.0 ** (2 * safe_exponent_range(dtype))
-    return 1.0 / t <= sq <= t               # False for NaN and inf
+    return 1.0 / t, t
+
+
+def in_safe_range(sq: float, dtype) -> bool:
+    """Whether a sum of squares ||v||^2 needs no scaling (finite, and ||v|| in [2^-T, 2^T])."""
+    lo, hi = square_bounds(dtype)
+    return lo <= sq <= hi                   # False for NaN and inf
 
 
 def exponent_of(vmax: float) -> int:

@@ -45,15 +45,13 @@ def rows_config(n: int, row_max: int, dtype=np.float64):
     at the first R of ROWS_GLOBAL whose block holds it (complex vectors would not fit its
     registers at 1,024 threads); None where no block holds the system."""
     fits = [nz for nz in sorted({nz for nz, _ in BATCH_ROWS}) if nz >= max(row_max, 1)]
-    for nz, rs in ((fits[0], ROWS_PER_THREAD),) if fits else ():
-        for r in rs:
-            threads = BATCH_ROWS.get((nz, r))
-            if threads is not None and -(-n // r) <= threads:
-                return nz, r
-    for r in ROWS_GLOBAL if np.dtype(dtype).kind == "f" else ():
-        threads = BATCH_ROWS.get((0, r))
+    candidates = [(fits[0], r) for r in ROWS_PER_THREAD] if fits else []
+    if np.dtype(dtype).kind == "f":
+        candidates += [(0, r) for r in ROWS_GLOBAL]
+    for nz, r in candidates:
+        threads = BATCH_ROWS.get((nz, r))
         if threads is not None and -(-n // r) <= threads:
-            return 0, r
+            return nz, r
     return None
 
 
