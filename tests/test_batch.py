@@ -136,10 +136,11 @@ def test_rows_config_picks_the_smallest_fit():
     """Rows in registers where a block holds the system so; else the entries read through L1
     (NZ = 0), up to 4,096 rows a block; beyond, none (batch_cg)."""
     from dpsolve.batch import device
-    assert device.rows_config(1000, 7) == (8, 4) and device.rows_config(1025, 7) == (0, 4)
+    assert device.rows_config(1000, 7) == (7, 4) and device.rows_config(1025, 7) == (0, 4)
+    assert device.rows_config(1024, 5) == (5, 4) and device.rows_config(1000, 6) == (7, 4)
+    assert device.rows_config(1000, 8) == (8, 4) and device.rows_config(3, 1) == (5, 4)
     assert device.rows_config(512, 9) == (16, 1) and device.rows_config(513, 9) == (0, 4)
     assert device.rows_config(256, 32) == (32, 1) and device.rows_config(256, 33) == (0, 4)
-    assert device.rows_config(3, 1) == (8, 4)
     assert device.rows_config(4096, 5) == (0, 4) and device.rows_config(4097, 5) is None
     assert device.rows_config(1025, 7, np.complex128) is None      # real dtypes only
 

@@ -158,12 +158,13 @@ def test_an_empty_batch():
     assert its.size == res.size == 0 and path == "none"
 
 
-@pytest.mark.parametrize("n,w,config", [(1000, 3, (8, 1)), (1000, 3, (8, 2)), (500, 7, (16, 1)),
+@pytest.mark.parametrize("n,w,config", [(1000, 3, (8, 1)), (1000, 3, (8, 2)), (1000, 3, (7, 4)),
+                                        (1024, 2, (5, 4)), (1000, 1, (5, 4)), (500, 7, (16, 1)),
                                         (250, 15, (32, 1)), (1100, 1, (0, 4)),
                                         (3001, 2, (0, 4)), (4096, 20, (0, 4)), (4100, 1, None)])
 def test_the_rows_kernel_takes_each_row_length(monkeypatch, n, w, config):
-    """batch_cg_rows's sizes (rows of <= 8, 16 and 32 entries in registers, one or two rows a
-    thread; rows of any length read through L1, 4 rows a thread), each on a banded SPD
+    """batch_cg_rows's sizes (rows of <= 5, 7, 8, 16 and 32 entries in registers, one, two or
+    four rows a thread; rows of any length read through L1, 4 rows a thread), each on a banded SPD
     batch whose rows have 2 w + 1 entries, through dpsolve.batch.cg: picked where it fits, each
     system within its own tolerance, the host reference's codes and x; a system of more rows
     than a block takes batch_cg."""

@@ -39,13 +39,15 @@ ROWS_GLOBAL = (4,)                # its R with the entries read through L1 (NZ =
 
 
 def rows_config(n: int, row_max: int, dtype=np.float64):
-    """batch_cg_rows's (NZ, R) for systems of order n whose longest row has row_max entries: the
-    smallest NZ that holds a row in registers, the first R of ROWS_PER_THREAD whose block holds
-    the system; else, for a real ``dtype``, NZ = 0 (the entries read through L1 at each product)
-    at the first R of ROWS_GLOBAL whose block holds it (complex vectors would not fit its
-    registers at 1,024 threads); None where no block holds the system."""
-    fits = [nz for nz in sorted({nz for nz, _ in BATCH_ROWS}) if nz >= max(row_max, 1)]
-    candidates = [(fits[0], r) for r in ROWS_PER_THREAD] if fits else []
+    """batch_cg_rows's (NZ, R) for systems of order n whose longest row has row_max entries: at
+    the first R of ROWS_PER_THREAD whose block holds the system, the smallest NZ of that R that
+    holds a row in registers; else, for a real ``dtype``, NZ = 0 (the entries read through L1 at
+    each product) at the first R of ROWS_GLOBAL whose block holds it (complex vectors would not
+    fit its registers at 1,024 threads); None where no block holds the system."""
+    candidates = []
+    for r in ROWS_PER_THREAD:
+        fits = [nz for nz, rr in BATCH_ROWS if rr == r and nz >= max(row_max, 1)]
+        candidates += [(min(fits), r)] if fits else []
     if np.dtype(dtype).kind == "f":
         candidates += [(0, r) for r in ROWS_GLOBAL]
     for nz, r in candidates:

@@ -41,8 +41,9 @@ BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
                         "bs_omega", "bs_next")
 
 # batch_cg_rows's (NZ, R): entries a row holds in registers, rows a thread; -> its most threads
-BATCH_ROWS = {(8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512, (32, 1): 256,
-              (0, 4): 1024}                  # NZ = 0: any row length, its entries via L1
+# (NZ = 5 and 7: 2-D and 3-D stencils' rows, no empty slot to hold; batch.cu says why it pays)
+BATCH_ROWS = {(5, 4): 256, (7, 4): 256, (8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512,
+              (32, 1): 256, (0, 4): 1024}    # NZ = 0: any row length, its entries via L1
 
 # the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
 # width)

@@ -363,6 +363,17 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // H100 took 3.99 ms so, 4.51 at one block an SM, 5.24 at R = 2 (16 warps a block: their block
 // sums cost more) and 8.0 at R = 1 (spills at 64 registers).
 //
+// Registers decide the speed: at NZ = 8, R = 4 the values alone take 64 (float64) and ptxas
+// spills (ncu: 14.6 GB of local loads in that solve; 46 % issue active at 16 warps an SM, the
+// stalls on shared-memory and fixed latency). So NZ = 5 and 7 exist (2-D and 3-D stencils: no
+// empty slot) and the columns are packed byte offsets, two a register: 10,000 x 3-D 10^3 at
+// (NZ, R) = (8, 4) unpacked 4.36 ms, (7, 4) unpacked 4.03, (7, 4) packed 3.77; 1,000 x 2-D 32^2
+// 0.73 -> 0.54 ms. An empty slot holds a = 0 at the row's own column, so the product needs no
+// test of the row's length (0 times a finite w[row] adds nothing; a non-finite one has already
+// stopped the solve): 3.93 -> 3.70 ms, 0.57 -> 0.55. Tried and not kept: Chronopoulos and
+// Gear's CG (one block sum an iteration, s = A p by recurrence: more registers, 4.09-4.85 ms),
+// x and D^-1 in shared memory (3.82 ms).
+//
 // An iteration has three barriers: one for each of its two block sums and one after p is stored.
 // A block sum: warp sums into a slot a warp, a barrier, then every thread sums the slots in one
 // fixed order (four interleaved chains), so every thread holds the same bits and takes the same
@@ -396,15 +407,28 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     }
     __syncthreads();
     constexpr int NR = NZ > 0 ? NZ : 1;           // entries a row in registers (NZ = 0: none)
-    int row[R], start[R], len[R], col[R][NR];
+    int row[R], start[R], len[R];
+    // the columns as byte offsets into sp, two 16-bit halves a register (n <= 1,024 here:
+    // offsets < 16,384 even for complex<double>): 16 registers at NZ = 8, R = 4, not 32
+    unsigned colp[R][(NR + 1) / 2];
 #pragma unroll
     for (int s = 0; s < R; ++s) {
         row[s] = threadIdx.x + s * blockDim.x;
         start[s] = row[s] < n ? indptr[row[s]] : 0;
         len[s] = row[s] < n ? indptr[row[s] + 1] - start[s] : 0;
 #pragma unroll
-        for (int k = 0; k < NZ; ++k) col[s][k] = k < len[s] ? indices[start[s] + k] : 0;
+        for (int k = 0; k < NZ; k += 2) {           // an empty slot: the row's own (a = 0)
+            const unsigned own = row[s] < n ? row[s] * sizeof(T) : 0u;
+            const unsigned lo = k < len[s] ? indices[start[s] + k] * sizeof(T) : own;
+            const unsigned hi = k + 1 < len[s] ? indices[start[s] + k + 1] * sizeof(T) : own;
+            colp[s][k / 2] = lo | (hi << 16);
+        }
     }
+    auto offset = [&](int s, int k) { return (colp[s][k / 2] >> (16 * (k & 1))) & 0xffffu; };
+    auto col_of = [&](int s, int k) { return (int)(offset(s, k) / sizeof(T)); };
+    auto at = [&](const T* w, int s, int k) -> T {      // w[col], w in shared memory
+        return *reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(w) + offset(s, k));
+    };
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
         const T* b = B + (size_t)sys * n;             // read where needed: fewer registers
@@ -422,7 +446,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 for (int k = 0; k < NZ; ++k) {
                     a[s][k] = k < len[s] ? v[k] : T(0);
                     bad |= !dps::is_finite(a[s][k]);
-                    if (k < len[s] && col[s][k] == row[s]) dg = a[s][k];
+                    if (k < len[s] && col_of(s, k) == row[s]) dg = a[s][k];
                 }
             } else {
                 for (int k = 0; k < len[s]; ++k) {
@@ -459,8 +483,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             T acc = T(0);
             if constexpr (NZ > 0) {
 #pragma unroll
-                for (int k = 0; k < NZ; ++k)
-                    if (k < len[s]) acc += a[s][k] * w[col[s][k]];
+                for (int k = 0; k < NZ; ++k) acc += a[s][k] * at(w, s, k);   // empty: 0 w[row]
             } else {                                  // the entries through L1, in k's order
                 acc = dps::gather_dot<8>(start[s], start[s] + len[s], indices, vals,
                                          [&](int c) { return w[c]; });
