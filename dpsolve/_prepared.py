@@ -9,7 +9,9 @@
 conversion to CSR, the transfer to the device, the format choice and its layout (ELL padding,
 csr-adaptive's bins), BiCG's transpose, the graph build, the kernel lookup -- and keeps the
 result. ``solve`` then pays only for ``b`` and ``x0`` (one transfer and one host wait on the GPU)
-and the solve itself.
+and the solve itself. A CG system on variant ``persistent`` solving for a CuPy ``b`` of its dtype
+(no ``x0``, callback, ``full_output`` or ``energy``) takes a shorter path still: one launch and
+one host wait for the whole call (``_fast.py``).
 
 **A snapshot.** A prepared system holds its own copy of ``A`` (and of an array ``M``): changing
 the caller's matrix afterwards does not reach it, and ``solve`` keeps solving the system as it was
@@ -36,6 +38,7 @@ import time
 
 import numpy as np
 
+from . import _fast
 from . import _frontend as fe
 from . import methods as method_table
 from ._system import (System, check_vector, device_system, host_system, host_vector, split_x0,
@@ -66,6 +69,7 @@ class PreparedSystem:
         self.method, self.sync = method, sync
         self._options = dict(M=M, variant=variant, format=format, dtype=dtype)
         self._lock, self._owner, self._res = threading.Lock(), None, None
+        self._fast = None                        # the one-launch CG solve (_fast.py), if it applies
         device = fe.on_device(variant)
         if device:
             from ._setup import Resources
@@ -98,6 +102,7 @@ class PreparedSystem:
         self.variant, self.format = backend.name, fmt
         self.n, self.nnz, self.dtype = base.n, base.nnz, base.dtype
         self.precond = base.M                    # the bound preconditioner (its hierarchy, ...)
+        self._fast = _fast.bind(self)
         self.prepare_time = time.perf_counter() - t0
 
     def update(self, A) -> None:
@@ -129,6 +134,19 @@ class PreparedSystem:
         ``(x, info)`` codes, as :func:`dpsolve.cg` (``full_output``, ``energy`` likewise);
         ``options``: the method's own (GMRES's ``restart``, ...). Thread-safe (one solve at a
         time); re-entering from this solve's own callback raises RuntimeError."""
+        fast = self._fast
+        if (fast is not None and x0 is None and callback is None and not full_output
+                and not energy and not options and fast.eligible(b, rtol, atol, maxiter)):
+            me = threading.get_ident()
+            if self._owner != me:                # (re-entered: the general path says so)
+                with self._lock:
+                    self._owner = me
+                    try:
+                        out = fast.solve(b, rtol, atol, maxiter)
+                    finally:
+                        self._owner = None
+                if out is not None:
+                    return out
         t0, c0 = time.perf_counter(), time.process_time()
         fe.check_options(self._options["variant"], self.sync, self._options["format"], maxiter,
                          callback)

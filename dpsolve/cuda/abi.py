@@ -31,9 +31,17 @@ DYN_ITERS = 1
 DYN_STATE = 2
 DYN_ERROR = 3
 DYN_TAU = 4
+DYN_TOL = 5
+DYN_RES2 = 6
+DYN_BB = 7
 DYN_RUNNING = 0.0
 DYN_DONE = 1.0
 DYN_LAUNCH_FAILED = 2.0
+
+# CgArgs.flags: the prepared call's fast path
+DPS_FAST_ZERO_X = 1
+DPS_FAST_TOL = 2
+DPS_FAST_RESID = 4
 
 # csr-adaptive's row-bin descriptor: 64-bit words
 DPS_BINS_WORDS = 11
@@ -124,7 +132,7 @@ def compare(header: dict, python: dict) -> list[str]:
 # "f8" a double, "ptr" any pointer (a 64-bit word; None packs as nullptr), or the name of another
 # struct here, nested (PrecondArgs: the device face of a pointwise preconditioner, dpsolve/precond)
 _PRECOND = "inv_diag:ptr"
-_CG = ("n:i4 width:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr b:ptr pc:PrecondArgs "
+_CG = ("n:i4 width:i4 maxiter:i4 flags:i4 atol:f8 rtol:f8 indptr:ptr indices:ptr data:ptr b:ptr pc:PrecondArgs "
        "x:ptr r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr part_rr:ptr status:ptr "
        "hist:ptr bins:ptr")
 _BICG = ("n:i4 width:i4 width_h:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr "

@@ -18,6 +18,13 @@
 // blocks after a grid.sync, so those reads use ld.global.cg (__ldcg: L2, not the non-coherent L1 or
 // read-only path); the matrix and b are read-only and use the normal paths.
 //
+// The prepared call's fast path (dpsolve/_fast.py) sets CgArgs.flags (abi.cuh's DPS_FAST_*; 0
+// everywhere else, the kernel then as above): ZERO_X starts from x = 0 written here, r = b with
+// no product and no grid.sync; TOL takes the tolerance max(atol, rtol ||b||) from the first
+// head's ||r|| = ||b|| (DYN_BB, DYN_TOL; b = 0 or non-finite stops there, x = 0, for the host
+// to decide); RESID ends with ||b - A x||^2 of the x returned (DYN_RES2: the host's true-residual
+// check, two more grid.syncs). The whole call is then this one launch.
+//
 // Bytes per iteration (s = sizeof(T)): the matrix once, the gathers of z and p (2 nnz*s at most,
 // mostly L2 hits), v, p written (2n*s), x, r read+written and p, v read (6n*s), z written when
 // preconditioned, and gridDim.x^2 * s * (2 or 3) of partials read from L2 by the redundant
@@ -27,7 +34,8 @@
 // The solve, with the fields of dyn::CgArgs (args.cuh) as its parameters.
 template <typename T, int W>
 __device__ __forceinline__ void
-cg_persistent_body(int n, int width, int maxiter, double atol, const int* __restrict__ indptr,
+cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double rtol,
+              const int* __restrict__ indptr,
               const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ b,
               const dps::Pointwise<T> m, T* x, T* r, T* z, T* p0, T* p1, T* v,
               T* part_pv, T* part_rz, T* part_rr, double* status, dps::real_t<T>* hist,
@@ -40,13 +48,23 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
     const int first = blockIdx.x * DPS_BLOCK + threadIdx.x;
 
     // ---- set-up: r = b - A x, z = M r, p_{-1} = 0, partials of <r,z> and <r,r>
+    const bool zero_x = flags & DPS_FAST_ZERO_X;  // x = 0: r = b, no product
     {
         T rz = T(0), rr = T(0);
-        dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x},
-                            [&](int row, T ax) { r[row] = b[row] - ax; }, bins);
-        grid.sync();                              // CSR-vector rows and elements map differently
+        if (!zero_x) {
+            dyn::for_rows<T, W>(n, width, indptr, indices, data, dyn::LoadVec<T>{x},
+                                [&](int row, T ax) { r[row] = b[row] - ax; }, bins);
+            grid.sync();                          // CSR-vector rows and elements map differently
+        }
         for (int i = first; i < n; i += stride) {
-            const T ri = dps::ldcg(r + i);
+            T ri;
+            if (zero_x) {
+                ri = b[i];
+                r[i] = ri;
+                x[i] = T(0);
+            } else {
+                ri = dps::ldcg(r + i);
+            }
             const T zi = pre ? m.apply(i, ri) : ri;
             if (pre) z[i] = zi;
             p1[i] = T(0);
@@ -66,6 +84,16 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
         const T zeta = pers::all_sum(part_rz, gridDim.x, smem, &bcast);
         const T rrs = pre ? pers::all_sum(part_rr, gridDim.x, smem, &bcast) : zeta;
         tau = sqrt(fabs((double)dps::real(rrs)));
+        if (j == 0 && (flags & DPS_FAST_TOL)) {
+            // r = b (the start is x = 0): SciPy's max(atol, rtol ||b||); b = 0 or non-finite
+            // stops here (x = 0), the host decides what it means (dpsolve/_fast.py)
+            atol = fmax(atol, rtol * tau);
+            if (blockIdx.x == 0 && threadIdx.x == 0) {
+                status[DYN_BB] = tau * tau;
+                status[DYN_TOL] = atol;
+            }
+            if (!(tau > 0.0 && dps::is_finite(tau))) { info = 0; its = 0; break; }
+        }
         if (hist != nullptr && blockIdx.x == 0 && threadIdx.x == 0) hist[j] = tau;
         const dps::Stop s = dps::head_test(j, tau, atol, maxiter);      // stop.cuh
         if (!s.go) { info = s.info; its = s.its; break; }
@@ -109,6 +137,19 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
         }
         grid.sync();
     }
+    if (flags & DPS_FAST_RESID) {
+        // the true residual ||b - A x||^2 of the x returned, the host's check, in this launch
+        grid.sync();                              // every block past its last read of partials
+        T e = T(0);
+        dyn::for_rows<T, W>(n, width, indptr, indices, data, pers::LoadCoherent<T>{x},
+                            [&](int row, T ax) { e += dps::abs2(b[row] - ax); }, bins);
+        dyn::put_partial(e, part_pv, smem);
+        grid.sync();
+        if (blockIdx.x == 0) {
+            const T e2 = pers::all_sum(part_pv, gridDim.x, smem, &bcast);
+            if (threadIdx.x == 0) status[DYN_RES2] = (double)dps::real(e2);
+        }
+    }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         status[DYN_TAU] = tau;
         dyn::finish(status, info, its);
@@ -118,7 +159,8 @@ cg_persistent_body(int n, int width, int maxiter, double atol, const int* __rest
 // The kernel the host launches (cooperatively), with the solve's arguments by value.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent(const dyn::CgArgs<T> a) {
-    cg_persistent_body<T, W>(a.n, a.width, a.maxiter, a.atol, a.indptr, a.indices, a.data, a.b,
-                             dps::pointwise(a.pc), a.x, a.r, a.z, a.p0, a.p1, a.v, a.part_pv, a.part_rz,
-                             a.part_rr, a.status, a.hist, a.bins);
+    cg_persistent_body<T, W>(a.n, a.width, a.maxiter, a.flags, a.atol, a.rtol, a.indptr,
+                             a.indices, a.data, a.b, dps::pointwise(a.pc), a.x, a.r, a.z, a.p0,
+                             a.p1, a.v, a.part_pv, a.part_rz, a.part_rr, a.status, a.hist,
+                             a.bins);
 }

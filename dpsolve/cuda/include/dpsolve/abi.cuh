@@ -24,9 +24,18 @@
 #define DYN_STATE 2              // DYN_RUNNING, DYN_DONE or DYN_LAUNCH_FAILED
 #define DYN_ERROR 3              // the cudaError_t of a failed device-side launch
 #define DYN_TAU 4                // the last residual norm tested
+#define DYN_TOL 5                // a fast call's tolerance, max(atol, rtol ||b||) (DPS_FAST_TOL)
+#define DYN_RES2 6               // a fast call's ||b - A x||^2 of the returned x (DPS_FAST_RESID)
+#define DYN_BB 7                 // a fast call's ||b||^2 as summed (DPS_FAST_TOL)
 #define DYN_RUNNING 0.0
 #define DYN_DONE 1.0
 #define DYN_LAUNCH_FAILED 2.0
+
+// ---- CgArgs.flags: the prepared call's fast path (dpsolve/_fast.py), one launch for the whole
+// call; 0 everywhere else
+#define DPS_FAST_ZERO_X 1        // x = 0 is the start: the kernel zeroes x, r = b (no SpMV)
+#define DPS_FAST_TOL 2           // the tolerance max(atol, rtol ||b||) from ||b|| in the kernel
+#define DPS_FAST_RESID 4         // ||b - A x||^2 of the returned x into DYN_RES2 at the end
 
 // ---- csr-adaptive's row-bin descriptor (dynamic.cuh's Bins<T>::load): 64-bit words, the
 // pointers short_rows, med_rows, long_rows, chunk_long, chunk_begin, first_chunk, counters,

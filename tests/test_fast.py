@@ -1,0 +1,62 @@
+"""The prepared call's fast path (dpsolve/_fast.py) on the host: its decisions from the kernel's
+result area are ``_frontend.restarted``'s after one run, and it hands over to the general path
+exactly where that path would do more (scaling, a restart)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsolve import _fast
+from dpsolve._frontend import restarted
+
+F8 = np.float64
+
+
+@pytest.mark.parametrize("info,its,rnorm,tol,maxiter", [
+    (0, 12, 1e-9, 1e-8, 100),       # converged, confirmed
+    (1, 1, 0.5, 1e-8, 1),           # out of iterations
+    (100, 100, 0.5, 1e-8, 100),
+    (-10, 3, 0.5, 1e-8, 100),       # a breakdown keeps its code
+    (-10, 3, 0.0, 0.0, 100),        # tol = 0: an exact zero residual is success ...
+    (-10, 3, 0.5, 0.0, 100),        # ... anything else non-convergence
+    (0, 100, 0.5, 1e-8, 100),       # converged by the recurrence, budget spent: maxiter
+    (0, 0, 0.5, 1e-8, 100),         # exits at once, the true residual misses: maxiter
+])
+def test_decisions_are_restarteds_first_run(info, its, rnorm, tol, maxiter):
+    expect = restarted(lambda budget: (info, its), lambda: rnorm, tol, maxiter)[0]
+    res2 = rnorm ** 2 if rnorm else 1e-300 ** 2
+    if rnorm == 0:                   # an exact zero square is outside the safe range
+        assert _fast.decide(info, its, 1.0, 0.0, tol, maxiter, F8) is None
+        return
+    assert _fast.decide(info, its, 1.0, res2, tol, maxiter, F8) == expect
+
+
+def test_a_restart_is_the_general_paths():
+    """Converged by the recurrence, not by the true residual, iterations left: restarted would
+    run again; the fast path hands over."""
+    runs, norms = iter([(0, 5), (0, 1)]), iter([0.5, 1e-9])
+    assert restarted(lambda budget: next(runs), lambda: next(norms), 1e-8, 100)[3] == 1
+    assert _fast.decide(0, 5, 1.0, 0.25, 1e-8, 100, F8) is None
+
+
+@pytest.mark.parametrize("bb", [np.nan, np.inf, 1e-320, 1e308])
+def test_b_outside_the_safe_range_is_the_general_paths(bb):
+    """NaN or Inf in b (the general path raises its error), or ||b||^2 that needs scaling."""
+    assert _fast.decide(0, 5, bb, 1e-20, 1e-8, 100, F8) is None
+
+
+@pytest.mark.parametrize("res2", [np.nan, np.inf, 0.0])
+def test_a_residual_outside_the_safe_range_is_the_general_paths(res2):
+    assert _fast.decide(0, 5, 1.0, res2, 1e-8, 100, F8) is None
+
+
+def test_b_zero_is_x_zero():
+    assert _fast.decide(0, 0, 0.0, 0.0, 0.0, 100, F8) == 0
+
+
+@pytest.mark.parametrize("v,ok", [(1e-8, True), (0, True), (3, True), (np.float32(1e-3), True),
+                                  (-1.0, False), (np.nan, False), (True, False), ("1e-8", False),
+                                  (None, False)])
+def test_tolerances_it_takes(v, ok):
+    """A plain real, non-negative number; anything else goes to the general path (its errors)."""
+    assert _fast._real(v) is ok

@@ -1,0 +1,140 @@
+"""The prepared call's one-launch path (dpsolve/_fast.py, cg_persistent's DPS_FAST_* flags)
+against the general path on the same prepared system: the same bits where the tolerance does not
+decide (a run out of iterations), the same codes and an x within its tolerance where it does,
+b = 0, a NaN in b, the caller's stream, ``update``; and the path is taken (GPU machines only)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpsolve
+from dpsolve.matrices import laplace_2d
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+def _system(n_side, dtype, M=None, seed=0):
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A = sp.csr_array(laplace_2d(n_side)).astype(dtype)
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(A.shape[0])
+    if np.dtype(dtype).kind == "c":
+        b = b + 1j * rng.standard_normal(A.shape[0])
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=M, variant="persistent")
+    return A, P, cupy.asarray(b.astype(dtype))
+
+
+def _general(P, b, **kw):
+    """The general path's (x, info) on the same system (full_output takes it)."""
+    x, info, _ = P.solve(b, full_output=True, **kw)
+    return x, info
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_out_of_iterations_gives_the_general_paths_bits(dtype, M):
+    """maxiter = 7 (not converged): r = b and the same kernel, so the same x bit for bit."""
+    A, P, b = _system(29, dtype, M)                  # n = 841: an awkward size
+    assert P._fast is not None
+    x, info = P.solve(b, rtol=1e-12, maxiter=7)
+    xg, info_g = _general(P, b, rtol=1e-12, maxiter=7)
+    assert info == info_g == 7
+    np.testing.assert_array_equal(x.get(), xg.get())
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_converged_as_the_general_path(dtype, M):
+    A, P, b = _system(37, dtype, M, seed=1)
+    rtol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    b_before = b.copy()
+    x, info = P.solve(b, rtol=rtol)
+    xg, info_g = _general(P, b, rtol=rtol)
+    assert info == info_g == 0
+    np.testing.assert_array_equal(b.get(), b_before.get())          # b only read
+    bh = b.get()
+    assert np.linalg.norm(bh - A @ x.get()) <= rtol * np.linalg.norm(bh) * (1 + 1e-6)
+    scale = np.abs(xg.get()).max()                   # the same iterates; the tolerance's
+    np.testing.assert_allclose(x.get(), xg.get(), rtol=0, atol=1e3 * rtol * scale)  # rounding
+    assert x.dtype == P.dtype and x.shape == b.shape and x.data.ptr != b.data.ptr
+
+
+def test_the_fast_path_is_taken(monkeypatch):
+    """Its calls never reach the general path's iterate (and still solve)."""
+    from dpsolve import _frontend
+    A, P, b = _system(16, np.float64)
+
+    def refuse(*a, **k):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(_frontend, "iterate", refuse)
+    x, info = P.solve(b, rtol=1e-8, atol=0, maxiter=None)
+    assert info == 0
+    with pytest.raises(AssertionError, match="general path"):
+        P.solve(b, rtol=1e-8, full_output=True)
+
+
+def test_b_zero_and_nan():
+    import cupy
+    A, P, b = _system(12, np.float64)
+    x, info = P.solve(cupy.zeros_like(b))
+    assert info == 0 and not x.any()
+    bad = b.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError) as fast_err:
+        P.solve(bad)
+    with pytest.raises(ValueError) as general_err:
+        P.solve(bad, full_output=True)
+    assert str(fast_err.value) == str(general_err.value)
+    x, info = P.solve(b, rtol=1e-8)                          # the system still solves
+    assert info == 0
+
+
+def test_on_the_callers_stream_and_after_update():
+    """b made on a non-default stream is read after it is written; update() rebinds."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A, P, b = _system(20, np.float64)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        b2 = cupy.asarray(A @ np.arange(A.shape[0], dtype=float))   # queued on s
+        x, info = P.solve(b2, rtol=1e-10)
+        assert info == 0
+        np.testing.assert_allclose(x.get(), np.arange(A.shape[0]), rtol=1e-6, atol=1e-6)
+    P.update(csp.csr_matrix(2.0 * A))
+    assert P._fast is not None
+    x, info = P.solve(b, rtol=1e-10)
+    assert info == 0
+    np.testing.assert_allclose((2.0 * A) @ x.get(), b.get(), rtol=0,
+                               atol=1e-9 * np.linalg.norm(b.get()))
+
+
+def test_other_calls_take_the_general_path():
+    """NumPy b, another dtype, x0, a 2-D b: the general path, its answers unchanged."""
+    import cupy
+    A, P, b = _system(10, np.float64)
+    bh = b.get()
+    b32 = b.astype(np.float32)
+    for args, kw in (((bh,), {}), ((b32,), {}), ((b,), {"x0": cupy.zeros_like(b)}),
+                     ((b[:, None],), {})):
+        x, info = P.solve(*args, rtol=1e-10, **kw)
+        assert np.all(info == 0)
+        xr = x.get() if hasattr(x, "get") else x
+        rhs = b32.get().astype(np.float64) if args[0] is b32 else bh
+        assert np.linalg.norm(rhs - A @ xr.ravel()) <= 1e-9 * np.linalg.norm(rhs)
+
+
+def test_the_copied_result_area_gives_the_same():
+    """Without unified addressing the result area is copied back: the same answers."""
+    A, P, b = _system(18, np.float64)
+    f = P._fast
+    x0, info0 = P.solve(b, rtol=1e-9)
+    f.zero_copy = False
+    f.rec["status"] = f.status.data.ptr
+    x1, info1 = P.solve(b, rtol=1e-9)
+    x2, info2 = P.solve(b, rtol=1e-9, maxiter=3)
+    assert info0 == info1 == 0 and info2 == 3
+    np.testing.assert_array_equal(x0.get(), x1.get())
