@@ -427,7 +427,8 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     auto offset = [&](int s, int k) { return (colp[s][k / 2] >> (16 * (k & 1))) & 0xffffu; };
     auto col_of = [&](int s, int k) { return (int)(offset(s, k) / sizeof(T)); };
     auto at = [&](const T* w, int s, int k) -> T {      // w[col], w in shared memory
-        return *reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(w) + offset(s, k));
+        const unsigned char* base = reinterpret_cast<const unsigned char*>(w);
+        return *reinterpret_cast<const T*>(base + offset(s, k));
     };
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
