@@ -53,6 +53,7 @@ class FastCG:
         from .cuda import ops
         from .cuda._loader import get_kernel
         self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
+        self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
         self.kernel = get_kernel("cg_persistent",
                                  f"cg_persistent<{{T}}, {ops.dynamic_code(st.A)}>", st.dtype)
         self.grid = ops.persistent_grid(self.kernel, st.A)
@@ -83,8 +84,8 @@ class FastCG:
         """Whether this call is the fast path's: b a C-contiguous CuPy vector of the system's
         dtype and length; rtol, atol, maxiter plain valid numbers (else the general path, which
         also raises the errors)."""
-        return (type(b) is self.cupy.ndarray and b.dtype == self.dtype and b.shape == (self.n,)
-                and b.flags.c_contiguous and _real(rtol) and _real(atol)
+        return (type(b) is self.cupy.ndarray and b.dtype == self.dtype and b.shape == self.shape
+                and b.strides == self.strides and _real(rtol) and _real(atol)
                 and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
 
     def solve(self, b, rtol, atol, maxiter):
@@ -135,4 +136,6 @@ def decide(info, its, bb, res2, tol, maxiter, real_dtype):
 
 def _real(v) -> bool:
     """A real, non-negative, non-NaN number that is not a bool (SciPy's atol / rtol)."""
+    if type(v) is float or type(v) is int:               # the usual: no ABC check
+        return v >= 0 and v == v
     return bool(isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0 and v == v)
