@@ -132,9 +132,9 @@ def compare(header: dict, python: dict) -> list[str]:
 # "f8" a double, "ptr" any pointer (a 64-bit word; None packs as nullptr), or the name of another
 # struct here, nested (PrecondArgs: the device face of a pointwise preconditioner, dpsolve/precond)
 _PRECOND = "inv_diag:ptr"
-_CG = ("n:i4 width:i4 maxiter:i4 flags:i4 atol:f8 rtol:f8 indptr:ptr indices:ptr data:ptr b:ptr pc:PrecondArgs "
-       "x:ptr r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr part_rr:ptr status:ptr "
-       "hist:ptr bins:ptr")
+_CG = ("n:i4 width:i4 maxiter:i4 flags:i4 atol:f8 rtol:f8 indptr:ptr indices:ptr data:ptr "
+       "b:ptr pc:PrecondArgs x:ptr r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr "
+       "part_rr:ptr status:ptr hist:ptr bins:ptr")
 _BICG = ("n:i4 width:i4 width_h:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr "
          "h_indptr:ptr h_indices:ptr h_data:ptr b:ptr pc:PrecondArgs x:ptr r:ptr rt:ptr z:ptr "
          "zt:ptr p0:ptr p1:ptr pt0:ptr pt1:ptr q:ptr qt:ptr part_rho:ptr part_rr:ptr part_rv:ptr "

@@ -300,8 +300,8 @@ def cg_device(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol
     pre = active(pc)
     part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
     args = abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
-                    flags=0, atol=atol, rtol=0.0, indptr=indptr, indices=indices, data=data, b=b, pc=pc,
-                    x=x, r=r, z=z if pre else r, p0=p0, p1=p1, v=v, part_pv=part_pv,
+                    flags=0, atol=atol, rtol=0.0, indptr=indptr, indices=indices, data=data,
+                    b=b, pc=pc, x=x, r=r, z=z if pre else r, p0=p0, p1=p1, v=v, part_pv=part_pv,
                     part_rz=part_rz, part_rr=part_rr, status=status, hist=hist, bins=bins)
     return _device_launch("cg", persistent, A, (args,), stream)
 
