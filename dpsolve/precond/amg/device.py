@@ -158,7 +158,11 @@ def rows_at_once(n: int, lanes: int, nnz: int = 0, restriction: bool = False) ->
 # residual and Jacobi sweep took 8.9 and 9.2 us at 32 lanes, 5.8 at 4 (float32, H100, each
 # alone); where rows are few (level 3: 3.4k rows of 36) or long (3-D 160^3's level 2: 86k of
 # 164), 32 stayed the fastest, as this rule gives. LANES_BY_THREADS = False: vector_width's rule.
-LANE_ENTRIES = 8
+# LANE_ENTRIES 8 -> 4 (lanes [2, 2, 4] -> [2, 4, 8] at 2-D 1024^2, [2, 8] -> [2, 16] at 3-D):
+# the V-cycle, three A/B pairs interleaved (graph, float32 cycle, H100), 1024^2 161.8-162.5 ->
+# 159.0-159.3 us (1.51x -> 1.48x its floor), 100^3 254.6-256.6 -> 253.5-255.6, 160^3 unchanged
+# (894.5-896.5 vs 895.7-897.2); 16 was level or slower.
+LANE_ENTRIES = 4
 LANES_MIN_THREADS = 150_000
 LANES_BY_THREADS = True
 
