@@ -51,20 +51,14 @@ class FastCG:
         import cupy
 
         from .cuda import ops
-        from .cuda._loader import get_kernel
         self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
         self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
-        self.kernel = get_kernel("cg_persistent",
-                                 f"cg_persistent<{{T}}, {ops.dynamic_code(st.A)}>", st.dtype)
-        self.grid = ops.persistent_grid(self.kernel, st.A)
+        self.kernel, self.grid = ops.persistent_kernel("cg_persistent", "cg_persistent", st.A)
         self.block = ops.BLOCK
-        width, indptr, indices, data, bins = st.A.dyn_args()
-        part_pv, part_rz, part_rr = ops._dyn_parts(st.dyn_partials, 3)
-        rec = abi.pack("CgArgs", n=st.n, width=width, maxiter=np.int32(1), flags=FLAGS,
-                       atol=0.0, rtol=0.0, indptr=indptr, indices=indices, data=data, b=None,
-                       pc=st.pc_args, x=None, r=st.r, z=st.z if st.fused else st.r, p0=st.p,
-                       p1=st.p2, v=st.v, part_pv=part_pv, part_rz=part_rz, part_rr=part_rr,
-                       status=st.dyn_status, hist=None, bins=bins)
+        self.maxiter_arg = ops._maxiter_arg
+        # the general path's record (DynamicBackend.cg's operands), b and x per call
+        rec = ops.cg_args(st.A, None, st.pc_args, None, st.r, st.z, st.p, st.p2, st.v,
+                          st.dyn_partials, st.dyn_status, 0.0, 1, persistent=True, flags=FLAGS)
         self.rec = np.array(rec, dtype=rec.dtype)          # 0-d: its fields patched per call
         self.status = st.dyn_status
         self.host = st.dyn_host.arr                          # pinned, DYN_STATUS_WORDS doubles
@@ -88,6 +82,14 @@ class FastCG:
                 and b.strides == self.strides and _real(rtol) and _real(atol)
                 and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
 
+    def queue(self, stream):
+        """The call's GPU work as the record stands: the launch, and the result area's copy where
+        the kernel does not write it in place (scripts/bench-call replays it)."""
+        self.kernel((self.grid,), (self.block,), (self.rec[()],), stream=stream)
+        if not self.zero_copy:
+            self.memcpy(self.host.ctypes.data, self.status.data.ptr, self.host.nbytes, self.d2h,
+                        stream.ptr)
+
     def solve(self, b, rtol, atol, maxiter):
         """(x, info) as the general path gives them, or None where it must decide (module)."""
         maxiter = 10 * self.n if maxiter is None else maxiter
@@ -97,14 +99,12 @@ class FastCG:
         rec = self.rec
         rec["b"] = b.data.ptr
         rec["x"] = x.data.ptr
-        rec["maxiter"] = min(maxiter, 2**31 - 2)            # ops._maxiter_arg's persistent cap
+        rec["maxiter"] = self.maxiter_arg(maxiter, True)
         rec["atol"] = atol
         rec["rtol"] = rtol
         h = self.host
         h[abi.DYN_STATE] = abi.DYN_RUNNING                  # a kernel that did not run shows
-        self.kernel((self.grid,), (self.block,), (rec[()],), stream=stream)
-        if not self.zero_copy:
-            self.memcpy(h.ctypes.data, self.status.data.ptr, h.nbytes, self.d2h, stream.ptr)
+        self.queue(stream)
         self.event.record(stream)
         self.event.synchronize()
         if h[abi.DYN_STATE] != abi.DYN_DONE:

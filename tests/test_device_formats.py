@@ -220,3 +220,24 @@ def test_device_driven_launches(csr, record, persistent):
             assert a["x"] == v[2].ctypes.data and a["status"] == status.ctypes.data
     with pytest.raises(TypeError, match="operator"):
         record(ops.cg_device, matrix("operator", csr), *v[:8], parts, status, 1e-8, 10)
+
+
+def test_cg_args_is_cg_devices_record_with_the_fast_fields(csr, record):
+    """The prepared call's one launch (dpsolve/_fast.py) packs its record with ops.cg_args,
+    cg_device's own: the same fields, with flags and rtol where given (0 otherwise)."""
+    n = csr.n
+    v = [np.zeros(n) for _ in range(8)]
+    v[1] = abi.pack("PrecondArgs", inv_diag=None)          # no preconditioner: z is r
+    parts, status = np.zeros(6 * ops.DOT_MAX_PARTIALS), np.zeros(abi.DYN_STATUS_WORDS)
+    for fmt in FORMATS:
+        A = matrix(fmt, csr)
+        _, [(_, _, _, [launched])] = record(lambda: ops.cg_device(A, *v, parts, status, 1e-8, 10,
+                                                                   persistent=True))
+        plain = ops.cg_args(A, *v, parts, status, 1e-8, 10, persistent=True)
+        fast = ops.cg_args(A, *v, parts, status, 1e-8, 10, persistent=True, flags=abi.DPS_FAST_TOL,
+                           rtol=1e-6)
+        assert plain.tobytes() == launched.tobytes()
+        assert plain["flags"] == 0 and plain["rtol"] == 0.0 and plain["z"] == plain["r"]
+        assert fast["flags"] == abi.DPS_FAST_TOL and fast["rtol"] == 1e-6
+        assert all(fast[f] == plain[f] for f in plain.dtype.names if f not in ("flags", "rtol",
+                                                                               "pc"))

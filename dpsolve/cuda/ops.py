@@ -292,17 +292,26 @@ def _maxiter_arg(maxiter: int, persistent: bool):
     return np.int32(min(maxiter, 2**31 - (2 if persistent else 1)))
 
 
+def cg_args(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol: float,
+            maxiter: int, hist=None, persistent: bool = False, flags: int = 0,
+            rtol: float = 0.0):
+    """The CgArgs record of a device-driven CG solve (``cg_device``'s arguments; ``flags`` and
+    ``rtol``: abi.cuh's DPS_FAST_*, the prepared call's one launch, dpsolve/_fast.py)."""
+    width, indptr, indices, data, bins = _dyn_matrix(A)
+    part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
+    return abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
+                    flags=flags, atol=atol, rtol=rtol, indptr=indptr, indices=indices,
+                    data=data, b=b, pc=pc, x=x, r=r, z=z if active(pc) else r, p0=p0, p1=p1,
+                    v=v, part_pv=part_pv, part_rz=part_rz, part_rr=part_rr, status=status,
+                    hist=hist, bins=bins)
+
+
 def cg_device(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol: float,
               maxiter: int, hist=None, stream=None, persistent: bool = False) -> int:
     """A device-driven CG solve. ``pc``: the PrecondArgs record of a pointwise preconditioner
     (inactive: none). ``partials`` holds 3 * DOT_MAX_PARTIALS values."""
-    width, indptr, indices, data, bins = _dyn_matrix(A)
-    pre = active(pc)
-    part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
-    args = abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
-                    flags=0, atol=atol, rtol=0.0, indptr=indptr, indices=indices, data=data,
-                    b=b, pc=pc, x=x, r=r, z=z if pre else r, p0=p0, p1=p1, v=v, part_pv=part_pv,
-                    part_rz=part_rz, part_rr=part_rr, status=status, hist=hist, bins=bins)
+    args = cg_args(A, b, pc, x, r, z, p0, p1, v, partials, status, atol, maxiter, hist,
+                   persistent)
     return _device_launch("cg", persistent, A, (args,), stream)
 
 
@@ -595,11 +604,16 @@ def persistent_grid_probe(dtype) -> int:
     return _max_active_blocks(k)
 
 
+def persistent_kernel(source: str, kernel: str, A: DeviceMatrix):
+    """(``kernel``<T, W> of ``source`` built for A's format, its cooperative grid)."""
+    k = get_kernel(source, f"{kernel}<{{T}}, {dynamic_code(A)}>", A.dtype)
+    return k, persistent_grid(k, A)
+
+
 def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
     """Build ``kernel``<T, W> of ``source`` for A's format, size its cooperative grid and launch
     it once (args: the kernel's arguments). Returns the grid size."""
-    k = get_kernel(source, f"{kernel}<{{T}}, {dynamic_code(A)}>", A.dtype)
-    grid = persistent_grid(k, A)
+    k, grid = persistent_kernel(source, kernel, A)
     launch(k, (grid,), (BLOCK,), args, stream)
     return grid
 
