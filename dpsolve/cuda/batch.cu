@@ -379,7 +379,6 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // fixed order (four interleaved chains), so every thread holds the same bits and takes the same
 // branches without a broadcast. The same algorithm, stops and codes as batch_cg, its sums in
 // another order.
-
 //
 // NZ = 0: the rows' entries are read from global memory at each product (through L1: the block
 // keeps only p in shared memory, so most of L1 is left to the pattern and values), for systems
