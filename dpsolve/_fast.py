@@ -4,7 +4,7 @@
 most systems), with b a C-contiguous CuPy vector of the system's dtype and SciPy's arguments
 only (``rtol``, ``atol``, ``maxiter``; no ``x0``, callback, ``full_output`` or ``energy``), skips
 the general path's steps: no upload or check of b before the solve, no host-side tolerance, no
-second kernel for the true residual. One cooperative launch of cg_persistent with the flags
+second kernel for the true residual. One cooperative launch of cg_persistent_fast with the flags
 DPS_FAST_ZERO_X | DPS_FAST_TOL | DPS_FAST_RESID does it all -- x = 0 and r = b, the tolerance
 max(atol, rtol ||b||) from the kernel's own ||b||, the iterations, then ||b - A x||^2 of the x
 returned -- on the caller's current CuPy stream (so b is read after whatever the caller queued
@@ -53,7 +53,8 @@ class FastCG:
         from .cuda import ops
         self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
         self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
-        self.kernel, self.grid = ops.persistent_kernel("cg_persistent", "cg_persistent", st.A)
+        self.kernel, self.grid = ops.persistent_kernel("cg_persistent_fast",
+                                                       "cg_persistent_fast", st.A)
         self.block = ops.BLOCK
         self.maxiter_arg = ops._maxiter_arg
         # the general path's record (DynamicBackend.cg's operands), b and x per call

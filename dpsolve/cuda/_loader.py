@@ -143,6 +143,10 @@ SOURCES = {
     "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
                                                      for w in DYNAMIC_CODES),
                             rdc=True, cooperative=True),
+    # the prepared call's one-launch CG (dpsolve/_fast.py): the same file, its flags compiled in
+    "cg_persistent_fast": Source("cg_persistent.cu", tuple(f"cg_persistent_fast<{{T}}, {w}>"
+                                                          for w in DYNAMIC_CODES),
+                                 rdc=True, cooperative=True),
     "bicg_persistent": Source("bicg_persistent.cu", tuple(f"bicg_persistent<{{T}}, {w}>"
                                                          for w in DYNAMIC_CODES),
                               rdc=True, cooperative=True),

@@ -18,12 +18,13 @@
 // blocks after a grid.sync, so those reads use ld.global.cg (__ldcg: L2, not the non-coherent L1 or
 // read-only path); the matrix and b are read-only and use the normal paths.
 //
-// The prepared call's fast path (dpsolve/_fast.py) sets CgArgs.flags (abi.cuh's DPS_FAST_*; 0
-// everywhere else, the kernel then as above): ZERO_X starts from x = 0 written here, r = b with
-// no product and no grid.sync; TOL takes the tolerance max(atol, rtol ||b||) from the first
-// head's ||r|| = ||b|| (DYN_BB, DYN_TOL; b = 0 or non-finite stops there, x = 0, for the host
-// to decide); RESID ends with ||b - A x||^2 of the x returned (DYN_RES2: the host's true-residual
-// check, two more grid.syncs). The whole call is then this one launch.
+// The prepared call's fast path (dpsolve/_fast.py) launches cg_persistent_fast, which reads
+// CgArgs.flags (abi.cuh's DPS_FAST_*; cg_persistent compiles them out, the kernel then as
+// above): ZERO_X starts from x = 0 written here, r = b with no product and no grid.sync; TOL
+// takes the tolerance max(atol, rtol ||b||) from the first head's ||r|| = ||b|| (DYN_BB,
+// DYN_TOL; b = 0 or non-finite stops there, x = 0, for the host to decide); RESID ends with
+// ||b - A x||^2 of the x returned (DYN_RES2: the host's true-residual check, two more
+// grid.syncs). The whole call is then this one launch.
 //
 // Bytes per iteration (s = sizeof(T)): the matrix once, the gathers of z and p (2 nnz*s at most,
 // mostly L2 hits), v, p written (2n*s), x, r read+written and p, v read (6n*s), z written when
@@ -32,7 +33,9 @@
 #include <dpsolve/persistent.cuh>
 
 // The solve, with the fields of dyn::CgArgs (args.cuh) as its parameters.
-template <typename T, int W>
+// FAST: built with the fast path's flags (cg_persistent_fast); false compiles them out, so the
+// general path pays nothing for them.
+template <typename T, int W, bool FAST>
 __device__ __forceinline__ void
 cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double rtol,
               const int* __restrict__ indptr,
@@ -48,7 +51,7 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
     const int first = blockIdx.x * DPS_BLOCK + threadIdx.x;
 
     // ---- set-up: r = b - A x, z = M r, p_{-1} = 0, partials of <r,z> and <r,r>
-    const bool zero_x = flags & DPS_FAST_ZERO_X;  // x = 0: r = b, no product
+    const bool zero_x = FAST && (flags & DPS_FAST_ZERO_X);  // x = 0: r = b, no product
     {
         T rz = T(0), rr = T(0);
         if (!zero_x) {
@@ -84,7 +87,7 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
         const T zeta = pers::all_sum(part_rz, gridDim.x, smem, &bcast);
         const T rrs = pre ? pers::all_sum(part_rr, gridDim.x, smem, &bcast) : zeta;
         tau = sqrt(fabs((double)dps::real(rrs)));
-        if (j == 0 && (flags & DPS_FAST_TOL)) {
+        if (FAST && j == 0 && (flags & DPS_FAST_TOL)) {
             // r = b (the start is x = 0): SciPy's max(atol, rtol ||b||); b = 0 or non-finite
             // stops here (x = 0), the host decides what it means (dpsolve/_fast.py)
             atol = fmax(atol, rtol * tau);
@@ -137,7 +140,7 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
         }
         grid.sync();
     }
-    if (flags & DPS_FAST_RESID) {
+    if (FAST && (flags & DPS_FAST_RESID)) {
         // the true residual ||b - A x||^2 of the x returned, the host's check, in this launch
         grid.sync();                              // every block past its last read of partials
         T e = T(0);
@@ -156,11 +159,19 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
     }
 }
 
-// The kernel the host launches (cooperatively), with the solve's arguments by value.
+// The kernels the host launches (cooperatively), with the solve's arguments by value:
+// cg_persistent for the general path (flags ignored), cg_persistent_fast for dpsolve/_fast.py.
+#define DPS_CG_PERSISTENT_ARGS(a)                                                              \
+    (a).n, (a).width, (a).maxiter, (a).flags, (a).atol, (a).rtol, (a).indptr, (a).indices,    \
+        (a).data, (a).b, dps::pointwise((a).pc), (a).x, (a).r, (a).z, (a).p0, (a).p1, (a).v,  \
+        (a).part_pv, (a).part_rz, (a).part_rr, (a).status, (a).hist, (a).bins
+
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent(const dyn::CgArgs<T> a) {
-    cg_persistent_body<T, W>(a.n, a.width, a.maxiter, a.flags, a.atol, a.rtol, a.indptr,
-                             a.indices, a.data, a.b, dps::pointwise(a.pc), a.x, a.r, a.z, a.p0,
-                             a.p1, a.v, a.part_pv, a.part_rz, a.part_rr, a.status, a.hist,
-                             a.bins);
+    cg_persistent_body<T, W, false>(DPS_CG_PERSISTENT_ARGS(a));
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK) cg_persistent_fast(const dyn::CgArgs<T> a) {
+    cg_persistent_body<T, W, true>(DPS_CG_PERSISTENT_ARGS(a));
 }
