@@ -4,7 +4,8 @@
 most systems), with b a C-contiguous CuPy vector of the system's dtype and SciPy's arguments
 only (``rtol``, ``atol``, ``maxiter``; no ``x0``, callback, ``full_output`` or ``energy``), skips
 the general path's steps: no upload or check of b before the solve, no host-side tolerance, no
-second kernel for the true residual. One cooperative launch of cg_persistent_fast with the flags
+second kernel for the true residual. One launch of cg_persistent_fast (cooperative; a small
+system: cg_persistent_cta, one block, ops.cta_plan) with the flags
 DPS_FAST_ZERO_X | DPS_FAST_TOL | DPS_FAST_RESID does it all -- x = 0 and r = b, the tolerance
 max(atol, rtol ||b||) from the kernel's own ||b||, the iterations, then ||b - A x||^2 of the x
 returned -- on the caller's current CuPy stream (so b is read after whatever the caller queued
@@ -53,9 +54,14 @@ class FastCG:
         from .cuda import ops
         self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
         self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
-        self.kernel, self.grid = ops.persistent_kernel("cg_persistent_fast",
-                                                       "cg_persistent_fast", st.A)
-        self.block = ops.BLOCK
+        plan = ops.cta_plan(st.A, fast=True)
+        if plan is not None:                                 # a small system: one block
+            self.kernel, self.block, self.shared = plan
+            self.grid = 1
+        else:
+            self.kernel, self.grid = ops.persistent_kernel("cg_persistent_fast",
+                                                           "cg_persistent_fast", st.A)
+            self.block, self.shared = ops.BLOCK, 0
         self.maxiter_arg = ops._maxiter_arg
         # the general path's record (DynamicBackend.cg's operands), b and x per call
         rec = ops.cg_args(st.A, None, st.pc_args, None, st.r, st.z, st.p, st.p2, st.v,
@@ -86,7 +92,8 @@ class FastCG:
     def queue(self, stream):
         """The call's GPU work as the record stands: the launch, and the result area's copy where
         the kernel does not write it in place (scripts/bench-call replays it)."""
-        self.kernel((self.grid,), (self.block,), (self.rec[()],), stream=stream)
+        self.kernel((self.grid,), (self.block,), (self.rec[()],), stream=stream,
+                    shared_mem=self.shared)
         if not self.zero_copy:
             self.memcpy(self.host.ctypes.data, self.status.data.ptr, self.host.nbytes, self.d2h,
                         stream.ptr)

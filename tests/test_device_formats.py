@@ -241,3 +241,49 @@ def test_cg_args_is_cg_devices_record_with_the_fast_fields(csr, record):
         assert fast["flags"] == abi.DPS_FAST_TOL and fast["rtol"] == 1e-6
         assert all(fast[f] == plain[f] for f in plain.dtype.names if f not in ("flags", "rtol",
                                                                                "pc"))
+
+
+def test_cta_plan_rules(monkeypatch):
+    """persistent CG's one-block kernel (ops.cta_plan): which systems take it, and its shape."""
+    from types import SimpleNamespace
+
+    from dpsolve.formats import CSR
+    asked = []
+
+    class Kernel:
+        max_dynamic_shared_size_bytes = 48 * 1024 - 768
+    monkeypatch.setattr(ops, "get_kernel", lambda src, expr, dt: asked.append(expr) or Kernel())
+    monkeypatch.setattr(ops, "_shared_optin", lambda: 232448)         # an H100's opt-in bytes
+    monkeypatch.setattr(ops, "_CTA_PLANS", {})
+
+    def plan(n, row, dtype=np.float64, csr=True):
+        lens = np.full(n, row)
+        indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        A = SimpleNamespace(n=n, dtype=np.dtype(dtype),
+                            csr=CSR(indptr, np.zeros(indptr[-1], np.int32),
+                                    np.zeros(indptr[-1], dtype), n) if csr else None)
+        p = ops.cta_plan(A)
+        return None if p is None else (asked[-1], p[1], p[2])
+
+    assert plan(4096, 5) == ("cg_persistent_cta<{T}, 5, 8, false>", 512, 8 * 6 * 512 * 8)
+    assert plan(1000, 3) == ("cg_persistent_cta<{T}, 5, 2, false>", 512, 2 * 6 * 512 * 8)
+    assert plan(1, 1) == ("cg_persistent_cta<{T}, 5, 2, false>", 512, 2 * 6 * 512 * 8)
+    assert plan(2744, 7) == ("cg_persistent_cta<{T}, 7, 6, false>", 512, 6 * 8 * 512 * 8)
+    assert plan(3073, 7, np.float32) == ("cg_persistent_cta<{T}, 7, 8, false>", 512,
+                                         8 * 8 * 512 * 4)
+    assert plan(3073, 7) is None                     # 8 x 8 x 4 KiB: more than a block may have
+    assert plan(4097, 5, np.float32) is None         # more rows than 8 x 512
+    assert plan(100, 8) is None                      # a row of 8 entries
+    assert plan(2048, 5, np.complex128)[1:] == (512, 4 * 6 * 512 * 16)      # R = 4
+    assert plan(2049, 5, np.complex64) is None       # complex: R <= 4
+    assert plan(100, 5, csr=False) is None           # not a CSR format
+    monkeypatch.setattr(ops, "CTA", False)
+    monkeypatch.setattr(ops, "_CTA_PLANS", {})
+    assert plan(100, 5) is None
+
+
+def test_cta_block_is_the_kernels():
+    """ops.cta_plan launches _loader.CTA_THREADS threads: the kernel's compile-time block."""
+    text = (_loader.CUDA_DIR / "cg_persistent.cu").read_text()
+    m = re.search(r"constexpr int THREADS = (\d+);", text)
+    assert m and int(m.group(1)) == _loader.CTA_THREADS

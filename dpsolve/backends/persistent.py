@@ -5,7 +5,9 @@ sized from the occupancy calculator and capped at 4 blocks per SM) and waits onc
 iteration's global barriers are ``grid.sync()``, ~1 us each on Hopper, where the ``dynamic``
 chain pays a ~13 us CDP2 launch per kernel:
 
-* CG (dpsolve/cuda/cg_persistent.cu): 2 grid.sync per iteration.
+* CG (dpsolve/cuda/cg_persistent.cu): 2 grid.sync per iteration; a small CSR system (n <= 4,096,
+  rows of at most 7 entries, its values in one block's shared memory: ops.cta_plan) runs in ONE
+  block instead (cg_persistent_cta: __syncthreads, 3.5 us an iteration at 2-D 64^2 on an H100).
 * BiCG (bicg_persistent.cu): 2 per iteration (both SpMVs, A p and A^H p~, in one phase).
 * BiCGStab (bicgstab_persistent.cu): 3 per iteration (v = A p^; t = A s^; the x, r update).
 

@@ -44,6 +44,10 @@ BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
 # (NZ = 5 and 7: 2-D and 3-D stencils' rows, no empty slot to hold; batch.cu says why it pays)
 BATCH_ROWS = {(5, 4): 256, (7, 4): 256, (8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512,
               (32, 1): 256, (0, 4): 1024}    # NZ = 0: any row length, its entries via L1
+# persistent CG's one-block kernel (cg_persistent_cta<T, NZ, R, FAST>; ops.cta_plan): rows of at
+# most NZ entries, R rows a thread, CTA_THREADS threads at most
+CTA_SHAPES = tuple((nz, r) for nz in (5, 7) for r in (2, 4, 6, 8))
+CTA_THREADS = 512
 
 # the W template arguments of the dynamic / persistent kernels (abi.cuh; CSR-vector passes its
 # width)
@@ -147,6 +151,11 @@ SOURCES = {
     "cg_persistent_fast": Source("cg_persistent.cu", tuple(f"cg_persistent_fast<{{T}}, {w}>"
                                                           for w in DYNAMIC_CODES),
                                  rdc=True, cooperative=True),
+    # its one-block CG for small systems (ops.cta_plan): <T, NZ, R, FAST>, no grid.sync (rdc:
+    # dynamic.cuh calls the device runtime)
+    "cg_persistent_cta": Source("cg_persistent.cu", tuple(
+        f"cg_persistent_cta<{{T}}, {nz}, {r}, {fast}>" for nz, r in CTA_SHAPES
+        for fast in ("false", "true")), rdc=True),
     "bicg_persistent": Source("bicg_persistent.cu", tuple(f"bicg_persistent<{{T}}, {w}>"
                                                          for w in DYNAMIC_CODES),
                               rdc=True, cooperative=True),

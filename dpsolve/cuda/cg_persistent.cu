@@ -175,3 +175,197 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent_fast(const dyn::CgArgs<T> a) {
     cg_persistent_body<T, W, true>(DPS_CG_PERSISTENT_ARGS(a));
 }
+
+// ---------------------------------------------------------------------------------------------
+// cg_persistent_cta<T, NZ, R, FAST>: the same solve (CgArgs, flags, status words, history) in
+// ONE block of cta::THREADS, for small systems: n <= R * 512 rows of at most NZ entries, CSR, whose
+// values and one vector fit the block's shared memory (dpsolve/cuda/ops.py's cta_plan decides;
+// the host launches a grid of one). Every barrier is a __syncthreads, not a grid.sync:
+//
+//   the matrix's values sit in shared memory for the whole solve (a thread's entries a block
+//   stride apart: a warp's loads are consecutive, their addresses constants), its columns in
+//   registers as 16-bit byte offsets into the shared vector (two a register; an empty slot is a
+//   0 at the row's own column, so no length test), x, r, q and D^-1 of the thread's R rows (t,
+//   t + 512, ...) in registers, p in shared memory only (a thread reads its own entries back).
+//   An iteration: p stored, a barrier; q = A p from shared memory and <p, q> (one barrier);
+//   x, r, z and <r, z>, <r, r> (one barrier). Every thread sums the warps' slots in one order,
+//   so all hold the same bits and take the same branches.
+//
+// H100, float64, Jacobi, an iteration (scripts/bench-call --only iteration, 2026-11-27): 2-D
+// 64^2 3.5 us against 6.9 on cg_persistent's 64 blocks, 48^2 2.5 (6.2), 32^2 1.8 (6.5), 3-D
+// 14^3 3.3 (5.3). On the way (scratch, 64^2): 1,024 threads at R = 4 (64 registers, spills)
+// 4.9 us; D^-1 in shared memory 3.8; x and D^-1 from global memory 4.1; the warps' slots summed
+// in a runtime loop, values at [k n + row] and p in registers 4.1-4.7. The sums run in another
+// order than cg_persistent's; the algorithm and the stops are its.
+namespace cta {
+
+constexpr int THREADS = 512;                      // the block (ops.cta_plan launches it whole)
+constexpr int WARPS = THREADS / DPS_WARP;
+
+// the sum of the WARPS slots, the same order everywhere (two chains, unrolled: the loads go
+// together; a runtime loop here cost ~1.5 us an iteration at 64^2)
+template <typename V>
+__device__ __forceinline__ V slot_sum(const V* slots) {
+    V s0 = slots[0], s1 = slots[1];
+#pragma unroll
+    for (int w = 2; w < WARPS; w += 2) {
+        s0 += slots[w];
+        s1 += slots[w + 1];
+    }
+    return s0 + s1;
+}
+
+// the block's sum of v on every thread: one barrier (slots: WARPS values)
+template <typename V>
+__device__ __forceinline__ V sum(V v, V* slots) {
+    v = dps::warp_sum(v);
+    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
+    __syncthreads();
+    return slot_sum(slots);
+}
+
+// two sums under one barrier
+template <typename V>
+__device__ __forceinline__ void sum2(V& v, V& w, V* vslots, V* wslots) {
+    v = dps::warp_sum(v);
+    w = dps::warp_sum(w);
+    if (threadIdx.x % DPS_WARP == 0) {
+        vslots[threadIdx.x / DPS_WARP] = v;
+        wslots[threadIdx.x / DPS_WARP] = w;
+    }
+    __syncthreads();
+    v = slot_sum(vslots);
+    w = slot_sum(wslots);
+}
+
+}  // namespace cta
+
+template <typename T, int NZ, int R, bool FAST>
+__global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::CgArgs<T> a) {
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    // the values: entry k of the thread's row s at sv[(s NZ + k) THREADS + t], so that every
+    // address is the thread's base plus a constant (no address registers); then the vector
+    T* sv = reinterpret_cast<T*>(s_dyn) + threadIdx.x;
+    T* sp = reinterpret_cast<T*>(s_dyn) + R * NZ * cta::THREADS;   // p, or x where A x is needed
+    __shared__ T s_pq[cta::WARPS], s_rz[cta::WARPS], s_rr[cta::WARPS];
+    const int n = a.n;
+    const bool pre = a.pc.inv_diag != nullptr;
+    const bool zero_x = FAST && (a.flags & DPS_FAST_ZERO_X);
+    double atol = a.atol;
+    unsigned colp[R][(NZ + 1) / 2];
+    T di[R], xi[R], ri[R];                        // p: in sp only (its own entries read back)
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        const int row = threadIdx.x + s * cta::THREADS;
+        const bool live = row < n;
+        const int start = live ? a.indptr[row] : 0;
+        const int len = live ? a.indptr[row + 1] - start : 0;
+        const unsigned own = live ? row * (unsigned)sizeof(T) : 0u;
+#pragma unroll
+        for (int k = 0; k < NZ; ++k) {
+            const unsigned off = k < len ? a.indices[start + k] * (unsigned)sizeof(T) : own;
+            if (k % 2 == 0) colp[s][k / 2] = off; else colp[s][k / 2] |= off << 16;
+            sv[(s * NZ + k) * cta::THREADS] = k < len ? a.data[start + k] : T(0);
+        }
+        di[s] = pre && live ? dps::ldg(a.pc.inv_diag + row) : T(1);
+        xi[s] = zero_x || !live ? T(0) : a.x[row];
+    }
+    // row s of A w, w in shared memory (each thread reads only the values it stored)
+    auto row_times = [&](int s, const T* w) {
+        const unsigned char* base = reinterpret_cast<const unsigned char*>(w);
+        T acc = T(0);
+#pragma unroll
+        for (int k = 0; k < NZ; ++k) {
+            const unsigned off = (colp[s][k / 2] >> (16 * (k % 2))) & 0xffffu;
+            acc += sv[(s * NZ + k) * cta::THREADS] * *reinterpret_cast<const T*>(base + off);
+        }
+        return acc;
+    };
+    auto live = [&](int s) { return threadIdx.x + s * cta::THREADS < n; };
+    auto store = [&](const T* v) {
+#pragma unroll
+        for (int s = 0; s < R; ++s)
+            if (live(s)) sp[threadIdx.x + s * cta::THREADS] = v[s];
+    };
+
+    // ---- set-up: r = b - A x (x = 0: r = b), z = M r, <r, z>, <r, r>
+    if (!zero_x) store(xi);
+    __syncthreads();                              // the slots' zeros (and x) seen by all
+    T zeta = T(0), rrs = T(0);
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        const int row = threadIdx.x + s * cta::THREADS;
+        ri[s] = live(s) ? (zero_x ? a.b[row] : a.b[row] - row_times(s, sp)) : T(0);
+        const T zi = di[s] * ri[s];
+        zeta += dps::conj(ri[s]) * zi;
+        rrs += dps::conj(ri[s]) * ri[s];
+    }
+    cta::sum2(zeta, rrs, s_rz, s_rr);             // its barrier: sp read by all
+
+    T sigma = T(1);
+    int info = a.maxiter, its = a.maxiter;
+    double tau = 0.0;
+    for (int j = 0;; ++j) {
+        tau = sqrt(fabs((double)dps::real(pre ? rrs : zeta)));
+        if (FAST && j == 0 && (a.flags & DPS_FAST_TOL)) {   // as cg_persistent
+            atol = fmax(atol, a.rtol * tau);
+            if (threadIdx.x == 0) {
+                a.status[DYN_BB] = tau * tau;
+                a.status[DYN_TOL] = atol;
+            }
+            if (!(tau > 0.0 && dps::is_finite(tau))) { info = 0; its = 0; break; }
+        }
+        if (a.hist != nullptr && threadIdx.x == 0) a.hist[j] = tau;
+        const dps::Stop h = dps::head_test(j, tau, atol, a.maxiter);
+        if (!h.go) { info = h.info; its = h.its; break; }
+        const T beta = (j > 0) ? zeta / sigma : T(0);
+        sigma = zeta;
+#pragma unroll
+        for (int s = 0; s < R; ++s) {             // p_j = z + beta p_{j-1}: p_{j-1}'s readers
+            const int row = threadIdx.x + s * cta::THREADS;      // passed the <p, q> barrier
+            if (row < n) sp[row] = j > 0 ? fma(beta, sp[row], di[s] * ri[s]) : di[s] * ri[s];
+        }
+        __syncthreads();
+        T qi[R], pq = T(0);
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            qi[s] = live(s) ? row_times(s, sp) : T(0);
+            pq += live(s) ? dps::conj(sp[threadIdx.x + s * cta::THREADS]) * qi[s] : T(0);
+        }
+        const T alpha = sigma / cta::sum(pq, s_pq);
+        if (!dps::is_finite(alpha)) { info = -10; its = j; break; }
+        zeta = T(0);
+        rrs = T(0);
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            if (live(s)) xi[s] += alpha * sp[threadIdx.x + s * cta::THREADS];
+            ri[s] -= alpha * qi[s];
+            const T zi = di[s] * ri[s];
+            zeta += dps::conj(ri[s]) * zi;
+            rrs += dps::conj(ri[s]) * ri[s];
+        }
+        cta::sum2(zeta, rrs, s_rz, s_rr);         // sp's readers passed the <p, q> barrier
+    }
+    if (FAST && (a.flags & DPS_FAST_RESID)) {
+        // ||b - A x||^2 of the x returned, the host's check (every reader of sp is past a barrier)
+        store(xi);
+        __syncthreads();
+        T e = T(0);
+#pragma unroll
+        for (int s = 0; s < R; ++s)
+            if (live(s)) e += dps::abs2(a.b[threadIdx.x + s * cta::THREADS] - row_times(s, sp));
+        e = cta::sum(e, s_pq);
+        if (threadIdx.x == 0) a.status[DYN_RES2] = (double)dps::real(e);
+    }
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        if (!live(s)) continue;
+        const int row = threadIdx.x + s * cta::THREADS;
+        a.x[row] = xi[s];
+        a.r[row] = ri[s];
+    }
+    if (threadIdx.x == 0) {
+        a.status[DYN_TAU] = tau;
+        dyn::finish(a.status, info, its);
+    }
+}

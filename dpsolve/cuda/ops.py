@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import abi
+from . import _loader, abi
 from ._loader import get_kernel
 # the matrices, one class per format (device_matrix.py), importable from here as before
 from .device_matrix import (UNFUSED_SPMV as UNFUSED_SPMV, DeviceMatrix as DeviceMatrix,
@@ -282,6 +282,12 @@ def _dyn_parts(partials, k: int):
 # dtype), the residual norms. Each returns the grid size.
 
 def _device_launch(method: str, persistent: bool, A: DeviceMatrix, args, stream) -> int:
+    if persistent and method == "cg":
+        plan = cta_plan(A)
+        if plan is not None:                     # a small system: one block
+            kernel, threads, shared = plan
+            launch(kernel, (1,), (threads,), args, stream, shared_mem=shared)
+            return 1
     if persistent:
         return _persistent_launch(f"{method}_persistent", f"{method}_persistent", A, args, stream)
     return _dynamic_launch(f"{method}_dynamic", f"{method}_dyn_start", A, args, stream)
@@ -608,6 +614,59 @@ def persistent_kernel(source: str, kernel: str, A: DeviceMatrix):
     """(``kernel``<T, W> of ``source`` built for A's format, its cooperative grid)."""
     k = get_kernel(source, f"{kernel}<{{T}}, {dynamic_code(A)}>", A.dtype)
     return k, persistent_grid(k, A)
+
+
+# persistent CG in one block (cg_persistent.cu's cg_persistent_cta) where the system is small
+CTA = True                                  # False: always the cooperative kernel (tests, A/B)
+_CTA_PLANS: dict = {}
+
+
+def _shared_optin() -> int:
+    """The most shared memory a block may have here (opt-in), in bytes."""
+    import cupy
+    return int(cupy.cuda.Device().attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+
+
+def cta_plan(A: DeviceMatrix, fast: bool = False):
+    """(kernel, threads, dynamic shared bytes) of cg_persistent_cta for A, or None where the
+    cooperative kernel runs: A in a CSR format, rows of at most 7 entries (NZ = 5 or 7), n at
+    most R * CTA_THREADS (R = 2, 4, 6 or 8 rows a thread; 4 at most for complex), R (NZ + 1)
+    values a thread in the block's shared memory, and the vector's byte offsets below 2^16.
+    ``fast``: the prepared call's kernel (dpsolve/_fast.py, DPS_FAST_* flags). Decided once
+    per matrix (the longest row may cost a device sync then)."""
+    if not CTA or A.n == 0 or getattr(A, "csr", None) is None:
+        return None
+    key = (id(A), fast)
+    hit = _CTA_PLANS.get(key)
+    if hit is not None and hit[0] is A:
+        return hit[1]
+    plan = _cta_plan(A, fast)
+    if len(_CTA_PLANS) > 64:
+        _CTA_PLANS.clear()
+    _CTA_PLANS[key] = (A, plan)
+    return plan
+
+
+def _cta_plan(A: DeviceMatrix, fast: bool):
+    size = A.dtype.itemsize
+    shapes = [(nz, r) for nz, r in _loader.CTA_SHAPES
+              if A.n <= r * _loader.CTA_THREADS and (r <= 4 or A.dtype.kind != "c")]
+    if not shapes or A.n * size > 1 << 16:
+        return None
+    c = A.csr
+    row_max = c.max_row if c.max_row is not None else int((c.indptr[1:] - c.indptr[:-1]).max())
+    fits = [(nz, r) for nz, r in shapes if row_max <= nz]
+    if not fits:
+        return None
+    nz, r = min(fits)                            # the fewest slots, then the fewest rows a thread
+    shared = r * (nz + 1) * _loader.CTA_THREADS * size    # R NZ values and R values a thread
+    if shared + 3 * 16 * size > _shared_optin():         # + the kernel's static slots
+        return None
+    k = get_kernel("cg_persistent_cta",
+                   f"cg_persistent_cta<{{T}}, {nz}, {r}, {'true' if fast else 'false'}>", A.dtype)
+    if k.max_dynamic_shared_size_bytes < shared:   # the opt-in, kept per kernel (48 KiB with
+        k.max_dynamic_shared_size_bytes = shared    # the static slots need it too)
+    return k, _loader.CTA_THREADS, shared          # the kernel's block (cta::THREADS), whole
 
 
 def _persistent_launch(source: str, kernel: str, A: DeviceMatrix, args, stream) -> int:
