@@ -17,9 +17,10 @@
 // Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
 // the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
 // -10), its its iterations, res its true residual norm. batch_cg's inner products are block sums
-// on one barrier each (sum_everywhere, below: a 64^2 block of right-hand sides runs its columns
-// as 64 blocks of 1,024 threads, where the barriers count); batch_bicgstab's are all_sum's (the
-// order of dps::block_sum). A system's iterates match its single solve to rounding.
+// on one barrier each (dps::sum_everywhere, common.cuh: a 64^2 block of right-hand sides runs
+// its columns as 64 blocks of 1,024 threads, where the barriers count); batch_bicgstab's are
+// all_sum's (the order of dps::block_sum). A system's iterates match its single solve to
+// rounding.
 #include <dpsolve/common.cuh>
 
 namespace batch {
@@ -50,43 +51,6 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
 }
 
 constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
-
-// the sum of the first nw slots (nw <= 32; slots up to the next multiple of 4 are 0)
-template <typename V>
-__device__ __forceinline__ V slot_sum(const V* slots, int nw) {
-    V s0 = V(0), s1 = V(0), s2 = V(0), s3 = V(0);
-    for (int w = 0; w < nw; w += 4) {
-        s0 += slots[w];
-        s1 += slots[w + 1];
-        s2 += slots[w + 2];
-        s3 += slots[w + 3];
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-
-// the block's sum of v on every thread, one barrier; `slots` must not be written again before
-// every thread has passed another barrier
-template <typename V>
-__device__ __forceinline__ V sum_everywhere(V v, V* slots) {
-    v = dps::warp_sum(v);
-    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
-    __syncthreads();
-    return slot_sum(slots, blockDim.x / DPS_WARP);
-}
-
-// two sums under one barrier
-template <typename V, typename W>
-__device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
-    v = dps::warp_sum(v);
-    w = dps::warp_sum(w);
-    if (threadIdx.x % DPS_WARP == 0) {
-        vslots[threadIdx.x / DPS_WARP] = v;
-        wslots[threadIdx.x / DPS_WARP] = w;
-    }
-    __syncthreads();
-    v = slot_sum(vslots, blockDim.x / DPS_WARP);
-    w = slot_sum(wslots, blockDim.x / DPS_WARP);
-}
 
 // The systems of this block (grid-stride over them, uniform per block), each to its own
 // tolerance: x loaded from X, then runs of `run` -- the method from the current x with the
@@ -181,7 +145,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             part += dps::conj(ri) * zi;
             rr += (double)dps::abs2(ri);
         }
-        batch::sum2_everywhere(part, rr, s_rz, s_rr);   // one barrier (p, r written before)
+        dps::sum2_everywhere(part, rr, s_rz, s_rr);   // one barrier (p, r written before)
         T sigma = part;
         double tau = sqrt(rr);
         // the loop head is stop.cuh's (the budget this run has left as its maxiter)
@@ -192,7 +156,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             __syncthreads();
             part = T(0);
             for (int i = threadIdx.x; i < n; i += blockDim.x) part += dps::conj(p[i]) * q[i];
-            const T alpha = sigma / batch::sum_everywhere(part, s_pq);
+            const T alpha = sigma / dps::sum_everywhere(part, s_pq);
             if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
             part = T(0);
             rr = 0.0;
@@ -204,8 +168,8 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
                 part += dps::conj(ri) * zi;
                 rr += (double)dps::abs2(ri);
             }
-            if (d != nullptr) batch::sum2_everywhere(part, rr, s_rz, s_rr);
-            else part = batch::sum_everywhere(part, s_rz);
+            if (d != nullptr) dps::sum2_everywhere(part, rr, s_rz, s_rr);
+            else part = dps::sum_everywhere(part, s_rz);
             const T zeta = part;
             const T beta = zeta / sigma;
             sigma = zeta;
@@ -372,11 +336,12 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // test of the row's length (0 times a finite w[row] adds nothing; a non-finite one has already
 // stopped the solve): 3.93 -> 3.70 ms, 0.57 -> 0.55. Tried and not kept: Chronopoulos and
 // Gear's CG (one block sum an iteration, s = A p by recurrence: more registers, 4.09-4.85 ms),
-// x and D^-1 in shared memory (3.82 ms).
+// x and D^-1 in shared memory (3.82 ms), the values in shared memory (another machine: 3.90 ->
+// 3.68 ms at two blocks an SM, 4.15 at three, where 80 registers spill 292 B).
 //
 // An iteration has three barriers: one for each of its two block sums and one after p is stored.
-// A block sum: warp sums into a slot a warp, a barrier, then every thread sums the slots in one
-// fixed order (four interleaved chains), so every thread holds the same bits and takes the same
+// A block sum (dps::sum_everywhere): warp sums into a slot a warp, a barrier, then every thread
+// sums the slots in one fixed order, so every thread holds the same bits and takes the same
 // branches without a broadcast. The same algorithm, stops and codes as batch_cg, its sums in
 // another order.
 //
@@ -463,7 +428,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         }
         bad = __syncthreads_or(bad);
         zero = __syncthreads_or(zero) && !bad;
-        const double bnorm = sqrt(batch::sum_everywhere(bb, s_true));   // after 2 barriers
+        const double bnorm = sqrt(dps::sum_everywhere(bb, s_true));   // after 2 barriers
         const double atol_s = bad ? atol : fmax(rtol * bnorm, atol);
         if (threadIdx.x == 0) tol[sys] = atol_s;
         if (bad || zero || bnorm == 0.0) {        // nothing to solve: x = 0
@@ -510,7 +475,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 sigma += dps::conj(ri[s]) * pi[s];
                 rr += (double)dps::abs2(ri[s]);
             }
-            batch::sum2_everywhere(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
+            dps::sum2_everywhere(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
             store(pi);
             __syncthreads();
             dps::Stop h = dps::head_test(0, sqrt(rr), atol_s, budget);
@@ -522,7 +487,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                     qi[s] = row[s] < n ? row_times(s, sp) : T(0);
                     part += dps::conj(pi[s]) * qi[s];
                 }
-                const T alpha = sigma / batch::sum_everywhere(part, s_pq);
+                const T alpha = sigma / dps::sum_everywhere(part, s_pq);
                 if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
                 T zeta = T(0);
                 rr = 0.0;
@@ -534,9 +499,9 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                     rr += (double)dps::abs2(ri[s]);
                 }
                 if (jacobi) {
-                    batch::sum2_everywhere(zeta, rr, s_rz, s_rr);
+                    dps::sum2_everywhere(zeta, rr, s_rz, s_rr);
                 } else {
-                    zeta = batch::sum_everywhere(zeta, s_rz);
+                    zeta = dps::sum_everywhere(zeta, s_rz);
                 }
                 const T beta = zeta / sigma;
                 sigma = zeta;
@@ -557,7 +522,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
 #pragma unroll
             for (int s = 0; s < R; ++s)
                 if (row[s] < n) e += (double)dps::abs2(b[row[s]] - row_times(s, sp));
-            true_res = sqrt(batch::sum_everywhere(e, s_true));
+            true_res = sqrt(dps::sum_everywhere(e, s_true));
             if (code != 0 || !(true_res > atol_s)) break;
             if (budget <= 0 || h.its == 0) { code = maxiter; break; }
         }

@@ -198,46 +198,8 @@ __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent_fast(const dyn::CgArg
 // in a runtime loop, values at [k n + row] and p in registers 4.1-4.7. The sums run in another
 // order than cg_persistent's; the algorithm and the stops are its.
 namespace cta {
-
 constexpr int THREADS = 512;                      // the block (ops.cta_plan launches it whole)
-constexpr int WARPS = THREADS / DPS_WARP;
-
-// the sum of the WARPS slots, the same order everywhere (two chains, unrolled: the loads go
-// together; a runtime loop here cost ~1.5 us an iteration at 64^2)
-template <typename V>
-__device__ __forceinline__ V slot_sum(const V* slots) {
-    V s0 = slots[0], s1 = slots[1];
-#pragma unroll
-    for (int w = 2; w < WARPS; w += 2) {
-        s0 += slots[w];
-        s1 += slots[w + 1];
-    }
-    return s0 + s1;
-}
-
-// the block's sum of v on every thread: one barrier (slots: WARPS values)
-template <typename V>
-__device__ __forceinline__ V sum(V v, V* slots) {
-    v = dps::warp_sum(v);
-    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
-    __syncthreads();
-    return slot_sum(slots);
-}
-
-// two sums under one barrier
-template <typename V>
-__device__ __forceinline__ void sum2(V& v, V& w, V* vslots, V* wslots) {
-    v = dps::warp_sum(v);
-    w = dps::warp_sum(w);
-    if (threadIdx.x % DPS_WARP == 0) {
-        vslots[threadIdx.x / DPS_WARP] = v;
-        wslots[threadIdx.x / DPS_WARP] = w;
-    }
-    __syncthreads();
-    v = slot_sum(vslots);
-    w = slot_sum(wslots);
-}
-
+constexpr int WARPS = THREADS / DPS_WARP;         // its sums: dps::sum_everywhere<WARPS>
 }  // namespace cta
 
 template <typename T, int NZ, int R, bool FAST>
@@ -300,7 +262,7 @@ __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::
         zeta += dps::conj(ri[s]) * zi;
         rrs += dps::conj(ri[s]) * ri[s];
     }
-    cta::sum2(zeta, rrs, s_rz, s_rr);             // its barrier: sp read by all
+    dps::sum2_everywhere<cta::WARPS>(zeta, rrs, s_rz, s_rr);   // its barrier: sp read by all
 
     T sigma = T(1);
     int info = a.maxiter, its = a.maxiter;
@@ -332,7 +294,7 @@ __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::
             qi[s] = live(s) ? row_times(s, sp) : T(0);
             pq += live(s) ? dps::conj(sp[threadIdx.x + s * cta::THREADS]) * qi[s] : T(0);
         }
-        const T alpha = sigma / cta::sum(pq, s_pq);
+        const T alpha = sigma / dps::sum_everywhere<cta::WARPS>(pq, s_pq);
         if (!dps::is_finite(alpha)) { info = -10; its = j; break; }
         zeta = T(0);
         rrs = T(0);
@@ -344,7 +306,7 @@ __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::
             zeta += dps::conj(ri[s]) * zi;
             rrs += dps::conj(ri[s]) * ri[s];
         }
-        cta::sum2(zeta, rrs, s_rz, s_rr);         // sp's readers passed the <p, q> barrier
+        dps::sum2_everywhere<cta::WARPS>(zeta, rrs, s_rz, s_rr);   // sp's readers: past <p, q>'s
     }
     if (FAST && (a.flags & DPS_FAST_RESID)) {
         // ||b - A x||^2 of the x returned, the host's check (every reader of sp is past a barrier)
@@ -354,7 +316,7 @@ __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::
 #pragma unroll
         for (int s = 0; s < R; ++s)
             if (live(s)) e += dps::abs2(a.b[threadIdx.x + s * cta::THREADS] - row_times(s, sp));
-        e = cta::sum(e, s_pq);
+        e = dps::sum_everywhere<cta::WARPS>(e, s_pq);
         if (threadIdx.x == 0) a.status[DYN_RES2] = (double)dps::real(e);
     }
 #pragma unroll

@@ -179,6 +179,52 @@ __device__ __forceinline__ T block_sum(T v, T* smem) {
     return v;
 }
 
+// The block's sum on EVERY thread, on one barrier (the single-block solvers: batch.cu's systems,
+// cg_persistent.cu's small one): warp sums into a slot a warp, a barrier, then every thread sums
+// the slots in one fixed order (four interleaved chains), so all hold the same bits and take the
+// same branches without a broadcast. NW: the warps, known at compile time (the loop unrolled:
+// its loads go together), or 0 for blockDim.x / 32 (slots up to the next multiple of 4 must be
+// 0). `slots` must not be written again before every thread has passed another barrier.
+template <int NW, typename V>
+__device__ __forceinline__ V slot_sum(const V* slots) {
+    V s0 = V(0), s1 = V(0), s2 = V(0), s3 = V(0);
+    auto add = [&](int w) {
+        s0 += slots[w];
+        s1 += slots[w + 1];
+        s2 += slots[w + 2];
+        s3 += slots[w + 3];
+    };
+    if constexpr (NW > 0) {
+#pragma unroll
+        for (int w = 0; w < NW; w += 4) add(w);
+    } else {
+        for (int w = 0, nw = blockDim.x / DPS_WARP; w < nw; w += 4) add(w);
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+template <int NW = 0, typename V>
+__device__ __forceinline__ V sum_everywhere(V v, V* slots) {
+    v = warp_sum(v);
+    if (threadIdx.x % DPS_WARP == 0) slots[threadIdx.x / DPS_WARP] = v;
+    __syncthreads();
+    return slot_sum<NW>(slots);
+}
+
+// two sums under one barrier
+template <int NW = 0, typename V, typename W>
+__device__ __forceinline__ void sum2_everywhere(V& v, W& w, V* vslots, W* wslots) {
+    v = warp_sum(v);
+    w = warp_sum(w);
+    if (threadIdx.x % DPS_WARP == 0) {
+        vslots[threadIdx.x / DPS_WARP] = v;
+        wslots[threadIdx.x / DPS_WARP] = w;
+    }
+    __syncthreads();
+    v = slot_sum<NW>(vslots);
+    w = slot_sum<NW>(wslots);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The accurate inner product of the breakdown tests. SciPy's test |rho| < eps^2 is met, in
 // practice, only when rho's sum cancels to 0 or to a few ulps; whether it does depends on the
