@@ -86,3 +86,20 @@ def test_callback_refused():
     A, b = _system("cg")
     with pytest.raises(ValueError, match="cannot call a Python callback"):
         dpsolve.cg(A, b, variant="graph", callback=lambda xk: None)
+
+
+def test_fingerprint_waits_for_the_current_stream():
+    """The cache key's sums on dpsolve's non-blocking stream see what the current stream queued
+    (the matrix's upload), behind milliseconds of other work: the key a full sync gives."""
+    import cupy
+
+    from dpsolve._setup import resources
+    from dpsolve.cuda import ops
+    busy = cupy.ones(1 << 26, dtype=cupy.float32)
+    for _ in range(3):
+        for _ in range(20):                   # ~3 ms queued on the current stream
+            cupy.sin(busy, out=busy)
+        b = cupy.arange(1 << 20, dtype=cupy.float32) * 3      # then the array
+        key = ops.fingerprint([b], stream=resources().stream)
+        cupy.cuda.Device().synchronize()
+        assert key == ops.fingerprint([b])

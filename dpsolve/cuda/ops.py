@@ -87,9 +87,21 @@ def resid_norm2(b, v, out, partials, stream=None) -> None:
 
 def fingerprint(arrays, stream=None) -> tuple[int, int]:
     """Two 64-bit sums over the words of device ``arrays`` (check.cu's fingerprint), each array
-    salted by its position: a key for a cache of prepared systems. One host wait."""
+    salted by its position: a key for a cache of prepared systems. One host wait.
+
+    On a ``stream`` other than the current one (dpsolve's own, non-blocking), the sums first wait
+    for the work queued on the current stream (the arrays' uploads), and their accumulator is
+    zeroed on ``stream`` itself: zeroed on the current stream, it could be cleared after the sums
+    had begun -- a wrong key, a cached graph rebuilt (seen under a loaded whole-suite run)."""
+    import contextlib
+
     import cupy
-    out = cupy.zeros(2, np.uint64)
+    if stream is not None:
+        ready = cupy.cuda.Event(disable_timing=True)
+        ready.record(cupy.cuda.get_current_stream())
+        stream.wait_event(ready)
+    with stream if stream is not None else contextlib.nullcontext():
+        out = cupy.zeros(2, np.uint64)
     k = get_kernel("check", "fingerprint", np.float64)
     for salt, a in enumerate(arrays):
         words = a.view(np.uint8).reshape(-1)
