@@ -254,7 +254,6 @@ def test_cta_plan_rules(monkeypatch):
         max_dynamic_shared_size_bytes = 48 * 1024 - 768
     monkeypatch.setattr(ops, "get_kernel", lambda src, expr, dt: asked.append(expr) or Kernel())
     monkeypatch.setattr(ops, "_shared_optin", lambda: 232448)         # an H100's opt-in bytes
-    monkeypatch.setattr(ops, "_CTA_PLANS", {})
 
     def plan(n, row, dtype=np.float64, csr=True):
         lens = np.full(n, row)
@@ -278,7 +277,6 @@ def test_cta_plan_rules(monkeypatch):
     assert plan(2049, 5, np.complex64) is None       # complex: R <= 4
     assert plan(100, 5, csr=False) is None           # not a CSR format
     monkeypatch.setattr(ops, "CTA", False)
-    monkeypatch.setattr(ops, "_CTA_PLANS", {})
     assert plan(100, 5) is None
 
 

@@ -630,7 +630,6 @@ def persistent_kernel(source: str, kernel: str, A: DeviceMatrix):
 
 # persistent CG in one block (cg_persistent.cu's cg_persistent_cta) where the system is small
 CTA = True                                  # False: always the cooperative kernel (tests, A/B)
-_CTA_PLANS: dict = {}
 
 
 def _shared_optin() -> int:
@@ -645,18 +644,14 @@ def cta_plan(A: DeviceMatrix, fast: bool = False):
     most R * CTA_THREADS (R = 2, 4, 6 or 8 rows a thread; 4 at most for complex), R (NZ + 1)
     values a thread in the block's shared memory, and the vector's byte offsets below 2^16.
     ``fast``: the prepared call's kernel (dpsolve/_fast.py, DPS_FAST_* flags). Decided once
-    per matrix (the longest row may cost a device sync then)."""
-    if not CTA or A.n == 0 or getattr(A, "csr", None) is None:
+    per matrix and kept on it (the longest row may cost a device sync then)."""
+    if (not CTA or A.n == 0 or getattr(A, "csr", None) is None
+            or A.n > max(r for _, r in _loader.CTA_SHAPES) * _loader.CTA_THREADS):
         return None
-    key = (id(A), fast)
-    hit = _CTA_PLANS.get(key)
-    if hit is not None and hit[0] is A:
-        return hit[1]
-    plan = _cta_plan(A, fast)
-    if len(_CTA_PLANS) > 64:
-        _CTA_PLANS.clear()
-    _CTA_PLANS[key] = (A, plan)
-    return plan
+    plans = A.__dict__.setdefault("_cta_plans", {})
+    if fast not in plans:
+        plans[fast] = _cta_plan(A, fast)
+    return plans[fast]
 
 
 def _cta_plan(A: DeviceMatrix, fast: bool):
