@@ -57,9 +57,24 @@ def _device(A):
 
 
 def _solve(monkeypatch, cta, A, b, **kw):
+    """dpsolve.cg on persistent, on the one-block kernel (cta, where the system takes it) or the
+    cooperative grid; the kernel that ran is checked (a grid of one with dynamic shared memory
+    is the one block)."""
     from dpsolve.cuda import ops
     monkeypatch.setattr(ops, "CTA", cta)
-    return dpsolve.cg(A, b, variant="persistent", full_output=True, **kw)
+    one_block = cta and ops.cta_plan(_device(sp.csr_array(A))) is not None
+    launched, real = [], ops.launch
+
+    def spy(kernel, grid, block, args, stream=None, shared_mem=0):
+        launched.append(grid == (1,) and shared_mem > 0)
+        return real(kernel, grid, block, args, stream, shared_mem=shared_mem)
+    monkeypatch.setattr(ops, "launch", spy)
+    try:
+        out = dpsolve.cg(A, b, variant="persistent", full_output=True, **kw)
+    finally:
+        monkeypatch.setattr(ops, "launch", real)
+    assert any(launched) == one_block, launched
+    return out
 
 
 @pytest.mark.parametrize("name,make", CASES)

@@ -45,7 +45,7 @@ BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
 BATCH_ROWS = {(5, 4): 256, (7, 4): 256, (8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512,
               (32, 1): 256, (0, 4): 1024}    # NZ = 0: any row length, its entries via L1
 # persistent CG's one-block kernel (cg_persistent_cta<T, NZ, R, FAST>; ops.cta_plan): rows of at
-# most NZ entries, R rows a thread, CTA_THREADS threads at most
+# most NZ entries, R rows a thread, blocks of CTA_THREADS (its cta::THREADS)
 CTA_SHAPES = tuple((nz, r) for nz in (5, 7) for r in (2, 4, 6, 8))
 CTA_THREADS = 512
 

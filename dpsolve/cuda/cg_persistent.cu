@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::
 
     // ---- set-up: r = b - A x (x = 0: r = b), z = M r, <r, z>, <r, r>
     if (!zero_x) store(xi);
-    __syncthreads();                              // the slots' zeros (and x) seen by all
+    __syncthreads();                              // x seen by all
     T zeta = T(0), rrs = T(0);
 #pragma unroll
     for (int s = 0; s < R; ++s) {
