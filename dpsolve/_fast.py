@@ -54,14 +54,8 @@ class FastCG:
         from .cuda import ops
         self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
         self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
-        plan = ops.cta_plan(st.A, fast=True)
-        if plan is not None:                                 # a small system: one block
-            self.kernel, self.block, self.shared = plan
-            self.grid = 1
-        else:
-            self.kernel, self.grid = ops.persistent_kernel("cg_persistent_fast",
-                                                           "cg_persistent_fast", st.A)
-            self.block, self.shared = ops.BLOCK, 0
+        # one block for a small system (ops.cta_plan), else the cooperative grid
+        self.kernel, self.grid, self.block, self.shared = ops.persistent_cg_kernel(st.A, True)
         self.maxiter_arg = ops._maxiter_arg
         # the general path's record (DynamicBackend.cg's operands), b and x per call
         rec = ops.cg_args(st.A, None, st.pc_args, None, st.r, st.z, st.p, st.p2, st.v,

@@ -255,13 +255,15 @@ def test_cta_plan_rules(monkeypatch):
     monkeypatch.setattr(ops, "get_kernel", lambda src, expr, dt: asked.append(expr) or Kernel())
     monkeypatch.setattr(ops, "_shared_optin", lambda: 232448)         # an H100's opt-in bytes
 
-    def plan(n, row, dtype=np.float64, csr=True):
+    def system(n, row, dtype=np.float64, csr=True):
         lens = np.full(n, row)
         indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
-        A = SimpleNamespace(n=n, dtype=np.dtype(dtype),
-                            csr=CSR(indptr, np.zeros(indptr[-1], np.int32),
-                                    np.zeros(indptr[-1], dtype), n) if csr else None)
-        p = ops.cta_plan(A)
+        return SimpleNamespace(n=n, dtype=np.dtype(dtype),
+                               csr=CSR(indptr, np.zeros(indptr[-1], np.int32),
+                                       np.zeros(indptr[-1], dtype), n) if csr else None)
+
+    def plan(*a, **k):
+        p = ops.cta_plan(system(*a, **k))
         return None if p is None else (asked[-1], p[1], p[2])
 
     assert plan(4096, 5) == ("cg_persistent_cta<{T}, 5, 8, false>", 512, 8 * 6 * 512 * 8)
@@ -276,6 +278,10 @@ def test_cta_plan_rules(monkeypatch):
     assert plan(2048, 5, np.complex128)[1:] == (512, 4 * 6 * 512 * 16)      # R = 4
     assert plan(2049, 5, np.complex64) is None       # complex: R <= 4
     assert plan(100, 5, csr=False) is None           # not a CSR format
+    # persistent_cg_kernel, what both launch sites ask: the one block, a grid of one
+    kernel, grid, block, shared = ops.persistent_cg_kernel(system(4096, 5), fast=True)
+    assert asked[-1] == "cg_persistent_cta<{T}, 5, 8, true>" and isinstance(kernel, Kernel)
+    assert (grid, block, shared) == (1, 512, 8 * 6 * 512 * 8)
     monkeypatch.setattr(ops, "CTA", False)
     assert plan(100, 5) is None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats import row_stats
 from . import _loader, abi
 from ._loader import get_kernel
 # the matrices, one class per format (device_matrix.py), importable from here as before
@@ -295,11 +296,9 @@ def _dyn_parts(partials, k: int):
 
 def _device_launch(method: str, persistent: bool, A: DeviceMatrix, args, stream) -> int:
     if persistent and method == "cg":
-        plan = cta_plan(A)
-        if plan is not None:                     # a small system: one block
-            kernel, threads, shared = plan
-            launch(kernel, (1,), (threads,), args, stream, shared_mem=shared)
-            return 1
+        kernel, grid, block, shared = persistent_cg_kernel(A)
+        launch(kernel, (grid,), (block,), args, stream, shared_mem=shared)
+        return grid
     if persistent:
         return _persistent_launch(f"{method}_persistent", f"{method}_persistent", A, args, stream)
     return _dynamic_launch(f"{method}_dynamic", f"{method}_dyn_start", A, args, stream)
@@ -654,20 +653,33 @@ def cta_plan(A: DeviceMatrix, fast: bool = False):
     return plans[fast]
 
 
+def persistent_cg_kernel(A: DeviceMatrix, fast: bool = False):
+    """(kernel, grid, block, dynamic shared bytes) of persistent CG on A: the one-block kernel
+    where ``cta_plan`` takes A, else the cooperative cg_persistent (``fast``: the prepared
+    call's cg_persistent_fast, dpsolve/_fast.py) on its grid."""
+    plan = cta_plan(A, fast)
+    if plan is not None:
+        kernel, threads, shared = plan
+        return kernel, 1, threads, shared
+    name = "cg_persistent_fast" if fast else "cg_persistent"
+    kernel, grid = persistent_kernel(name, name, A)
+    return kernel, grid, BLOCK, 0
+
+
 def _cta_plan(A: DeviceMatrix, fast: bool):
     size = A.dtype.itemsize
     shapes = [(nz, r) for nz, r in _loader.CTA_SHAPES
               if A.n <= r * _loader.CTA_THREADS and (r <= 4 or A.dtype.kind != "c")]
     if not shapes or A.n * size > 1 << 16:
         return None
-    c = A.csr
-    row_max = c.max_row if c.max_row is not None else int((c.indptr[1:] - c.indptr[:-1]).max())
+    row_max = row_stats(A.csr)["max"]
     fits = [(nz, r) for nz, r in shapes if row_max <= nz]
     if not fits:
         return None
     nz, r = min(fits)                            # the fewest slots, then the fewest rows a thread
     shared = r * (nz + 1) * _loader.CTA_THREADS * size    # R NZ values and R values a thread
-    if shared + 3 * 16 * size > _shared_optin():         # + the kernel's static slots
+    slots = 3 * (_loader.CTA_THREADS // 32) * size        # the kernel's static slots
+    if shared + slots > _shared_optin():
         return None
     k = get_kernel("cg_persistent_cta",
                    f"cg_persistent_cta<{{T}}, {nz}, {r}, {'true' if fast else 'false'}>", A.dtype)

@@ -28,7 +28,7 @@ struct PrecondArgs {
 template <typename T>
 struct CgArgs {
     int n, width, maxiter;               // width: the ELL width (0 for CSR)
-    int flags;                           // abi.cuh's DPS_FAST_* (cg_persistent only; else 0)
+    int flags;                           // abi.cuh's DPS_FAST_* (read by FAST kernels; else 0)
     double atol;
     double rtol;                         // with DPS_FAST_TOL: the tolerance max(atol, rtol ||b||)
     const int* indptr;                   // CSR (nullptr for ELL)
