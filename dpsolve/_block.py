@@ -204,7 +204,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         # its codes and the unsafe columns read back in one wait
         info, its, res, tol, path = device.solve_cg_rows(
             values, csr.indptr, csr.indices, Bt, Xt, rtol, atol, maxiter, jacobi, config,
-            shared_values=True)
+            shared_values=True, x0=None if X0 is None else Xt)
         info_h, unsafe_h = cupy.stack((info.astype(cupy.int64),
                                        unsafe.astype(cupy.int64))).get()
         _non_finite(np.flatnonzero(info_h == BAD_INPUT), "b")

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 import dpsolve
 from dpsolve import batch
-from dpsolve.matrices import laplace_2d
+from dpsolve.matrices import laplace_2d, laplace_3d
 
 N = 36
 # every test runs the host reference, and on a GPU machine the one-launch kernels too
@@ -143,6 +143,44 @@ def test_rows_config_picks_the_smallest_fit():
     assert device.rows_config(256, 32) == (32, 1) and device.rows_config(256, 33) == (0, 4)
     assert device.rows_config(4096, 5) == (0, 4) and device.rows_config(4097, 5) is None
     assert device.rows_config(1025, 7, np.complex128) is None      # real dtypes only
+
+
+def _slots_hold_the_pattern(A, offsets, slot_pos):
+    """Every entry in exactly one slot, each slot's entry on its diagonal."""
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    held = slot_pos[slot_pos >= 0]
+    assert np.array_equal(np.sort(held), np.arange(A.nnz))
+    for k, off in enumerate(offsets):
+        pos = slot_pos[k]
+        live = pos >= 0
+        assert (A.indices[pos[live]] == np.flatnonzero(live) + off).all()
+        assert (rows[pos[live]] == np.flatnonzero(live)).all()
+
+
+def test_diagonals_finds_the_stencils():
+    """batch_cg_rows's DIA form (device.diagonals): a 3-D 7-point and a 2-D 5-point stencil fill
+    their NZ slots, ascending, 0 in the middle; a tridiagonal pattern at NZ = 5 gets empty slots
+    (offset 0, no entry) outside its own; too many diagonals on one side, or an NZ with no DIA
+    form, give None."""
+    from dpsolve.batch import device
+    A = sp.csr_array(laplace_3d(10))
+    offsets, slot_pos = device.diagonals(A.indptr, A.indices, A.shape[0], (7, 4))
+    assert list(offsets) == [-100, -10, -1, 0, 1, 10, 100] and slot_pos.dtype == np.int32
+    _slots_hold_the_pattern(A, offsets, slot_pos)
+    A = sp.csr_array(laplace_2d(9, 7))
+    offsets, slot_pos = device.diagonals(A.indptr, A.indices, A.shape[0], (5, 4))
+    assert list(offsets) == [-9, -1, 0, 1, 9]
+    _slots_hold_the_pattern(A, offsets, slot_pos)
+    T = sp.csr_array(sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(6, 6)))
+    offsets, slot_pos = device.diagonals(T.indptr, T.indices, 6, (5, 4))
+    assert list(offsets) == [0, -1, 0, 1, 0] and (slot_pos[[0, 4]] == -1).all()
+    _slots_hold_the_pattern(T, offsets, slot_pos)
+    L = sp.csr_array(sp.diags([1.0] * 5, [-4, -3, -2, -1, 0], shape=(9, 9)))
+    assert device.diagonals(L.indptr, L.indices, 9, (7, 4)) is None     # 4 below: NZ // 2 = 3
+    assert device.diagonals(T.indptr, T.indices, 6, (8, 4)) is None     # no DIA form at NZ = 8
+    U = sp.csr_array(sp.diags([1.0, 1.0], [1, 2], shape=(5, 5)))        # no main diagonal
+    offsets, slot_pos = device.diagonals(U.indptr, U.indices, 5, (5, 4))
+    assert list(offsets) == [0, 0, 0, 1, 2] and (slot_pos[2] == -1).all()
 
 
 def test_the_kernels_codes_are_the_modules():

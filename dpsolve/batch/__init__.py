@@ -26,7 +26,7 @@ CuPy values keeps them on the device.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,18 @@ class BatchMatrix:
     indptr: np.ndarray
     n: int
     _device_pattern: tuple = None
+    _diagonals: dict = field(default_factory=dict, repr=False)
+
+    def device_diagonals(self, config):
+        """The pattern as batch_cg_rows's DIA form takes it at ``config`` (``device.diagonals``:
+        offsets, and slot_pos on the device), or None where it does not: found once a config."""
+        if config not in self._diagonals:
+            import cupy
+
+            from . import device
+            dia = device.diagonals(self.indptr, self.indices, self.n, config)
+            self._diagonals[config] = None if dia is None else (dia[0], cupy.asarray(dia[1]))
+        return self._diagonals[config]
 
     def device_pattern(self):
         """(indptr, indices) as int32 CuPy arrays and the longest row: uploaded once."""
@@ -256,15 +268,18 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
 
     from . import device
     indptr, indices, row_max = Ab.device_pattern()
-    X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
     config = (device.rows_config(Ab.n, row_max, dtype) if method == "cg" and device.ROWS
               else None)
-    if config is not None:
+    if config is not None:                   # the kernel writes every x (from x0 = 0)
+        X = cupy.empty((Ab.nb, Ab.n), dtype=dtype)
         values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
         Bw = cupy.ascontiguousarray(cupy.asarray(B).astype(dtype, copy=False))
         info, its, res, tol, path = device.solve_cg_rows(values, indptr, indices, Bw, X, rtol,
-                                                         atol, maxiter, M == "jacobi", config)
+                                                         atol, maxiter, M == "jacobi", config,
+                                                         dia=Ab.device_diagonals(config)
+                                                         if device.DIAGONALS else None)
         return X, info.astype(cupy.int64), its, res, tol, path
+    X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
     values, Bw, info, bad, dinv, tol, todo = _checks(cupy, Ab, cupy.asarray(Ab.values),
                                                      cupy.asarray(B), M, dtype, rtol, atol)
     info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cuda import ops
-from ..cuda._loader import BATCH_ROWS, get_kernel
+from ..cuda._loader import BATCH_DIAGONALS, BATCH_ROWS, get_kernel
 from ..cuda.executor import launch
 
 VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
@@ -55,6 +55,39 @@ def rows_config(n: int, row_max: int, dtype=np.float64):
         if threads is not None and -(-n // r) <= threads:
             return nz, r
     return None
+
+
+DIAGONALS = True                  # False: batch_cg_rows never takes its DIA form (the tests)
+
+
+def diagonals(indptr, indices, n: int, config: tuple):
+    """batch_cg_rows's DIA form for a pattern at rows_config's ``config``: (offsets, slot_pos)
+    where the pattern's entries lie on few diagonals -- at most NZ // 2 below the main diagonal
+    and NZ // 2 above it, one entry a row on each (2-D and 3-D stencils) -- else None. offsets
+    (NZ,) int: column - row of each slot, ascending, 0 at slot NZ // 2 (a slot the pattern does
+    not fill: offset 0, no entry); slot_pos (NZ, n) int32: the index of each slot's entry in a
+    system's values, -1 where the row has none (a = 0). NumPy pattern in, NumPy out (host)."""
+    nz, r = config
+    if (nz, r) not in BATCH_DIAGONALS or n == 0:
+        return None
+    indptr = np.asarray(indptr, dtype=np.int64)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    off = np.asarray(indices, dtype=np.int64) - rows
+    d = np.unique(off)
+    below, above = d[d < 0], d[d > 0]
+    half = nz // 2
+    if below.size > half or above.size > half:
+        return None
+    offsets = np.concatenate([np.zeros(half - below.size, np.int64), below, [0], above,
+                              np.zeros(half - above.size, np.int64)])
+    slot_of = {int(o): k for k, o in enumerate(offsets) if o != 0}
+    slot_of[0] = half
+    slots = np.fromiter((slot_of[int(o)] for o in d), np.int64, d.size)[np.searchsorted(d, off)]
+    slot_pos = np.full((nz, n), -1, np.int64)
+    slot_pos[slots, rows] = np.arange(off.size)
+    if (slot_pos >= 0).sum() != off.size:                 # two entries of a row on one diagonal
+        return None
+    return offsets, slot_pos.astype(np.int32)
 
 
 def threads(n: int) -> int:
@@ -103,42 +136,64 @@ def solve_skipping_zero(method, values, indptr, indices, B, X, info, tol, maxite
             path)
 
 
+_DIAGONALS_ARG = np.dtype([("bytes", "<i4", (8,))])     # batch.cu's batch::Diagonals
+
+
 def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
-                  jacobi: bool, config: tuple, stream=None, shared_values=False):
+                  jacobi: bool, config: tuple, stream=None, shared_values=False, dia=None,
+                  x0=None):
     """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included:
-    values (nb, nnz), B and X (nb, n; X the start, zeros for dpsolve.batch) C-contiguous of one
-    dtype, as they come; returns (info (nb,) int32 with every system's code, its (nb,) int32, res
-    (nb,) float64: the true residual norms, NaN for a bad system, tol (nb,) float64, path). Runs
-    in place on X, in one launch, and waits for nothing. ``shared_values``: every system has
-    the values of ``values[0]`` (one matrix, several right-hand sides: dpsolve._block)."""
+    values (nb, nnz), B and X (nb, n: the solutions, written) C-contiguous of one dtype, as they
+    come; ``x0`` (nb, n) the start, or None for zeros (x0 may be X: each system's start is read
+    before its solution is written); returns (info (nb,) int32 with every system's code, its
+    (nb,) int32, res (nb,) float64: the true residual norms, NaN for a bad system, tol (nb,)
+    float64, path), all written by the kernel. One launch; waits for nothing. ``shared_values``:
+    every system has the values of ``values[0]`` (one matrix, several right-hand sides:
+    dpsolve._block). ``dia``: ``diagonals``'s (offsets, slot_pos) of the pattern, slot_pos on the
+    device, for the DIA form of the kernel (None: the rows' columns in registers)."""
     import cupy
     nb, n = (int(s) for s in X.shape)
     dt = np.dtype(X.dtype)
-    for name, a in (("values", values), ("B", B), ("X", X)):
+    for name, a in (("values", values), ("B", B), ("X", X), ("x0", X if x0 is None else x0)):
         if np.dtype(a.dtype) != dt or not a.flags.c_contiguous:
             raise ValueError(f"solve_cg_rows: {name} must be C-contiguous {dt}")
+    if x0 is not None and x0.shape != X.shape:
+        raise ValueError(f"solve_cg_rows: x0 must have X's shape {X.shape}, got {x0.shape}")
     nz, r = config
     if (nz, r) not in BATCH_ROWS or -(-n // r) > BATCH_ROWS[nz, r]:
         raise ValueError(f"solve_cg_rows: no batch_cg_rows kernel for n = {n} at {config}")
-    info = cupy.zeros(nb, cupy.int32)
-    its = cupy.zeros(nb, cupy.int32)
-    res = cupy.full(nb, np.nan, cupy.float64)
-    tol = cupy.zeros(nb, cupy.float64)
+    out = cupy.empty(24 * nb, cupy.uint8)                # the kernel writes all of it
+    info, its = out[:4 * nb].view(cupy.int32), out[4 * nb:8 * nb].view(cupy.int32)
+    res, tol = out[8 * nb:16 * nb].view(cupy.float64), out[16 * nb:].view(cupy.float64)
     entries = (f"rows of <= {nz} entries in registers" if nz else
                "the rows' entries read through L1 at each product, p in shared memory")
     path = (f"one launch, a block per system, {r} row{'s' if r > 1 else ''} a thread, {entries}, "
             f"the checks in the kernel")
     if nb == 0:
         return info, its, res, tol, path
-    kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}>", dt)
+    arg = np.zeros((), _DIAGONALS_ARG)
+    if dia is not None:
+        offsets, slot_pos = dia
+        arg["bytes"][:nz] = np.asarray(offsets) * dt.itemsize
+        pad = int(np.abs(offsets).max())
+        path = path.replace("registers", "registers (as diagonals)")
+    else:
+        slot_pos, pad = ops._NULL, 0
+    form = f"{'true' if jacobi else 'false'}{', true' if dia is not None else ''}"
+    kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}, {form}>", dt)
     need = -(-n // r)                                    # threads: r rows each
     block = -(-need // 32) * 32                          # whole warps
+    shared = (n + 2 * pad + (n if jacobi else 0)) * dt.itemsize   # p (its pads), D^-1
+    if shared > SHARED_DEFAULT - 2048 and kernel.max_dynamic_shared_size_bytes < shared:
+        kernel.max_dynamic_shared_size_bytes = shared
     launch(kernel, (nb,), (block,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
             indices.astype(cupy.int32, copy=False), values,
-            np.int64(0 if shared_values else values.shape[1]), B, X, np.float64(rtol),
-            np.float64(atol), np.int32(bool(jacobi)), np.int32(maxiter), info, its, res, tol),
-           stream, shared_mem=n * dt.itemsize)
+            np.int64(0 if shared_values else values.shape[1]), B,
+            ops._NULL if x0 is None else x0, X, np.float64(rtol),
+            np.float64(atol), np.int32(maxiter), info, its, res, tol,
+            slot_pos, arg[()], np.int32(pad)),
+           stream, shared_mem=shared)
     return info, its, res, tol, path
 
 

@@ -44,6 +44,8 @@ BLOCK_SCALAR_KERNELS = ("block_alpha", "block_beta", "bs_first", "bs_half",
 # (NZ = 5 and 7: 2-D and 3-D stencils' rows, no empty slot to hold; batch.cu says why it pays)
 BATCH_ROWS = {(5, 4): 256, (7, 4): 256, (8, 1): 1024, (8, 2): 512, (8, 4): 256, (16, 1): 512,
               (32, 1): 256, (0, 4): 1024}    # NZ = 0: any row length, its entries via L1
+# the (NZ, R) of batch_cg_rows's DIA form too: a pattern of NZ diagonals (2-D and 3-D stencils)
+BATCH_DIAGONALS = ((5, 4), (7, 4))
 # persistent CG's one-block kernel (cg_persistent_cta<T, NZ, R, FAST>; ops.cta_plan): rows of at
 # most NZ entries, R rows a thread, blocks of CTA_THREADS (its cta::THREADS)
 CTA_SHAPES = tuple((nz, r) for nz in (5, 7) for r in (2, 4, 6, 8))
@@ -100,7 +102,10 @@ SOURCES = {
                                    "spgemm_rows_small<{T}, 1>", "spgemm_pattern_small<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
-                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}>" for nz, r in BATCH_ROWS)),
+                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}>" for nz, r in BATCH_ROWS
+                           for j in ("false", "true"))
+                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}, true>"
+                           for nz, r in BATCH_DIAGONALS for j in ("false", "true"))),
     # CG on k right-hand sides at once, G lanes a row (dpsolve/_block_fused.py)
     "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in BLOCK_VECTOR_KERNELS
                                       for g in BLOCK_LANES)

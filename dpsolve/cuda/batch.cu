@@ -312,16 +312,29 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 }
 
 // ---------------------------------------------------------------------------------------------
-// batch_cg_rows<T, NZ, R>: batch_cg for systems whose n rows fit a block at R rows a thread
-// (thread t holds rows t, t + blockDim, ...) and hold at most NZ entries each. The host picks NZ
-// (8, 16 or 32), R and a block of whole warps. Each row's values and columns sit in registers for
-// the whole solve (read from global memory once, where batch_cg reads them every iteration), x,
-// r, z and p in registers too, and only p in shared memory (n values) for the products. The
-// checks of dpsolve.batch run here, a system at a time, so that the call is this one launch: a
-// NaN or Inf in a system's values or b (BAD_INPUT), a zero diagonal entry with Jacobi
-// (ZERO_DIAGONAL; D^-1 is taken from the row's own entries), the tolerance max(rtol ||b||, atol)
-// (in float64; written to `tol`), b = 0 (x = 0, info 0). A system preset with info != 0 is
-// skipped and kept, as batch_cg does.
+// batch_cg_rows<T, NZ, R, JAC, DIA>: batch_cg for systems whose n rows fit a block at R rows a
+// thread (thread t holds rows t, t + blockDim, ...) and hold at most NZ entries each. The host
+// picks NZ (5, 7, 8, 16 or 32), R and a block of whole warps; JAC: Jacobi (D^-1, taken from the
+// row's own entry, in shared memory after p: n values) or none. Each row's values and columns
+// sit in registers for the whole solve (read from global memory once, where batch_cg reads them
+// every iteration), x, r, z and p in registers too, and p in shared memory (n values) for the
+// products. The checks of dpsolve.batch run here, a system at a time, so that the call is this
+// one launch: a NaN or Inf in a system's values or b (BAD_INPUT), a zero diagonal entry with
+// Jacobi (ZERO_DIAGONAL), the tolerance max(rtol ||b||, atol) (in float64; written to `tol`),
+// b = 0 (x = 0, info 0). X0: the starts (nullptr: zeros; may be X). Every system's info, its, res
+// (NaN for a bad one) and tol are written.
+//
+// DIA (a pattern of at most NZ / 2 diagonals below the main one and NZ / 2 above: 2-D and 3-D
+// stencils; batch::Diagonals): slot k of every row is the diagonal off_k, a kernel argument, so
+// the columns take no registers, and the main diagonal's p comes from the row's own register.
+// Its sums are the rows' form's (sorted columns, an empty slot adding 0). H100, 10,000 x 3-D
+// 10^3, kernel alone, one run (scratch A/B, 2026-11-27): rows' form 2.36-2.40 ms, DIA 2.05-2.19
+// (Jacobi 3.09-3.10 -> 2.69-2.84); 1,000 x 2-D 32^2 0.33-0.34 -> 0.30-0.32. The steps before
+// it (one earlier run): the block sums over NW slots unrolled (3.41 -> 3.08 ms without Jacobi),
+// JAC a template argument and D^-1 in shared memory, so fewer registers spilt (3.08 -> 2.40).
+// Not kept: x in shared memory (2.19 -> 2.32 ms), a head test on ||r||^2 against atol^2 with
+// sqrt only near it (2.19 -> 2.16, within spread). ptxas still spills (88-150 B) but not in the
+// iteration loop (cuobjdump: no LDL / STL between its barriers).
 //
 // R = 4 asks for two blocks an SM (128 registers a thread): 10,000 systems of 3-D 10^3 on an
 // H100 took 3.99 ms so, 4.51 at one block an SM, 5.24 at R = 2 (16 warps a block: their block
@@ -351,18 +364,38 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // rows) took 10-11 us an iteration in batch_cg (vectors in shared memory, the matrix from L2;
 // block 0's clock: 9,000 of 20,500 cycles in the SpMV, 6,500 in the vector loops), 8-10 us here
 // at R = 4 (1,024 threads; R = 8 at 512 threads was slower).
-template <typename T, int NZ, int R>
+namespace batch {
+// DIA = true: the pattern's diagonals, the same for every row (dpsolve.batch.device.diagonals):
+// slot k of every row is the entry at column row + off_k, off_k = bytes[k] / sizeof(T), the
+// offsets ascending with 0 at slot NZ / 2; `slot_pos` (NZ x n, slot-major) says where each
+// slot's value is in a system's values (-1: none, a = 0). A kernel argument, so the offsets are
+// read from the constant bank and take no registers.
+struct Diagonals {
+    int bytes[8];
+};
+}  // namespace batch
+
+template <typename T, int NZ, int R, bool JAC, bool DIA = false>
 __global__ void __launch_bounds__(NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256,
                                   NZ == 0 ? 1 : R == 4 ? 2 : 1)
 batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
               const T* __restrict__ values, long long nnz, const T* __restrict__ B,
-              T* __restrict__ X, double rtol, double atol, int jacobi, int maxiter,
+              const T* X0, T* X, double rtol, double atol, int maxiter,      // X0 may be X
               int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
-              double* __restrict__ tol) {
+              double* __restrict__ tol, const int* __restrict__ slot_pos, batch::Diagonals dia,
+              int pad) {
+    static_assert(!DIA || (NZ > 0 && NZ % 2 == 1 && NZ <= 8), "DIA: an odd NZ, 0 in its middle");
     extern __shared__ __align__(16) unsigned char s_dyn[];
-    T* sp = reinterpret_cast<T*>(s_dyn);          // p, or x where A x is needed: n values
-    __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
-    __shared__ double s_rr[DPS_WARP], s_true[DPS_WARP];
+    // p, or x where A x is needed: n values (DIA: after `pad` zeros, and `pad` zeros after them,
+    // so that row + off_k is always a place to read)
+    T* sp = reinterpret_cast<T*>(s_dyn) + (DIA ? pad : 0);
+    if constexpr (DIA) {
+        for (int i = threadIdx.x; i < pad; i += blockDim.x) sp[i - pad] = sp[n + i] = T(0);
+    }
+    __shared__ __align__(16) T s_pq[DPS_WARP], s_rz[DPS_WARP];
+    __shared__ __align__(16) double s_rr[DPS_WARP], s_true[DPS_WARP];
+    // the most warps a block has (its launch bound): block sums over that many slots, unrolled
+    constexpr int NW = (NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256) / DPS_WARP;
     if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
         s_pq[threadIdx.x] = T(0);
         s_rz[threadIdx.x] = T(0);
@@ -371,33 +404,36 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     }
     __syncthreads();
     constexpr int NR = NZ > 0 ? NZ : 1;           // entries a row in registers (NZ = 0: none)
+    T* sd = sp + n + (DIA ? pad : 0);             // JAC: D^-1, n values after p's
     int row[R], start[R], len[R];
     // the columns as byte offsets into sp, two 16-bit halves a register (n <= 1,024 here:
     // offsets < 16,384 even for complex<double>): 16 registers at NZ = 8, R = 4, not 32
-    unsigned colp[R][(NR + 1) / 2];
+    unsigned colp[R][DIA ? 1 : (NR + 1) / 2];
 #pragma unroll
     for (int s = 0; s < R; ++s) {
         row[s] = threadIdx.x + s * blockDim.x;
         start[s] = row[s] < n ? indptr[row[s]] : 0;
         len[s] = row[s] < n ? indptr[row[s] + 1] - start[s] : 0;
 #pragma unroll
-        for (int k = 0; k < NZ; k += 2) {           // an empty slot: the row's own (a = 0)
+        for (int k = 0; k < (DIA ? 0 : NZ); k += 2) {   // an empty slot: the row's own (a = 0)
             const unsigned own = row[s] < n ? row[s] * sizeof(T) : 0u;
             const unsigned lo = k < len[s] ? indices[start[s] + k] * sizeof(T) : own;
             const unsigned hi = k + 1 < len[s] ? indices[start[s] + k + 1] * sizeof(T) : own;
             colp[s][k / 2] = lo | (hi << 16);
         }
     }
-    auto offset = [&](int s, int k) { return (colp[s][k / 2] >> (16 * (k & 1))) & 0xffffu; };
-    auto col_of = [&](int s, int k) { return (int)(offset(s, k) / sizeof(T)); };
+    auto offset = [&](int s, int k) -> int {    // of w[col] from w, in bytes
+        if constexpr (DIA) return row[s] * (int)sizeof(T) + dia.bytes[k];
+        else return (colp[s][k / 2] >> (16 * (k & 1))) & 0xffffu;
+    };
+    auto col_of = [&](int s, int k) { return offset(s, k) / (int)sizeof(T); };
     auto at = [&](const T* w, int s, int k) -> T {      // w[col], w in shared memory
         const unsigned char* base = reinterpret_cast<const unsigned char*>(w);
         return *reinterpret_cast<const T*>(base + offset(s, k));
     };
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (info[sys] != 0) continue;
         const T* b = B + (size_t)sys * n;             // read where needed: fewer registers
-        T a[R][NR], di[R], xi[R], ri[R], pi[R];
+        T a[R][NR], xi[R], ri[R], pi[R];
         const T* vals = values + (size_t)sys * nnz;
         bool bad = false, zero = false;
         double bb = 0.0;
@@ -406,7 +442,15 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             const bool live = row[s] < n;
             const T* v = vals + start[s];
             T dg = T(0);
-            if constexpr (NZ > 0) {
+            if constexpr (DIA) {                        // every entry has its slot
+#pragma unroll
+                for (int k = 0; k < NZ; ++k) {
+                    const int pos = live ? slot_pos[k * n + row[s]] : -1;
+                    a[s][k] = pos >= 0 ? vals[pos] : T(0);
+                    bad |= !dps::is_finite(a[s][k]);
+                }
+                dg = a[s][NZ / 2];
+            } else if constexpr (NZ > 0) {
 #pragma unroll
                 for (int k = 0; k < NZ; ++k) {
                     a[s][k] = k < len[s] ? v[k] : T(0);
@@ -422,13 +466,13 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             const T bs = live ? b[row[s]] : T(0);
             bad |= !dps::is_finite(bs);
             bb += (double)dps::abs2(bs);
-            zero |= jacobi && live && dg == T(0);
-            di[s] = jacobi && live && dg != T(0) ? T(1) / dg : T(1);
-            xi[s] = live ? X[(size_t)sys * n + row[s]] : T(0);
+            zero |= JAC && live && dg == T(0);
+            if (JAC && live) sd[row[s]] = dg != T(0) ? T(1) / dg : T(1);
+            xi[s] = live && X0 != nullptr ? X0[(size_t)sys * n + row[s]] : T(0);
         }
         bad = __syncthreads_or(bad);
         zero = __syncthreads_or(zero) && !bad;
-        const double bnorm = sqrt(dps::sum_everywhere(bb, s_true));   // after 2 barriers
+        const double bnorm = sqrt(dps::sum_everywhere<NW>(bb, s_true));   // after 2 barriers
         const double atol_s = bad ? atol : fmax(rtol * bnorm, atol);
         if (threadIdx.x == 0) tol[sys] = atol_s;
         if (bad || zero || bnorm == 0.0) {        // nothing to solve: x = 0
@@ -438,15 +482,19 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             if (threadIdx.x == 0) {
                 info[sys] = bad ? batch::BAD_INPUT : zero ? batch::ZERO_DIAGONAL : 0;
                 its[sys] = 0;
-                if (!bad && !zero) res[sys] = 0.0;   // else the host's preset NaN stays
+                res[sys] = bad || zero ? nan("") : 0.0;
             }
             __syncthreads();                      // s_true read by all before it is reused
             continue;
         }
-        // this row of A w, w in shared memory (batch::spmv's order of the sum)
-        auto row_times = [&](int s, const T* w) {
+        // this row of A w, w in shared memory, `own` its w[row] (batch::spmv's order of the sum;
+        // DIA: the diagonals', the same for sorted columns, the diagonal's w from the register)
+        auto row_times = [&](int s, const T* w, T own) {
             T acc = T(0);
-            if constexpr (NZ > 0) {
+            if constexpr (DIA) {
+#pragma unroll
+                for (int k = 0; k < NZ; ++k) acc += a[s][k] * (k == NZ / 2 ? own : at(w, s, k));
+            } else if constexpr (NZ > 0) {
 #pragma unroll
                 for (int k = 0; k < NZ; ++k) acc += a[s][k] * at(w, s, k);   // empty: 0 w[row]
             } else {                                  // the entries through L1, in k's order
@@ -454,6 +502,10 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                                          [&](int c) { return w[c]; });
             }
             return acc;
+        };
+        auto dinv_times = [&](int s, T v) -> T {  // (D^-1 v) of this row: Jacobi or none
+            if constexpr (JAC) return row[s] < n ? sd[row[s]] * v : v;
+            else return v;
         };
         auto store = [&](const T* v) {
 #pragma unroll
@@ -470,12 +522,12 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             double rr = 0.0;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
-                ri[s] = row[s] < n ? b[row[s]] - row_times(s, sp) : T(0);
-                pi[s] = di[s] * ri[s];                        // z = D^-1 r
+                ri[s] = row[s] < n ? b[row[s]] - row_times(s, sp, xi[s]) : T(0);
+                pi[s] = dinv_times(s, ri[s]);                 // z = D^-1 r
                 sigma += dps::conj(ri[s]) * pi[s];
                 rr += (double)dps::abs2(ri[s]);
             }
-            dps::sum2_everywhere(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
+            dps::sum2_everywhere<NW>(sigma, rr, s_rz, s_rr);    // its barrier: sp read by all
             store(pi);
             __syncthreads();
             dps::Stop h = dps::head_test(0, sqrt(rr), atol_s, budget);
@@ -484,10 +536,10 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 T qi[R], part = T(0);
 #pragma unroll
                 for (int s = 0; s < R; ++s) {
-                    qi[s] = row[s] < n ? row_times(s, sp) : T(0);
+                    qi[s] = row[s] < n ? row_times(s, sp, pi[s]) : T(0);
                     part += dps::conj(pi[s]) * qi[s];
                 }
-                const T alpha = sigma / dps::sum_everywhere(part, s_pq);
+                const T alpha = sigma / dps::sum_everywhere<NW>(part, s_pq);
                 if (!dps::is_finite(alpha)) { h = {DPS_BREAKDOWN, j, false}; break; }
                 T zeta = T(0);
                 rr = 0.0;
@@ -495,19 +547,19 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 for (int s = 0; s < R; ++s) {
                     xi[s] += dps::mul_rn(alpha, pi[s]);
                     ri[s] = ri[s] - dps::mul_rn(alpha, qi[s]);
-                    zeta += dps::conj(ri[s]) * (di[s] * ri[s]);
+                    zeta += dps::conj(ri[s]) * dinv_times(s, ri[s]);
                     rr += (double)dps::abs2(ri[s]);
                 }
-                if (jacobi) {
-                    dps::sum2_everywhere(zeta, rr, s_rz, s_rr);
+                if constexpr (JAC) {
+                    dps::sum2_everywhere<NW>(zeta, rr, s_rz, s_rr);
                 } else {
-                    zeta = dps::sum_everywhere(zeta, s_rz);
+                    zeta = dps::sum_everywhere<NW>(zeta, s_rz);
                 }
                 const T beta = zeta / sigma;
                 sigma = zeta;
 #pragma unroll
-                for (int s = 0; s < R; ++s) pi[s] = di[s] * ri[s] + dps::mul_rn(beta, pi[s]);
-                const double tau = jacobi ? sqrt(rr) : sqrt((double)fabs(zeta));   // fabs: ADL
+                for (int s = 0; s < R; ++s) pi[s] = dinv_times(s, ri[s]) + dps::mul_rn(beta, pi[s]);
+                const double tau = JAC ? sqrt(rr) : sqrt((double)fabs(zeta));      // fabs: ADL
                 store(pi);                                     // sp's readers passed 2 barriers
                 __syncthreads();
                 h = dps::head_test(j + 1, tau, atol_s, budget);
@@ -521,8 +573,8 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             double e = 0.0;
 #pragma unroll
             for (int s = 0; s < R; ++s)
-                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - row_times(s, sp));
-            true_res = sqrt(dps::sum_everywhere(e, s_true));
+                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - row_times(s, sp, xi[s]));
+            true_res = sqrt(dps::sum_everywhere<NW>(e, s_true));
             if (code != 0 || !(true_res > atol_s)) break;
             if (budget <= 0 || h.its == 0) { code = maxiter; break; }
         }
