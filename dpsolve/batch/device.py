@@ -9,8 +9,9 @@ the host reference (``reference.cg`` / ``reference.bicgstab`` plus dpsolve.batch
 true-residual restart), which the GPU tests hold them to.
 
 CG has two kernels: ``solve_cg_rows`` runs ``batch_cg_rows`` (rows a thread, each row's entries
-in registers: systems of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; values read
-once a solve; dpsolve.batch's checks inside the kernel, so the call is one launch) and
+in registers: systems of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; a stencil's
+columns as its diagonals, ``diagonals``; values read once a solve; dpsolve.batch's checks inside
+the kernel, so the call is one launch) and
 ``solve_cg`` runs ``batch_cg`` (vectors in shared or global memory, values read every
 iteration: any other pattern; the checks before it). BiCGStab has the second kind only. The path
 string says which ran.
