@@ -185,8 +185,7 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     need = -(-n // r)                                    # threads: r rows each
     block = -(-need // 32) * 32                          # whole warps
     shared = (n + 2 * pad + (n if jacobi else 0)) * dt.itemsize   # p (its pads), D^-1
-    if shared > SHARED_DEFAULT - 2048 and kernel.max_dynamic_shared_size_bytes < shared:
-        kernel.max_dynamic_shared_size_bytes = shared
+    ops.allow_shared(kernel, shared)
     launch(kernel, (nb,), (block,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),
             indices.astype(cupy.int32, copy=False), values,

@@ -637,6 +637,17 @@ def _shared_optin() -> int:
     return int(cupy.cuda.Device().attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
 
 
+SHARED_STATIC_ROOM = 2048   # the static shared memory a kernel may add to its dynamic bytes
+
+
+def allow_shared(kernel, nbytes: int) -> None:
+    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory: past what a block gets
+    without opting in (48 KiB, less SHARED_STATIC_ROOM for the kernel's static slots), its
+    opt-in raised to nbytes, once (the attribute is the kernel's, kept)."""
+    if nbytes > (48 << 10) - SHARED_STATIC_ROOM and kernel.max_dynamic_shared_size_bytes < nbytes:
+        kernel.max_dynamic_shared_size_bytes = nbytes
+
+
 def cta_plan(A: DeviceMatrix, fast: bool = False):
     """(kernel, threads, dynamic shared bytes) of cg_persistent_cta for A, or None where the
     cooperative kernel runs: A in a CSR format, rows of at most 7 entries (NZ = 5 or 7), n at
@@ -683,8 +694,7 @@ def _cta_plan(A: DeviceMatrix, fast: bool):
         return None
     k = get_kernel("cg_persistent_cta",
                    f"cg_persistent_cta<{{T}}, {nz}, {r}, {'true' if fast else 'false'}>", A.dtype)
-    if k.max_dynamic_shared_size_bytes < shared:   # the opt-in, kept per kernel (48 KiB with
-        k.max_dynamic_shared_size_bytes = shared    # the static slots need it too)
+    allow_shared(k, shared)
     return k, _loader.CTA_THREADS, shared          # the kernel's block (cta::THREADS), whole
 
 
