@@ -215,26 +215,31 @@ def test_the_rows_kernel_checks_each_system(M, dtype):
         np.testing.assert_array_equal(np.isnan(rep.residual_norm), np.isnan(rep_r.residual_norm))
 
 
+PATTERNS = {"2d-32x31": lambda: laplace_2d(32, 31), "3d-10": lambda: laplace_3d(10),
+            "2d-12x10": lambda: laplace_2d(12, 10),   # 120 rows: a block of 32, not the full one
+            "tridiagonal": lambda: sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(700, 700))}
+
+
 @pytest.mark.parametrize("M", [None, "jacobi"])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("pattern", ["2d-32x31", "3d-10", "tridiagonal"])
+@pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_the_diagonal_form_gives_the_rows_forms_answers(monkeypatch, pattern, dtype, M):
     """batch_cg_rows's DIA form (a stencil's diagonals as kernel arguments, no columns in
     registers) sums each row in the same order as the rows' form -- the pattern's sorted
-    columns, an empty slot adding 0 -- so both give the same codes and iterations and x to
-    rounding; the tridiagonal pattern has empty slots at NZ = 5; the host reference agrees."""
+    columns, an empty slot adding 0 -- so, at the rows' form's block (FULL_BLOCK off), both give
+    the same codes and iterations and x to rounding; the tridiagonal pattern has empty slots at
+    NZ = 5; the host reference agrees."""
     from dpsolve.batch import device
     rng = np.random.default_rng(21)
-    A = {"2d-32x31": lambda: laplace_2d(32, 31), "3d-10": lambda: laplace_3d(10),
-         "tridiagonal": lambda: sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1],
-                                         shape=(700, 700))}[pattern]()
-    Ab, B = _batch(A, 23, dtype, rng)
+    Ab, B = _batch(PATTERNS[pattern](), 23, dtype, rng)
     rtol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-8
+    monkeypatch.setattr(device, "FULL_BLOCK", False)
     X, info, rep = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True, variant="device")
     monkeypatch.setattr(device, "DIAGONALS", False)
     X2, info2, rep2 = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True, variant="device")
     Xr, info_r, rep_r = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True, variant="host")
     assert "as diagonals" in rep.path and "as diagonals" not in rep2.path
+    assert "full block" not in rep.path
     assert (info == 0).all() and np.array_equal(info, info2) and np.array_equal(info, info_r)
     np.testing.assert_array_equal(rep.iterations, rep2.iterations)
     assert np.abs(rep.iterations - rep_r.iterations).max() <= 2
@@ -242,3 +247,47 @@ def test_the_diagonal_form_gives_the_rows_forms_answers(monkeypatch, pattern, dt
     scale = np.abs(X2).max()
     np.testing.assert_allclose(X, X2, rtol=0, atol=(1e-5 if np.dtype(dtype) == np.float32
                                                       else 1e-13) * scale)
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_the_full_block_gives_the_same_answers(pattern, dtype, M):
+    """The DIA form at the launch bound's block (a thread's rows a compile-time stride apart,
+    the dead rows' places zeros) against the same form at the rows' own block: where both
+    blocks are the same (3-D 10^3, 2-D 32 x 31) the same bits; else (the rows spread over other
+    threads, so the block sums run in another order) the same codes, iterations within 2, every
+    system within its tolerance. batch.cg takes the full block where it is over half of it."""
+    import cupy
+    from dpsolve.batch import device
+    rng = np.random.default_rng(22)
+    Ab, B = _batch(PATTERNS[pattern](), 23, dtype, rng)
+    rtol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-8
+    indptr, indices, row_max = Ab.device_pattern()
+    config = device.rows_config(Ab.n, row_max, dtype)
+    dia = Ab.device_diagonals(config)
+    assert dia is not None
+    values, dB = cupy.asarray(Ab.values), cupy.asarray(B)
+    out = {}
+    for full in (False, True):
+        X = cupy.empty(B.shape, dtype=dtype)
+        info, its, res, tol, path = device.solve_cg_rows(
+            values, indptr, indices, dB, X, rtol, 0.0, 10 * Ab.n, M == "jacobi", config,
+            dia=dia, full=full)
+        assert ("full block" in path) == full
+        out[full] = (X.get(), info.get(), its.get(), res.get(), tol.get())
+    (X0, i0, k0, r0, t0), (X1, i1, k1, r1, t1) = out[False], out[True]
+    assert (i0 == 0).all() and np.array_equal(i0, i1)
+    assert (r0 <= t0).all() and (r1 <= t1).all()
+    n, r = Ab.n, config[1]
+    need = -(-n // r)
+    if -(-need // 32) * 32 == device.BATCH_ROWS[config]:
+        np.testing.assert_array_equal(k0, k1)
+        np.testing.assert_array_equal(X0, X1)
+    else:
+        assert np.abs(k0 - k1).max() <= 2
+    _, _, rep = batch.cg(Ab, B, rtol=rtol, M=M, full_output=True, variant="device")
+    assert ("full block" in rep.path) == (2 * need > device.BATCH_ROWS[config])
+    with pytest.raises(ValueError, match="full is the DIA form's"):
+        device.solve_cg_rows(values, indptr, indices, dB, X, rtol, 0.0, 10, False, config,
+                             full=True)

@@ -59,6 +59,7 @@ def rows_config(n: int, row_max: int, dtype=np.float64):
 
 
 DIAGONALS = True                  # False: batch_cg_rows never takes its DIA form (the tests)
+FULL_BLOCK = True                 # False: nor its full block unless asked (the tests)
 
 
 def diagonals(indptr, indices, n: int, config: tuple):
@@ -142,7 +143,7 @@ _DIAGONALS_ARG = np.dtype([("bytes", "<i4", (8,))])     # batch.cu's batch::Diag
 
 def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
                   jacobi: bool, config: tuple, stream=None, shared_values=False, dia=None,
-                  x0=None):
+                  x0=None, full=None):
     """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included:
     values (nb, nnz), B and X (nb, n: the solutions, written) C-contiguous of one dtype, as they
     come; ``x0`` (nb, n) the start, or None for zeros (x0 may be X: each system's start is read
@@ -151,7 +152,10 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     float64, path), all written by the kernel. One launch; waits for nothing. ``shared_values``:
     every system has the values of ``values[0]`` (one matrix, several right-hand sides:
     dpsolve._block). ``dia``: ``diagonals``'s (offsets, slot_pos) of the pattern, slot_pos on the
-    device, for the DIA form of the kernel (None: the rows' columns in registers)."""
+    device, for the DIA form of the kernel (None: the rows' columns in registers). ``full`` (DIA
+    form only): launch the form whose block is the launch bound's threads, so that a thread's
+    rows are a compile-time stride apart (None: where the block would be over half that anyway;
+    the tests force it either way)."""
     import cupy
     nb, n = (int(s) for s in X.shape)
     dt = np.dtype(X.dtype)
@@ -177,14 +181,23 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
         offsets, slot_pos = dia
         arg["bytes"][:nz] = np.asarray(offsets) * dt.itemsize
         pad = int(np.abs(offsets).max())
-        path = path.replace("registers", "registers (as diagonals)")
     else:
         slot_pos, pad = ops._NULL, 0
-    form = f"{'true' if jacobi else 'false'}{', true' if dia is not None else ''}"
-    kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}, {form}>", dt)
     need = -(-n // r)                                    # threads: r rows each
     block = -(-need // 32) * 32                          # whole warps
-    shared = (n + 2 * pad + (n if jacobi else 0)) * dt.itemsize   # p (its pads), D^-1
+    bound = BATCH_ROWS[nz, r]                            # the launch bound's threads
+    if dia is None and full:
+        raise ValueError("solve_cg_rows: full is the DIA form's (dia must be given)")
+    full = dia is not None and (FULL_BLOCK and 2 * need > bound if full is None else bool(full))
+    span = r * bound if full else n                      # rows p's area holds
+    block = bound if full else block
+    if dia is not None:
+        path = path.replace("registers", "registers (as diagonals"
+                            + (f", a full block of {bound} threads)" if full else ")"))
+    form = (f"{'true' if jacobi else 'false'}{', true' if dia is not None else ''}"
+            f"{', true' if full else ''}")
+    kernel = get_kernel("batch", f"batch_cg_rows<{{T}}, {nz}, {r}, {form}>", dt)
+    shared = (span + 2 * pad + (n if jacobi else 0)) * dt.itemsize   # p (its pads), D^-1
     ops.allow_shared(kernel, shared)
     launch(kernel, (nb,), (block,),
            (np.int32(nb), np.int32(n), indptr.astype(cupy.int32, copy=False),

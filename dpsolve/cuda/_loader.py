@@ -104,8 +104,9 @@ SOURCES = {
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>")
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}>" for nz, r in BATCH_ROWS
                            for j in ("false", "true"))
-                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}, true>"
-                           for nz, r in BATCH_DIAGONALS for j in ("false", "true"))),
+                   + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}, true{f}>"
+                           for nz, r in BATCH_DIAGONALS for j in ("false", "true")
+                           for f in ("", ", true"))),
     # CG on k right-hand sides at once, G lanes a row (dpsolve/_block_fused.py)
     "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in BLOCK_VECTOR_KERNELS
                                       for g in BLOCK_LANES)

@@ -312,10 +312,10 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 }
 
 // ---------------------------------------------------------------------------------------------
-// batch_cg_rows<T, NZ, R, JAC, DIA>: batch_cg for systems whose n rows fit a block at R rows a
-// thread (thread t holds rows t, t + blockDim, ...) and hold at most NZ entries each. The host
-// picks NZ (5, 7, 8, 16 or 32), R and a block of whole warps; JAC: Jacobi (D^-1, taken from the
-// row's own entry, in shared memory after p: n values) or none. Each row's values and columns
+// batch_cg_rows<T, NZ, R, JAC, DIA, FULL>: batch_cg for systems whose n rows fit a block at R
+// rows a thread (thread t holds rows t, t + blockDim, ...) and hold at most NZ entries each. The
+// host picks NZ (5, 7, 8, 16 or 32), R and a block of whole warps; JAC: Jacobi (D^-1, taken from
+// the row's own entry, in shared memory after p: n values) or none. Each row's values and columns
 // sit in registers for the whole solve (read from global memory once, where batch_cg reads them
 // every iteration), x, r, z and p in registers too, and p in shared memory (n values) for the
 // products. The checks of dpsolve.batch run here, a system at a time, so that the call is this
@@ -335,6 +335,22 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // Not kept: x in shared memory (2.19 -> 2.32 ms), a head test on ||r||^2 against atol^2 with
 // sqrt only near it (2.19 -> 2.16, within spread). ptxas still spills (88-150 B) but not in the
 // iteration loop (cuobjdump: no LDL / STL between its barriers).
+//
+// A dead row (row >= n) runs the product too, with no branch around it: its entries are 0 and
+// its places a live row's (the rows' form: row 0; DIA: row 0, or FULL's own zeros), so the R
+// rows' chains interleave where a branch each kept them apart (the SASS had a BSSY / BSYNC
+// pair a row). FULL (DIA only; the host launches exactly the launch bound's NT threads, where
+// the rows' own block would be over half of it): thread t's rows are t + s NT, a compile-time
+// stride, so p's R NZ places are NZ registers plus immediate offsets, not R NZ registers that
+// ptxas spilt and reloaded in the loop (17 LDL an iteration); p's area holds R NT places, the
+// dead rows' zeros. H100, kernel alone, min of 3 rounds' medians of 5 (scratch/ab20b.py,
+// 2026-11-27): 10,000 x 3-D 10^3 2.20 -> 1.71 ms (Jacobi 2.70 -> 2.10), the no-branch product
+// alone 1.99; 1,000 x 2-D 32^2 0.313 -> 0.289 (0.381 -> 0.338); 20,000 x 2-D 16^2 (a block of
+// 64: not FULL) 0.849 -> 0.843; the rows' form within spread (2.37 -> 2.31, 3.11 -> 3.14). Tried
+// and not kept, the same day: Chronopoulos and Gear's CG (2.20 -> 2.35 ms), R = 2 at two
+// 512-thread blocks an SM (3.20), the values staged in shared memory by cp.async (2.43; with the
+// next system's prefetched by a grid of two blocks an SM, 2.62), the DIA values in shared memory
+// at three blocks an SM (2.45).
 //
 // R = 4 asks for two blocks an SM (128 registers a thread): 10,000 systems of 3-D 10^3 on an
 // H100 took 3.99 ms so, 4.51 at one block an SM, 5.24 at R = 2 (16 warps a block: their block
@@ -375,7 +391,7 @@ struct Diagonals {
 };
 }  // namespace batch
 
-template <typename T, int NZ, int R, bool JAC, bool DIA = false>
+template <typename T, int NZ, int R, bool JAC, bool DIA = false, bool FULL = false>
 __global__ void __launch_bounds__(NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256,
                                   NZ == 0 ? 1 : R == 4 ? 2 : 1)
 batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
@@ -385,17 +401,23 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
               double* __restrict__ tol, const int* __restrict__ slot_pos, batch::Diagonals dia,
               int pad) {
     static_assert(!DIA || (NZ > 0 && NZ % 2 == 1 && NZ <= 8), "DIA: an odd NZ, 0 in its middle");
+    static_assert(!FULL || DIA, "FULL: the DIA form's");
+    // the launch bound: the most threads a block has (FULL: the block's own size)
+    constexpr int NT = NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256;
+    const int stride = FULL ? NT : (int)blockDim.x;   // thread t's rows: t, t + stride, ...
+    const int span = FULL ? R * NT : n;               // rows p's area holds (FULL: dead ones too)
     extern __shared__ __align__(16) unsigned char s_dyn[];
     // p, or x where A x is needed: n values (DIA: after `pad` zeros, and `pad` zeros after them,
-    // so that row + off_k is always a place to read)
+    // so that row + off_k is always a place to read; FULL: the dead rows' places zeros too)
     T* sp = reinterpret_cast<T*>(s_dyn) + (DIA ? pad : 0);
     if constexpr (DIA) {
-        for (int i = threadIdx.x; i < pad; i += blockDim.x) sp[i - pad] = sp[n + i] = T(0);
+        for (int i = threadIdx.x; i < pad; i += blockDim.x) sp[i - pad] = T(0);
+        for (int i = n + threadIdx.x; i < span + pad; i += blockDim.x) sp[i] = T(0);
     }
     __shared__ __align__(16) T s_pq[DPS_WARP], s_rz[DPS_WARP];
     __shared__ __align__(16) double s_rr[DPS_WARP], s_true[DPS_WARP];
     // the most warps a block has (its launch bound): block sums over that many slots, unrolled
-    constexpr int NW = (NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256) / DPS_WARP;
+    constexpr int NW = NT / DPS_WARP;
     if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
         s_pq[threadIdx.x] = T(0);
         s_rz[threadIdx.x] = T(0);
@@ -404,14 +426,14 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     }
     __syncthreads();
     constexpr int NR = NZ > 0 ? NZ : 1;           // entries a row in registers (NZ = 0: none)
-    T* sd = sp + n + (DIA ? pad : 0);             // JAC: D^-1, n values after p's
+    T* sd = sp + span + (DIA ? pad : 0);          // JAC: D^-1, n values after p's
     int row[R], start[R], len[R];
     // the columns as byte offsets into sp, two 16-bit halves a register (n <= 1,024 here:
     // offsets < 16,384 even for complex<double>): 16 registers at NZ = 8, R = 4, not 32
     unsigned colp[R][DIA ? 1 : (NR + 1) / 2];
 #pragma unroll
     for (int s = 0; s < R; ++s) {
-        row[s] = threadIdx.x + s * blockDim.x;
+        row[s] = threadIdx.x + s * stride;
         start[s] = row[s] < n ? indptr[row[s]] : 0;
         len[s] = row[s] < n ? indptr[row[s] + 1] - start[s] : 0;
 #pragma unroll
@@ -423,7 +445,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         }
     }
     auto offset = [&](int s, int k) -> int {    // of w[col] from w, in bytes
-        if constexpr (DIA) return row[s] * (int)sizeof(T) + dia.bytes[k];
+        if constexpr (DIA) return (FULL || row[s] < n ? row[s] : 0) * (int)sizeof(T) + dia.bytes[k];
         else return (colp[s][k / 2] >> (16 * (k & 1))) & 0xffffu;
     };
     auto col_of = [&](int s, int k) { return offset(s, k) / (int)sizeof(T); };
@@ -522,7 +544,8 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             double rr = 0.0;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
-                ri[s] = row[s] < n ? b[row[s]] - row_times(s, sp, xi[s]) : T(0);
+                const T ax = row_times(s, sp, xi[s]);             // a dead row: 0
+                ri[s] = row[s] < n ? b[row[s]] - ax : T(0);
                 pi[s] = dinv_times(s, ri[s]);                 // z = D^-1 r
                 sigma += dps::conj(ri[s]) * pi[s];
                 rr += (double)dps::abs2(ri[s]);
@@ -536,7 +559,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 T qi[R], part = T(0);
 #pragma unroll
                 for (int s = 0; s < R; ++s) {
-                    qi[s] = row[s] < n ? row_times(s, sp, pi[s]) : T(0);
+                    qi[s] = row_times(s, sp, pi[s]);           // no branch: a dead row's 0
                     part += dps::conj(pi[s]) * qi[s];
                 }
                 const T alpha = sigma / dps::sum_everywhere<NW>(part, s_pq);
@@ -572,8 +595,10 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             __syncthreads();
             double e = 0.0;
 #pragma unroll
-            for (int s = 0; s < R; ++s)
-                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - row_times(s, sp, xi[s]));
+            for (int s = 0; s < R; ++s) {
+                const T ax = row_times(s, sp, xi[s]);
+                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - ax);
+            }
             true_res = sqrt(dps::sum_everywhere<NW>(e, s_true));
             if (code != 0 || !(true_res > atol_s)) break;
             if (budget <= 0 || h.its == 0) { code = maxiter; break; }
