@@ -188,6 +188,8 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
     bound = BATCH_ROWS[nz, r]                            # the launch bound's threads
     if dia is None and full:
         raise ValueError("solve_cg_rows: full is the DIA form's (dia must be given)")
+    # below half the bound, the rows' own smaller blocks fit more an SM (H100: FULL forced there
+    # 1.6-6.6x slower; at 192 threads even; at 256, 1.99 -> 1.71 ms: BENCHMARKS.md)
     full = dia is not None and (FULL_BLOCK and 2 * need > bound if full is None else bool(full))
     span = r * bound if full else n                      # rows p's area holds
     block = bound if full else block
