@@ -389,11 +389,15 @@ namespace batch {
 struct Diagonals {
     int bytes[8];
 };
+
+// batch_cg_rows's launch bound: the most threads a block of it has (dpsolve/cuda/_loader.py's
+// BATCH_ROWS gives the host the same numbers)
+template <int NZ, int R>
+constexpr int ROWS_THREADS = NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256;
 }  // namespace batch
 
 template <typename T, int NZ, int R, bool JAC, bool DIA = false, bool FULL = false>
-__global__ void __launch_bounds__(NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256,
-                                  NZ == 0 ? 1 : R == 4 ? 2 : 1)
+__global__ void __launch_bounds__(batch::ROWS_THREADS<NZ, R>, NZ == 0 ? 1 : R == 4 ? 2 : 1)
 batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
               const T* __restrict__ values, long long nnz, const T* __restrict__ B,
               const T* X0, T* X, double rtol, double atol, int maxiter,      // X0 may be X
@@ -403,7 +407,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     static_assert(!DIA || (NZ > 0 && NZ % 2 == 1 && NZ <= 8), "DIA: an odd NZ, 0 in its middle");
     static_assert(!FULL || DIA, "FULL: the DIA form's");
     // the launch bound: the most threads a block has (FULL: the block's own size)
-    constexpr int NT = NZ == 0 ? 1024 : NZ * R <= 8 ? 1024 : NZ * R <= 16 ? 512 : 256;
+    constexpr int NT = batch::ROWS_THREADS<NZ, R>;
     const int stride = FULL ? NT : (int)blockDim.x;   // thread t's rows: t, t + stride, ...
     const int span = FULL ? R * NT : n;               // rows p's area holds (FULL: dead ones too)
     extern __shared__ __align__(16) unsigned char s_dyn[];
