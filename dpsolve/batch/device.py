@@ -25,7 +25,6 @@ from ..cuda._loader import BATCH_DIAGONALS, BATCH_ROWS, get_kernel
 from ..cuda.executor import launch
 
 VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
-SHARED_DEFAULT = 48 << 10         # dynamic shared memory a kernel may take without opting in
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
 ROWS = True                       # False: CG always takes batch_cg (the tests compare the two)
@@ -244,11 +243,10 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     dinv = dinv if dinv is not None else ops._NULL
     path, shared = vector_path(n, dt, method)
     kernel = get_kernel("batch", f"batch_{method}<{{T}}>", dt)
-    if shared > SHARED_DEFAULT:
-        try:
-            kernel.max_dynamic_shared_size_bytes = shared
-        except Exception:                     # not granted: the vectors go to global memory
-            path, shared = "global", 0
+    try:
+        ops.allow_shared(kernel, shared)
+    except Exception:                         # not granted: the vectors go to global memory
+        path, shared = "global", 0
     sms = ops._sm_count()
     grid = min(nb, BLOCKS_PER_SM * sms) if path == "global" else nb
     scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)
