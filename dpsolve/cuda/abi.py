@@ -134,7 +134,7 @@ def compare(header: dict, python: dict) -> list[str]:
 _PRECOND = "inv_diag:ptr"
 _CG = ("n:i4 width:i4 maxiter:i4 flags:i4 atol:f8 rtol:f8 indptr:ptr indices:ptr data:ptr "
        "b:ptr pc:PrecondArgs x:ptr r:ptr z:ptr p0:ptr p1:ptr v:ptr part_pv:ptr part_rz:ptr "
-       "part_rr:ptr status:ptr hist:ptr bins:ptr")
+       "part_rr:ptr status:ptr hist:ptr bins:ptr guard:ptr")
 _BICG = ("n:i4 width:i4 width_h:i4 maxiter:i4 atol:f8 indptr:ptr indices:ptr data:ptr "
          "h_indptr:ptr h_indices:ptr h_data:ptr b:ptr pc:PrecondArgs x:ptr r:ptr rt:ptr z:ptr "
          "zt:ptr p0:ptr p1:ptr pt0:ptr pt1:ptr q:ptr qt:ptr part_rho:ptr part_rr:ptr part_rv:ptr "

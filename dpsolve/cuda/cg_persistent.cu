@@ -159,6 +159,27 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
     }
 }
 
+// A FAST kernel's guard (CgArgs.guard; the default call's one launch, dpsolve/_fast.py's
+// Lane): csr_check's (flags, longest row) of the caller's matrix as it is now, queued on the
+// same stream just before. Any flag (a malformed CSR, unsorted rows, NaN or Inf) or a row
+// longer than the kernel takes (``longest``) stops every block before it reads A: x is not
+// written, DYN_BB = NaN sends the host to the general path, whose own checks raise the error
+// (or repair the rows), and DYN_TOL = -1 says why. nullptr: no guard (a prepared system's
+// snapshot was checked once).
+template <typename T>
+__device__ __forceinline__ bool guard_stops(const dyn::CgArgs<T>& a, int longest) {
+    if (a.guard == nullptr) return false;
+    if (a.guard[0] == 0 && a.guard[1] <= longest) return false;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        a.status[DYN_BB] = __longlong_as_double(0x7ff8000000000000LL);   // NaN: undecided
+        a.status[DYN_RES2] = a.status[DYN_BB];
+        a.status[DYN_TOL] = -1.0;                                        // the guard's mark
+        a.status[DYN_TAU] = 0.0;
+        dyn::finish(a.status, 0, 0);
+    }
+    return true;
+}
+
 // The kernels the host launches (cooperatively), with the solve's arguments by value:
 // cg_persistent for the general path (flags ignored), cg_persistent_fast for dpsolve/_fast.py.
 #define DPS_CG_PERSISTENT_ARGS(a)                                                              \
@@ -173,6 +194,7 @@ __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent(const dyn::CgArgs<T> 
 
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK) cg_persistent_fast(const dyn::CgArgs<T> a) {
+    if (guard_stops(a, 0x7fffffff)) return;       // any row length: every block returns at once
     cg_persistent_body<T, W, true>(DPS_CG_PERSISTENT_ARGS(a));
 }
 
@@ -204,6 +226,7 @@ constexpr int WARPS = THREADS / DPS_WARP;         // its sums: dps::sum_everywhe
 
 template <typename T, int NZ, int R, bool FAST>
 __global__ void __launch_bounds__(cta::THREADS, 1) cg_persistent_cta(const dyn::CgArgs<T> a) {
+    if (FAST && guard_stops(a, NZ)) return;       // rows of NZ entries at most
     extern __shared__ __align__(16) unsigned char s_dyn[];
     // the values: entry k of the thread's row s at sv[(s NZ + k) THREADS + t], so that every
     // address is the thread's base plus a constant (no address registers); then the vector

@@ -311,16 +311,16 @@ def _maxiter_arg(maxiter: int, persistent: bool):
 
 def cg_args(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol: float,
             maxiter: int, hist=None, persistent: bool = False, flags: int = 0,
-            rtol: float = 0.0):
-    """The CgArgs record of a device-driven CG solve (``cg_device``'s arguments; ``flags`` and
-    ``rtol``: abi.cuh's DPS_FAST_*, the prepared call's one launch, dpsolve/_fast.py)."""
+            rtol: float = 0.0, guard=None):
+    """The CgArgs record of a device-driven CG solve (``cg_device``'s arguments; ``flags``,
+    ``rtol`` and ``guard``: abi.cuh's DPS_FAST_*, the one-launch calls of dpsolve/_fast.py)."""
     width, indptr, indices, data, bins = _dyn_matrix(A)
     part_pv, part_rz, part_rr = _dyn_parts(partials, 3)
     return abi.pack("CgArgs", n=A.n, width=width, maxiter=_maxiter_arg(maxiter, persistent),
                     flags=flags, atol=atol, rtol=rtol, indptr=indptr, indices=indices,
                     data=data, b=b, pc=pc, x=x, r=r, z=z if active(pc) else r, p0=p0, p1=p1,
                     v=v, part_pv=part_pv, part_rz=part_rz, part_rr=part_rr, status=status,
-                    hist=hist, bins=bins)
+                    hist=hist, bins=bins, guard=guard)
 
 
 def cg_device(A: DeviceMatrix, b, pc, x, r, z, p0, p1, v, partials, status, atol: float,

@@ -24,7 +24,8 @@
 #define DYN_STATE 2              // DYN_RUNNING, DYN_DONE or DYN_LAUNCH_FAILED
 #define DYN_ERROR 3              // the cudaError_t of a failed device-side launch
 #define DYN_TAU 4                // the last residual norm tested
-#define DYN_TOL 5                // a fast call's tolerance, max(atol, rtol ||b||) (DPS_FAST_TOL)
+#define DYN_TOL 5                // a fast call's tolerance, max(atol, rtol ||b||) (DPS_FAST_TOL);
+                                 // -1: its guard stopped it (cg_persistent.cu's guard_stops)
 #define DYN_RES2 6               // a fast call's ||b - A x||^2 of the returned x (DPS_FAST_RESID)
 #define DYN_BB 7                 // a fast call's ||b||^2 as summed (DPS_FAST_TOL)
 #define DYN_RUNNING 0.0
