@@ -19,9 +19,9 @@ __version__ = "0.1.0"
 _LAZY = {name: "_solvers" for name in _method_names()}
 _LAZY.update({"prepare": "_prepared", "PreparedSystem": "_prepared",
               "variants": "backends", "VariantInfo": "backends", "SolveReport": "report",
-              "BlockReport": "_block"})
+              "BlockReport": "_block", "clear_cache": "_fast"})
 
-__all__ = [*_method_names(), "prepare", "PreparedSystem", "variants", "VariantInfo",
+__all__ = [*_method_names(), "prepare", "PreparedSystem", "clear_cache", "variants", "VariantInfo",
            "SolveReport", "BlockReport", "DpsolveError", "BackendUnavailableError", "FormatError",
            "KernelCompileError", "DistributedError", "DpsolveWarning", "__version__"]
 

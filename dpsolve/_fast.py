@@ -19,10 +19,27 @@ b = 0 aside, which ends in the kernel with x = 0 -- the fast path returns None a
 takes the general path from the start: ||b||^2 or ||b - A x||^2 outside the range where no
 scaling is needed (a NaN or Inf in b included: the general path then raises its error), or a
 recurrence that converged where the true residual did not (a restart). Both paths read b only.
+
+**The default call's lane** (``Lane``). ``dpsolve.cg(A, b)`` with a cupyx CSR ``A`` and a CuPy
+``b`` of A's dtype, SciPy's arguments only, takes the same one launch from its second call on:
+the general path's state of the call before (variant ``persistent`` in a CSR format that reads
+the caller's arrays as they are: csr-scalar or csr-vector) is kept per matrix, and each call
+queues csr_check over A as it is now, then cg_persistent_fast with that check as its guard
+(CgArgs.guard), then waits once. So A is read live, as the general path reads it: values
+changed in place are solved with, and a matrix changed into a bad one (NaN, an index out of
+range, unsorted rows, a row longer than the one-block kernel takes) stops the kernel before it
+reads A; the call then takes the general path, whose checks raise the error, and the lane is
+dropped. A matrix whose arrays were replaced (another pointer or size) is another key. The
+lanes of the last LANE_ENTRIES matrices are kept (their work vectors, as the graph variant's
+cache keeps its states); a lane goes when its matrix is garbage-collected, or by
+``dpsolve.clear_cache()``.
 """
 from __future__ import annotations
 
 import numbers
+import sys
+import threading
+import weakref
 
 import numpy as np
 
@@ -41,25 +58,28 @@ def bind(P):
     from .cuda import ops
     if not isinstance(st.A, ops.DeviceMatrix):
         return None
-    return FastCG(P, st)
+    return FastCG(st, P._res.wait_events[P.sync])
 
 
 class FastCG:
-    """A prepared CG system's one-launch solve (see the module): the kernel, its grid and its
-    by-value argument record made once; a call patches b, x, maxiter and the tolerances."""
+    """A CG state's one-launch solve (see the module): the kernel, its grid and its by-value
+    argument record made once; a call patches b, x, maxiter and the tolerances. ``event``: the
+    wait's (spinning or blocking); ``guard``: the device words of a csr_check the caller queues
+    before each launch (the default call's Lane), or None (a prepared system's snapshot)."""
 
-    def __init__(self, P, st):
+    def __init__(self, st, event, guard=None):
         import cupy
 
         from .cuda import ops
-        self.P, self.n, self.dtype = P, st.n, np.dtype(st.dtype)
+        self.n, self.dtype = st.n, np.dtype(st.dtype)
         self.shape, self.strides = (st.n,), (self.dtype.itemsize,)   # a contiguous vector
         # one block for a small system (ops.cta_plan), else the cooperative grid
         self.kernel, self.grid, self.block, self.shared = ops.persistent_cg_kernel(st.A, True)
         self.maxiter_arg = ops._maxiter_arg
         # the general path's record (DynamicBackend.cg's operands), b and x per call
         rec = ops.cg_args(st.A, None, st.pc_args, None, st.r, st.z, st.p, st.p2, st.v,
-                          st.dyn_partials, st.dyn_status, 0.0, 1, persistent=True, flags=FLAGS)
+                          st.dyn_partials, st.dyn_status, 0.0, 1, persistent=True, flags=FLAGS,
+                          guard=guard)
         self.rec = np.array(rec, dtype=rec.dtype)          # 0-d: its fields patched per call
         self.status = st.dyn_status
         self.host = st.dyn_host.arr                          # pinned, DYN_STATUS_WORDS doubles
@@ -69,7 +89,7 @@ class FastCG:
         self.zero_copy = bool(cupy.cuda.Device().attributes.get("UnifiedAddressing", 0))
         if self.zero_copy:
             self.rec["status"] = self.host.ctypes.data
-        self.event = P._res.wait_events[P.sync]              # spinning or blocking, as prepared
+        self.event = event                                   # spinning or blocking
         self.real_dtype = st.real_dtype
         self.cupy = cupy
         self.memcpy = cupy.cuda.runtime.memcpyAsync
@@ -141,3 +161,125 @@ def _real(v) -> bool:
     if type(v) is float or type(v) is int:               # the usual: no ABC check
         return v >= 0 and v == v
     return bool(isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0 and v == v)
+
+
+# --------------------------------------------------------------------------- the default call
+LANES = True                                  # False: every default call on the general path
+LANE_ENTRIES = 2                              # matrices whose lane is kept
+LANE_FORMATS = ("csr-scalar", "csr-vector")   # the formats that read the caller's CSR as it is
+_lanes = {}                                   # key -> Lane, oldest first
+_adopting = threading.Lock()                  # one thread at a time adds (a finalizer only pops)
+
+
+def lane_key(method, A, b, x0, M, callback, variant, sync, format, full_output, energy,
+             options):
+    """The key of a default call the lane may take (module), or None: attribute reads only."""
+    if (not LANES or method != "cg" or x0 is not None or M is not None or callback is not None
+            or full_output or energy or options or format not in ("auto",) + LANE_FORMATS
+            or variant not in ("auto", "persistent") or sync not in ("polling", "blocking")):
+        return None
+    cupy, csp = sys.modules.get("cupy"), sys.modules.get("cupyx.scipy.sparse")
+    if (cupy is None or csp is None or type(b) is not cupy.ndarray
+            or type(A) is not csp.csr_matrix):
+        return None
+    data, indices, indptr = A.data, A.indices, A.indptr
+    return (id(A), data.data.ptr, indices.data.ptr, indptr.data.ptr, data.size, A.shape,
+            data.dtype.char, variant, format, sync, cupy.cuda.runtime.getDevice())
+
+
+def lane_solve(key, A, b, rtol, atol, maxiter):
+    """(x, info) of the default call by its matrix's lane, or None: no lane, another thread
+    using it, or a call the general path must decide (module)."""
+    lane = _lanes.get(key)
+    if lane is None or lane.matrix() is not A:
+        return None
+    return lane.solve(b, rtol, atol, maxiter)
+
+
+def adopt(key, A, b, backend, fmt, state) -> None:
+    """After a default call on the general path: keep its state as the matrix's lane where the
+    lane can run it (persistent CG in a LANE_FORMATS format over the caller's own arrays, b of
+    the state's dtype) and the matrix has none yet."""
+    from .cuda import ops
+    if (key is None or key in _lanes or backend.name != "persistent" or fmt not in LANE_FORMATS
+            or getattr(state, "general", True) or not isinstance(state.A, ops.DeviceMatrix)
+            or state.A.csr is None or b.dtype != state.dtype):
+        return
+    csr = state.A.csr
+    if (csr.data.data.ptr, csr.indices.data.ptr, csr.indptr.data.ptr) != key[1:4]:
+        return                                    # a converted copy: not the caller's arrays
+    lane = Lane(A, key, state)
+    with _adopting:
+        _lanes[key] = lane
+        while len(_lanes) > LANE_ENTRIES:
+            _drop(next(iter(_lanes)))
+
+
+def _drop(key) -> None:
+    lane = _lanes.pop(key, None)
+    if lane is not None:
+        lane.finalizer.detach()
+
+
+def clear() -> None:
+    """Let every default-call lane go (their work vectors back to CuPy's pool)."""
+    for key in list(_lanes):
+        _drop(key)
+
+
+def clear_cache() -> None:
+    """``dpsolve.clear_cache()``: let go of what dpsolve keeps between one-shot calls -- the
+    default call's lanes and the graph variant's built graphs, with their device buffers (back to
+    CuPy's pool). Prepared systems keep their own."""
+    clear()
+    from .backends import get_backend
+    graph = get_backend("graph")
+    if graph is not None:
+        graph._cache.clear()
+
+
+class Lane:
+    """One matrix's default-call solve: the general path's CG state, its one-launch FastCG
+    guarded by a csr_check of the matrix queued before each launch (module)."""
+
+    def __init__(self, A, key, state):
+        import cupy
+
+        from .cuda import ops
+        from .cuda._loader import get_kernel
+        self.key, self.state, self.lock = key, state, threading.Lock()
+        self.matrix = weakref.ref(A)
+        self.finalizer = weakref.finalize(A, _lanes.pop, key, None)
+        csr = state.A.csr
+        self.guard = cupy.zeros(2, np.int32)      # csr_check's (flags, longest row)
+        self.check = get_kernel("check", "csr_check<{T}, int>", csr.data.dtype)
+        self.check_grid = (ops.grid_for(max(csr.n, 1)),), (ops.BLOCK,)
+        self.check_args = (np.int32(csr.n), np.int64(csr.data.shape[0]), csr.indptr,
+                           csr.indices, csr.data, self.guard)
+        event = cupy.cuda.Event(block=key[9] == "blocking", disable_timing=True)
+        self.fast = FastCG(state, event, guard=self.guard)
+        self.memset = cupy.cuda.runtime.memsetAsync
+        self.cupy = cupy
+
+    def solve(self, b, rtol, atol, maxiter):
+        fast = self.fast
+        if not fast.eligible(b, rtol, atol, maxiter) or not self.lock.acquire(blocking=False):
+            return None
+        try:
+            self.queue_check(self.cupy.cuda.get_current_stream())
+            out = fast.solve(b, rtol, atol, maxiter)
+            if out is None and fast.host[abi.DYN_TOL] < 0:    # the guard stopped the kernel
+                _drop(self.key)
+            return out
+        finally:
+            self.lock.release()
+
+    def queue_check(self, stream):
+        """The guard's csr_check of A as it is now, queued ahead of the launch."""
+        self.memset(self.guard.data.ptr, 0, 8, stream.ptr)
+        self.check(*self.check_grid, self.check_args, stream=stream)
+
+    def queue(self, stream):
+        """A call's GPU work as the record stands (scripts/bench-call replays it)."""
+        self.queue_check(stream)
+        self.fast.queue(stream)

@@ -60,3 +60,58 @@ def test_b_zero_is_x_zero():
 def test_tolerances_it_takes(v, ok):
     """A plain real, non-negative number; anything else goes to the general path (its errors)."""
     assert _fast._real(v) is ok
+
+
+def test_the_lane_takes_only_the_plain_cupy_cg_call(monkeypatch):
+    """``lane_key`` (the default call's lane): a key for cg with a cupyx CSR and a CuPy vector
+    and SciPy's arguments only; None for anything else, and without CuPy imported."""
+    import sys
+    import types
+
+    class Ptr:
+        def __init__(self, p):
+            self.ptr = p
+
+    class Arr:                                     # stands in for cupy.ndarray
+        def __init__(self, p, size=10):
+            self.data, self.size, self.dtype = Ptr(p), size, np.dtype(np.float64)
+
+    class Csr:                                     # stands in for cupyx.scipy.sparse.csr_matrix
+        def __init__(self):
+            self.data, self.indices, self.indptr, self.shape = Arr(1), Arr(2), Arr(3, 5), (4, 4)
+
+    A, b = Csr(), Arr(9, 4)
+    kw = dict(method="cg", A=A, b=b, x0=None, M=None, callback=None, variant="auto",
+              sync="polling", format="auto", full_output=False, energy=False, options=None)
+    assert _fast.lane_key(**kw) is None or "cupy" in sys.modules     # no CuPy: no lane
+    runtime = types.SimpleNamespace(getDevice=lambda: 0)
+    cupy = types.SimpleNamespace(ndarray=Arr, cuda=types.SimpleNamespace(runtime=runtime))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupyx.scipy.sparse", types.SimpleNamespace(csr_matrix=Csr))
+    key = _fast.lane_key(**kw)
+    assert key == (id(A), 1, 2, 3, 10, (4, 4), "d", "auto", "auto", "polling", 0)
+    assert _fast.lane_key(**{**kw, "sync": "blocking", "variant": "persistent",
+                             "format": "csr-vector"}) is not None
+    for change in ({"method": "bicgstab"}, {"x0": b}, {"M": "jacobi"}, {"callback": print},
+                   {"full_output": True}, {"energy": True}, {"options": {"restart": 3}},
+                   {"format": "ell"}, {"variant": "graph"}, {"sync": "spin"},
+                   {"b": np.zeros(4)}, {"A": object()}):
+        assert _fast.lane_key(**{**kw, **change}) is None, change
+    assert _fast.lane_solve(key, A, b, 1e-5, 0.0, None) is None          # no lane yet
+
+
+def test_clear_cache_lets_lanes_and_graphs_go(monkeypatch):
+    """dpsolve.clear_cache(): the default call's lanes (their finalizers detached) and the graph
+    variant's cached states, both emptied."""
+    import types
+
+    import dpsolve
+    from dpsolve.backends import get_backend
+    detached = []
+    lane = types.SimpleNamespace(finalizer=types.SimpleNamespace(
+        detach=lambda: detached.append(1)))
+    monkeypatch.setattr(_fast, "_lanes", {("k",): lane})
+    graph = get_backend("graph")
+    monkeypatch.setattr(graph, "_cache", {"key": object()})
+    dpsolve.clear_cache()
+    assert _fast._lanes == {} and detached == [1] and graph._cache == {}
