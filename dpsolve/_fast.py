@@ -21,18 +21,18 @@ scaling is needed (a NaN or Inf in b included: the general path then raises its 
 recurrence that converged where the true residual did not (a restart). Both paths read b only.
 
 **The default call's lane** (``Lane``). ``dpsolve.cg(A, b)`` with a cupyx CSR ``A`` and a CuPy
-``b`` of A's dtype, SciPy's arguments only, takes the same one launch from its second call on:
-the general path's state of the call before (variant ``persistent`` in a CSR format that reads
-the caller's arrays as they are: csr-scalar or csr-vector) is kept per matrix, and each call
-queues csr_check over A as it is now, then cg_persistent_fast with that check as its guard
-(CgArgs.guard), then waits once. So A is read live, as the general path reads it: values
-changed in place are solved with, and a matrix changed into a bad one (NaN, an index out of
-range, unsorted rows, a row longer than the one-block kernel takes) stops the kernel before it
-reads A; the call then takes the general path, whose checks raise the error, and the lane is
-dropped. A matrix whose arrays were replaced (another pointer or size) is another key. The
-lanes of the last LANE_ENTRIES matrices are kept (their work vectors, as the graph variant's
-cache keeps its states); a lane goes when its matrix is garbage-collected, or by
-``dpsolve.clear_cache()``.
+``b`` of A's dtype, SciPy's arguments only, takes the same one launch from its third call on:
+the general path's state of its second call (variant ``persistent`` in a CSR format that reads
+the caller's arrays as they are: csr-scalar or csr-vector) is kept (ADOPT_AFTER: a matrix used
+once pays nothing for a lane), and each later call queues csr_check over A as it is now, then
+cg_persistent_fast with that check as its guard (CgArgs.guard), then waits once. So A is read
+live, as the general path reads it: values changed in place are solved with, and a matrix
+changed into a bad one (NaN, an index out of range, unsorted rows, a row longer than the
+one-block kernel takes) stops the kernel before it reads A; the call then takes the general
+path, whose checks raise the error, and the lane is dropped. A matrix whose arrays were
+replaced (another pointer or size) is another key. The lanes of the last LANE_ENTRIES matrices
+are kept (their work vectors, as the graph variant's cache keeps its states); a lane goes when
+its matrix is garbage-collected, or by ``dpsolve.clear_cache()``.
 """
 from __future__ import annotations
 
@@ -166,8 +166,12 @@ def _real(v) -> bool:
 # --------------------------------------------------------------------------- the default call
 LANES = True                                  # False: every default call on the general path
 LANE_ENTRIES = 2                              # matrices whose lane is kept
+ADOPT_AFTER = 2           # general-path calls with one matrix before its lane is made (so that a
+                          # matrix used once pays nothing for a lane; the key's count is kept)
+SEEN_MAX = 16             # keys counted
 LANE_FORMATS = ("csr-scalar", "csr-vector")   # the formats that read the caller's CSR as it is
 _lanes = {}                                   # key -> Lane, oldest first
+_seen = {}                                    # key -> general-path calls so far, oldest first
 _adopting = threading.Lock()                  # one thread at a time adds (a finalizer only pops)
 
 
@@ -199,7 +203,9 @@ def lane_solve(key, A, b, rtol, atol, maxiter):
 def adopt(key, A, b, backend, fmt, state) -> None:
     """After a default call on the general path: keep its state as the matrix's lane where the
     lane can run it (persistent CG in a LANE_FORMATS format over the caller's own arrays, b of
-    the state's dtype) and the matrix has none yet."""
+    the state's dtype) and the matrix has none yet. A lane that cannot be made (its kernel not
+    built) warns once and turns lanes off: the call's result stands."""
+    global LANES
     from .cuda import ops
     if (key is None or key in _lanes or backend.name != "persistent" or fmt not in LANE_FORMATS
             or getattr(state, "general", True) or not isinstance(state.A, ops.DeviceMatrix)
@@ -208,7 +214,24 @@ def adopt(key, A, b, backend, fmt, state) -> None:
     csr = state.A.csr
     if (csr.data.data.ptr, csr.indices.data.ptr, csr.indptr.data.ptr) != key[1:4]:
         return                                    # a converted copy: not the caller's arrays
-    lane = Lane(A, key, state)
+    with _adopting:
+        calls = _seen.pop(key, 0) + 1
+        if calls < ADOPT_AFTER:
+            _seen[key] = calls
+            while len(_seen) > SEEN_MAX:
+                del _seen[next(iter(_seen))]
+            return
+    try:
+        lane = Lane(A, key, state)
+    except Exception as e:            # the call's result stands; later calls: the general path
+        LANES = False
+        import warnings
+
+        from ._errors import DpsolveWarning
+        warnings.warn(f"dpsolve: the default call's one-launch lane could not be set up "
+                      f"({type(e).__name__}: {e}); calls take the general path",
+                      DpsolveWarning, stacklevel=4)
+        return
     with _adopting:
         _lanes[key] = lane
         while len(_lanes) > LANE_ENTRIES:
@@ -232,6 +255,7 @@ def clear_cache() -> None:
     default call's lanes and the graph variant's built graphs, with their device buffers (back to
     CuPy's pool). Prepared systems keep their own."""
     clear()
+    _seen.clear()
     from .backends import get_backend
     graph = get_backend("graph")
     if graph is not None:

@@ -119,8 +119,8 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
           full_output, energy=False, options=None):
     """The one-shot call: set up (on the GPU where one runs), solve once, and let go.
     ``options``: the method's own parameters, checked (dpsolve.methods.Method.check_options).
-    A CG call with a cupyx CSR A and a CuPy b takes its matrix's lane from the second call on
-    (one launch, one wait: ``_fast.Lane``), the general path's state of the call before."""
+    A CG call with a cupyx CSR A and a CuPy b takes its matrix's lane from the third call on
+    (one launch, one wait: ``_fast.Lane``), the general path's state of the second."""
     key = _fast.lane_key(method, A, b, x0, M, callback, variant, sync, format, full_output,
                          energy, options)
     if key is not None:

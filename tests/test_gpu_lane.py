@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 import dpsolve
 from dpsolve import _fast
-from dpsolve import FormatError
+from dpsolve import DpsolveWarning, FormatError
 from dpsolve.matrices import laplace_2d, laplace_3d
 
 pytestmark = pytest.mark.gpu
@@ -23,10 +23,13 @@ DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
 @pytest.fixture(autouse=True)
-def _no_lanes():
-    _fast.clear()
+def _no_lanes(monkeypatch):
+    """No lanes before or after; a lane made after one general-path call (the module's default
+    waits for two: ``test_a_matrix_used_once_makes_no_lane`` tests that)."""
+    dpsolve.clear_cache()
+    monkeypatch.setattr(_fast, "ADOPT_AFTER", 1)
     yield
-    _fast.clear()
+    dpsolve.clear_cache()
 
 
 def _system(A, dtype=np.float64, seed=0):
@@ -255,3 +258,41 @@ def test_the_plain_default_call_takes_the_lane_where_auto_picks_csr(A, monkeypat
         assert info == 0
     takes = rep.variant == "persistent" and rep.format in _fast.LANE_FORMATS
     assert spy.answered == (2 if takes else 0)
+
+
+def test_a_lane_that_cannot_be_made_costs_a_warning_not_the_result(monkeypatch):
+    monkeypatch.setattr(_fast, "LANES", True)
+
+    def broken(*a, **k):
+        raise RuntimeError("no kernel here")
+    monkeypatch.setattr(_fast.Lane, "__init__", broken)
+    A, dA, b = _system(laplace_2d(20))
+    with pytest.warns(DpsolveWarning, match="lane could not be set up.*no kernel here"):
+        x, info = cg(dA, b, rtol=1e-10)
+    assert info == 0 and not _fast.LANES and not _fast._lanes
+    assert np.linalg.norm(b.get() - A @ x.get()) <= 1e-10 * np.linalg.norm(b.get()) * (1 + 1e-6)
+    x, info = cg(dA, b, rtol=1e-10)                              # the general path, quietly
+    assert info == 0
+
+
+def test_a_matrix_used_once_makes_no_lane(monkeypatch):
+    """ADOPT_AFTER = 2: a matrix's first call only counts it, its second makes the lane, its
+    third takes it; one-off matrices (a new object each call) never make one."""
+    monkeypatch.setattr(_fast, "ADOPT_AFTER", 2)
+    spy = Spy(monkeypatch)
+    A, dA, b = _system(laplace_2d(24))
+    others = [csp_matrix_like(dA) for _ in range(3)]            # new objects, the same arrays
+    for other in others:
+        cg(other, b)
+    assert not _fast._lanes and spy.answered == 0
+    cg(dA, b)
+    assert not _fast._lanes
+    cg(dA, b)
+    assert len(_fast._lanes) == 1 and spy.answered == 0
+    x, info = cg(dA, b, rtol=1e-10)
+    assert spy.answered == 1 and info == 0
+
+
+def csp_matrix_like(dA):
+    import cupyx.scipy.sparse as csp
+    return csp.csr_matrix((dA.data, dA.indices, dA.indptr), shape=dA.shape)
