@@ -1,8 +1,8 @@
 """The default call's lane (dpsolve/_fast.py's Lane): ``dpsolve.cg(A, b)`` with a cupyx CSR A and
-a CuPy b takes one guarded launch from its second call on. It must give the general path's
-answers, read A as it is at each call (values changed in place; a matrix changed into a bad one
-raises the general path's error and never reaches the kernel), and keep nothing past its matrix
-(GPU machines only)."""
+a CuPy b takes one guarded launch from its third call on (here, with ADOPT_AFTER = 1, its
+second). It must give the general path's answers, read A as it is at each call (values changed in
+place; a matrix changed into a bad one raises the general path's error and never reaches the
+kernel), and keep nothing past its matrix (GPU machines only)."""
 from __future__ import annotations
 
 import gc
