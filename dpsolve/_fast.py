@@ -269,20 +269,16 @@ class Lane:
     def __init__(self, A, key, state):
         import cupy
 
-        from .cuda import ops
-        from .cuda._loader import get_kernel
+        from ._setup import csr_check_queue
         self.key, self.state, self.lock = key, state, threading.Lock()
         self.matrix = weakref.ref(A)
         self.finalizer = weakref.finalize(A, _lanes.pop, key, None)
         csr = state.A.csr
         self.guard = cupy.zeros(2, np.int32)      # csr_check's (flags, longest row)
-        self.check = get_kernel("check", "csr_check<{T}, int>", csr.data.dtype)
-        self.check_grid = (ops.grid_for(max(csr.n, 1)),), (ops.BLOCK,)
-        self.check_args = (np.int32(csr.n), np.int64(csr.data.shape[0]), csr.indptr,
-                           csr.indices, csr.data, self.guard)
+        # the guard's csr_check of A as it is now, queued ahead of each launch
+        self.queue_check = csr_check_queue(csr.indptr, csr.indices, csr.data, csr.n, self.guard)
         event = cupy.cuda.Event(block=key[9] == "blocking", disable_timing=True)
         self.fast = FastCG(state, event, guard=self.guard)
-        self.memset = cupy.cuda.runtime.memsetAsync
         self.cupy = cupy
 
     def solve(self, b, rtol, atol, maxiter):
@@ -297,11 +293,6 @@ class Lane:
             return out
         finally:
             self.lock.release()
-
-    def queue_check(self, stream):
-        """The guard's csr_check of A as it is now, queued ahead of the launch."""
-        self.memset(self.guard.data.ptr, 0, 8, stream.ptr)
-        self.check(*self.check_grid, self.check_args, stream=stream)
 
     def queue(self, stream):
         """A call's GPU work as the record stands (scripts/bench-call replays it)."""

@@ -264,17 +264,29 @@ class Readback:
         return self.res.scratch_host[k * SLOT:(k + 1) * SLOT].view(dtype)[0]
 
 
-def queue_csr_check(indptr, indices, data, n: int, rb: Readback) -> int:
-    """Queue csr_check over device arrays; returns the readback slot of (flags, longest row)."""
+def csr_check_queue(indptr, indices, data, n: int, out):
+    """A function of a stream that queues csr_check over these device arrays into ``out`` (two
+    int32 words, zeroed first: the DPS_CHECK_* flags and the longest row), its kernel and
+    arguments bound once (a set-up's check; the default call's lane queues one every call)."""
     from .cuda import ops
     from .cuda._loader import get_kernel
     import cupy
-    k, ints = rb.take(np.int32)                  # (flags, longest row): 2 of the slot's 4 ints
-    cupy.cuda.runtime.memsetAsync(ints.data.ptr, 0, 8, rb.stream.ptr)
     idx_t = "long long" if indices.dtype == np.int64 else "int"
     kern = get_kernel("check", f"csr_check<{{T}}, {idx_t}>", data.dtype)
-    ops.launch(kern, (ops.grid_for(max(n, 1)),), (ops.BLOCK,),
-               (np.int32(n), np.int64(data.shape[0]), indptr, indices, data, ints), rb.stream)
+    grid, block = (ops.grid_for(max(n, 1)),), (ops.BLOCK,)
+    args = (np.int32(n), np.int64(data.shape[0]), indptr, indices, data, out)
+    memset, ptr = cupy.cuda.runtime.memsetAsync, out.data.ptr
+
+    def queue(stream):
+        memset(ptr, 0, 8, stream.ptr)
+        ops.launch(kern, grid, block, args, stream)
+    return queue
+
+
+def queue_csr_check(indptr, indices, data, n: int, rb: Readback) -> int:
+    """Queue csr_check over device arrays; returns the readback slot of (flags, longest row)."""
+    k, ints = rb.take(np.int32)                  # (flags, longest row): 2 of the slot's 4 ints
+    csr_check_queue(indptr, indices, data, n, ints)(rb.stream)
     return k
 
 
