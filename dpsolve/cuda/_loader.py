@@ -76,7 +76,8 @@ SOURCES = {
     # the set-up of a solve: a user's CSR checked in one pass (int or int64 indices), and the
     # true residual's norm
     "check": Source("check.cu", ("csr_check<{T}, int>", "csr_check<{T}, long long>",
-                                 "resid_partial<{T}>", "fingerprint")),
+                                 "resid_partial<{T}>", "fingerprint", "count_true",
+                                 "any_of<{T}>", "max_abs<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
     # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",

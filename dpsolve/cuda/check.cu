@@ -12,6 +12,12 @@
 //                   Reads (n + 1) * sizeof(I) + nnz * (sizeof(I) + sizeof(T)) bytes once.
 // resid_partial<T>  stage 1 of ||b - v||^2 (v = A x computed before it): per-block partial sums
 //                   of |b_i - v_i|^2; blas1's dot_final<T> finishes them. Reads 2 * n * s bytes.
+// count_true, any_of<T>, max_abs<T>
+//                   the whole-array reductions of the set-ups (the AMG hierarchy's checks and
+//                   counts, the finiteness of b): one kernel each whatever the array's size, where
+//                   CuPy's own reductions compile a kernel per size class (CUB's block size follows
+//                   the size) on first use, 1-3 s each through NVRTC (a first AMG set-up on a new
+//                   machine: 75 of them, 27 s).
 #include <dpsolve/common.cuh>
 
 // the DPS_CHECK_* bits: abi.cuh
@@ -96,4 +102,49 @@ fingerprint(long long nwords, const unsigned* __restrict__ words, unsigned long 
         atomicAdd(out, a);
         atomicAdd(out + 1, b);
     }
+}
+
+// out[0] += the number of true entries of m (n < 2^31: a count fits out's int)
+__global__ void __launch_bounds__(DPS_BLOCK)
+count_true(long long n, const bool* __restrict__ m, int* __restrict__ out) {
+    int c = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        c += m[i] ? 1 : 0;
+    for (int off = DPS_WARP / 2; off > 0; off >>= 1) c += __shfl_down_sync(DPS_FULL_MASK, c, off);
+    if (threadIdx.x % DPS_WARP == 0 && c) atomicAdd(out, c);
+}
+
+// out[0] = 1 where some x_i == 0 (what = DPS_ANY_ZERO) or is NaN / Inf (DPS_ANY_NONFINITE);
+// untouched otherwise (the caller zeroes it: several arrays may share one flag)
+#define DPS_ANY_ZERO 0
+#define DPS_ANY_NONFINITE 1
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+any_of(long long n, const T* __restrict__ x, int what, int* __restrict__ out) {
+    bool hit = false;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        hit |= what == DPS_ANY_ZERO ? x[i] == T(0) : !dps::is_finite(x[i]);
+    if (__any_sync(DPS_FULL_MASK, hit) && threadIdx.x % DPS_WARP == 0) *out = 1;
+}
+
+// out[0] = max(out[0], max_i |x_i|) as the bits of a double (non-negative doubles order as their
+// bits; a NaN's, sign cleared, lie above Inf's: a NaN anywhere gives NaN, as NumPy's max does).
+// The caller zeroes out (0 is +0.0).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+max_abs(long long n, const T* __restrict__ x, unsigned long long* __restrict__ out) {
+    unsigned long long m = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const double a = (double)fabs(x[i]);           // |x|: hypot for a complex x
+        const unsigned long long bits = (unsigned long long)__double_as_longlong(a);
+        m = bits > m ? bits : m;
+    }
+    for (int off = DPS_WARP / 2; off > 0; off >>= 1) {
+        const unsigned long long o = __shfl_down_sync(DPS_FULL_MASK, m, off);
+        m = o > m ? o : m;
+    }
+    if (threadIdx.x % DPS_WARP == 0 && m) atomicMax(out, m);
 }

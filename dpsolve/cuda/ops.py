@@ -115,6 +115,69 @@ def fingerprint(arrays, stream=None) -> tuple[int, int]:
     return int(h[0]), int(h[1])
 
 
+# --- whole-array reductions of the set-ups (check.cu): one kernel each whatever the size ------
+# (CuPy's own compile a kernel per size class on first use: seconds each on a new machine)
+
+def _reduce(name: str, x, out, stream, *extra) -> None:
+    n = int(x.size)
+    if n:
+        import cupy
+        x = cupy.ascontiguousarray(x).reshape(-1)
+        dtype = np.float64 if name == "count_true" else x.dtype
+        launch(get_kernel("check", name, dtype), (grid_for(n),), (BLOCK,),
+               (np.int64(n), x, *extra, out), stream)
+
+
+def _slot(dtype, stream):
+    import contextlib
+
+    import cupy
+    with stream if stream is not None else contextlib.nullcontext():
+        return cupy.zeros(1, dtype)
+
+
+def count_true(mask, out=None, stream=None):
+    """The number of True entries of a CuPy bool array of fewer than 2^31 entries. With ``out``
+    (an int32 device slot) it is added there and nothing is read back (None); else returned
+    (one host wait)."""
+    if mask.dtype != np.bool_:
+        raise TypeError(f"count_true takes a bool array, got {mask.dtype}")
+    slot = _slot(np.int32, stream) if out is None else out
+    _reduce("count_true", mask, slot, stream)
+    return None if out is not None else int(slot.get(stream=stream)[0])
+
+
+def any_zero(x, out=None, stream=None):
+    """Whether the CuPy array ``x`` stores a zero. With ``out`` (an int32 device slot, zeroed by
+    the caller) 1 is written there if so and nothing is read back (None)."""
+    slot = _slot(np.int32, stream) if out is None else out
+    _reduce("any_of<{T}>", x, slot, stream, np.int32(0))
+    return None if out is not None else bool(slot.get(stream=stream)[0])
+
+
+def all_finite(x, stream=None) -> bool:
+    """Whether every entry of the CuPy array ``x`` is finite (one host wait)."""
+    if np.dtype(x.dtype).kind in "biu":
+        return True
+    slot = _slot(np.int32, stream)
+    _reduce("any_of<{T}>", x, slot, stream, np.int32(1))
+    return not bool(slot.get(stream=stream)[0])
+
+
+def max_abs(x, out=None, stream=None):
+    """max |x_i| of a CuPy array as a float (0.0 when empty; NaN where x holds one). With ``out``
+    (a zeroed uint64 device slot, shared by several arrays) the maximum is folded in there and
+    nothing is read back (None): :func:`max_abs_value` reads it."""
+    slot = _slot(np.uint64, stream) if out is None else out
+    _reduce("max_abs<{T}>", x, slot, stream)
+    return None if out is not None else max_abs_value(slot, stream)
+
+
+def max_abs_value(slot, stream=None) -> float:
+    """The float in a :func:`max_abs` slot (one host wait)."""
+    return float(slot.get(stream=stream).view(np.float64)[0])
+
+
 def axpy(alpha, x, y, sign=1.0, stream=None) -> None:
     """y += sign * alpha[0] * x (alpha a 1-element device array)."""
     n = x.shape[0]
