@@ -100,8 +100,9 @@ def _block(B, n: int, what: str, finite: bool = True):
 
 def _check_finite(B, what: str) -> None:
     """A ValueError naming the columns of B that hold a NaN or Inf."""
+    from ._system import _all_finite
     xp = __import__("cupy") if _is_cupy(B) else np
-    if bool(xp.isfinite(B).all()):        # one reduction over all of B: the common case
+    if _all_finite(B):                    # one reduction over all of B: the common case
         return
     finite = xp.isfinite(B).all(axis=0)   # per column (on a C-ordered CuPy B, a slow reduction)
     _non_finite(np.flatnonzero(~(finite.get() if _is_cupy(B) else finite)), what)

@@ -321,9 +321,9 @@ def square_sum(rb: Readback, k: int, v, what: str) -> float:
     ``_system.in_safe_range``)."""
     sq = float(np.real(rb.value(k, v.dtype)))
     if not np.isfinite(sq):
-        import cupy
+        from .cuda import ops
         with rb.stream:
-            if not bool(cupy.isfinite(v).all()):
+            if not ops.all_finite(v):
                 raise ValueError(f"{what} contains NaN or Inf")
     return sq
 

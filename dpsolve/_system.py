@@ -142,8 +142,8 @@ def scale_rhs(system, sq: float) -> float:
 
 def _all_finite(a) -> bool:
     if _is_cupy(a):
-        import cupy
-        return bool(cupy.isfinite(a).all())
+        from .cuda import ops        # one kernel whatever a's size (CuPy's reductions compile
+        return ops.all_finite(a)     # a kernel per size class on first use)
     return bool(np.isfinite(a).all())
 
 

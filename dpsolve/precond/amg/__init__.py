@@ -111,9 +111,7 @@ class AMG(Preconditioner):
         a, b = previous.csr, self.csr
         if a is None or b is None or a.n != b.n or a.nnz != b.nnz:
             return
-        xp = b.xp
-        if bool(xp.array_equal(a.indptr, b.indptr)) and bool(xp.array_equal(a.indices,
-                                                                            b.indices)):
+        if _equal(a.indptr, b.indptr) and _equal(a.indices, b.indices):
             self._reuse = previous        # its hierarchy and its V-cycle's time (device)
 
     def adopt(self, other) -> None:
@@ -202,6 +200,18 @@ class AMG(Preconditioner):
     @property
     def setup_times(self):
         return getattr(self.hierarchy, "setup_times", None)
+
+
+def _equal(a, b) -> bool:
+    """Whether two index arrays are equal; on the device by one counting kernel (CuPy's
+    array_equal reduces through a kernel compiled per size class on first use)."""
+    if a.shape != b.shape:
+        return False
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    import cupy
+    from ...cuda import ops
+    return ops.count_true(cupy.asarray(a) != cupy.asarray(b)) == 0
 
 
 class AMGFace(DeviceFace):

@@ -529,12 +529,12 @@ def _canonical(M, has_zero=None):
     M = M.tocsr()
     if has_zero is False:
         return M
-    keep = M.data != 0
-    if has_zero is None and bool(keep.all()):
+    if has_zero is None and not ops.any_zero(M.data):
         return M
+    keep = M.data != 0
     n = M.shape[0]
     rows = sps.row_ids(M.indptr, int(M.nnz))
-    counts = cupy.bincount(rows[keep], minlength=n)
+    counts = sps.bin_counts(rows[keep], n)
     indptr = cupy.zeros(n + 1, cupy.int32)
     indptr[1:] = cupy.cumsum(counts).astype(cupy.int32)
     return _csr(M.data[keep], M.indices[keep], indptr, M.shape,
@@ -793,7 +793,7 @@ def _check_level(A, level: int):
     """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal)."""
     import cupy
     d = A.diagonal()
-    if not bool(((d == 0) | ~cupy.isfinite(d) | (d.real <= 0)).any()):      # one wait
+    if not ops.count_true((d == 0) | ~cupy.isfinite(d) | (d.real <= 0)):     # one wait
         return (1.0 / d).astype(A.dtype)
     bad_zero = cupy.flatnonzero((d == 0) | ~cupy.isfinite(d))
     where = "A" if level == 0 else f"level {level}'s Galerkin matrix"
@@ -854,7 +854,7 @@ def strength_graph(A, theta: float):
         flags = cupy.zeros(2, cupy.int32)
         launch(get_kernel("amg", "pattern_asymmetry<{T}>", A.dtype), (_grid(n),), (BLOCK,),
                (np.int32(n), indptr, A.indices, flags[:1]), None)
-        flags[1:] = (A.data == 0).any()
+        ops.any_zero(A.data, out=flags[1:])
         if not flags.get().any():
             return indptr, A.indices
     gp, gj = sps.strength(indptr, A.indices, A.data, A.diagonal(), theta)   # the reference's
@@ -896,14 +896,14 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
     count = cupy.zeros(2, cupy.int32)
 
     def joined(agg, v, roots_only, new_roots=None):
-        """(the join's result, the nodes it left out, the count ``new_roots`` (a device sum),
-        both read back in one wait)."""
+        """(the join's result, the nodes it left out, the number of True in the mask
+        ``new_roots`` (counted on the device), both read back in one wait)."""
         out = cupy.empty_like(agg)
         count.fill(0)
         join(grid, (BLOCK,), (np.int32(n), np.int32(roots_only), gp, gj,
                               v if v is not None else ops._NULL, agg, out, count[:1]))
         if new_roots is not None:
-            count[1:] = new_roots
+            ops.count_true(new_roots, out=count[1:])
         missing, k = (int(c) for c in count.get())
         return out, missing, k
 
@@ -911,7 +911,7 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
     v = _mis(gp, gj, dtype, 2)
     roots = (v >> 60) == 2
     agg = cupy.where(roots, cupy.cumsum(roots.astype(cupy.int32)) - 1, -1).astype(cupy.int32)
-    agg, missing, n_agg = joined(agg, v, 1, roots.sum())
+    agg, missing, n_agg = joined(agg, v, 1, roots)
     # pass 2: second roots, the MIS-1 of the leftovers that have a leftover neighbour
     if missing and second_pass:
         left = agg < 0
@@ -921,7 +921,7 @@ def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
         second = ((v2 >> 60) == 2) & left & (counts > 0)
         agg = cupy.where(second, n_agg + cupy.cumsum(second.astype(cupy.int32)) - 1,
                          agg).astype(cupy.int32)
-        agg, missing, k = joined(agg, v2, 1, second.sum())
+        agg, missing, k = joined(agg, v2, 1, second)
         n_agg += k
     # pass 3: the rest join their aggregated neighbour of largest key
     for _ in range(n + 1):
@@ -952,7 +952,7 @@ def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False,
     if ones:
         # B = the constants (the default, level 0): ||B_agg||^2 is the aggregate's size, which
         # the reference's float64 sum of ones gives exactly
-        norms = cupy.sqrt(cupy.bincount(agg, minlength=n_agg).astype(cupy.float64))
+        norms = cupy.sqrt(sps.bin_counts(agg, n_agg).astype(cupy.float64))
     else:
         # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
         # dpsolve's own SpMV (deterministic: a fixed order of the sums)
@@ -1002,7 +1002,7 @@ def _smooth_in_place(AT, inv_diag, rho: float, T, dtype, zeros=True) -> tuple[bo
            (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
             np.dtype(dtype).type(c), flags[:1]), None)
     if zeros:
-        flags[1:] = (AT.data == 0).any()
+        ops.any_zero(AT.data, out=flags[1:])
     missing, has_zero = (int(f) for f in flags.get())
     return bool(missing), bool(has_zero)
 
@@ -1018,7 +1018,7 @@ def pseudo_inverse(A, dtype):
         return cupy.linalg.pinv(dense).astype(dtype)
     H = (dense + dense.conj().T) / 2
     w, V = cupy.linalg.eigh(H)
-    cutoff = float(cupy.abs(w).max()) * max(H.shape) * np.finfo(np.float64).eps
+    cutoff = ops.max_abs(w) * max(H.shape) * np.finfo(np.float64).eps
     winv = cupy.where(cupy.abs(w) > cutoff, 1.0 / w, 0.0)
     inv = (V * winv) @ V.conj().T
     return ((inv + inv.conj().T) / 2).astype(dtype)
@@ -1173,7 +1173,10 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     single = reference.lowering(h, precision)
     if single is None:
         return None
-    top = float(cupy.stack([cupy.abs(a).max() for a in reference.cycle_values(h)]).max())
+    top = cupy.zeros(1, cupy.uint64)
+    for a in reference.cycle_values(h):
+        ops.max_abs(a, out=top)
+    top = ops.max_abs_value(top)
     if not reference.fits(top, single, precision):
         return None
 

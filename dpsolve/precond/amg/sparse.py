@@ -16,6 +16,30 @@ def xp_of(a):
     return np
 
 
+def bin_counts(keys, length: int):
+    """``bincount(keys, minlength=length)`` (int64) for keys known to lie in [0, length). On the
+    device a scatter of ones: CuPy's bincount first reduces the keys (a negative test and the
+    maximum), and CuPy's reductions compile a kernel per size class on first use (issue 30's
+    first set-ups spent seconds in them)."""
+    xp = xp_of(keys)
+    if xp is np:
+        return np.bincount(keys, minlength=length)
+    import cupyx
+    out = xp.zeros(length, xp.int32)
+    if keys.size:
+        cupyx.scatter_add(out, keys, 1)
+    return out.astype(xp.int64)
+
+
+def max_abs(a) -> float:
+    """max |a_ij| of a NumPy or CuPy array (0.0 when empty); on the device one kernel whatever
+    the size (``dpsolve.cuda.ops.max_abs``)."""
+    if xp_of(a) is np:
+        return float(np.abs(a).max()) if a.size else 0.0
+    from ...cuda import ops
+    return ops.max_abs(a)
+
+
 def row_ids(indptr, nnz: int):
     """The row of every stored entry (int64), empty rows allowed: the number of row ends at or
     before the entry's position (``repeat`` with array counts is avoided: CuPy documents it for
@@ -40,7 +64,7 @@ def transpose(indptr, indices, data, shape, conj=False, with_order=False):
     order = xp.argsort(indices, kind="stable")
     t_ptr = xp.zeros(k + 1, dtype=indptr.dtype)
     if nnz:
-        t_ptr[1:] = xp.cumsum(xp.bincount(cols, minlength=k)).astype(indptr.dtype)
+        t_ptr[1:] = xp.cumsum(bin_counts(cols, k)).astype(indptr.dtype)
     t_data = data[order]
     out = (t_ptr, rows[order].astype(indices.dtype), (t_data.conj() if conj else t_data))
     return out + (order,) if with_order else out
@@ -56,11 +80,10 @@ def dense(indptr, indices, data, shape):
 
 def is_hermitian_dense(D) -> bool:
     """D == D^H to sqrt(eps) of D's largest entry (the reference's ``_is_hermitian``)."""
-    xp = xp_of(D)
-    top = float(xp.abs(D).max()) if D.size else 0.0
+    top = max_abs(D)
     if top == 0:
         return True
-    return float(xp.abs(D - D.conj().T).max()) <= np.sqrt(np.finfo(D.dtype).eps) * top
+    return max_abs(D - D.conj().T) <= np.sqrt(np.finfo(D.dtype).eps) * top
 
 
 def add(a, b, shape):
@@ -84,7 +107,7 @@ def add(a, b, shape):
     out_rows = key // k
     ptr = xp.zeros(m + 1, dtype=a[0].dtype)
     if key.size:
-        ptr[1:] = xp.cumsum(xp.bincount(out_rows, minlength=m)).astype(a[0].dtype)
+        ptr[1:] = xp.cumsum(bin_counts(out_rows, m)).astype(a[0].dtype)
     return ptr, (key % k).astype(a[1].dtype), vals
 
 
@@ -110,5 +133,5 @@ def strength(indptr, indices, data, diag, theta: float):
     keys = keys[xp.concatenate([xp.ones(1, dtype=bool), keys[1:] != keys[:-1]])]   # unique
     # (a sort and a mask: NumPy 2's unique took 1.4 s on 2.4 M keys where this takes ~0.1 s)
     ptr = xp.zeros(n + 1, dtype=xp.int64)
-    ptr[1:] = xp.cumsum(xp.bincount(keys // n, minlength=n))
+    ptr[1:] = xp.cumsum(bin_counts(keys // n, n))
     return ptr, keys % n
