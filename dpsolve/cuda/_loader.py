@@ -5,7 +5,9 @@
 * Sources are prefixed with ``#line 1 "<path>"`` and compiled with ``-I dpsolve/cuda/include``, so
   compiler errors name the real file and line.
 * Modules are memoised per (device, source, dtype, rdc). ``rdc=True`` adds ``-rdc=true`` for
-  kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt).
+  kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt). A
+  ``lazy`` source (the persistent and dynamic solvers') is compiled one kernel a module, at the
+  kernel's first use.
 * ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
   source with it for sm_90, so a syntax error never lands.
 """
@@ -65,6 +67,10 @@ class Source:
     expressions: tuple       # name expressions with {T} for the value type
     rdc: bool = False
     cooperative: bool = False    # launched with cuLaunchCooperativeKernel (grid.sync())
+    # one module a kernel: a solve uses one or two of the source's many instantiations, and
+    # compiling all of them made a first call wait for every one (cg_persistent.cu's 24: 15.5 s
+    # of a first dpsolve.cg on an H100 with an empty kernel cache)
+    lazy: bool = False
 
 
 SOURCES = {
@@ -120,12 +126,12 @@ SOURCES = {
                                        "cg_merge_beta<{T}>")
                        + tuple(f"cg_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)),
     "cg_dynamic": Source("cg_dynamic.cu", tuple(f"cg_dyn_start<{{T}}, {w}>"
-                                               for w in DYNAMIC_CODES), rdc=True),
+                                               for w in DYNAMIC_CODES), rdc=True, lazy=True),
     "bicg_dynamic": Source("bicg_dynamic.cu", tuple(f"bicg_dyn_start<{{T}}, {w}>"
-                                                   for w in DYNAMIC_CODES), rdc=True),
+                                                   for w in DYNAMIC_CODES), rdc=True, lazy=True),
     "bicgstab_dynamic": Source("bicgstab_dynamic.cu",
                                tuple(f"bicgstab_dyn_start<{{T}}, {w}>"
-                                     for w in DYNAMIC_CODES), rdc=True),
+                                     for w in DYNAMIC_CODES), rdc=True, lazy=True),
     # BiCG / BiCGStab of the host-driven variants: `cuda` (krylov.cu) and `merge` (*_merge.cu)
     "krylov": Source("krylov.cu", ("bi_axpy<{T}>", "bi_xpay<{T}>",
                                    "bicgstab_p<{T}>", "nrm2_final<{T}>", "krylov_start<{T}>",
@@ -153,23 +159,23 @@ SOURCES = {
     # variant "persistent": one cooperative kernel per solve (rdc: it shares dynamic.cuh)
     "cg_persistent": Source("cg_persistent.cu", tuple(f"cg_persistent<{{T}}, {w}>"
                                                      for w in DYNAMIC_CODES),
-                            rdc=True, cooperative=True),
+                            rdc=True, cooperative=True, lazy=True),
     # the prepared call's one-launch CG (dpsolve/_fast.py): the same file, its flags compiled in
     "cg_persistent_fast": Source("cg_persistent.cu", tuple(f"cg_persistent_fast<{{T}}, {w}>"
                                                           for w in DYNAMIC_CODES),
-                                 rdc=True, cooperative=True),
+                                 rdc=True, cooperative=True, lazy=True),
     # its one-block CG for small systems (ops.cta_plan): <T, NZ, R, FAST>, no grid.sync (rdc:
     # dynamic.cuh calls the device runtime)
     "cg_persistent_cta": Source("cg_persistent.cu", tuple(
         f"cg_persistent_cta<{{T}}, {nz}, {r}, {fast}>" for nz, r in CTA_SHAPES
-        for fast in ("false", "true")), rdc=True),
+        for fast in ("false", "true")), rdc=True, lazy=True),
     "bicg_persistent": Source("bicg_persistent.cu", tuple(f"bicg_persistent<{{T}}, {w}>"
                                                          for w in DYNAMIC_CODES),
-                              rdc=True, cooperative=True),
+                              rdc=True, cooperative=True, lazy=True),
     "bicgstab_persistent": Source("bicgstab_persistent.cu",
                                   tuple(f"bicgstab_persistent<{{T}}, {w}>"
                                         for w in DYNAMIC_CODES),
-                                  rdc=True, cooperative=True),
+                                  rdc=True, cooperative=True, lazy=True),
 }
 
 
@@ -228,10 +234,13 @@ def nvcc_command(name: str, out_dir: Path, arch: str = "sm_90") -> tuple[list, P
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple = ()):
+def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple = (),
+            only: str | None = None):
+    """Source ``name`` compiled for one dtype: every name expression, or ``only`` that one
+    (a lazy source's module of one kernel)."""
     import cupy
     src = SOURCES[name]
-    exprs = expressions(name, dtype_str)
+    exprs = [only] if only is not None else expressions(name, dtype_str)
     with cupy.cuda.Device(device_id):
         mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc) + defines,
                              name_expressions=exprs, backend="nvrtc",
@@ -262,7 +271,12 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
     k = _KERNELS.get(key)
     if k is None:
         dt = np.dtype(dtype)
-        k = _module(dev, name, dt.str, rdc, tuple(defines)).get_function(
-            expression.format(T=ctype(dt)))
+        expr = expression.format(T=ctype(dt))
+        src = SOURCES.get(name)
+        lazy = src is not None and src.lazy
+        if lazy and expr not in expressions(name, dt):
+            raise ValueError(f"{expr} is not one of {src.file}'s registered kernels")
+        k = _module(dev, name, dt.str, rdc, tuple(defines), expr if lazy else None).get_function(
+            expr)
         _KERNELS[key] = k
     return k
