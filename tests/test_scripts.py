@@ -117,3 +117,31 @@ def test_profile_block_counts_each_steps_bytes_and_checks_its_arguments():
         with pytest.raises(SystemExit) as e:
             prof.main(argv)
         assert e.value.code == 2
+
+
+def test_bench_first_call_names_whose_kernel_each_source_is():
+    bench = _script_module("bench-first-call")
+    assert bench.kind_of('// dpsolve headers 0123\n#line 1 "x.cu"\n') == "dpsolve"
+    assert bench.kind_of("#include <cub/block/block_reduce.cuh>\n__global__ void k()") == "cub"
+    assert bench.kind_of("#include <cupy/complex.cuh>\n__global__ void cupy_take()") == "cupy"
+
+
+def test_bench_first_call_refuses_a_tree_without_dpsolve(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-first-call"), "--tree",
+                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "no dpsolve package" in res.stderr and str(tmp_path) in res.stderr
+
+
+def test_bench_first_call_table_has_a_row_per_call_and_the_total():
+    bench = _script_module("bench-first-call")
+    row = {"wall_s": 1.5, "dpsolve_n": 2, "dpsolve_s": 1.0, "cub_n": 1, "cub_s": 0.25,
+           "cupy_n": 3, "cupy_s": 0.125}
+    rows = [dict(row, case=c) for c in bench.CASES]
+    text = bench.table([Path("/x/old"), Path("/x/new")], [rows, rows])
+    lines = text.splitlines()
+    assert len(lines) == 2 + len(bench.CASES) + 1
+    assert "old: wall s" in lines[0] and "new: wall s" in lines[0]
+    assert "1.50 (2, 1.00 / 1, 0.25 / 3, 0.12)" in lines[2]
+    total = f"{1.5 * len(bench.CASES):.2f}"
+    assert lines[-1] == f"| the sequence | {total} | {total} |"
