@@ -142,3 +142,38 @@ def test_a_new_size_compiles_no_cub_reduction(monkeypatch, M):
         solve(dims)
     cub = [s for s in seen if s[0].startswith("cub: ")]
     assert cub == [], f"CUB reductions compiled or loaded for a new size: {cub}"
+
+
+def test_device_format_checks_compile_no_cub_reduction(monkeypatch):
+    """cupyx COO and CSC inputs (converted and checked on the device: formats.csr.CSR.validate,
+    formats.validate's index checks) at new sizes load none of CuPy's CUB reductions
+    (formats.csr.any_true counts with dpsolve's kernel), and a bad index is still refused with
+    its entry named."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    import dpsolve
+    from dpsolve._errors import FormatError
+    from dpsolve.formats.validate import check_indices
+
+    def solve(A):
+        x, info = dpsolve.cg(A, A @ cupy.ones(A.shape[0]), rtol=1e-10, variant="graph")
+        assert info == 0
+        cupy.testing.assert_allclose(x, cupy.ones(A.shape[0]), rtol=1e-5)
+
+    first = _laplace((21, 22))
+    solve(csp.coo_matrix(first))
+    solve(csp.csc_matrix(first))
+    seen = _loads(monkeypatch)
+    for dims in ((33, 27), (19, 23, 17), (250, 243)):
+        A = _laplace(dims)
+        solve(csp.coo_matrix(A))
+        solve(csp.csc_matrix(A))
+    cub = [s for s in seen if s[0].startswith("cub: ")]
+    assert cub == [], f"CUB reductions compiled or loaded for a new size: {cub}"
+    n = 300
+    bad = csp.csr_matrix((cupy.ones(n), cupy.arange(n, dtype=cupy.int32) * 0 + 7,
+                          cupy.arange(n + 1, dtype=cupy.int32)), shape=(n, n))
+    bad.indices[123] = n + 5
+    with pytest.raises(FormatError, match=f"{n + 5} at entry 123 is out of range"):
+        check_indices(bad)

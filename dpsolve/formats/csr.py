@@ -122,17 +122,27 @@ class CSR:
                               f"got {int(ip[0])}..{int(ip[-1])}")
         if self.nnz == 0:
             return
-        if bool((xp.diff(ip) < 0).any()):
+        if any_true(xp.diff(ip) < 0):
             raise FormatError("CSR indptr is not non-decreasing")
-        if bool((ix < 0).any()) or bool((ix >= self.n).any()):
+        if any_true((ix < 0) | (ix >= self.n)):
             raise FormatError(f"CSR column index out of range [0, {self.n})")
         # sorted and unique within each row: strictly increasing except across row starts
         inc = ix[1:] > ix[:-1]
         starts = xp.zeros(self.nnz, dtype=bool)
         row_starts = ip[:-1][xp.diff(ip) > 0]
         starts[row_starts] = True
-        if not bool((inc | starts[1:]).all()):
+        if any_true(~(inc | starts[1:])):
             raise FormatError("CSR column indices are not sorted and unique within each row")
+
+
+def any_true(mask) -> bool:
+    """Whether a bool array (NumPy or CuPy) holds a True. On the device by dpsolve's one counting
+    kernel (``ops.count_true``): CuPy's ``.any()`` compiles a CUB reduction per size class on
+    first use (1-3 s each on an empty kernel cache); CuPy's own past 2^31 entries."""
+    if isinstance(mask, np.ndarray) or mask.size >= 2**31:
+        return bool(mask.any())
+    from ..cuda import ops
+    return ops.count_true(mask) > 0
 
 
 def _from_scipy(A, dtype) -> CSR:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import FormatError
-from .csr import array_module
+from .csr import any_true, array_module
 
 
 def _integers(arr, label: str, what: str) -> None:
@@ -34,7 +34,7 @@ def _in_range(xp, arr, lo: int, hi: int, label: str, what: str) -> None:
         bad = arr >= np.uint64(hi) if hi > 0 else xp.ones(arr.shape, bool)
     else:
         bad = (arr < lo) | (arr >= hi)
-    if bool(bad.any()):
+    if any_true(bad):
         k = int(xp.flatnonzero(bad)[0])
         raise FormatError(f"{what}: {label} {int(arr[k])} at entry {k} is out of range "
                           f"[{lo}, {hi})")
@@ -59,7 +59,7 @@ def _compressed(xp, indptr, indices, data_len: int, major: int, minor: int, fmt:
                           f"entries, got {first}..{last}")
     if not full:
         return
-    if major and bool((indptr[1:] < indptr[:-1]).any()):
+    if major and any_true(indptr[1:] < indptr[:-1]):
         k = int(xp.flatnonzero(indptr[1:] < indptr[:-1])[0])
         raise FormatError(f"{what}: {fmt} indptr is not non-decreasing (indptr[{k + 1}] = "
                           f"{int(indptr[k + 1])} < indptr[{k}] = {int(indptr[k])})")
