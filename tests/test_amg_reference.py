@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 
 import numpy as np
@@ -181,14 +182,14 @@ def test_vcycle_is_symmetric(which, smoother, precision, request):
 
 
 def test_mixed_precision_is_the_float32_cycle_of_the_same_hierarchy():
-    """precision "auto" (the default) and "mixed": the float64 hierarchy, and its copy cast to
-    float32 on which the V-cycle runs (r cast down, z back); "full": no copy. A hierarchy whose
-    values overflow float32 keeps float64 under "auto" and is refused under "mixed"; a float32
-    hierarchy has no copy; an unknown precision is named."""
+    """precision "mixed": the float64 hierarchy, and its copy cast to float32 on which the
+    V-cycle runs (r cast down, z back); "full": no copy. A hierarchy whose values overflow
+    float32 keeps float64 under "auto" and is refused under "mixed"; a float32 hierarchy has no
+    copy under "mixed"; an unknown precision is named."""
     A = poisson((40, 40))
-    h = ref.setup(A)
+    h = ref.setup(A, precision="mixed")
     full = ref.setup(A, precision="full")
-    assert h.low is not None and full.low is None
+    assert h.low is not None and full.low is None and not h.low.half
     assert h.levels[0].A.dtype == np.float64 and h.low.levels[0].A.dtype == np.float32
     for a, b in zip(h.levels, h.low.levels):
         assert np.array_equal(a.A.indices, b.A.indices) and a.rho == b.rho
@@ -204,7 +205,69 @@ def test_mixed_precision_is_the_float32_cycle_of_the_same_hierarchy():
         ref.setup(big, precision="mixed")
     assert ref.setup(A.astype(np.float32), precision="mixed").low is None
     with pytest.raises(ValueError, match="precision must be one of"):
-        ref.setup(A, precision="half")
+        ref.setup(A, precision="single")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("precision", ["auto", "half"])
+def test_half_precision_rounds_each_matrix_through_float16(precision, dtype):
+    """precision "half" (and "auto" where it fits): the float32 cycle's A_l (above the coarsest),
+    P_l and R_l hold values of float16 times one power of two per matrix, the largest magnitude
+    scaled into [2^14, 2^15): each value the nearest such number to its float32 cast, R_l still
+    P_l^T, the patterns, D^-1 and the coarse inverse those of "mixed". A float32 hierarchy gets
+    the copy too. M stays symmetric; CG takes the same iterations."""
+    A = sp.csr_array(poisson((40, 40)) * 3.7).astype(dtype)
+    h = ref.setup(A, precision=precision)
+    mixed = h if dtype == np.float32 else ref.setup(A, precision="mixed").low
+    assert h.low is not None and h.low.half and h.low.levels[0].A.dtype == np.float32
+    for index, (a, b) in enumerate(zip(mixed.levels[:-1], h.low.levels[:-1])):
+        for M, H in ((a.A, b.A), (a.P, b.P), (a.R, b.R)):
+            assert np.array_equal(M.indices, H.indices) and np.array_equal(M.indptr, H.indptr)
+            top = np.abs(M.data).max()
+            e = math.frexp(top)[1] - 15
+            q = np.ldexp(H.data.astype(np.float64), -e)
+            assert 2**14 <= np.abs(q).max() < 2**15
+            assert np.array_equal(q, q.astype(np.float16).astype(np.float64))   # float16's
+            assert np.array_equal(q.astype(np.float16),
+                                  (M.data * np.float32(2.0**-e)).astype(np.float16))
+            rel = np.abs(H.data - M.data) / np.abs(M.data)
+            assert 0 < rel.max() <= 2**-11
+        assert np.array_equal(b.R.toarray(), b.P.T.toarray())
+        assert np.array_equal(a.inv_diag, b.inv_diag)
+    assert np.array_equal(mixed.coarse_inv, h.low.coarse_inv)
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
+    Mx, My = ref.vcycle(h, x.astype(dtype)), ref.vcycle(h, y.astype(dtype))
+    assert abs(Mx @ y - x @ My) <= 1e-5 * np.linalg.norm(Mx) * np.linalg.norm(y)
+    A64 = A.astype(np.float64)
+    its = cg_iterations(A64, ref.as_operator(ref.setup(A64, precision="half")))[0]
+    assert its == cg_iterations(A64, ref.as_operator(ref.setup(A64, precision="full")))[0]
+
+
+def test_half_precision_refuses_or_falls_back_where_float16_loses_values():
+    """A matrix with a row's diagonal below float16's normal range once scaled (here row 7 and
+    column 7 scaled by 2^-20: its diagonal 2^-38 of the largest value): "half" names the problem;
+    "auto" keeps float32 values (a float64 hierarchy) or no copy at all (a float32 one). Tiny
+    off-diagonal values alone (cancellation noise) are no reason: they round to float16's
+    subnormals or zero. Complex hierarchies are refused by name."""
+    A = poisson((40, 40))
+    s = np.ones(A.shape[0])
+    s[7] = 2.0**-20
+    W = sp.csr_array(sp.diags_array(s) @ A @ sp.diags_array(s))
+    with pytest.raises(ValueError, match="precision='half': 1 rows.*diagonal.*float16"):
+        ref.setup(W, precision="half")
+    noisy = sp.csr_array(A, copy=True)
+    rows = np.repeat(np.arange(noisy.shape[0]), np.diff(noisy.indptr))
+    pair = ((rows == 0) & (noisy.indices == 1)) | ((rows == 1) & (noisy.indices == 0))
+    noisy.data[pair] = -1e-20
+    h = ref.setup(noisy, precision="half")
+    assert h.low.half and h.low.levels[0].A[0, 1] == 0.0
+    low = ref.setup(W).low
+    assert low is not None and not low.half
+    assert np.array_equal(low.levels[0].A.data, W.data.astype(np.float32))
+    assert ref.setup(W.astype(np.float32)).low is None
+    with pytest.raises(ValueError, match="precision='half' needs a real hierarchy"):
+        ref.setup(sp.csr_array(A.astype(np.complex128)), precision="half")
 
 
 def test_setup_is_deterministic():

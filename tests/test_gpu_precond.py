@@ -20,10 +20,12 @@ STREAM_VARIANTS = [v for v in VARIANT_NAMES[1:] if getattr(get_backend(v), "take
 FUSING_VARIANTS = [v for v in VARIANT_NAMES[1:] if v not in STREAM_VARIANTS]
 DTYPES = [np.float32, np.float64]
 EPS = {np.float32: 1e-4, np.float64: 1e-11}
-# (dtype, AMG precision) of the V-cycle tests: float32; float64 with its V-cycle in float64
-# ("full"), and in float32 (the default, "auto")
-CYCLES = [(np.float32, "auto"), (np.float64, "full"), (np.float64, "auto")]
-CYCLE_IDS = ["float32", "float64-full", "float64-mixed"]
+# (dtype, AMG precision) of the V-cycle tests: float32 (its matrices in float16: "auto"); float64
+# with its V-cycle in float64 ("full"), in float32 ("mixed"), and in float32 with float16
+# matrices (the default, "auto")
+CYCLES = [(np.float32, "auto"), (np.float64, "full"), (np.float64, "mixed"),
+          (np.float64, "auto")]
+CYCLE_IDS = ["float32-half", "float64-full", "float64-mixed", "float64-half"]
 
 
 def _cycling(h_dev):
@@ -34,7 +36,10 @@ def _cycling(h_dev):
 
 
 def _mixed_expected(h_dev, dtype, precision):
-    assert (h_dev.low is not None) == (dtype == np.float64 and precision == "auto")
+    """The cycle's hierarchy is a single-precision copy except under "full" (a float32 system:
+    only for float16 matrices), its matrices float16's under "auto" and "half"."""
+    assert (h_dev.low is not None) == (precision != "full")
+    assert h_dev.low is None or h_dev.low.half == (precision in ("auto", "half"))
 
 
 def _cp():
@@ -133,7 +138,7 @@ def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, pre
     assert _uses_sell(hc) == (coarse_format == "sell")
     assert (hc.ell0 is not None) == (fmt == "ell")
     if hc.ell0 is not None:                   # the cycle's own copy of the solve's ELL values
-        assert hc.ell0[2].dtype == hc.dtype
+        assert hc.ell0[2].dtype == (np.float16 if hc.half else hc.dtype)
     assert not hc.levels[1].fused and hc.levels[0].fused
     r = np.random.default_rng(4).random(A.shape[0]).astype(dtype)
     st = P._state

@@ -89,13 +89,17 @@ SOURCES = {
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
-                             "vc_presmooth_residual_ell<{T}>", "vc_residual_ell<{T}>",
-                             "vc_jacobi_ell<{T}>", "vc_presmooth_residual_sell<{T}>",
-                             "vc_residual_sell<{T}>", "vc_jacobi_sell<{T}>",
-                             "vc_restrict_sell<{T}>", "vc_prolong_sell<{T}>",
-                             "sell_widths<{T}>", "sell_fill<{T}>", "vc_to_single<{T}>",
-                             "vc_from_single<{T}>", "vc_presmooth_residual_ell_low<{T}>",
-                             "vc_jacobi_ell_low<{T}>")
+                             "sell_widths<{T}>", "sell_fill<{T}>",
+                             "vc_to_single<{T}>", "vc_from_single<{T}>")
+                  # <T, HALF>: the matrix values in T, or in float16 (precision "half")
+                  + tuple(f"{k}<{{T}}, {h}>" for k in ("vc_presmooth_residual_sell",
+                                                       "vc_residual_sell", "vc_jacobi_sell",
+                                                       "vc_restrict_sell", "vc_prolong_sell",
+                                                       "vc_presmooth_residual_ell",
+                                                       "vc_residual_ell", "vc_jacobi_ell",
+                                                       "vc_presmooth_residual_ell_low",
+                                                       "vc_jacobi_ell_low")
+                          for h in ("false", "true"))
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale",

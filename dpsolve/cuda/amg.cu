@@ -48,6 +48,9 @@
 //                         (precision "mixed": T double, the cycle's kernels float; complex alike)
 //   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
 //                         with the casts fused (b read, y written in T; the rest single)
+// The ELL and SELL kernels take <T, HALF>: HALF = true reads the matrix's values as float16 bits
+// (precision "half": amg::value) and multiplies each row's sum by the matrix's power of two
+// `scale` (exact); HALF = false reads T, scale 1.
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
@@ -97,6 +100,26 @@ __device__ __forceinline__ long long key_of(int i) {
 // one row at a time is faster (rows = 1 runs dps::csr_row_vector's loop). Each row's sum is
 // formed in csr_row_vector's order (lane-strided, then group_sum): the same bits whatever
 // `rows`. The loop bound is uniform over the block, so every lane takes part in every shuffle.
+// A matrix value as the cycle's type T. V = T: the value itself; V = unsigned short: the bits of
+// a float16 (AMG precision "half", device.half_values: each matrix's values v / 2^e, rounded to
+// float16, the power of two 2^e folded back into each row's sum by the kernel: exact, so the
+// sums are those of the float32 values v rounded through float16). cvt.f32.f16 is
+// __half2float's instruction, without cuda_fp16.h.
+template <typename T>
+__device__ __forceinline__ T value(const T* __restrict__ p) { return dps::ld_mat<true>(p); }
+template <typename T>
+__device__ __forceinline__ T value(const unsigned short* __restrict__ p) {
+    const unsigned short h = dps::ld_mat<true>(p);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return T(f);
+}
+
+// the type a V-cycle kernel's matrix values are stored in: T, or float16 bits (HALF)
+template <typename T, bool HALF> struct stored_t { using type = T; };
+template <typename T> struct stored_t<T, true> { using type = unsigned short; };
+template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
+
 constexpr int MAX_ROWS = 4;
 
 template <typename T, int W, typename X, typename F>
@@ -163,16 +186,30 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
 // loads coalesced over the slice and independent of each other (the CSR-vector kernels of W
 // lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
 // H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
-template <typename T, typename X>
+template <typename T, typename V, typename X>
 __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
-                                      const int* __restrict__ idx, const T* __restrict__ val,
+                                      const int* __restrict__ idx, const V* __restrict__ val,
                                       X xv) {
     const int end = sptr[(slot >> 5) + 1];
     T sum = T(0);
 #pragma unroll 4
     for (int at = sptr[slot >> 5] + (slot & 31); at < end; at += 32) {
         const int c = dps::ld_mat<true>(idx + at);
-        if (c >= 0) sum += dps::ld_mat<true>(val + at) * xv(c);
+        if (c >= 0) sum += amg::value<T>(val + at) * xv(c);
+    }
+    return sum;
+}
+
+// ELL (column-major, padding index -1), a thread a row: sum_k a_rk x[c_k], values of type V
+template <typename T, typename V>
+__device__ __forceinline__ T ell_row(int row, int n, int width, const int* __restrict__ indices,
+                                     const V* __restrict__ data, const T* __restrict__ x) {
+    T sum = T(0);
+#pragma unroll 4
+    for (int k = 0; k < width; ++k) {
+        const size_t at = (size_t)k * n + row;
+        const int c = dps::ld_mat<true>(indices + at);
+        if (c >= 0) sum += amg::value<T>(data + at) * x[c];
     }
     return sum;
 }
@@ -479,11 +516,13 @@ vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restri
 namespace vc {
 
 // Level 0 in ELL, row by row, with b of type B cast to the cycle's type L where it is read (B = L:
-// no cast). The fused pre-smoothing and residual: x = s .* b, res = b - A x (x gathered as s .* b).
-template <typename L, typename B>
+// no cast), values of type V (L, or float16 bits: amg::value) and each row's sum multiplied by
+// `scale` (1, or precision "half"'s power of two). The fused pre-smoothing and residual:
+// x = s .* b, res = b - A x (x gathered as s .* b).
+template <typename L, typename B, typename V>
 __device__ __forceinline__ void presmooth_residual_ell_row(int row, int n, int width,
                                                            const int* __restrict__ indices,
-                                                           const L* __restrict__ data,
+                                                           const V* __restrict__ data, L scale,
                                                            const L* __restrict__ s,
                                                            const B* __restrict__ b,
                                                            L* __restrict__ x,
@@ -493,84 +532,92 @@ __device__ __forceinline__ void presmooth_residual_ell_row(int row, int n, int w
     for (int k = 0; k < width; ++k) {
         const size_t at = (size_t)k * n + row;
         const int c = dps::ld_mat<true>(indices + at);
-        if (c >= 0) sum += dps::ld_mat<true>(data + at) * (s[c] * cast_to<L>(b[c]));
+        if (c >= 0) sum += amg::value<L>(data + at) * (s[c] * cast_to<L>(b[c]));
     }
     const L br = cast_to<L>(b[row]);
     x[row] = s[row] * br;
-    res[row] = br - sum;
+    res[row] = br - scale * sum;
 }
 
 // the post-smoothing's Jacobi step: x + s .* (b - A x) at a row
-template <typename L, typename B>
+template <typename L, typename B, typename V>
 __device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
                                             const int* __restrict__ indices,
-                                            const L* __restrict__ data, const L* __restrict__ s,
-                                            const L* __restrict__ x, const B* __restrict__ b) {
-    return x[row] + s[row] * (cast_to<L>(b[row]) - dps::ell_row<L>(row, n, width, indices, data,
-                                                                   x));
+                                            const V* __restrict__ data, L scale,
+                                            const L* __restrict__ s, const L* __restrict__ x,
+                                            const B* __restrict__ b) {
+    return x[row] + s[row] * (cast_to<L>(b[row])
+                              - scale * amg::ell_row<L>(row, n, width, indices, data, x));
 }
 
 }  // namespace vc
 
-template <typename T>
+// Level 0 over the solve's ELL (or the cycle's float16 copy of it: HALF, times `scale`)
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
-                          const T* __restrict__ data, const T* __restrict__ s,
-                          const T* __restrict__ b, T* __restrict__ x, T* __restrict__ res) {
+                          const amg::stored<T, HALF>* __restrict__ data, T scale,
+                          const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
+                          T* __restrict__ res) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        vc::presmooth_residual_ell_row<T, T>(row, n, width, indices, data, s, b, x, res);
+        vc::presmooth_residual_ell_row<T, T>(row, n, width, indices, data, scale, s, b, x, res);
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_residual_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
-                const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
+vc_residual_ell(int n, int width, const int* __restrict__ indices,
+                const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ x,
+                const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        res[row] = b[row] - dps::ell_row<T>(row, n, width, indices, data, x);
+        res[row] = b[row] - scale * amg::ell_row<T>(row, n, width, indices, data, x);
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_jacobi_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
-              const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
-              T* __restrict__ y) {
+vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
+              const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ s,
+              const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, s, x, b);
+        y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, scale, s, x, b);
 }
 
-// Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed"), on the solve's
-// ELL with the pre-smoothing fused: vc_presmooth_residual_ell and vc_jacobi_ell over the single
-// hierarchy (L), reading b and writing y in the system's precision T. vc_to_single and
-// vc_from_single fused away: each b value is cast where it is read, y cast where it is written,
-// so the values are those of the casts' path bit for bit, with two launches fewer and
-// 2n (T + L) - 3n (T - L) bytes less.
-template <typename T>
+// Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed" / "half"), on the
+// solve's ELL with the pre-smoothing fused: vc_presmooth_residual_ell and vc_jacobi_ell over the
+// single hierarchy (L), reading b and writing y in the system's precision T, the values of type
+// V (L, or float16 bits under "half", times `scale`). vc_to_single and vc_from_single fused
+// away: each b value is cast where it is read, y cast where it is written, so the values are
+// those of the casts' path bit for bit, with two launches fewer and 2n (T + L) - 3n (T - L)
+// bytes less.
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
-                              const typename single_of<T>::type* __restrict__ data,
+                              const amg::stored<typename single_of<T>::type, HALF>* data,
+                              typename single_of<T>::type scale,
                               const typename single_of<T>::type* __restrict__ s,
                               const T* __restrict__ b, typename single_of<T>::type* __restrict__ x,
                               typename single_of<T>::type* __restrict__ res) {
     DPS_PDL();
     using L = typename single_of<T>::type;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        vc::presmooth_residual_ell_row<L, T>(row, n, width, indices, data, s, b, x, res);
+        vc::presmooth_residual_ell_row<L, T>(row, n, width, indices, data, scale, s, b, x, res);
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
-                  const typename single_of<T>::type* __restrict__ data,
+                  const amg::stored<typename single_of<T>::type, HALF>* __restrict__ data,
+                  typename single_of<T>::type scale,
                   const typename single_of<T>::type* __restrict__ s,
                   const typename single_of<T>::type* __restrict__ x, const T* __restrict__ b,
                   T* __restrict__ y) {
     DPS_PDL();
     using L = typename single_of<T>::type;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        y[row] = cast_to<T>(vc::jacobi_ell_row<L, T>(row, n, width, indices, data, s, x, b));
+        y[row] = cast_to<T>(vc::jacobi_ell_row<L, T>(row, n, width, indices, data, scale, s, x,
+                                                     b));
 }
 
 // ---------------------------------------------------------------------------- levels in SELL-32
@@ -623,63 +670,72 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
     for (int q = blockIdx.x * blockDim.x + threadIdx.x, row = 0;                                 \
          q < (n) && ((row = sell_row_of(perm, q)), true); q += gridDim.x * blockDim.x)
 
-template <typename T>
+// The V-cycle over SELL copies, values of type V (T, or float16 bits with V = unsigned short:
+// amg::value), each row's sum multiplied by `scale` (1, or the matrix's power of two 2^e of
+// precision "half": exact).
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                           const T* __restrict__ val, const int* __restrict__ perm,
+                           const amg::stored<T, HALF>* __restrict__ val, T scale,
+                           const int* __restrict__ perm,
                            const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
                            T* __restrict__ res) {
     DPS_PDL();
     DPS_ROWS(n) {
-        const T sum = amg::sell_row(q, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
+        const T sum = amg::sell_row<T>(q, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
         x[row] = s[row] * b[row];
-        res[row] = b[row] - sum;
+        res[row] = b[row] - scale * sum;
     }
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                 const T* __restrict__ val, const int* __restrict__ perm,
+                 const amg::stored<T, HALF>* __restrict__ val, T scale,
+                 const int* __restrict__ perm,
                  const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
-    DPS_ROWS(n) res[row] = b[row] - amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
+    DPS_ROWS(n) res[row] = b[row] - scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{x});
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-               const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ s,
-               const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
+               const amg::stored<T, HALF>* __restrict__ val, T scale,
+               const int* __restrict__ perm,
+               const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
+               T* __restrict__ y) {
     DPS_PDL();
     DPS_ROWS(n) {
-        const T ax = amg::sell_row(q, sptr, idx, val, amg::gather<T>{x});
+        const T ax = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
     }
 }
 
 // bc = R res over R's nc rows, and xc = sc .* bc where sc is given (vc_restrict_scale's fusion)
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
-                 const T* __restrict__ val, const int* __restrict__ perm,
+                 const amg::stored<T, HALF>* __restrict__ val, T scale,
+                 const int* __restrict__ perm,
                  const T* __restrict__ res, const T* __restrict__ sc, T* __restrict__ bc,
                  T* __restrict__ xc) {
     DPS_PDL();
     DPS_ROWS(nc) {
-        const T r = amg::sell_row(q, sptr, idx, val, amg::gather<T>{res});
+        const T r = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{res});
         bc[row] = r;
         if (sc != nullptr) xc[row] = sc[row] * r;
     }
 }
 
-template <typename T>
+template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
-                const T* __restrict__ val, const int* __restrict__ perm, const T* __restrict__ xc,
-                T* __restrict__ x) {
+                const amg::stored<T, HALF>* __restrict__ val, T scale,
+                const int* __restrict__ perm,
+                const T* __restrict__ xc, T* __restrict__ x) {
     DPS_PDL();
-    DPS_ROWS(n) x[row] = x[row] + amg::sell_row(q, sptr, idx, val, amg::gather<T>{xc});
+    DPS_ROWS(n) x[row] = x[row] + scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{xc});
 }
 
 #undef DPS_ROWS

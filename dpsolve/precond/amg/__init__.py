@@ -15,9 +15,11 @@ steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says 
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
 hierarchy and V-cycle), and ``precision``, the V-cycle's: "auto" (default) runs the V-cycle of a
-float64 (complex128) system in float32 (complex64) wherever the hierarchy's values fit, "mixed"
-insists (ValueError where they do not), "full" keeps the working dtype (reference.py's module
-docstring says why single precision costs no iterations).
+float64 (complex128) system in float32 (complex64) wherever the hierarchy's values fit, and
+stores the cycle's matrices of a real system in float16 (scaled by a power of two) wherever they
+fit that; "half" insists on float16 matrices, "mixed" on float32 ones (ValueError where they do
+not fit), "full" keeps the working dtype (reference.py's module docstring says why the lower
+precisions cost no or few iterations).
 """
 from __future__ import annotations
 
@@ -144,6 +146,7 @@ class AMG(Preconditioner):
         # V-cycle takes the previous one's time, which does not depend on the numbers
         kept = (prev.vcycle_time if prev is not None and prev.dtype == self.dtype
                 and h.resetup == "numeric" and (prev.hierarchy.low is None) == (h.low is None)
+                and getattr(prev.hierarchy.low, "half", False) == getattr(h.low, "half", False)
                 else None)
         self.vcycle_time = kept if kept is not None else face.time_vcycle(state)
         return face
@@ -170,6 +173,8 @@ class AMG(Preconditioner):
             out["vcycle_bytes"] = self.vcycle_bytes
             low = getattr(h, "low", None)       # the dtype the V-cycle ran in
             out["vcycle_dtype"] = np.dtype((h if low is None else low).levels[0].A.dtype).name
+            if low is not None and low.half:    # its matrices' values
+                out["vcycle_values"] = "float16"
         if self.vcycle_time is not None:
             out["vcycle_time"] = self.vcycle_time
         self._described = (h, self.vcycle_time, out)
@@ -193,9 +198,11 @@ class AMG(Preconditioner):
             return reference.vcycle_bytes(h, item)
         single = np.dtype(h.low.levels[0].A.dtype).itemsize
         n = h.levels[0].A.shape[0]
+        stored = getattr(h.low, "stored_value_bytes", dict)()      # float16 copies
+        cycle = reference.vcycle_bytes(h, single, stored=stored)
         if getattr(h, "casts_fused", lambda: False)():   # b read twice, z written once, wide
-            return reference.vcycle_bytes(h, single) + 3 * n * (item - single)
-        return reference.vcycle_bytes(h, single) + 2 * n * (item + single)   # + the casts
+            return cycle + 3 * n * (item - single)
+        return cycle + 2 * n * (item + single)   # + the casts
 
     @property
     def setup_times(self):

@@ -211,11 +211,27 @@ class SellMatrix:
     indptr: object
     indices: object
     perm: object = None
+    scale: float = 1.0          # the power of two of float16 values (precision "half")
 
     @property
     def rows(self):
         """The kernels' argument for ``perm`` (a null pointer where unsorted)."""
         return ops._NULL if self.perm is None else self.perm
+
+    @property
+    def half(self) -> str:
+        """The kernels' HALF template argument: "true" where the values are float16's."""
+        return "true" if self.val.dtype == np.float16 else "false"
+
+    def args(self, dtype) -> tuple:
+        """The kernels' (sptr, idx, val, scale, perm) arguments at the cycle's dtype."""
+        return (self.sptr, self.idx, self.val, np.dtype(dtype).type(self.scale), self.rows)
+
+    def halved(self, scale: float) -> "SellMatrix":
+        """The same layout with its values in float16 at ``scale`` (values already rounded
+        through float16 at that scale: exact)."""
+        val = (self.val * self.val.dtype.type(1.0 / scale)).astype(np.float16)
+        return SellMatrix(self.sptr, self.idx, val, self.indptr, self.indices, self.perm, scale)
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
@@ -280,6 +296,7 @@ class DeviceLevel:
     sell_A: SellMatrix = None                # SELL-32 copies (sell_of; None: CSR-vector kernels)
     sell_R: SellMatrix = None
     sell_P: SellMatrix = None
+    half: tuple = None                       # (A's, P's) powers of two: values float16's
     X: object = None
     Wb: object = None
     res: object = None
@@ -305,6 +322,7 @@ class DeviceHierarchy:
     ell0: tuple = None            # (width, indices, data): level 0 in the solve's ELL arrays
     resetup: str = "full"         # "full", "aggregates" (kept) or "numeric" (patterns kept too)
     low: "DeviceHierarchy" = None  # the V-cycle's hierarchy in single precision (``lowered``)
+    half: bool = False            # its matrices' values float16's (reference.half_round)
     b_top: object = None          # with ``low``: the V-cycle's input and output cast to its
     z_top: object = None          # dtype (vc_to_single, vc_from_single)
 
@@ -319,9 +337,37 @@ class DeviceHierarchy:
             self.ell0 = (np.int32(ell.width), ell.indices, ell.data)
         else:
             self.ell0 = None
-        if self.low is not None:       # the single-precision cycle: a cast copy of the values
-            self.low.ell0 = (None if self.ell0 is None else
-                             (self.ell0[0], ell.indices, ell.data.astype(self.low.dtype)))
+        low = self.low
+        if low is None:
+            return
+        if self.ell0 is None:
+            low.ell0 = None
+            return
+        data = ell.data.astype(low.dtype)    # the single-precision cycle: a cast copy
+        if low.half:                         # rounded as A_0's copy (reference.half_round)
+            data = (data * low.dtype.type(1.0 / low.levels[0].half[0])).astype(np.float16)
+        low.ell0 = (self.ell0[0], ell.indices, data)
+
+    def stored_value_bytes(self) -> dict:
+        """{(level, "A" | "R" | "P"): 2} for the matrices whose kernels read float16 values (the
+        SELL copies and level 0's ELL under precision "half"): ``reference.vcycle_bytes``'s
+        ``stored``."""
+        out = {}
+        for index, lev in enumerate(self.levels[:-1]):
+            for which, S in (("A", lev.sell_A), ("R", lev.sell_R), ("P", lev.sell_P)):
+                if S is not None and S.half == "true":
+                    out[index, which] = 2
+        if self.ell0 is not None and self.ell0[2].dtype == np.float16:
+            out[0, "A"] = 2
+        return out
+
+    def ell_args(self) -> tuple:
+        """Level 0's ELL kernel arguments (width, indices, data, its values' power of two), and
+        the kernels' HALF template argument."""
+        width, indices, data = self.ell0
+        half = data.dtype == np.float16
+        scale = self.levels[0].half[0] if half else 1.0
+        return (width, indices, data, self.dtype.type(scale)), "true" if half else "false"
 
     # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
     # read only each level's shapes and nnz, serve the device hierarchy as they are)
@@ -387,23 +433,23 @@ class DeviceHierarchy:
         ell = self.ell0 if l == 0 else None
         if ell is not None:                                    # level 0 in the solve's ELL
             X, n = lev.X, np.int32(lev.n)
+            args, half = self.ell_args()
             if wide is not None:
-                launch(vc_kernel("vc_presmooth_residual_ell_low<{T}>", wide),
-                       (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
+                launch(vc_kernel(f"vc_presmooth_residual_ell_low<{{T}}, {half}>", wide),
+                       (_grid(lev.n),), (BLOCK,), (n, *args, lev.scale, b, X, lev.res), stream)
             elif lev.fused:
-                launch(vc_kernel("vc_presmooth_residual_ell<{T}>", self.dtype),
-                       (_grid(lev.n),), (BLOCK,), (n, *ell, lev.scale, b, X, lev.res), stream)
+                launch(vc_kernel(f"vc_presmooth_residual_ell<{{T}}, {half}>", self.dtype),
+                       (_grid(lev.n),), (BLOCK,), (n, *args, lev.scale, b, X, lev.res), stream)
             else:
                 launch(vc_kernel("vc_scale<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (n, lev.scale, b, X), stream)
-                launch(vc_kernel("vc_residual_ell<{T}>", self.dtype), (_grid(lev.n),),
-                       (BLOCK,), (n, *ell, X, b, lev.res), stream)
+                launch(vc_kernel(f"vc_residual_ell<{{T}}, {half}>", self.dtype),
+                       (_grid(lev.n),), (BLOCK,), (n, *args, X, b, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused and lev.sell_A is not None:
             X, S = lev.X, lev.sell_A
-            launch(vc_kernel("vc_presmooth_residual_sell<{T}>", self.dtype),
+            launch(vc_kernel(f"vc_presmooth_residual_sell<{{T}}, {S.half}>", self.dtype),
                    (_grid(lev.n),), (BLOCK,),
-                   (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, lev.scale, b, X, lev.res),
-                   stream)
+                   (np.int32(lev.n), *S.args(self.dtype), lev.scale, b, X, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
             A, X = lev.A, lev.X
             grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
@@ -426,9 +472,9 @@ class DeviceHierarchy:
         sc, xc = (nxt.scale, nxt.X) if scale_next else (ops._NULL, ops._NULL)  # null: R res only
         if lev.sell_R is not None:
             S = lev.sell_R
-            launch(vc_kernel("vc_restrict_sell<{T}>", self.dtype), (_grid(nxt.n),),
-                   (BLOCK,), (np.int32(nxt.n), S.sptr, S.idx, S.val, S.rows, lev.res, sc,
-                              nxt.b_in, xc), stream)
+            launch(vc_kernel(f"vc_restrict_sell<{{T}}, {S.half}>", self.dtype), (_grid(nxt.n),),
+                   (BLOCK,), (np.int32(nxt.n), *S.args(self.dtype), lev.res, sc, nxt.b_in, xc),
+                   stream)
         else:
             R = lev.R
             grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
@@ -439,8 +485,8 @@ class DeviceHierarchy:
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         if lev.sell_P is not None:
             S = lev.sell_P
-            launch(vc_kernel("vc_prolong_sell<{T}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, nxt.out, X), stream)
+            launch(vc_kernel(f"vc_prolong_sell<{{T}}, {S.half}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), nxt.out, X), stream)
         else:
             P = lev.P
             grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
@@ -448,9 +494,9 @@ class DeviceHierarchy:
                    (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
                    stream)
         if ell is not None:                                    # post-smoothing into out
-            name = "vc_jacobi_ell<{T}>" if wide is None else "vc_jacobi_ell_low<{T}>"
-            launch(vc_kernel(name, self.dtype if wide is None else wide),
-                   (_grid(lev.n),), (BLOCK,), (np.int32(lev.n), *ell, lev.scale, X, b, out),
+            name = "vc_jacobi_ell<{T}, " if wide is None else "vc_jacobi_ell_low<{T}, "
+            launch(vc_kernel(name + half + ">", self.dtype if wide is None else wide),
+                   (_grid(lev.n),), (BLOCK,), (np.int32(lev.n), *args, lev.scale, X, b, out),
                    stream)
         else:
             self._smooth(lev, X, b, out, stream)
@@ -458,9 +504,8 @@ class DeviceHierarchy:
     def _residual(self, lev, x, b, stream):
         if lev.sell_A is not None:
             S = lev.sell_A
-            launch(vc_kernel("vc_residual_sell<{T}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), S.sptr, S.idx, S.val, S.rows, x, b, lev.res),
-                   stream)
+            launch(vc_kernel(f"vc_residual_sell<{{T}}, {S.half}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), x, b, lev.res), stream)
             return
         A = lev.A
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
@@ -476,8 +521,8 @@ class DeviceHierarchy:
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
         if self.smoother == "jacobi" and lev.sell_A is not None:
             S = lev.sell_A
-            launch(vc_kernel("vc_jacobi_sell<{T}>", dt), (_grid(lev.n),), (BLOCK,),
-                   (n, S.sptr, S.idx, S.val, S.rows, lev.scale, x, b, out), stream)
+            launch(vc_kernel(f"vc_jacobi_sell<{{T}}, {S.half}>", dt), (_grid(lev.n),), (BLOCK,),
+                   (n, *S.args(dt), lev.scale, x, b, out), stream)
             return out
         if self.smoother == "jacobi":
             launch(vc_kernel(f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
@@ -1166,9 +1211,10 @@ def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
 def lowered(h: DeviceHierarchy, precision: str = "auto",
             reuse: DeviceHierarchy | None = None) -> DeviceHierarchy | None:
     """The V-cycle's hierarchy in single precision (``reference.lowered``'s rules): h's matrices
-    over the same pattern arrays with their values cast, ready to cycle (``_prepare_cycle``,
-    over ``reuse``'s SELL layouts: the previous set-up's ``low``), or None where h keeps its own
-    dtype. One host wait (the largest magnitude, against the single type's range)."""
+    over the same pattern arrays with their values cast, and rounded through float16 where
+    ``_halve`` says so, ready to cycle (``_prepare_cycle``, over ``reuse``'s SELL layouts: the
+    previous set-up's ``low``), or None where h keeps its own dtype and values. One host wait
+    (the largest magnitude, against the single type's range), and two more for float16."""
     import cupy
     single = reference.lowering(h, precision)
     if single is None:
@@ -1187,8 +1233,51 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
                           rho=lev.rho, P=cast(lev.P), R=cast(lev.R)) for lev in h.levels]
     low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
                           smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single)
+    if precision in ("auto", "half") and single.kind == "f":
+        _halve(low, precision)
+    if not low.half and single == h.dtype:
+        return None                     # "auto" on a float32 h: its own values, no copy
     _prepare_cycle(low, reuse)
     return low
+
+
+def _halve(low: DeviceHierarchy, precision: str) -> None:
+    """Round low's matrices through float16 (``reference.half_round``, the same values) where
+    every one fits (``reference.half_matrices``; "half" raises where one does not) and record
+    their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``): two host waits, the
+    largest magnitudes and the count of rows whose diagonal is below float16's normal range."""
+    import cupy
+    mats = reference.half_matrices(low)
+    tops = cupy.zeros(len(mats), cupy.uint64)
+    for k, (_, _, M) in enumerate(mats):
+        ops.max_abs(M.data, out=tops[k:k + 1])
+    scales = [reference.half_scale(float(t)) for t in tops.view(cupy.float64).get()]
+    small = cupy.zeros(1, cupy.int32)
+    for (index, which, _), scale in zip(mats, scales):
+        if which == "A":
+            ops.count_true(reference.half_small_rows(low.levels[index].inv_diag, scale),
+                           out=small)
+    out = int(small.get()[0])
+    text = reference.half_refused(precision, out)
+    if text:
+        raise ValueError(text)
+    if out:
+        return
+    for (index, which, M), scale in zip(mats, scales):
+        lev = low.levels[index]
+        data = (M.data * M.dtype.type(1.0 / scale)).astype(np.float16).astype(M.dtype)
+        data *= M.dtype.type(scale)
+        if which == "A":
+            lev.A = _csr(data, M.indices, M.indptr, M.shape, canonical=True)
+            lev.half = (scale, None)
+        else:
+            lev.P = _csr(data, M.indices, M.indptr, M.shape)
+            R = lev.R
+            rdata = (R.data * R.dtype.type(1.0 / scale)).astype(np.float16).astype(R.dtype)
+            rdata *= R.dtype.type(scale)
+            lev.R = _csr(rdata, R.indices, R.indptr, R.shape)
+            lev.half = (lev.half[0], scale)
+    low.half = True
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
@@ -1217,6 +1306,11 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
         lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
+        if h.half:                      # the SELL copies' values in float16 (amg::value)
+            sA, sP = lev.half
+            lev.sell_A = lev.sell_A and lev.sell_A.halved(sA)
+            lev.sell_R = lev.sell_R and lev.sell_R.halved(sP)
+            lev.sell_P = lev.sell_P and lev.sell_P.halved(sP)
         # the restriction runs over R's CSR (vc_restrict_scale) where it has no SELL copy
         lev.lanes_R = (cycle_lanes(int(lev.R.shape[0]), int(lev.R.nnz)) if lev.sell_R is None
                        else None)
