@@ -338,8 +338,12 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
         x0 = check_vector(x0, shape, "x0")
     res = _setup.resources()
     stream = res.stream
-    _setup.follow_caller(stream, res)         # the caller's arrays may still be in flight
+    # a COO / CSC / dense A is converted to CSR on the caller's current stream; then the
+    # solve's stream is ordered after it all (the caller's arrays may still be in flight, and
+    # the conversion's kernels were: csr_check once read a converted indptr before it was
+    # written, a valid COO refused as malformed)
     arrays = _setup.matrix_arrays(A) if not is_operator else None
+    _setup.follow_caller(stream, res)
     mat_host = arrays is not None and not _is_cupy(arrays[2])
     uploads = ((list(arrays[:3]) if mat_host else [])
                + [_setup.host_part(b), _setup.host_part(x0)])

@@ -145,30 +145,34 @@ def test_a_new_size_compiles_no_cub_reduction(monkeypatch, M):
 
 
 def test_device_format_checks_compile_no_cub_reduction(monkeypatch):
-    """cupyx COO and CSC inputs (converted and checked on the device: formats.csr.CSR.validate,
-    formats.validate's index checks) at new sizes load none of CuPy's CUB reductions
+    """dpsolve's checks of device index arrays (formats.validate.check_indices of cupyx COO, CSC
+    and CSR inputs, formats.csr.CSR.validate) at new sizes load none of CuPy's CUB reductions
     (formats.csr.any_true counts with dpsolve's kernel), and a bad index is still refused with
-    its entry named."""
+    its entry named. (cupyx's own COO / CSC -> CSR conversion still reduces with CUB: that is
+    cupyx's.) COO and CSC systems solve: the conversion, on the caller's stream, is ordered
+    before the solve's stream reads it (this test once got a valid COO refused as malformed)."""
     import cupy
     import cupyx.scipy.sparse as csp
 
     import dpsolve
     from dpsolve._errors import FormatError
+    from dpsolve.formats.csr import CSR
     from dpsolve.formats.validate import check_indices
 
-    def solve(A):
-        x, info = dpsolve.cg(A, A @ cupy.ones(A.shape[0]), rtol=1e-10, variant="graph")
-        assert info == 0
-        cupy.testing.assert_allclose(x, cupy.ones(A.shape[0]), rtol=1e-5)
-
-    first = _laplace((21, 22))
-    solve(csp.coo_matrix(first))
-    solve(csp.csc_matrix(first))
+    for dims in ((21, 22), (33, 27), (19, 23, 17)):
+        A = csp.csr_matrix(_laplace(dims))
+        for M in (A.tocoo(), A.tocsc()):
+            x, info = dpsolve.cg(M, A @ cupy.ones(A.shape[0]), rtol=1e-10, variant="graph")
+            assert info == 0
+            cupy.testing.assert_allclose(x, cupy.ones(A.shape[0]), rtol=1e-5)
+    check_indices(csp.csr_matrix(_laplace((9, 8))).tocoo())       # the element-wise kernels
+    mats = [csp.csr_matrix(_laplace(dims)) for dims in ((53, 29), (250, 243), (31, 37, 29))]
+    mats = [(A, A.tocoo(), A.tocsc()) for A in mats]
     seen = _loads(monkeypatch)
-    for dims in ((33, 27), (19, 23, 17), (250, 243)):
-        A = _laplace(dims)
-        solve(csp.coo_matrix(A))
-        solve(csp.csc_matrix(A))
+    for A, coo, csc in mats:
+        for M in (A, coo, csc):
+            check_indices(M)
+        CSR(A.indptr, A.indices, A.data, A.shape[0]).validate()
     cub = [s for s in seen if s[0].startswith("cub: ")]
     assert cub == [], f"CUB reductions compiled or loaded for a new size: {cub}"
     n = 300
