@@ -1263,19 +1263,17 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
         raise ValueError(text)
     if out:
         return
-    for (index, which, M), scale in zip(mats, scales):
-        lev = low.levels[index]
+    def rounded(M, scale, canonical=None):
         data = (M.data * M.dtype.type(1.0 / scale)).astype(np.float16).astype(M.dtype)
         data *= M.dtype.type(scale)
+        return _csr(data, M.indices, M.indptr, M.shape, canonical=canonical)
+    for (index, which, M), scale in zip(mats, scales):
+        lev = low.levels[index]
         if which == "A":
-            lev.A = _csr(data, M.indices, M.indptr, M.shape, canonical=True)
+            lev.A = rounded(M, scale, canonical=True)
             lev.half = (scale, None)
-        else:
-            lev.P = _csr(data, M.indices, M.indptr, M.shape)
-            R = lev.R
-            rdata = (R.data * R.dtype.type(1.0 / scale)).astype(np.float16).astype(R.dtype)
-            rdata *= R.dtype.type(scale)
-            lev.R = _csr(rdata, R.indices, R.indptr, R.shape)
+        else:                                    # R = P^H: the same values, P's power of two
+            lev.P, lev.R = rounded(M, scale), rounded(lev.R, scale)
             lev.half = (lev.half[0], scale)
     low.half = True
 
