@@ -184,9 +184,11 @@ def hierarchy_lines(info: dict) -> list:
     if not levels:
         return []
     cycle = info.get("vcycle_dtype")
+    values = info.get("vcycle_values")          # float16 matrices (precision "half")
     lines = [f"AMG      : smoothed aggregation, {info.get('smoother')} smoother, theta = "
              f"{info.get('theta'):g}, {len(levels)} levels"
-             + (f", V-cycle in {cycle}" if cycle else ""),
+             + (f", V-cycle in {cycle}" if cycle else "")
+             + (f", {values} matrices" if values else ""),
              "           level        rows         nnz   nnz/row"]
     for i, (n, z) in enumerate(levels):
         lines.append(f"           {i:5d} {n:11,d} {z:11,d} {z / max(n, 1):9.1f}")

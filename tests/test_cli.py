@@ -787,7 +787,8 @@ def test_solve_prints_the_amg_hierarchy(capsys):
     lines = out.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("AMG      :"))
     assert "smoothed aggregation, jacobi smoother" in lines[head]
-    assert lines[head].endswith("levels, V-cycle in float32")    # float64 A: the default
+    # float64 A, the default "auto": a float32 V-cycle over float16 matrices
+    assert lines[head].endswith("levels, V-cycle in float32, float16 matrices")
     assert lines[head + 2].split()[:3] == ["0", "1,600", "7,840"]
     assert any("operator complexity" in ln for ln in lines[head:])
     code, out, err = run(capsys, "solve", "laplace2d-40", "--variant", "host", "--precond",

@@ -444,6 +444,26 @@ def test_mixed_precision_keeps_float64_where_float32_overflows():
         dpsolve.cg(big, b, M=dpsolve.precond.AMG(precision="mixed"), variant="cuda")
 
 
+def test_half_precision_on_the_device_falls_back_or_refuses():
+    """The default "auto" stores the cycle's matrices in float16 (the report says so); a system
+    with a row whose diagonal would leave float16's normal range (row and column 7 scaled by
+    2^-20) gets float32 matrices under "auto" and solves, and "half" refuses it naming the rows,
+    as the host reference does."""
+    A, b = _problem("2d", 40)
+    x, info, rep = dpsolve.cg(A, b, M="amg", variant="cuda", rtol=1e-10, full_output=True)
+    assert info == 0 and rep.preconditioner["vcycle_values"] == "float16"
+    assert np.linalg.norm(b - A @ x) <= 1e-10 * np.linalg.norm(b)
+    s = np.ones(A.shape[0])
+    s[7] = 2.0**-20
+    W = sp.csr_array(sp.diags_array(s) @ A @ sp.diags_array(s))
+    bw = W @ np.ones(A.shape[0])
+    x, info, rep = dpsolve.cg(W, bw, M="amg", variant="cuda", rtol=1e-8, full_output=True)
+    assert info == 0 and rep.preconditioner["vcycle_dtype"] == "float32"
+    assert "vcycle_values" not in rep.preconditioner
+    with pytest.raises(ValueError, match="precision='half': 1 rows.*diagonal.*float16"):
+        dpsolve.cg(W, bw, M=dpsolve.precond.AMG(precision="half"), variant="cuda")
+
+
 def test_a_cached_graph_state_reports_its_hierarchy():
     """variant graph reuses a cached state for the same A: the second one-shot call's report
     still carries the hierarchy it ran with (Preconditioner.adopt)."""

@@ -58,7 +58,9 @@ casts. A hierarchy of one level (the exact dense solve) stays in its dtype.
 
 "half" (and "auto", wherever it fits, for float64 and float32 hierarchies alike) also stores the
 cycle's matrices in float16, each scaled by a power of two (``half_round``; the vectors and the
-arithmetic stay float32): a quarter fewer bytes for every matrix entry read. It fits where no
+arithmetic stay float32): a quarter fewer bytes for every matrix entry the device reads from its
+2-byte copies (level 0's ELL and the SELL copies of the large levels; the small levels' CSR
+kernels read the same values in float32). It fits where no
 row's diagonal lies below float16's normal range once scaled (``half_small_rows``); "auto" keeps
 float32 values elsewhere, "half" raises. Complex hierarchies keep complex64 values.
 """
