@@ -49,7 +49,7 @@
 //   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
 //                         with the casts fused (b read, y written in T; the rest single)
 // The ELL and SELL kernels take <T, HALF>: HALF = true reads the matrix's values as float16 bits
-// (precision "half": amg::value) and multiplies each row's sum by the matrix's power of two
+// (precision "half": dps::mat_value) and multiplies each row's sum by the matrix's power of two
 // `scale` (exact); HALF = false reads T, scale 1.
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
@@ -100,21 +100,6 @@ __device__ __forceinline__ long long key_of(int i) {
 // one row at a time is faster (rows = 1 runs dps::csr_row_vector's loop). Each row's sum is
 // formed in csr_row_vector's order (lane-strided, then group_sum): the same bits whatever
 // `rows`. The loop bound is uniform over the block, so every lane takes part in every shuffle.
-// A matrix value as the cycle's type T. V = T: the value itself; V = unsigned short: the bits of
-// a float16 (AMG precision "half", device.half_values: each matrix's values v / 2^e, rounded to
-// float16, the power of two 2^e folded back into each row's sum by the kernel: exact, so the
-// sums are those of the float32 values v rounded through float16). cvt.f32.f16 is
-// __half2float's instruction, without cuda_fp16.h.
-template <typename T>
-__device__ __forceinline__ T value(const T* __restrict__ p) { return dps::ld_mat<true>(p); }
-template <typename T>
-__device__ __forceinline__ T value(const unsigned short* __restrict__ p) {
-    const unsigned short h = dps::ld_mat<true>(p);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return T(f);
-}
-
 // the type a V-cycle kernel's matrix values are stored in: T, or float16 bits (HALF)
 template <typename T, bool HALF> struct stored_t { using type = T; };
 template <typename T> struct stored_t<T, true> { using type = unsigned short; };
@@ -195,21 +180,7 @@ __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
 #pragma unroll 4
     for (int at = sptr[slot >> 5] + (slot & 31); at < end; at += 32) {
         const int c = dps::ld_mat<true>(idx + at);
-        if (c >= 0) sum += amg::value<T>(val + at) * xv(c);
-    }
-    return sum;
-}
-
-// ELL (column-major, padding index -1), a thread a row: sum_k a_rk x[c_k], values of type V
-template <typename T, typename V>
-__device__ __forceinline__ T ell_row(int row, int n, int width, const int* __restrict__ indices,
-                                     const V* __restrict__ data, const T* __restrict__ x) {
-    T sum = T(0);
-#pragma unroll 4
-    for (int k = 0; k < width; ++k) {
-        const size_t at = (size_t)k * n + row;
-        const int c = dps::ld_mat<true>(indices + at);
-        if (c >= 0) sum += amg::value<T>(data + at) * x[c];
+        if (c >= 0) sum += dps::mat_value<T>(val + at) * xv(c);
     }
     return sum;
 }
@@ -516,7 +487,7 @@ vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restri
 namespace vc {
 
 // Level 0 in ELL, row by row, with b of type B cast to the cycle's type L where it is read (B = L:
-// no cast), values of type V (L, or float16 bits: amg::value) and each row's sum multiplied by
+// no cast), values of type V (L, or float16 bits: dps::mat_value) and each row's sum multiplied by
 // `scale` (1, or precision "half"'s power of two). The fused pre-smoothing and residual:
 // x = s .* b, res = b - A x (x gathered as s .* b).
 template <typename L, typename B, typename V>
@@ -532,7 +503,7 @@ __device__ __forceinline__ void presmooth_residual_ell_row(int row, int n, int w
     for (int k = 0; k < width; ++k) {
         const size_t at = (size_t)k * n + row;
         const int c = dps::ld_mat<true>(indices + at);
-        if (c >= 0) sum += amg::value<L>(data + at) * (s[c] * cast_to<L>(b[c]));
+        if (c >= 0) sum += dps::mat_value<L>(data + at) * (s[c] * cast_to<L>(b[c]));
     }
     const L br = cast_to<L>(b[row]);
     x[row] = s[row] * br;
@@ -547,7 +518,7 @@ __device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
                                             const L* __restrict__ s, const L* __restrict__ x,
                                             const B* __restrict__ b) {
     return x[row] + s[row] * (cast_to<L>(b[row])
-                              - scale * amg::ell_row<L>(row, n, width, indices, data, x));
+                              - scale * dps::ell_row<L>(row, n, width, indices, data, x));
 }
 
 }  // namespace vc
@@ -571,7 +542,7 @@ vc_residual_ell(int n, int width, const int* __restrict__ indices,
                 const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        res[row] = b[row] - scale * amg::ell_row<T>(row, n, width, indices, data, x);
+        res[row] = b[row] - scale * dps::ell_row<T>(row, n, width, indices, data, x);
 }
 
 template <typename T, bool HALF>
@@ -671,7 +642,7 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
          q < (n) && ((row = sell_row_of(perm, q)), true); q += gridDim.x * blockDim.x)
 
 // The V-cycle over SELL copies, values of type V (T, or float16 bits with V = unsigned short:
-// amg::value), each row's sum multiplied by `scale` (1, or the matrix's power of two 2^e of
+// dps::mat_value), each row's sum multiplied by `scale` (1, or the matrix's power of two 2^e of
 // precision "half": exact).
 template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)

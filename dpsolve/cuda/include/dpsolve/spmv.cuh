@@ -38,6 +38,19 @@ __device__ __forceinline__ T ld_mat(const T* __restrict__ p) {
     else return *p;
 }
 
+// A matrix value (a coalesced load) as T, stored as T or as the bits of a float16 (unsigned
+// short: the AMG V-cycle's 2-byte copies, precision "half"; the kernel multiplies each row's sum
+// by the matrix's power of two). cvt.f32.f16 is __half2float's instruction, without cuda_fp16.h.
+template <typename T>
+__device__ __forceinline__ T mat_value(const T* __restrict__ p) { return ld_mat<true>(p); }
+template <typename T>
+__device__ __forceinline__ T mat_value(const unsigned short* __restrict__ p) {
+    const unsigned short h = ld_mat<true>(p);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return T(f);
+}
+
 // CSR-scalar: one thread computes one row.
 template <typename T>
 __device__ __forceinline__ T csr_row_scalar(int row, const int* __restrict__ indptr,
@@ -68,10 +81,11 @@ __device__ __forceinline__ T csr_row_vector(int row, int n, int lane_in_group,
     return group_sum<T, W>(sum);
 }
 
-// ELL, column-major: entry k of row `row` is at k*n + row; padding has column -1.
-template <typename T>
+// ELL, column-major: entry k of row `row` is at k*n + row; padding has column -1. Values of type
+// V: T, or float16 bits (mat_value).
+template <typename T, typename V>
 __device__ __forceinline__ T ell_row(int row, int n, int width, const int* __restrict__ indices,
-                                     const T* __restrict__ data, const T* __restrict__ x) {
+                                     const V* __restrict__ data, const T* __restrict__ x) {
     // No early exit at the first padding entry: a predicated body lets the compiler unroll and
     // keep several independent index -> x loads in flight (padding is at most 2x the nonzeros).
     T sum = T(0);
@@ -79,7 +93,7 @@ __device__ __forceinline__ T ell_row(int row, int n, int width, const int* __res
     for (int k = 0; k < width; ++k) {
         const size_t at = (size_t)k * n + row;
         const int c = ld_mat<true>(indices + at);
-        if (c >= 0) sum += ld_mat<true>(data + at) * x[c];
+        if (c >= 0) sum += mat_value<T>(data + at) * x[c];
     }
     return sum;
 }
