@@ -1,4 +1,8 @@
 # ruff: noqa
+# As run on an H200, 2026-11-29 (`python3 <this> 160`); its first lines of output:
+#   lanes32: lanes [2, 16, 32, 32, 32], lanes_R [None, 32, 32, 32, 2], V-cycle 0.682 ms
+#   lanes16: lanes [2, 4, 16, 32, 32], lanes_R [None, 8, 32, 32, 2], V-cycle 0.688 ms
+#   lanes8: lanes [2, 2, 8, 32, 32], lanes_R [None, 4, 32, 32, 2], V-cycle 0.732 ms
 """Issue 30's joules: level 2 of 3-D 160^3 (86k rows of 164, CSR-vector, 32 lanes a row, the
 V-cycle's hottest kernels at ~690 W on the H100). AMG-PCG prepared solves (graph, float64 CG,
 rtol 1e-8, x* = ones) with level 2's lanes 32 (shipped, LANE_ENTRIES 4), 16 (LANE_ENTRIES 16)
