@@ -89,6 +89,11 @@ __device__ __forceinline__ long long key_of(int i) {
     return ((long long)(wang_hash((unsigned int)i) & 0x7FFFFFFu) << 32) | (long long)i;
 }
 
+// the type a V-cycle kernel's matrix values are stored in: T, or float16 bits (HALF)
+template <typename T, bool HALF> struct stored_t { using type = T; };
+template <typename T> struct stored_t<T, true> { using type = unsigned short; };
+template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
+
 // The grid-stride rows of a CSR kernel, W lanes a row, `rows` (1 to MAX_ROWS, uniform: the host's
 // choice per level, device.rows_at_once) rows a group at a time: the group forms
 // sum_k data[k] * xv(indices[k]) of those rows with their loads interleaved, then its first lane
@@ -100,11 +105,6 @@ __device__ __forceinline__ long long key_of(int i) {
 // one row at a time is faster (rows = 1 runs dps::csr_row_vector's loop). Each row's sum is
 // formed in csr_row_vector's order (lane-strided, then group_sum): the same bits whatever
 // `rows`. The loop bound is uniform over the block, so every lane takes part in every shuffle.
-// the type a V-cycle kernel's matrix values are stored in: T, or float16 bits (HALF)
-template <typename T, bool HALF> struct stored_t { using type = T; };
-template <typename T> struct stored_t<T, true> { using type = unsigned short; };
-template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
-
 constexpr int MAX_ROWS = 4;
 
 template <typename T, int W, typename X, typename F>
