@@ -268,6 +268,8 @@ def test_half_precision_refuses_or_falls_back_where_float16_loses_values():
     assert ref.setup(W.astype(np.float32)).low is None
     with pytest.raises(ValueError, match="precision='half' needs a real hierarchy"):
         ref.setup(sp.csr_array(A.astype(np.complex128)), precision="half")
+    with pytest.raises(ValueError, match="precision='half': a value of the hierarchy overflows"):
+        ref.setup(sp.csr_array(A * 1e39), precision="half")
 
 
 def test_setup_is_deterministic():

@@ -60,9 +60,9 @@ casts. A hierarchy of one level (the exact dense solve) stays in its dtype.
 cycle's matrices in float16, each scaled by a power of two (``half_round``; the vectors and the
 arithmetic stay float32): a quarter fewer bytes for every matrix entry the device reads from its
 2-byte copies (level 0's ELL and the SELL copies of the large levels; the small levels' CSR
-kernels read the same values in float32). It fits where no
-row's diagonal lies below float16's normal range once scaled (``half_small_rows``); "auto" keeps
-float32 values elsewhere, "half" raises. Complex hierarchies keep complex64 values.
+kernels read the same values in float32). It fits where no row's diagonal lies below float16's
+normal range once scaled (``half_small_rows``); "auto" keeps float32 values elsewhere, "half"
+raises. Complex hierarchies keep complex64 values.
 """
 from __future__ import annotations
 
@@ -739,11 +739,12 @@ def fits(top: float, single, precision: str) -> bool:
 
 
 def precision_refused(precision, dtype) -> str | None:
-    """The error text for a hierarchy that does not fit ``dtype`` where "mixed" was asked
-    (None for "auto": the working dtype is kept silently, the report says which ran)."""
-    if precision != "mixed":
+    """The error text for a hierarchy that does not fit ``dtype`` where "mixed" or "half" was
+    asked (None for "auto": the working dtype is kept silently, the report says which ran)."""
+    if precision not in ("mixed", "half"):
         return None
-    return (f"AMG precision='mixed': a value of the hierarchy overflows {np.dtype(dtype).name} "
+    return (f"AMG precision={precision!r}: a value of the hierarchy overflows "
+            f"{np.dtype(dtype).name} "
             f"(entries beyond {np.finfo(dtype).max:.2e} in A or on a coarse level); use "
             f"precision='full' or 'auto'")
 
