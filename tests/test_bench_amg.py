@@ -115,3 +115,16 @@ def test_energy_windows_alternate_and_pool(monkeypatch):
     assert rows["amg"]["joules"] is None and rows["amg"]["watts"] is None
     assert "energy ratio >= time ratio" not in bench.energy_table(
         types.SimpleNamespace(energy=list(rows.values()), label="x"))
+
+
+def test_precisions_option_is_checked_before_anything_runs():
+    """--precisions takes half, mixed and full (comma-separated); another name stops the script
+    with argparse's usage error naming it, before any problem is built."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"]
+                                                   if os.environ.get("PYTHONPATH") else ""))
+    res = subprocess.run([sys.executable, str(SCRIPT), "--problems", "poisson2d:32",
+                          "--precisions", "mixed,single"],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert res.returncode == 2
+    assert "--precisions takes half, mixed and full, got 'single'" in res.stderr
+    assert "## 2-D Poisson" not in res.stdout
