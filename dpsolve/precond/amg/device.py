@@ -230,8 +230,8 @@ class SellMatrix:
     def halved(self, scale: float) -> "SellMatrix":
         """The same layout with its values in float16 at ``scale`` (values already rounded
         through float16 at that scale: exact)."""
-        val = (self.val * self.val.dtype.type(1.0 / scale)).astype(np.float16)
-        return SellMatrix(self.sptr, self.idx, val, self.indptr, self.indices, self.perm, scale)
+        return SellMatrix(self.sptr, self.idx, reference.half_bits(self.val, scale), self.indptr,
+                          self.indices, self.perm, scale)
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
@@ -345,7 +345,7 @@ class DeviceHierarchy:
             return
         data = ell.data.astype(low.dtype)    # the single-precision cycle: a cast copy
         if low.half:                         # rounded as A_0's copy (reference.half_round)
-            data = (data * low.dtype.type(1.0 / low.levels[0].half[0])).astype(np.float16)
+            data = reference.half_bits(data, low.levels[0].half[0])
         low.ell0 = (self.ell0[0], ell.indices, data)
 
     def stored_value_bytes(self) -> dict:
@@ -1242,7 +1242,7 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
 
 
 def _halve(low: DeviceHierarchy, precision: str) -> None:
-    """Round low's matrices through float16 (``reference.half_round``, the same values) where
+    """Round low's matrices through float16 (``reference.half_values``, the same values) where
     every one fits (``reference.half_matrices``; "half" raises where one does not) and record
     their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``): two host waits, the
     largest magnitudes and the count of rows whose diagonal is below float16's normal range."""
@@ -1264,9 +1264,8 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
     if out:
         return
     def rounded(M, scale, canonical=None):
-        data = (M.data * M.dtype.type(1.0 / scale)).astype(np.float16).astype(M.dtype)
-        data *= M.dtype.type(scale)
-        return _csr(data, M.indices, M.indptr, M.shape, canonical=canonical)
+        return _csr(reference.half_values(M.data, scale), M.indices, M.indptr, M.shape,
+                    canonical=canonical)
     for (index, which, M), scale in zip(mats, scales):
         lev = low.levels[index]
         if which == "A":
@@ -1304,7 +1303,7 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
         lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
-        if h.half:                      # the SELL copies' values in float16 (amg::value)
+        if h.half:                      # the SELL copies' values in float16 (dps::mat_value)
             sA, sP = lev.half
             lev.sell_A = lev.sell_A and lev.sell_A.halved(sA)
             lev.sell_R = lev.sell_R and lev.sell_R.halved(sP)

@@ -691,13 +691,22 @@ def half_scale(top: float) -> float:
     return math.ldexp(1.0, math.frexp(top)[1] - HALF_TOP_EXPONENT)
 
 
+def half_bits(values, scale: float):
+    """values / scale (a power of two: exact) rounded to the nearest float16, as float16 (NumPy
+    or CuPy): what the device's 2-byte copies hold."""
+    return (values * values.dtype.type(1.0 / scale)).astype(np.float16)
+
+
+def half_values(values, scale: float):
+    """values rounded through float16 at ``scale``, in their own dtype (NumPy or CuPy):
+    ``half_bits`` times scale, exact."""
+    return half_bits(values, scale).astype(values.dtype) * values.dtype.type(scale)
+
+
 def half_round(M, scale: float):
-    """M (SciPy or CuPy CSR, float32) with its values rounded through float16 at ``scale``:
-    (v / scale) to the nearest float16, times scale; both products by a power of two exact. The
-    pattern arrays are shared."""
-    inv = M.dtype.type(1.0 / scale)
-    data = (M.data * inv).astype(np.float16).astype(M.dtype) * M.dtype.type(scale)
-    return type(M)((data, M.indices, M.indptr), shape=M.shape)
+    """M (a SciPy CSR, float32) with its values rounded through float16 at ``scale``
+    (``half_values``); the pattern arrays are shared."""
+    return type(M)((half_values(M.data, scale), M.indices, M.indptr), shape=M.shape)
 
 
 def half_refused(precision, small: int) -> str | None:
