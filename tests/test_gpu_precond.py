@@ -308,6 +308,12 @@ def test_every_stream_variant_solves_with_it(variant, method, M, dtype):
     if M == "amg":
         assert rep.preconditioner["levels"][0] == (A.shape[0], A.nnz)
         assert rep.preconditioner["vcycle_time"] > 0
+        # the set-up's split, from events on its stream: every phase inside the total
+        times = rep.preconditioner["setup_times"]
+        phases = ("aggregation", "products", "smoothers", "coarse")
+        assert set(times) == {*phases, "total"}, times
+        assert all(times[k] > 0 for k in phases), times
+        assert sum(times[k] for k in phases) <= times["total"], times
     # CuPy in, CuPy out
     import cupyx.scipy.sparse as csp
     xd, info_d = getattr(dpsolve, method)(csp.csr_matrix(A), cp.asarray(b), rtol=rtol, M=M,
