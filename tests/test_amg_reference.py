@@ -320,9 +320,10 @@ def _aggregate_levels(A, levels=2):
     """(strength graph, aggregates, roots) of the first ``levels`` levels of A's hierarchy."""
     h = ref.setup(A, max_coarse=10)
     out = []
-    for lev in h.levels[:levels]:
+    for level, lev in enumerate(h.levels[:levels]):
         indptr, indices = ref.strength_graph(lev.A)
-        agg, roots = ref.aggregate(indptr, indices)
+        agg, roots = ref.aggregate(indptr, indices,
+                                   ref.second_distance(ref.SECOND_DISTANCE, level))
         assert np.array_equal(agg, lev.aggregates)
         G = sp.csr_array((np.ones(indices.size), indices, indptr), shape=lev.A.shape)
         out.append((G, agg, roots))
@@ -375,6 +376,27 @@ def test_mis2_on_a_tiny_graph_by_hand():
     assert list(np.flatnonzero(roots)) == expect_roots
     assert agg[7] == len(expect_roots) - 1                      # isolated node: a singleton
     assert np.count_nonzero(agg == agg[7]) == 1
+
+
+def test_second_pass_level_by_level():
+    """second_pass takes one distance a level, the last repeated: (2, 1) aggregates level 0 as
+    2 does and every coarser level as 1 does; bad values are refused by name."""
+    A = poisson((40, 40))
+    assert ref.check_second_pass(1) == (1,) and ref.check_second_pass([2, 1]) == (2, 1)
+    assert [ref.second_distance((2, 0, 1), level) for level in range(5)] == [2, 0, 1, 1, 1]
+    mixed = ref.setup(A, max_coarse=10, second_pass=(2, 1))
+    two = ref.setup(A, max_coarse=10, second_pass=2)
+    assert np.array_equal(mixed.levels[0].aggregates, two.levels[0].aggregates)
+    one = ref.aggregate(*ref.strength_graph(mixed.levels[1].A), 1)[0]
+    assert np.array_equal(mixed.levels[1].aggregates, one)
+    assert not np.array_equal(one, ref.aggregate(*ref.strength_graph(mixed.levels[1].A), 2)[0])
+    for bad in ((), (3,), (1, "2"), True, 1.5, [None]):
+        with pytest.raises(ValueError, match="second_pass"):
+            ref.setup(A, second_pass=bad)
+    from dpsolve.precond import AMG
+    with pytest.raises(ValueError, match="second_pass"):
+        AMG(second_pass=(2, 5))
+    assert AMG().second_pass == ref.SECOND_DISTANCE == (2, 2, 1)
 
 
 def test_strength_threshold():

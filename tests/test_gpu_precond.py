@@ -89,8 +89,9 @@ def test_device_aggregates_are_the_references(kind):
     P = _prepared(A, "merge")
     h = P.precond.hierarchy.to_host()
     assert len(h.levels) >= 2
-    for lev in h.levels[:-1]:
-        agg, _ = reference.aggregate(*reference.strength_graph(lev.A, 0.0))
+    for level, lev in enumerate(h.levels[:-1]):
+        agg, _ = reference.aggregate(*reference.strength_graph(lev.A, 0.0),
+                                     reference.second_distance(reference.SECOND_DISTANCE, level))
         assert np.array_equal(lev.aggregates, agg)
 
 

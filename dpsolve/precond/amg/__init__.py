@@ -14,12 +14,13 @@ steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says 
 ``max_coarse`` and ``max_levels``; dpsolve's own:
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
-hierarchy and V-cycle), and ``precision``, the V-cycle's: "auto" (default) runs the V-cycle of a
-float64 (complex128) system in float32 (complex64) wherever the hierarchy's values fit, and
-stores the cycle's matrices of a real system in float16 (scaled by a power of two) wherever they
-fit that; "half" insists on float16 matrices, "mixed" on float32 ones (ValueError where they do
-not fit), "full" keeps the working dtype (reference.py's module docstring says why the lower
-precisions cost no or few iterations).
+hierarchy and V-cycle), an int or one a level with the last repeated (default (2, 2, 1):
+``reference.SECOND_DISTANCE`` says why), and ``precision``, the V-cycle's: "auto" (default)
+runs the V-cycle of a float64 (complex128) system in float32 (complex64) wherever the
+hierarchy's values fit, and stores the cycle's matrices of a real system in float16 (scaled by
+a power of two) wherever they fit that; "half" insists on float16 matrices, "mixed" on float32
+ones (ValueError where they do not fit), "full" keeps the working dtype (reference.py's module
+docstring says why the lower precisions cost no or few iterations).
 """
 from __future__ import annotations
 
@@ -56,10 +57,8 @@ class AMG(Preconditioner):
                 raise ValueError(f"AMG {name} must be a positive integer, got {v!r}")
         if second_pass is None:
             from .reference import SECOND_DISTANCE as second_pass
-        if isinstance(second_pass, bool) or second_pass not in (0, 1, 2):
-            raise ValueError(f"AMG second_pass must be 0, 1 or 2, got {second_pass!r}")
-        self.second_pass = int(second_pass)
-        from .reference import check_precision
+        from .reference import check_precision, check_second_pass
+        self.second_pass = check_second_pass(second_pass)
         check_precision(precision)
         self.precision = precision
         self.theta, self.B, self.smoother, self.omega = float(theta), B, smoother, float(omega)

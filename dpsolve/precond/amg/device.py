@@ -959,7 +959,7 @@ def _mis(gp, gj, dtype, distance: int, agg=None):
     raise RuntimeError("AMG aggregation: the independent set did not settle in 1000 rounds")
 
 
-def aggregate(gp, gj, dtype, second_pass: int = reference.SECOND_DISTANCE):
+def aggregate(gp, gj, dtype, second_pass: int = 1):
     """``reference.aggregate``'s three passes on the device: (node -> aggregate int32, n_agg).
     ``second_pass``: the second pass's distance, as the reference's (0: none)."""
     import cupy
@@ -1155,8 +1155,10 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                     agg = reuse.levels[level].aggregates
                     n_agg = int(reuse.levels[level].P.shape[1]) // B_l.shape[1]
                 else:
-                    agg, n_agg = aggregate(*strength_graph(A_l, theta), dtype,
-                                           second_pass=second_pass if B_l.shape[1] == 1 else 0)
+                    agg, n_agg = aggregate(
+                        *strength_graph(A_l, theta), dtype,
+                        second_pass=(reference.second_distance(second_pass, level)
+                                     if B_l.shape[1] == 1 else 0))
                 t = phases.add("aggregation", t)
                 coarsest = n_agg * B_l.shape[1] >= n
             if coarsest:

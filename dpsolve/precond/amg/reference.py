@@ -100,7 +100,19 @@ MAX_DENSE_COARSE = 10_000
 minutes of SVD at this size). Beyond it, ``setup`` raises rather than hang: a coarsest level that
 big means aggregation stopped working (theta too large, max_levels too small)."""
 
-SECOND_DISTANCE = 1
+SECOND_DISTANCE = (2, 2, 1)
+"""The default distance of the aggregation's second pass (``aggregate``), level by level: 2 on
+the two finest levels, 1 on every coarser one (``second_distance``: the last entry repeats).
+
+Distance 2 makes larger second aggregates, so coarser levels with fewer entries, for one or two
+more iterations. Host reference, Jacobi smoother, CG to rtol 1e-8, x* = ones; iterations,
+operator complexity, and the V-cycle's bytes x iterations against 1 everywhere: 2-D Poisson 1024^2
+13 -> 14, 1.89 -> 1.59, 0.980; 3-D Laplace 100^3 10 -> 12, 2.83 -> 1.84, 0.928; 160^3 10 -> 12,
+2.87 -> 1.85, 0.923; 3-D 64^3 (Chebyshev) 10 -> 10, 0.744. Measured (H200, prepared graph solve,
+benchmarks/second-pass-levels-2026-11-29.py): as fast or faster at all three sizes (160^3 9.55
+against 9.79 ms), the set-up 12-37 % shorter, and less power drawn (the dense coarse levels of
+the old default ran at 650-720 W). 2 everywhere coarsens too far below the second level (2-D
+1024^2 16 iterations, 3-D 100^3 14); on the coarsest levels distance 1 keeps enough of them."""
 
 # The node states of the MIS-2 iteration: the top bits of the value v(i) = state << 60 | key(i).
 IN, UNDECIDED, OUT = 2, 1, 0
@@ -369,6 +381,23 @@ def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None
     return mis_states(indptr, indices, keys, 2)
 
 
+def check_second_pass(second_pass) -> tuple[int, ...]:
+    """``second_pass`` as a tuple of distances, one a level (the last repeats): an int 0, 1 or 2,
+    or a non-empty sequence of them. Raises a ValueError naming anything else."""
+    values = second_pass if isinstance(second_pass, (tuple, list)) else (second_pass,)
+    if not values or any(isinstance(v, bool) or v not in (0, 1, 2) for v in values):
+        raise ValueError(f"AMG second_pass must be 0, 1 or 2, or a non-empty sequence of them "
+                         f"(one a level, the last repeated), got {second_pass!r}")
+    return tuple(int(v) for v in values)
+
+
+def second_distance(second_pass, level: int) -> int:
+    """The second pass's distance on ``level`` (0 the finest): ``second_pass``'s entry there, its
+    last entry below (``check_second_pass``)."""
+    values = check_second_pass(second_pass)
+    return values[min(level, len(values) - 1)]
+
+
 def _join(agg, indptr, indices, keys, candidates):
     """Every node without an aggregate that has a neighbour in ``candidates`` joins the aggregate
     of the candidate neighbour of largest key (all decided at once); returns how many joined."""
@@ -379,7 +408,7 @@ def _join(agg, indptr, indices, keys, candidates):
     return int(np.count_nonzero(join))
 
 
-def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: int = SECOND_DISTANCE
+def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: int = 1
               ) -> tuple[np.ndarray, np.ndarray]:
     """Aggregates of the strength graph, in three passes: (node -> aggregate id int64, root mask).
 
@@ -397,7 +426,8 @@ def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: int = SECOND
        single nodes, so it is skipped (``second_pass=0``) for a B of k > 1 columns, whose
        QR needs k nodes per aggregate. ``second_pass=2`` takes the MIS-2 of the leftovers
        instead: fewer, larger second aggregates (3-D Laplace 100^3: operator complexity 2.83 ->
-       1.84, CG 10 -> 14 iterations; 2-D Poisson 1024^2: 1.89 -> 1.59, 14 -> 17).
+       1.84, CG 10 -> 14 iterations; 2-D Poisson 1024^2: 1.89 -> 1.59, 14 -> 17). ``setup``
+       takes the distance level by level (``SECOND_DISTANCE``: 2 on the two finest, 1 below).
     3. Every node still without an aggregate joins the aggregate of its aggregated neighbour of
        largest key, all decided at once; passes repeat while any is left (maximality of the
        MIS-2 puts every node within two edges of a root, so one pass ends it).
@@ -542,7 +572,7 @@ def galerkin(R: sp.csr_array, A: sp.csr_array, P: sp.csr_array) -> sp.csr_array:
 
 def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: float = SMOOTHER_OMEGA,
           degree: int = 3, max_coarse: int = 300, max_levels: int = 10, dtype=None,
-          second_pass: int = SECOND_DISTANCE, precision: str = "auto") -> Hierarchy:
+          second_pass=SECOND_DISTANCE, precision: str = "auto") -> Hierarchy:
     """Build the smoothed-aggregation hierarchy of the square matrix A (rules a-f of the module).
 
     A: anything ``scipy.sparse.csr_array`` accepts (a SciPy sparse matrix or array, a dense
@@ -552,7 +582,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
     before and after the coarse correction) or "chebyshev" (``degree`` steps). max_coarse: a
     level with at most this many rows is the coarsest. max_levels: the most levels. dtype: the
     working dtype (default A's, see the module docstring). second_pass: the distance of the
-    aggregation's second pass (``aggregate``; 0: none). precision: the V-cycle's, "auto",
+    aggregation's second pass (``aggregate``; 0: none), an int or one a level, the last repeated
+    (``SECOND_DISTANCE``, ``second_distance``). precision: the V-cycle's, "auto",
     "mixed" or "full" (the module docstring).
 
     Raises a ValueError naming the problem for a non-square or empty A, NaN/Inf in A, a zero,
@@ -568,8 +599,7 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         raise ValueError(f"the Chebyshev degree must be 2, 3 or 4, got {degree!r}")
     if not (math.isfinite(theta) and theta >= 0):
         raise ValueError(f"theta must be a finite number >= 0, got {theta!r}")
-    if second_pass not in (0, 1, 2):
-        raise ValueError(f"second_pass must be 0, 1 or 2, got {second_pass!r}")
+    check_second_pass(second_pass)
     check_precision(precision)
     if int(max_coarse) < 1 or int(max_levels) < 1:
         raise ValueError(f"max_coarse and max_levels must be >= 1, got {max_coarse}, "
@@ -599,7 +629,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         if not coarsest:
             _positive_rho(rho, f"level {level}'s smoothing")
             agg, _ = aggregate(*strength_graph(A_l, theta),
-                               second_pass=second_pass if B_l.shape[1] == 1 else 0)
+                               second_pass=(second_distance(second_pass, level)
+                                            if B_l.shape[1] == 1 else 0))
             n_agg = int(agg.max()) + 1
             coarsest = n_agg * B_l.shape[1] >= n      # aggregation would not reduce n
         if coarsest:
