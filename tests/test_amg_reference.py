@@ -323,7 +323,7 @@ def _aggregate_levels(A, levels=2):
     for level, lev in enumerate(h.levels[:levels]):
         indptr, indices = ref.strength_graph(lev.A)
         agg, roots = ref.aggregate(indptr, indices,
-                                   ref.second_distance(ref.SECOND_DISTANCE, level))
+                                   ref.second_distance(ref.SECOND_DISTANCE, level, indptr.size - 1))
         assert np.array_equal(agg, lev.aggregates)
         G = sp.csr_array((np.ones(indices.size), indices, indptr), shape=lev.A.shape)
         out.append((G, agg, roots))
@@ -380,23 +380,35 @@ def test_mis2_on_a_tiny_graph_by_hand():
 
 def test_second_pass_level_by_level():
     """second_pass takes one distance a level, the last repeated: (2, 1) aggregates level 0 as
-    2 does and every coarser level as 1 does; bad values are refused by name."""
+    2 does and every coarser level as 1 does; "auto" (the default) takes 2 on levels of at least
+    SECOND_DISTANCE_ROWS rows and 1 below; bad values are refused by name."""
     A = poisson((40, 40))
     assert ref.check_second_pass(1) == (1,) and ref.check_second_pass([2, 1]) == (2, 1)
-    assert [ref.second_distance((2, 0, 1), level) for level in range(5)] == [2, 0, 1, 1, 1]
+    assert [ref.second_distance((2, 0, 1), level, 10) for level in range(5)] == [2, 0, 1, 1, 1]
+    big = ref.SECOND_DISTANCE_ROWS
+    assert [ref.second_distance("auto", 0, n) for n in (big - 1, big)] == [1, 2]
     mixed = ref.setup(A, max_coarse=10, second_pass=(2, 1))
     two = ref.setup(A, max_coarse=10, second_pass=2)
     assert np.array_equal(mixed.levels[0].aggregates, two.levels[0].aggregates)
     one = ref.aggregate(*ref.strength_graph(mixed.levels[1].A), 1)[0]
     assert np.array_equal(mixed.levels[1].aggregates, one)
     assert not np.array_equal(one, ref.aggregate(*ref.strength_graph(mixed.levels[1].A), 2)[0])
-    for bad in ((), (3,), (1, "2"), True, 1.5, [None]):
+    # "auto" on a level 0 of SECOND_DISTANCE_ROWS rows or more, coarser levels below it
+    side = int(np.ceil(np.sqrt(big)))
+    L = poisson((side, side))
+    auto, fixed = ref.setup(L), ref.setup(L, second_pass=(2, 1))
+    assert L.shape[0] >= big > auto.levels[1].A.shape[0]
+    assert all(np.array_equal(a.aggregates, f.aggregates) for a, f in
+               zip(auto.levels[:-1], fixed.levels[:-1]))
+    assert all(np.array_equal(a.aggregates, f.aggregates) for a, f in    # small: 1
+               zip(ref.setup(A).levels[:-1], ref.setup(A, second_pass=1).levels[:-1]))
+    for bad in ((), (3,), (1, "2"), True, 1.5, [None], "AUTO", "2"):
         with pytest.raises(ValueError, match="second_pass"):
             ref.setup(A, second_pass=bad)
     from dpsolve.precond import AMG
     with pytest.raises(ValueError, match="second_pass"):
         AMG(second_pass=(2, 5))
-    assert AMG().second_pass == ref.SECOND_DISTANCE == (2, 2, 1)
+    assert AMG().second_pass == ref.SECOND_DISTANCE == "auto"
 
 
 def test_strength_threshold():

@@ -81,17 +81,19 @@ def _prepared(A, variant, M="amg", method="cg"):
     return dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
 
 
-@pytest.mark.parametrize("kind", ["2d", "3d"])
-def test_device_aggregates_are_the_references(kind):
+@pytest.mark.parametrize("kind, size", [("2d", 48), ("3d", 14), ("2d", 320), ("3d", 47)])
+def test_device_aggregates_are_the_references(kind, size):
     """On every level, the device's aggregates are the reference's aggregation of that level's
-    own matrix (the device hierarchy, copied to the host)."""
-    A, _ = _problem(kind, 48 if kind == "2d" else 14)
+    own matrix (the device hierarchy, copied to the host); the two large sizes take the second
+    pass at distance 2 on level 0 (second_pass "auto", reference.SECOND_DISTANCE_ROWS)."""
+    A, _ = _problem(kind, size)
     P = _prepared(A, "merge")
     h = P.precond.hierarchy.to_host()
     assert len(h.levels) >= 2
     for level, lev in enumerate(h.levels[:-1]):
-        agg, _ = reference.aggregate(*reference.strength_graph(lev.A, 0.0),
-                                     reference.second_distance(reference.SECOND_DISTANCE, level))
+        agg, _ = reference.aggregate(
+            *reference.strength_graph(lev.A, 0.0),
+            reference.second_distance(reference.SECOND_DISTANCE, level, lev.A.shape[0]))
         assert np.array_equal(lev.aggregates, agg)
 
 

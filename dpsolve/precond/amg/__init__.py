@@ -14,13 +14,14 @@ steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says 
 ``max_coarse`` and ``max_levels``; dpsolve's own:
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
-hierarchy and V-cycle), an int or one a level with the last repeated (default (2, 2, 1):
-``reference.SECOND_DISTANCE`` says why), and ``precision``, the V-cycle's: "auto" (default)
-runs the V-cycle of a float64 (complex128) system in float32 (complex64) wherever the
-hierarchy's values fit, and stores the cycle's matrices of a real system in float16 (scaled by
-a power of two) wherever they fit that; "half" insists on float16 matrices, "mixed" on float32
-ones (ValueError where they do not fit), "full" keeps the working dtype (reference.py's module
-docstring says why the lower precisions cost no or few iterations).
+hierarchy and V-cycle): "auto" (default: 2 on levels of at least 10^5 rows, 1 below;
+``reference.SECOND_DISTANCE`` says why), an int, or one a level with the last repeated; and
+``precision``, the V-cycle's: "auto" (default) runs the V-cycle of a float64 (complex128) system
+in float32 (complex64) wherever the hierarchy's values fit, and stores the cycle's matrices of a
+real system in float16 (scaled by a power of two) wherever they fit that; "half" insists on
+float16 matrices, "mixed" on float32 ones (ValueError where they do not fit), "full" keeps the
+working dtype (reference.py's module docstring says why the lower precisions cost no or few
+iterations).
 """
 from __future__ import annotations
 

@@ -1157,7 +1157,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                 else:
                     agg, n_agg = aggregate(
                         *strength_graph(A_l, theta), dtype,
-                        second_pass=(reference.second_distance(second_pass, level)
+                        second_pass=(reference.second_distance(second_pass, level, n)
                                      if B_l.shape[1] == 1 else 0))
                 t = phases.add("aggregation", t)
                 coarsest = n_agg * B_l.shape[1] >= n

@@ -100,19 +100,28 @@ MAX_DENSE_COARSE = 10_000
 minutes of SVD at this size). Beyond it, ``setup`` raises rather than hang: a coarsest level that
 big means aggregation stopped working (theta too large, max_levels too small)."""
 
-SECOND_DISTANCE = (2, 2, 1)
-"""The default distance of the aggregation's second pass (``aggregate``), level by level: 2 on
-the two finest levels, 1 on every coarser one (``second_distance``: the last entry repeats).
+SECOND_DISTANCE = "auto"
+"""The default distance of the aggregation's second pass (``aggregate``), level by level: 2 on a
+level of at least SECOND_DISTANCE_ROWS rows, 1 on a smaller one (``second_distance``).
 
 Distance 2 makes larger second aggregates, so coarser levels with fewer entries, for one or two
-more iterations. Host reference, Jacobi smoother, CG to rtol 1e-8, x* = ones; iterations,
-operator complexity, and the V-cycle's bytes x iterations against 1 everywhere: 2-D Poisson 1024^2
-13 -> 14, 1.89 -> 1.59, 0.980; 3-D Laplace 100^3 10 -> 12, 2.83 -> 1.84, 0.928; 160^3 10 -> 12,
-2.87 -> 1.85, 0.923; 3-D 64^3 (Chebyshev) 10 -> 10, 0.744. Measured (H200, prepared graph solve,
-benchmarks/second-pass-levels-2026-11-29.py): as fast or faster at all three sizes (160^3 9.55
-against 9.79 ms), the set-up 12-37 % shorter, and less power drawn (the dense coarse levels of
-the old default ran at 650-720 W). 2 everywhere coarsens too far below the second level (2-D
-1024^2 16 iterations, 3-D 100^3 14); on the coarsest levels distance 1 keeps enough of them."""
+more iterations. Where a level is large, the V-cycle's time and power go into those entries: at
+3-D 160^3 distance 1 made a level 1 of 38.6M entries, more than level 0's 28.5M, its kernels at
+650-720 W on an H200. Host reference, Jacobi smoother, CG to rtol 1e-8, x* = ones; iterations,
+operator complexity and the V-cycle's bytes x iterations, "auto" against 1 everywhere: 2-D Poisson
+1024^2 13 -> 14, 1.89 -> 1.59, 0.980; 3-D Laplace 100^3 10 -> 12, 2.83 -> 1.84, 0.928; 160^3 10
+-> 12, 2.87 -> 1.85, 0.923 (these three are (2, 2, 1)); 3-D 64^3 9 -> 10, 2.77 -> 1.99, 0.912
+((2, 1)). Measured (H200, prepared graph solve, benchmarks/second-pass-levels-2026-11-29.py): as
+fast or faster at all three sizes (160^3 9.55 against 9.79 ms), the set-up 12-37 % shorter, and
+less power drawn. On a small level the kernels are bound by latency, not by its entries, and the
+iterations decide: distance 1 there (distance 2 on level 0 of the shared structural matrices:
+bcsstk13 527 -> 579 iterations, s3rmt3m3 1491 -> 1752). 2 everywhere coarsens too far (2-D
+1024^2 16 iterations, 3-D 100^3 14)."""
+
+SECOND_DISTANCE_ROWS = 100_000
+"""The fewest rows of a level on which ``SECOND_DISTANCE`` "auto" takes distance 2: above the
+coarse levels of the three sizes measured (their third levels: 16k-21k rows), below their second
+ones (155k-632k)."""
 
 # The node states of the MIS-2 iteration: the top bits of the value v(i) = state << 60 | key(i).
 IN, UNDECIDED, OUT = 2, 1, 0
@@ -381,20 +390,25 @@ def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None
     return mis_states(indptr, indices, keys, 2)
 
 
-def check_second_pass(second_pass) -> tuple[int, ...]:
-    """``second_pass`` as a tuple of distances, one a level (the last repeats): an int 0, 1 or 2,
-    or a non-empty sequence of them. Raises a ValueError naming anything else."""
+def check_second_pass(second_pass):
+    """``second_pass`` as "auto" or a tuple of distances, one a level (the last repeats): "auto",
+    an int 0, 1 or 2, or a non-empty sequence of them. Raises a ValueError naming anything else."""
+    if isinstance(second_pass, str) and second_pass == "auto":
+        return "auto"
     values = second_pass if isinstance(second_pass, (tuple, list)) else (second_pass,)
-    if not values or any(isinstance(v, bool) or v not in (0, 1, 2) for v in values):
-        raise ValueError(f"AMG second_pass must be 0, 1 or 2, or a non-empty sequence of them "
-                         f"(one a level, the last repeated), got {second_pass!r}")
+    if not values or any(isinstance(v, (bool, str)) or v not in (0, 1, 2) for v in values):
+        raise ValueError(f"AMG second_pass must be 'auto', 0, 1 or 2, or a non-empty sequence "
+                         f"of 0, 1 and 2 (one a level, the last repeated), got {second_pass!r}")
     return tuple(int(v) for v in values)
 
 
-def second_distance(second_pass, level: int) -> int:
-    """The second pass's distance on ``level`` (0 the finest): ``second_pass``'s entry there, its
-    last entry below (``check_second_pass``)."""
+def second_distance(second_pass, level: int, n: int) -> int:
+    """The second pass's distance on ``level`` (0 the finest) of n rows: "auto", 2 where n >=
+    SECOND_DISTANCE_ROWS and else 1; a sequence's entry there, its last entry below
+    (``check_second_pass``)."""
     values = check_second_pass(second_pass)
+    if values == "auto":
+        return 2 if n >= SECOND_DISTANCE_ROWS else 1
     return values[min(level, len(values) - 1)]
 
 
@@ -427,7 +441,7 @@ def aggregate(indptr: np.ndarray, indices: np.ndarray, second_pass: int = 1
        QR needs k nodes per aggregate. ``second_pass=2`` takes the MIS-2 of the leftovers
        instead: fewer, larger second aggregates (3-D Laplace 100^3: operator complexity 2.83 ->
        1.84, CG 10 -> 14 iterations; 2-D Poisson 1024^2: 1.89 -> 1.59, 14 -> 17). ``setup``
-       takes the distance level by level (``SECOND_DISTANCE``: 2 on the two finest, 1 below).
+       takes the distance level by level (``SECOND_DISTANCE``: 2 on large levels, 1 on small).
     3. Every node still without an aggregate joins the aggregate of its aggregated neighbour of
        largest key, all decided at once; passes repeat while any is left (maximality of the
        MIS-2 puts every node within two edges of a root, so one pass ends it).
@@ -582,9 +596,9 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
     before and after the coarse correction) or "chebyshev" (``degree`` steps). max_coarse: a
     level with at most this many rows is the coarsest. max_levels: the most levels. dtype: the
     working dtype (default A's, see the module docstring). second_pass: the distance of the
-    aggregation's second pass (``aggregate``; 0: none), an int or one a level, the last repeated
-    (``SECOND_DISTANCE``, ``second_distance``). precision: the V-cycle's, "auto",
-    "mixed" or "full" (the module docstring).
+    aggregation's second pass (``aggregate``; 0: none): "auto" (by each level's size), an int, or
+    one a level with the last repeated (``SECOND_DISTANCE``, ``second_distance``). precision: the
+    V-cycle's, "auto", "mixed" or "full" (the module docstring).
 
     Raises a ValueError naming the problem for a non-square or empty A, NaN/Inf in A, a zero,
     missing or non-positive diagonal entry (rows named, on any level), a B of the wrong shape or
@@ -629,7 +643,7 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         if not coarsest:
             _positive_rho(rho, f"level {level}'s smoothing")
             agg, _ = aggregate(*strength_graph(A_l, theta),
-                               second_pass=(second_distance(second_pass, level)
+                               second_pass=(second_distance(second_pass, level, n)
                                             if B_l.shape[1] == 1 else 0))
             n_agg = int(agg.max()) + 1
             coarsest = n_agg * B_l.shape[1] >= n      # aggregation would not reduce n
