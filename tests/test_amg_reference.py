@@ -275,7 +275,7 @@ def test_half_precision_refuses_or_falls_back_where_float16_loses_values():
 def test_setup_is_deterministic():
     A = _scaled_poisson(40)
     B = np.column_stack([np.ones(A.shape[0]), np.linspace(0, 1, A.shape[0])])
-    h1, h2 = ref.setup(A, B=B), ref.setup(A.copy(), B=B.copy())
+    h1, h2 = ref.setup(A, B=B, max_dense=0), ref.setup(A.copy(), B=B.copy(), max_dense=0)
     assert len(h1.levels) == len(h2.levels) >= 3
     for a, b in zip(h1.levels, h2.levels):
         for attr in ("indptr", "indices", "data"):
@@ -318,7 +318,7 @@ def test_keys_and_start_vector_follow_the_written_formulas():
 
 def _aggregate_levels(A, levels=2):
     """(strength graph, aggregates, roots) of the first ``levels`` levels of A's hierarchy."""
-    h = ref.setup(A, max_coarse=10)
+    h = ref.setup(A, max_coarse=10, max_dense=0)
     out = []
     for level, lev in enumerate(h.levels[:levels]):
         indptr, indices = ref.strength_graph(lev.A)
@@ -387,8 +387,8 @@ def test_second_pass_level_by_level():
     assert [ref.second_distance((2, 0, 1), level, 10) for level in range(5)] == [2, 0, 1, 1, 1]
     big = ref.SECOND_DISTANCE_ROWS
     assert [ref.second_distance("auto", 0, n) for n in (big - 1, big)] == [1, 2]
-    mixed = ref.setup(A, max_coarse=10, second_pass=(2, 1))
-    two = ref.setup(A, max_coarse=10, second_pass=2)
+    mixed = ref.setup(A, max_coarse=10, max_dense=0, second_pass=(2, 1))
+    two = ref.setup(A, max_coarse=10, max_dense=0, second_pass=2)
     assert np.array_equal(mixed.levels[0].aggregates, two.levels[0].aggregates)
     one = ref.aggregate(*ref.strength_graph(mixed.levels[1].A), 1)[0]
     assert np.array_equal(mixed.levels[1].aggregates, one)
@@ -409,6 +409,28 @@ def test_second_pass_level_by_level():
     with pytest.raises(ValueError, match="second_pass"):
         AMG(second_pass=(2, 5))
     assert AMG().second_pass == ref.SECOND_DISTANCE == "auto"
+
+
+def test_max_dense_ends_the_hierarchy_below_the_finest_level():
+    """A level below the finest with at most max_dense rows is the coarsest (its dense inverse);
+    the finest level keeps max_coarse (a small system keeps its hierarchy); bad values refused."""
+    A = poisson((64, 64))                          # 4,096 rows; level 1 ~ 1,000
+    deep = ref.setup(A, max_dense=0)
+    dense = ref.setup(A)
+    assert len(deep.levels) >= 3 and ref.MAX_DENSE >= deep.levels[1].A.shape[0] > 300
+    assert len(dense.levels) == 2
+    assert np.array_equal(dense.levels[0].aggregates, deep.levels[0].aggregates)
+    np.testing.assert_allclose(dense.coarse_inv, np.linalg.pinv(deep.levels[1].A.toarray()),
+                               rtol=0, atol=1e-12 * np.abs(dense.coarse_inv).max())
+    small = poisson((40, 40))                      # 1,600 rows <= MAX_DENSE: still coarsened
+    assert len(ref.setup(small).levels) >= 2
+    for bad in (-1, 1.5, True, ref.MAX_DENSE_COARSE + 1, "2500"):
+        with pytest.raises(ValueError, match="max_dense"):
+            ref.setup(small, max_dense=bad)
+    from dpsolve.precond import AMG
+    with pytest.raises(ValueError, match="max_dense"):
+        AMG(max_dense=-3)
+    assert AMG().max_dense == ref.MAX_DENSE and AMG().options()["max_dense"] == ref.MAX_DENSE
 
 
 def test_strength_threshold():
@@ -698,4 +720,4 @@ def test_setup_time_poisson_512():
     seconds = time.perf_counter() - t0
     print(f"set-up of 2-D Poisson 512^2: {seconds:.2f} s, levels {ref.levels_table(h)}, "
           f"operator complexity {h.operator_complexity():.3f}")
-    assert len(h.levels) >= 3 and h.levels[-1].A.shape[0] <= 300
+    assert len(h.levels) >= 3 and h.levels[-1].A.shape[0] <= ref.MAX_DENSE

@@ -42,6 +42,19 @@ def _mixed_expected(h_dev, dtype, precision):
     assert h_dev.low is None or h_dev.low.half == (precision in ("auto", "half"))
 
 
+# reference.MAX_DENSE as shipped (the fixture below sets it to 0 for this module's tests)
+SHIPPED_MAX_DENSE = reference.MAX_DENSE
+
+
+@pytest.fixture(autouse=True)
+def _deep_hierarchies(monkeypatch):
+    """These tests check the V-cycle's kernels level by level on small problems: they keep the
+    hierarchies they had before reference.MAX_DENSE (by which a level below the finest of up to
+    2,500 rows is the coarsest; test_a_large_coarsest_level_is_inverted_as_the_reference passes
+    the shipped value, and the solver tests elsewhere run the default)."""
+    monkeypatch.setattr(reference, "MAX_DENSE", 0)
+
+
 def _cp():
     import cupy
     return cupy
@@ -95,6 +108,35 @@ def test_device_aggregates_are_the_references(kind, size):
             *reference.strength_graph(lev.A, 0.0),
             reference.second_distance(reference.SECOND_DISTANCE, level, lev.A.shape[0]))
         assert np.array_equal(lev.aggregates, agg)
+
+
+@pytest.mark.parametrize("boundary", ["dirichlet", "neumann"])
+def test_a_large_coarsest_level_is_inverted_as_the_reference(boundary):
+    """A coarsest level of more than device.LU_INVERSE_ROWS rows (2-D 90^2: level 1, 2,040
+    rows <= reference.MAX_DENSE) is inverted by LU where that passes the residual check, and by
+    the eigendecomposition where it does not (a Neumann Laplacian: singular): the reference's
+    pseudo-inverse either way, and the V-cycle the reference's."""
+    from dpsolve.precond.amg import device
+    A, _ = _problem("2d", 90)
+    if boundary == "neumann":                       # rows summing to 0: the constants' null space
+        A = sp.csr_array(A - sp.diags_array(np.asarray(A.sum(axis=1)).ravel()))
+    P = _prepared(A, "merge", M=dpsolve.precond.AMG(precision="full",
+                                                  max_dense=SHIPPED_MAX_DENSE))
+    h = P.precond.hierarchy.to_host()
+    nc = h.levels[-1].A.shape[0]
+    assert len(h.levels) == 2 and device.LU_INVERSE_ROWS < nc <= SHIPPED_MAX_DENSE
+    expect = reference._pseudo_inverse(h.levels[-1].A)
+    assert np.abs(h.coarse_inv - expect).max() <= 1e-9 * np.abs(expect).max()
+    assert np.array_equal(h.coarse_inv, h.coarse_inv.T)
+    r = np.random.default_rng(3).random(A.shape[0])
+    st = P._state
+    cp = _cp()
+    with st.stream:
+        zd = cp.full_like(cp.asarray(r), np.nan)
+        st.pc.apply(st.ex, cp.asarray(r), zd)
+        z = zd.get()
+    zr = reference.vcycle(h, r)
+    assert np.linalg.norm(z - zr) <= 1e-9 * np.linalg.norm(zr)
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)

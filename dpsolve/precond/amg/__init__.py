@@ -11,7 +11,9 @@ Options (pyamg's names where it has one): ``theta`` (strength threshold, 0: ever
 strong), ``B`` (n x k near-null-space, default the constants; rigid-body modes for elasticity),
 ``smoother`` ("jacobi": one damped sweep of weight omega / rho(D^-1 A); "chebyshev": ``degree``
 steps on D^-1 A), ``omega`` (default ``reference.SMOOTHER_OMEGA``, 1.5: it says why), ``degree``,
-``max_coarse`` and ``max_levels``; dpsolve's own:
+``max_coarse`` and ``max_levels``; dpsolve's own: ``max_dense`` (default 2,500: a level below
+the finest with at most this many rows is the coarsest, solved by its dense inverse;
+``reference.MAX_DENSE`` says why),
 ``second_pass``, the distance (1 or 2; 0: none) of the aggregation's second pass
 (``reference.aggregate``: 1 gives more, smaller aggregates and fewer iterations, 2 a cheaper
 hierarchy and V-cycle): "auto" (default: 2 on levels of at least 10^5 rows, 1 below;
@@ -40,7 +42,8 @@ class AMG(Preconditioner):
     has_adjoint = False          # BiCG's M^H: not built (the V-cycle of a nonsymmetric A)
 
     def __init__(self, theta=0.0, B=None, smoother="jacobi", omega=None, degree=3,
-                 max_coarse=300, max_levels=10, second_pass=None, precision="auto"):
+                 max_coarse=300, max_levels=10, second_pass=None, precision="auto",
+                 max_dense=None):
         if smoother not in ("jacobi", "chebyshev"):
             raise ValueError(f"AMG smoother must be 'jacobi' or 'chebyshev', got {smoother!r}")
         if omega is None:
@@ -58,8 +61,10 @@ class AMG(Preconditioner):
                 raise ValueError(f"AMG {name} must be a positive integer, got {v!r}")
         if second_pass is None:
             from .reference import SECOND_DISTANCE as second_pass
-        from .reference import check_precision, check_second_pass
+        from .reference import MAX_DENSE, check_max_dense, check_precision, check_second_pass
         self.second_pass = check_second_pass(second_pass)
+        self.max_dense = MAX_DENSE if max_dense is None else max_dense
+        check_max_dense(self.max_dense)
         check_precision(precision)
         self.precision = precision
         self.theta, self.B, self.smoother, self.omega = float(theta), B, smoother, float(omega)
@@ -72,7 +77,8 @@ class AMG(Preconditioner):
     def options(self) -> dict:
         out = {"theta": self.theta, "smoother": self.smoother, "omega": self.omega,
                "degree": self.degree, "max_coarse": self.max_coarse,
-               "max_levels": self.max_levels, "second_pass": self.second_pass,
+               "max_levels": self.max_levels, "max_dense": self.max_dense,
+               "second_pass": self.second_pass,
                "precision": self.precision}
         if self.B is not None:
             out["B"] = f"{np.shape(self.B)[0]}x{np.shape(self.B)[1]}"
@@ -81,6 +87,7 @@ class AMG(Preconditioner):
     def _setup_kw(self) -> dict:
         return dict(theta=self.theta, B=self.B, smoother=self.smoother, omega=self.omega,
                     degree=self.degree, max_coarse=self.max_coarse, max_levels=self.max_levels,
+                    max_dense=self.max_dense,
                     second_pass=self.second_pass, precision=self.precision)
 
     def bind(self, csr, n, dtype, *, snapshot=False):

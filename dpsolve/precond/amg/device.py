@@ -1080,13 +1080,29 @@ def _smooth_in_place(AT, inv_diag, rho: float, T, dtype, zeros=True) -> tuple[bo
     return bool(missing), bool(has_zero)
 
 
+# A coarsest level of more rows than this is inverted by LU (cuSOLVER getrf/getrs) rather than by
+# an eigendecomposition (eigh took 28 ms of a set-up at 2,009 rows on an H200; reference.MAX_DENSE):
+# the inverse is kept where ||A X - I||_max <= INVERSE_CHECK, which a singular or nearly singular
+# level fails (its pseudo-inverse then as below). For a nonsingular level the inverse is the
+# pseudo-inverse, to rounding.
+LU_INVERSE_ROWS = 500
+INVERSE_CHECK = 1e-9
+
+
 def pseudo_inverse(A, dtype):
     """The coarsest level's dense pseudo-inverse on the device (cuSOLVER), as the reference's:
-    a Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian."""
+    a Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian; above
+    LU_INVERSE_ROWS rows, its LU inverse where that passes INVERSE_CHECK."""
     import cupy
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
     herm = sps.is_hermitian_dense(dense)
+    if dense.shape[0] > LU_INVERSE_ROWS:
+        H = (dense + dense.conj().T) / 2 if herm else dense
+        X = cupy.linalg.inv(H)
+        residual = ops.max_abs(H @ X - cupy.eye(H.shape[0], dtype=H.dtype))  # NaN: fails
+        if residual <= INVERSE_CHECK:
+            return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
     if not herm:
         return cupy.linalg.pinv(dense).astype(dtype)
     H = (dense + dense.conj().T) / 2
@@ -1116,7 +1132,7 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
           omega=reference.SMOOTHER_OMEGA,
           degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
-          precision="auto", reuse=None) -> DeviceHierarchy:
+          precision="auto", reuse=None, max_dense=reference.MAX_DENSE) -> DeviceHierarchy:
     """The hierarchy of A (``csr``: a dpsolve CSR on the device) on ``stream``. ``reuse``: a
     hierarchy of a matrix with the same sparsity pattern (``PreparedSystem.update``'s re-set-up,
     AmgX's "re-setup"): its aggregates and B are kept, and with a B of one column every level's
@@ -1148,7 +1164,8 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
             t = phases.add("smoothers", t)
             n = A_l.shape[0]
             Bs.append(B_l)
-            coarsest = n <= max_coarse or level + 1 >= max_levels
+            coarsest = (n <= max_coarse or (level > 0 and n <= max_dense)
+                        or level + 1 >= max_levels)
             if not coarsest:
                 smoothers._positive_rho(rho, f"level {level}'s smoothing")
                 if reuse is not None and level < len(reuse.levels) - 1:

@@ -28,9 +28,10 @@ d. Smoothed prolongator P = T - (4/3 / rho) D^-1 A T, with rho the estimate of r
 e. Galerkin coarse matrix A_{l+1} = R (A P), SciPy's sparse products in that order, CSR with
    sorted indices and no explicit zeros.
 
-f. Stop when n <= max_coarse, when the hierarchy has max_levels levels, or when aggregation
-   would not make the level smaller (n_agg * k >= n); the last level is solved with a dense
-   pseudo-inverse (``_pseudo_inverse``).
+f. Stop when n <= max_coarse, when a level below the finest has n <= max_dense rows
+   (``MAX_DENSE``), when the hierarchy has max_levels levels, or when aggregation would not make
+   the level smaller (n_agg * k >= n); the last level is solved with a dense pseudo-inverse
+   (``_pseudo_inverse``).
 
 Data types. The "working dtype" is A's (float32, float64, complex64 or complex128; integer and
 boolean A become float64), or ``dtype`` when given. Every level's matrices and vectors are stored
@@ -78,7 +79,8 @@ from dpsolve.precond.smoothers import _positive_rho, chebyshev, jacobi_sweep, sp
 __all__ = ["Level", "Hierarchy", "setup", "vcycle", "as_operator", "levels_table",
            "vcycle_bytes", "strength_graph", "node_keys", "wang_hash", "mis_states", "mis2_states",
            "aggregate", "tentative_prolongator", "smooth_prolongator", "galerkin",
-           "PROLONGATION_OMEGA", "SMOOTHER_OMEGA", "MAX_DENSE_COARSE", "PRECISIONS", "lowered"]
+           "PROLONGATION_OMEGA", "SMOOTHER_OMEGA", "MAX_DENSE_COARSE", "MAX_DENSE", "PRECISIONS",
+           "lowered"]
 
 PROLONGATION_OMEGA = 4.0 / 3.0
 """The weight of the prolongator smoothing step (d): P = T - (4/3 / rho) D^-1 A T.
@@ -99,6 +101,21 @@ MAX_DENSE_COARSE = 10_000
 """The largest coarsest level ``setup`` inverts densely (an n x n pseudo-inverse: 800 MB and
 minutes of SVD at this size). Beyond it, ``setup`` raises rather than hang: a coarsest level that
 big means aggregation stopped working (theta too large, max_levels too small)."""
+
+MAX_DENSE = 2_500
+"""The default ``max_dense``: a level below the finest of at most this many rows is the coarsest,
+solved by its dense inverse, rather than coarsened further.
+
+Below a few thousand rows a level's kernels are bound by launch latency: at 2-D Poisson 1024^2
+(H200, float32 cycle, benchmarks/max-dense-2026-11-29.py against max_dense 0) levels 3-4 (2,009
+and 154 rows) cost what one 16 MB dense product over level 3 costs (V-cycle 116.5 against 116.2
+us), and the exact solve there saves two CG iterations (14 -> 12; 2.86 -> 2.51 ms a prepared
+solve; host reference 2-D 512^2: 13 -> 11). 3-D 160^3 stops at 484 rows instead of 13 (481
+against 491 us, 9.10 against 9.21 ms, the same iterations); 3-D 100^3 and 64^3 keep their
+hierarchies (their levels of 3,149-4,102 rows are above it). The finest level keeps
+``max_coarse``: a small system still gets its hierarchy. A float32 copy at 2,500 rows reads
+25 MB a V-cycle; the device inverts such a level by LU (``device.pseudo_inverse``), where eigh
+took 28 ms of set-up at 2,009 rows."""
 
 SECOND_DISTANCE = "auto"
 """The default distance of the aggregation's second pass (``aggregate``), level by level: 2 on a
@@ -390,6 +407,14 @@ def mis2_states(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray | None
     return mis_states(indptr, indices, keys, 2)
 
 
+def check_max_dense(max_dense) -> None:
+    """A ValueError naming ``max_dense`` unless it is an int from 0 to MAX_DENSE_COARSE."""
+    if (isinstance(max_dense, bool) or not isinstance(max_dense, (int, np.integer))
+            or not 0 <= max_dense <= MAX_DENSE_COARSE):
+        raise ValueError(f"AMG max_dense must be an integer from 0 to {MAX_DENSE_COARSE} (the "
+                         f"rows of a coarsest level solved densely), got {max_dense!r}")
+
+
 def check_second_pass(second_pass):
     """``second_pass`` as "auto" or a tuple of distances, one a level (the last repeats): "auto",
     an int 0, 1 or 2, or a non-empty sequence of them. Raises a ValueError naming anything else."""
@@ -586,6 +611,7 @@ def galerkin(R: sp.csr_array, A: sp.csr_array, P: sp.csr_array) -> sp.csr_array:
 
 def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: float = SMOOTHER_OMEGA,
           degree: int = 3, max_coarse: int = 300, max_levels: int = 10, dtype=None,
+          max_dense: int = MAX_DENSE,
           second_pass=SECOND_DISTANCE, precision: str = "auto") -> Hierarchy:
     """Build the smoothed-aggregation hierarchy of the square matrix A (rules a-f of the module).
 
@@ -594,7 +620,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
     vectors (default ones: the constants, right for diffusion; elasticity adds rigid-body modes).
     smoother / omega / degree: the V-cycle's smoother, "jacobi" (one sweep of weight omega / rho
     before and after the coarse correction) or "chebyshev" (``degree`` steps). max_coarse: a
-    level with at most this many rows is the coarsest. max_levels: the most levels. dtype: the
+    level with at most this many rows is the coarsest. max_dense: a level below the finest with
+    at most this many rows is the coarsest (``MAX_DENSE``). max_levels: the most levels. dtype: the
     working dtype (default A's, see the module docstring). second_pass: the distance of the
     aggregation's second pass (``aggregate``; 0: none): "auto" (by each level's size), an int, or
     one a level with the last repeated (``SECOND_DISTANCE``, ``second_distance``). precision: the
@@ -618,6 +645,7 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
     if int(max_coarse) < 1 or int(max_levels) < 1:
         raise ValueError(f"max_coarse and max_levels must be >= 1, got {max_coarse}, "
                          f"{max_levels}")
+    check_max_dense(max_dense)
     try:
         A0 = sp.csr_array(A)
     except Exception as exc:
@@ -639,7 +667,8 @@ def setup(A, *, theta: float = 0.0, B=None, smoother: str = "jacobi", omega: flo
         rho = spectral_radius(A_l, inv_diag)
         n = A_l.shape[0]
         Bs.append(B_l)
-        coarsest = n <= max_coarse or level + 1 >= max_levels
+        coarsest = (n <= max_coarse or (level > 0 and n <= max_dense)
+                    or level + 1 >= max_levels)
         if not coarsest:
             _positive_rho(rho, f"level {level}'s smoothing")
             agg, _ = aggregate(*strength_graph(A_l, theta),
