@@ -110,18 +110,27 @@ def test_device_aggregates_are_the_references(kind, size):
         assert np.array_equal(lev.aggregates, agg)
 
 
-@pytest.mark.parametrize("boundary", ["dirichlet", "neumann"])
+@pytest.mark.parametrize("boundary", ["dirichlet", "neumann", "neumann-raise"])
 def test_a_large_coarsest_level_is_inverted_as_the_reference(boundary):
     """A coarsest level of more than device.LU_INVERSE_ROWS rows (2-D 90^2: level 1, 2,040
     rows <= reference.MAX_DENSE) is inverted by LU where that passes the residual check, and by
-    the eigendecomposition where it does not (a Neumann Laplacian: singular): the reference's
-    pseudo-inverse either way, and the V-cycle the reference's."""
+    the eigendecomposition where it does not (a Neumann Laplacian: singular; also where CuPy is
+    told to raise on it): the reference's pseudo-inverse either way, and the V-cycle the
+    reference's."""
+    import contextlib
+
+    import cupyx
+
     from dpsolve.precond.amg import device
     A, _ = _problem("2d", 90)
-    if boundary == "neumann":                       # rows summing to 0: the constants' null space
+    if boundary != "dirichlet":                     # rows summing to 0: the constants' null space
         A = sp.csr_array(A - sp.diags_array(np.asarray(A.sum(axis=1)).ravel()))
-    P = _prepared(A, "merge", M=dpsolve.precond.AMG(precision="full",
-                                                  max_dense=SHIPPED_MAX_DENSE))
+    # "neumann-raise": CuPy's inv raising on the singular level rather than returning Inf/NaN
+    errors = (cupyx.errstate(linalg="raise") if boundary.endswith("raise")
+              else contextlib.nullcontext())
+    with errors:
+        P = _prepared(A, "merge", M=dpsolve.precond.AMG(precision="full",
+                                                      max_dense=SHIPPED_MAX_DENSE))
     h = P.precond.hierarchy.to_host()
     nc = h.levels[-1].A.shape[0]
     assert len(h.levels) == 2 and device.LU_INVERSE_ROWS < nc <= SHIPPED_MAX_DENSE
