@@ -1097,8 +1097,11 @@ def pseudo_inverse(A, dtype):
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
     herm = sps.is_hermitian_dense(dense)
-    if dense.shape[0] > LU_INVERSE_ROWS:
-        H = (dense + dense.conj().T) / 2 if herm else dense
+    H = (dense + dense.conj().T) / 2 if herm else dense
+
+    def exact(X):                       # exactly Hermitian where A is, in the cycle's dtype
+        return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
+    if H.shape[0] > LU_INVERSE_ROWS:
         try:                            # raises only under cupyx.errstate(linalg="raise")
             X = cupy.linalg.inv(H)
         except np.linalg.LinAlgError:
@@ -1106,15 +1109,13 @@ def pseudo_inverse(A, dtype):
         if X is not None:
             residual = ops.max_abs(H @ X - cupy.eye(H.shape[0], dtype=H.dtype))  # NaN: fails
             if residual <= INVERSE_CHECK:
-                return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
+                return exact(X)
     if not herm:
-        return cupy.linalg.pinv(dense).astype(dtype)
-    H = (dense + dense.conj().T) / 2
+        return cupy.linalg.pinv(H).astype(dtype)
     w, V = cupy.linalg.eigh(H)
     cutoff = ops.max_abs(w) * max(H.shape) * np.finfo(np.float64).eps
     winv = cupy.where(cupy.abs(w) > cutoff, 1.0 / w, 0.0)
-    inv = (V * winv) @ V.conj().T
-    return ((inv + inv.conj().T) / 2).astype(dtype)
+    return exact((V * winv) @ V.conj().T)
 
 
 def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upper=1.1):
