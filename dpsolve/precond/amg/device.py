@@ -198,6 +198,12 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
                                 # V-cycle 241.5 -> 240.2 us, 160^3 1438 -> 1412)
 
 
+def half_arg(values) -> str:
+    """The V-cycle kernels' HALF template argument for a matrix's stored values: "true" where
+    they are float16's (precision "half": dps::mat_value), else "false"."""
+    return "true" if values.dtype == np.float16 else "false"
+
+
 @dataclass
 class SellMatrix:
     """A CSR matrix in SELL-32 (amg.cu's sell_row): slice pointers, indices (-1: padding) and
@@ -219,8 +225,8 @@ class SellMatrix:
 
     @property
     def half(self) -> str:
-        """The kernels' HALF template argument: "true" where the values are float16's."""
-        return "true" if self.val.dtype == np.float16 else "false"
+        """The kernels' HALF template argument (``half_arg``)."""
+        return half_arg(self.val)
 
     def args(self, dtype) -> tuple:
         """The kernels' (sptr, idx, val, scale, perm) arguments at the cycle's dtype."""
@@ -356,7 +362,7 @@ class DeviceHierarchy:
             for which, S in (("A", lev.sell_A), ("R", lev.sell_R), ("P", lev.sell_P)):
                 if S is not None and S.half == "true":
                     out[index, which] = 2
-        if self.ell0 is not None and self.ell0[2].dtype == np.float16:
+        if self.ell0 is not None and half_arg(self.ell0[2]) == "true":
             out[0, "A"] = 2
         return out
 
@@ -364,9 +370,9 @@ class DeviceHierarchy:
         """Level 0's ELL kernel arguments (width, indices, data, its values' power of two), and
         the kernels' HALF template argument."""
         width, indices, data = self.ell0
-        half = data.dtype == np.float16
-        scale = self.levels[0].half[0] if half else 1.0
-        return (width, indices, data, self.dtype.type(scale)), "true" if half else "false"
+        half = half_arg(data)
+        scale = self.levels[0].half[0] if half == "true" else 1.0
+        return (width, indices, data, self.dtype.type(scale)), half
 
     # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
     # read only each level's shapes and nnz, serve the device hierarchy as they are)
