@@ -682,6 +682,11 @@ def test_nonsymmetric_matrix_has_no_adjoint():
 # sizes, traffic and set-up time
 
 
+def _csr_bytes(M, V=8, Ib=4):
+    """One read of a CSR matrix of V-byte values and Ib-byte indices (vcycle_bytes' count)."""
+    return M.nnz * (V + Ib) + (M.shape[0] + 1) * Ib
+
+
 def test_levels_table_complexities_and_bytes():
     h = ref.setup(poisson((64, 64)))
     table = ref.levels_table(h)
@@ -689,10 +694,7 @@ def test_levels_table_complexities_and_bytes():
     assert h.operator_complexity() == sum(nnz for _, nnz in table) / 20224
     assert h.grid_complexity() == sum(n for n, _ in table) / 4096
     V, Ib = 8, 4
-
-    def mat(M):
-        return M.nnz * (V + Ib) + (M.shape[0] + 1) * Ib
-
+    mat = _csr_bytes
     expect = 0
     for lev in h.levels[:-1]:
         N, nc = lev.A.shape[0] * V, lev.P.shape[1]
@@ -721,3 +723,69 @@ def test_setup_time_poisson_512():
     print(f"set-up of 2-D Poisson 512^2: {seconds:.2f} s, levels {ref.levels_table(h)}, "
           f"operator complexity {h.operator_complexity():.3f}")
     assert len(h.levels) >= 3 and h.levels[-1].A.shape[0] <= ref.MAX_DENSE
+
+
+# ---------------------------------------------------------------------------------------------
+# the smoothed restriction
+
+
+def _without_rs(h):
+    """h with no level running a smoothed restriction (the three steps everywhere)."""
+    def strip(x):
+        return None if x is None else dataclasses.replace(
+            x, levels=[dataclasses.replace(lev, RS=None) for lev in x.levels])
+    out = strip(h)
+    out.low = strip(h.low)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(96, 96), (20, 20, 20)])
+@pytest.mark.parametrize("precision", ["full", "auto"])
+def test_smoothed_restriction_is_the_three_steps(shape, precision):
+    """b_c = RS b with RS = R (I - A S) is the Jacobi pre-smoothing from zero, the residual and
+    the restriction: the V-cycle equals the one without RS to rounding, stays symmetric, and RS
+    is ((I - S A) P)^H for this symmetric A. ``rs_pays`` decides the levels: at float64 every
+    one here; under float16 matrices (RS kept in float32, made from the rounded A and R) 2-D's
+    levels, none of 3-D's (RS 1.4-3x nnz(A) there)."""
+    A = poisson(shape)
+    h = ref.setup(A, precision=precision)
+    hc = h.low if h.low is not None else h
+    assert hc.half == (precision == "auto")
+    used = [lev.RS is not None for lev in hc.levels[:-1]]
+    assert used == ([True] * len(used) if precision == "full" or len(shape) == 2
+                    else [False] * len(used))
+    for lev in hc.levels[:-1]:
+        if lev.RS is None:
+            continue
+        assert lev.RS.dtype == lev.A.dtype and ref.uses_rs(hc, lev)
+        S = sp.diags_array(lev.inv_diag * lev.rs_weight)
+        adjoint = ((sp.identity(lev.A.shape[0]) - S @ lev.A) @ lev.P).T
+        tol = 1e-13 if lev.A.dtype == np.float64 else 1e-5
+        assert abs(lev.RS - adjoint).max() <= tol * abs(adjoint).max()
+    rng = np.random.default_rng(11)
+    x, y = rng.random(A.shape[0]), rng.random(A.shape[0])
+    z, z3 = ref.vcycle(h, x), ref.vcycle(_without_rs(h), x)
+    tol = 1e-13 if precision == "full" else 1e-5
+    assert np.linalg.norm(z - z3) <= tol * np.linalg.norm(z3)
+    assert abs(z @ y - x @ ref.vcycle(h, y)) <= tol * abs(z @ y)
+
+
+def test_smoothed_restriction_follows_the_smoother():
+    """RS is built for the Jacobi sweep of the set-up's omega: a Chebyshev smoother, or another
+    omega, runs the three steps (``uses_rs`` false), and vcycle_bytes counts RS's bytes where it
+    runs (RS + N + n_c V, then P + n_c V + 3N for x = S b + P z_c)."""
+    h = ref.setup(poisson((64, 64)), precision="full")
+    lev = h.levels[0]
+    assert ref.uses_rs(h, lev)
+    assert not ref.uses_rs(dataclasses.replace(h, smoother="chebyshev"), lev)
+    assert not ref.uses_rs(dataclasses.replace(h, omega=1.0), lev)
+    assert ref.setup(poisson((64, 64)), smoother="chebyshev", precision="full").levels[0].RS is None
+    V, Ib = 8, 4
+    mat = _csr_bytes
+    expect = 0
+    for lev in h.levels[:-1]:
+        N, nc = lev.A.shape[0] * V, lev.P.shape[1]
+        expect += mat(lev.RS) + N + nc * V + mat(lev.P) + nc * V + 3 * N + mat(lev.A) + 4 * N
+    nc = h.levels[-1].A.shape[0]
+    assert ref.vcycle_bytes(h, V, Ib) == expect + nc * nc * V + 2 * nc * V
+    assert ref.vcycle_bytes(h, V, Ib) < ref.vcycle_bytes(_without_rs(h), V, Ib)

@@ -532,3 +532,43 @@ def test_a_cached_graph_state_reports_its_hierarchy():
             for _ in range(2)]
     assert reps[1].build_time == 0.0                       # the cached state
     assert reps[0].preconditioner["levels"] == reps[1].preconditioner["levels"]
+
+
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+@pytest.mark.parametrize("symmetric", [True, False], ids=["hermitian", "nonsymmetric"])
+def test_smoothed_restrictions_are_the_references(dtype, precision, symmetric, monkeypatch):
+    """Every level that runs its smoothed restriction (reference.rs_pays) holds the reference's
+    R - (R A) S of its own matrices to rounding, whichever product made it (a Hermitian A:
+    ((I - S A) P)^H from A P; a nonsymmetric one, BiCGStab's: R A); and the V-cycle with
+    device.FUSE_RESTRICTION off (the pre-smoothing, the residual and R apart) is the same
+    operator to rounding."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, _ = _problem("2d", 37, dtype)
+    method = "cg"
+    if not symmetric:      # an upwind convection term (at 0.2 a coarse diagonal turns negative)
+        A = sp.csr_array(A + sp.diags_array([-0.1 * np.ones(A.shape[0] - 1)], offsets=[1])
+                         .astype(dtype))
+        method = "bicgstab"
+    r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
+    zs = []
+    for fuse in (True, False):
+        monkeypatch.setattr(device, "FUSE_RESTRICTION", fuse)
+        P = _prepared(A, "merge", M=dpsolve.precond.AMG(precision=precision), method=method)
+        hc, eps = _cycling(P.precond.hierarchy)
+        used = [lev for lev in hc.levels[:-1] if lev.RS is not None]
+        assert bool(used) == fuse
+        assert device.is_hermitian(hc.levels[0].A) == symmetric
+        for lev in hc.to_host().levels[:-1]:
+            if lev.RS is None:
+                continue
+            expect = reference.smoothed_restriction(lev.R, lev.A, lev.inv_diag, lev.rs_weight)
+            diff = abs(lev.RS - expect).max() if (lev.RS - expect).nnz else 0.0
+            assert diff <= eps * abs(expect).max()
+        st = P._state
+        with st.stream:
+            zd = cp.full(A.shape[0], np.nan, dtype)
+            st.pc.apply(st.ex, cp.asarray(r), zd)
+            zs.append(zd.get())
+    assert np.isfinite(zs[0]).all()
+    assert np.linalg.norm(zs[0] - zs[1]) <= eps * np.linalg.norm(zs[1])

@@ -89,6 +89,7 @@ SOURCES = {
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
+                             "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # <T, HALF>: the matrix values in T, or in float16 (precision "half")
@@ -98,12 +99,13 @@ SOURCES = {
                                                        "vc_presmooth_residual_ell",
                                                        "vc_residual_ell", "vc_jacobi_ell",
                                                        "vc_presmooth_residual_ell_low",
-                                                       "vc_jacobi_ell_low")
+                                                       "vc_jacobi_ell_low", "vc_restrict_sell_low",
+                                                       "vc_prolong_sell_low")
                           for h in ("false", "true"))
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
-                                                       "vc_restrict_scale",
-                                                       "power_step")
+                                                       "vc_restrict_scale", "vc_prolong_low",
+                                                       "vc_restrict_low", "power_step")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
     # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",

@@ -15,6 +15,10 @@
 //                   a row (B of one column): row i's entries become -(c (s_i at_ik)), and the one
 //                   in T's column agg_i gains T's value t_i first (t_i + that: the bits of the
 //                   reference's T - c (D^-1 A T)); a row without that column is counted (missing)
+//   subtract_scaled<T>  the smoothed restriction RS = R (I - A S): P - S (A P) (then transposed:
+//                   a Hermitian A) or R - (R A) S in place over the product's pattern
+//   hermitian_misses<T>  counts the entries with no (j, i) equal to conj(a_ij) to tol: which of
+//                   the two products makes RS
 //   pattern_asymmetry<T>  counts the entries (i, j) whose (j, i) is not stored (binary search in
 //                   row j: rows sorted; an unsorted row only adds misses): 0 for a symmetric
 //                   pattern, whose strength graph at theta = 0 is the pattern itself
@@ -32,7 +36,10 @@
 //   vc_cheb<T, W>         q = D^-1 (b - A x); d = c1 d + c2 q (c1 = 0: d = c2 q, the first step);
 //                         y = x + d (x null: x = 0, d = c2 D^-1 b, no product)
 //                                                       reads A + 4n*s, writes 2n*s
-//   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s
+//   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s; with s
+//                         and b given x = s .* b + P xc (x unread): the pre-smoothing from zero
+//                         of a level that restricts by RS (vc_restrict* over RS b: the
+//                         pre-smoothing, the residual and R in one product)
 //   vc_restrict_scale<T, W>  bc = R res and xc = sc .* bc: the restriction (rows: the coarse
 //                         level's) with the next level's Jacobi pre-smoothing from zero, where
 //                         that level pre-smooths apart from its residual (one launch fewer);
@@ -44,6 +51,9 @@
 //   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_restrict_sell<T>
 //   (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>: the same over a
 //                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
+//   vc_restrict_low<T, W>, vc_restrict_sell_low<T, HALF>, vc_prolong_low<T, W>,
+//   vc_prolong_sell_low<T, HALF>: level 0's RS b and S b + P xc in a single-precision cycle, b
+//                         read in T (the casts fused, as the *_ell_low kernels below)
 //   vc_to_single<T>, vc_from_single<T>  the casts around a V-cycle run in single precision
 //                         (precision "mixed": T double, the cycle's kernels float; complex alike)
 //   vc_presmooth_residual_ell_low<T>, vc_jacobi_ell_low<T>: level 0's ELL kernels of that cycle
@@ -296,6 +306,54 @@ smooth_tentative(int n, const int* __restrict__ indptr, const int* __restrict__ 
     if (miss) atomicAdd(missing, miss);
 }
 
+// C = M - X s in place over X's pattern (the smoothed restriction, dpsolve/precond/amg/device.py's
+// smoothed_restriction): X's entry (i, j) becomes -(x_ij s_k), k = i (by_row: X = A P, C =
+// P - S A P = (I - S A) P) or j (X = R A, C = R - R A S); M's entry (i, j) is added first where
+// M has one (m_ij - that: the bits of the reference's M - X S). Rows of both sorted; an entry of
+// M that X lacks is counted (missing: the caller then adds them apart).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+subtract_scaled(int rows, const int* __restrict__ x_ptr, const int* __restrict__ x_idx,
+                T* __restrict__ x_val, const T* __restrict__ s, int by_row,
+                const int* __restrict__ m_ptr, const int* __restrict__ m_idx,
+                const T* __restrict__ m_val, int* __restrict__ missing) {
+    int miss = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += gridDim.x * blockDim.x) {
+        int m = m_ptr[i];
+        const int m_end = m_ptr[i + 1];
+        for (int k = x_ptr[i]; k < x_ptr[i + 1]; ++k) {
+            const int j = x_idx[k];
+            const T t = x_val[k] * s[by_row ? i : j];
+            while (m < m_end && m_idx[m] < j) {              // an entry of M not in X
+                ++miss;
+                ++m;
+            }
+            if (m < m_end && m_idx[m] == j) x_val[k] = m_val[m++] - t;
+            else x_val[k] = -t;
+        }
+        miss += m_end - m;
+    }
+    if (miss) atomicAdd(missing, miss);
+}
+
+// Counts the entries (i, j) of A whose (j, i) is not stored or differs from conj(a_ij) by more
+// than tol (|a_ij - conj(a_ji)|, binary search in row j: rows sorted): 0 for a Hermitian A
+// (to tol). The smoothed restriction's choice of product (device.smoothed_restriction).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+hermitian_misses(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+                 const T* __restrict__ data, double tol, int* __restrict__ missing) {
+    int miss = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+            const int j = indices[k];
+            const int at = dps::find_sorted(indices, indptr[j], indptr[j + 1], i);
+            miss += at < 0 || (double)dps::abs2(data[k] - dps::conj(data[at])) > tol * tol;
+        }
+    }
+    if (miss) atomicAdd(missing, miss);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 pattern_asymmetry(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
@@ -447,13 +505,37 @@ vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
     });
 }
 
+// x += P xc; with s given, x = s .* b + P xc: the Jacobi pre-smoothing from zero, which the
+// smoothed restriction (vc_restrict* over R (I - A S)) left unwritten, is added here (x unread)
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-           const T* __restrict__ data, const T* __restrict__ xc, T* __restrict__ x, int rows) {
+           const T* __restrict__ data, const T* __restrict__ xc, const T* __restrict__ s,
+           const T* __restrict__ b, T* __restrict__ x, int rows) {
     DPS_PDL();
-    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{xc},
-                           [&](int row, T px) { x[row] = x[row] + px; });
+    // two loops, not a select in one: s[row] * b[row] + px contracts as vc_prolong_low's does
+    if (s != nullptr)
+        amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{xc},
+                               [&](int row, T px) { x[row] = s[row] * b[row] + px; });
+    else
+        amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{xc},
+                               [&](int row, T px) { x[row] = x[row] + px; });
+}
+
+// The same on level 0 of a single-precision cycle with the casts fused (T the system's type, b
+// of it; the rest single): x = s .* b + P xc, b cast where it is read
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_prolong_low(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+               const typename single_of<T>::type* __restrict__ data,
+               const typename single_of<T>::type* __restrict__ xc,
+               const typename single_of<T>::type* __restrict__ s, const T* __restrict__ b,
+               typename single_of<T>::type* __restrict__ x, int rows) {
+    DPS_PDL();
+    using L = typename single_of<T>::type;
+    amg::vector_rows<L, W>(rows, n, indptr, indices, data, amg::gather<L>{xc}, [&](int row, L px) {
+        x[row] = s[row] * cast_to<L>(b[row]) + px;
+    });
 }
 
 template <typename T, int W>
@@ -466,6 +548,20 @@ vc_restrict_scale(int nc, const int* __restrict__ indptr, const int* __restrict_
         bc[row] = r;
         if (sc != nullptr) xc[row] = sc[row] * r;           // sc null: the restriction alone
     });
+}
+
+// bc = R b with b of the system's type T cast where it is read, bc single: level 0's smoothed
+// restriction in a single-precision cycle with the casts fused
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_restrict_low(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
+                const typename single_of<T>::type* __restrict__ data, const T* __restrict__ b,
+                typename single_of<T>::type* __restrict__ bc, int rows) {
+    DPS_PDL();
+    using L = typename single_of<T>::type;
+    amg::vector_rows<L, W>(rows, nc, indptr, indices, data,
+                           [&](int c) { return cast_to<L>(b[c]); },
+                           [&](int row, L r) { bc[row] = r; });
 }
 
 template <typename T>
@@ -699,14 +795,55 @@ vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ i
     }
 }
 
+// bc = R b over R's nc rows, b of the system's type T cast where it is read (vc_restrict_low)
+template <typename T, bool HALF>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_restrict_sell_low(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
+                     const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
+                     typename single_of<T>::type scale, const int* __restrict__ perm,
+                     const T* __restrict__ b, typename single_of<T>::type* __restrict__ bc) {
+    DPS_PDL();
+    using L = typename single_of<T>::type;
+    DPS_ROWS(nc) {
+        bc[row] = scale * amg::sell_row<L>(q, sptr, idx, val,
+                                           [&](int c) { return cast_to<L>(b[c]); });
+    }
+}
+
+// x += P xc, or with s given x = s .* b + P xc (vc_prolong)
 template <typename T, bool HALF>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
                 const amg::stored<T, HALF>* __restrict__ val, T scale,
-                const int* __restrict__ perm,
-                const T* __restrict__ xc, T* __restrict__ x) {
+                const int* __restrict__ perm, const T* __restrict__ xc, const T* __restrict__ s,
+                const T* __restrict__ b, T* __restrict__ x) {
     DPS_PDL();
-    DPS_ROWS(n) x[row] = x[row] + scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{xc});
+    if (s != nullptr) {              // two loops, as vc_prolong's
+        DPS_ROWS(n) {
+            const T px = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{xc});
+            x[row] = s[row] * b[row] + px;
+        }
+    } else {
+        DPS_ROWS(n) x[row] = x[row] + scale * amg::sell_row<T>(q, sptr, idx, val,
+                                                               amg::gather<T>{xc});
+    }
+}
+
+// x = s .* b + P xc with b of the system's type (vc_prolong_low)
+template <typename T, bool HALF>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_prolong_sell_low(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+                    const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
+                    typename single_of<T>::type scale, const int* __restrict__ perm,
+                    const typename single_of<T>::type* __restrict__ xc,
+                    const typename single_of<T>::type* __restrict__ s, const T* __restrict__ b,
+                    typename single_of<T>::type* __restrict__ x) {
+    DPS_PDL();
+    using L = typename single_of<T>::type;
+    DPS_ROWS(n) {
+        const L px = scale * amg::sell_row<L>(q, sptr, idx, val, amg::gather<L>{xc});
+        x[row] = s[row] * cast_to<L>(b[row]) + px;
+    }
 }
 
 #undef DPS_ROWS

@@ -206,7 +206,7 @@ class AMG(Preconditioner):
         single = np.dtype(h.low.levels[0].A.dtype).itemsize
         n = h.levels[0].A.shape[0]
         stored = getattr(h.low, "stored_value_bytes", dict)()      # float16 copies
-        cycle = reference.vcycle_bytes(h, single, stored=stored)
+        cycle = reference.vcycle_bytes(h.low, single, stored=stored)   # its RS (uses_rs)
         if getattr(h, "casts_fused", lambda: False)():   # b read twice, z written once, wide
             return cycle + 3 * n * (item - single)
         return cycle + 2 * n * (item + single)   # + the casts

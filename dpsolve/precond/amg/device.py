@@ -42,6 +42,11 @@ from . import sparse as sps
 
 BLOCK = ops.BLOCK
 FUSE_CASTS = True      # False: the single-precision cycle casts b and z in kernels of their own
+# The Jacobi cycle's smoothed restriction (reference.smoothed_restriction): b_{l+1} = RS_l b_l in
+# one kernel over RS = R (I - A S), in place of the pre-smoothing, the residual and the restriction
+# (two kernels, a pass over A and one over R), and the pre-smoothing's S b added by the
+# prolongation. False: the three steps (the benchmarks' A/B; set it before ``prepare``).
+FUSE_RESTRICTION = True
 
 
 def _grid(work: int) -> int:
@@ -292,6 +297,8 @@ class DeviceLevel:
     T: object = None                         # the tentative prolongator (B of one column)
     R_order: object = None                   # R.data = conj(P.data[R_order]): R's pattern kept
     AP_counts: object = None                 # A P's symbolic pass (SpgemmCounts), kept likewise
+    RS: object = None                        # R (I - A S): the smoothed restriction (Jacobi)
+    rs_weight: float = None                  # its S's omega / rho (reference.uses_rs)
     scale: object = None                     # (omega / rho) D^-1: the Jacobi sweep's weights
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
@@ -354,12 +361,13 @@ class DeviceHierarchy:
         low.ell0 = (self.ell0[0], ell.indices, data)
 
     def stored_value_bytes(self) -> dict:
-        """{(level, "A" | "R" | "P"): 2} for the matrices whose kernels read float16 values (the
-        SELL copies and level 0's ELL under precision "half"): ``reference.vcycle_bytes``'s
+        """{(level, "A" | "R" | "RS" | "P"): 2} for the matrices whose kernels read float16 values
+        (the SELL copies and level 0's ELL under precision "half"): ``reference.vcycle_bytes``'s
         ``stored``."""
         out = {}
         for index, lev in enumerate(self.levels[:-1]):
-            for which, S in (("A", lev.sell_A), ("R", lev.sell_R), ("P", lev.sell_P)):
+            restriction = "RS" if reference.uses_rs(self, lev) else "R"
+            for which, S in (("A", lev.sell_A), (restriction, lev.sell_R), ("P", lev.sell_P)):
                 if S is not None and S.half == "true":
                     out[index, which] = 2
         if self.ell0 is not None and half_arg(self.ell0[2]) == "true":
@@ -387,7 +395,8 @@ class DeviceHierarchy:
         levels = [reference.Level(A=host(lev.A), inv_diag=lev.inv_diag.get(), rho=lev.rho,
                                   P=host(lev.P), R=host(lev.R),
                                   aggregates=None if lev.aggregates is None
-                                  else lev.aggregates.get().astype(np.int64))
+                                  else lev.aggregates.get().astype(np.int64),
+                                  RS=host(lev.RS), rs_weight=lev.rs_weight)
                   for lev in self.levels]
         out = reference.Hierarchy(levels=levels, coarse_inv=self.coarse_inv.get(),
                                   smoother=self.smoother, omega=self.omega, degree=self.degree,
@@ -420,7 +429,7 @@ class DeviceHierarchy:
         pre-smoothing fused, more than one level) rather than through the two cast kernels."""
         low = self.low
         return (FUSE_CASTS and low is not None and low.ell0 is not None and len(low.levels) > 1
-                and low.levels[0].fused)
+                and (low.levels[0].fused or reference.uses_rs(low, low.levels[0])))
 
     def _cycle(self, l, b, out, stream, scaled=False, wide=None):  # noqa: E741
         """Level l's part of the V-cycle: out = M_l b. ``scaled``: the restriction that made b
@@ -435,6 +444,9 @@ class DeviceHierarchy:
             return
         lev = levels[l]
         nxt = levels[l + 1]
+        if reference.uses_rs(self, lev):
+            self._cycle_rs(l, b, out, stream, wide)
+            return
         ell = self.ell0 if l == 0 else None
         if ell is not None:                                    # level 0 in the solve's ELL
             X, n = lev.X, np.int32(lev.n)
@@ -473,7 +485,8 @@ class DeviceHierarchy:
             self._residual(lev, X, b, stream)                  # res = b - A X
         # b_{l+1} = R res; where level l+1 pre-smooths apart from its residual, the same kernel
         # writes its X = s .* b_{l+1} (one launch fewer)
-        scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1)
+        scale_next = (self.smoother == "jacobi" and not nxt.fused and l + 1 < len(levels) - 1
+                      and not reference.uses_rs(self, nxt))
         sc, xc = (nxt.scale, nxt.X) if scale_next else (ops._NULL, ops._NULL)  # null: R res only
         if lev.sell_R is not None:
             S = lev.sell_R
@@ -491,20 +504,61 @@ class DeviceHierarchy:
         if lev.sell_P is not None:
             S = lev.sell_P
             launch(vc_kernel(f"vc_prolong_sell<{{T}}, {S.half}>", self.dtype), (_grid(lev.n),),
-                   (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), nxt.out, X), stream)
+                   (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), nxt.out, ops._NULL,
+                              ops._NULL, X), stream)
         else:
             P = lev.P
             grid, rows = rows_launch(lev.n, lev.lanes_P, lev.P.nnz)
             launch(vc_kernel(f"vc_prolong<{{T}}, {lev.lanes_P}>", self.dtype), grid,
-                   (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, X, rows),
-                   stream)
-        if ell is not None:                                    # post-smoothing into out
+                   (BLOCK,), (np.int32(lev.n), P.indptr, P.indices, P.data, nxt.out, ops._NULL,
+                              ops._NULL, X, rows), stream)
+        self._post_smooth(l, X, b, out, stream, wide)
+
+    def _post_smooth(self, l, X, b, out, stream, wide):  # noqa: E741
+        """Level l's post-smoothing from X into out: over the solve's ELL on level 0 where the
+        cycle has it (with the casts to and from ``wide`` fused), else ``_smooth``."""
+        lev = self.levels[l]
+        if l == 0 and self.ell0 is not None:
+            args, half = self.ell_args()
             name = "vc_jacobi_ell<{T}, " if wide is None else "vc_jacobi_ell_low<{T}, "
             launch(vc_kernel(name + half + ">", self.dtype if wide is None else wide),
                    (_grid(lev.n),), (BLOCK,), (np.int32(lev.n), *args, lev.scale, X, b, out),
                    stream)
         else:
             self._smooth(lev, X, b, out, stream)
+
+    def _cycle_rs(self, l, b, out, stream, wide=None):  # noqa: E741
+        """Level l's part of the V-cycle over its smoothed restriction (``reference.uses_rs``):
+        b_{l+1} = RS b in one kernel, the coarse cycle, X = S b + P z_{l+1} (the pre-smoothing
+        from zero added by the prolongation), the post-smoothing into out. ``wide``: as
+        ``_cycle``'s, b and out of that dtype (the ``*_low`` kernels cast where they read b)."""
+        lev, nxt = self.levels[l], self.levels[l + 1]
+        kdt = self.dtype if wide is None else wide            # the kernels' template type
+        low = "" if wide is None else "_low"
+        n, nc, X = np.int32(lev.n), np.int32(nxt.n), lev.X
+        if lev.sell_R is not None:
+            S = lev.sell_R
+            tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
+            launch(vc_kernel(f"vc_restrict_sell{low}<{{T}}, {S.half}>", kdt), (_grid(nxt.n),),
+                   (BLOCK,), (nc, *S.args(self.dtype), *tail), stream)
+        else:
+            M = lev.RS
+            grid, rows = rows_launch(nxt.n, lev.lanes_R, M.nnz, restriction=True)
+            name = "vc_restrict_low" if wide is not None else "vc_restrict_scale"
+            tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
+            launch(vc_kernel(f"{name}<{{T}}, {lev.lanes_R}>", kdt), grid, (BLOCK,),
+                   (nc, M.indptr, M.indices, M.data, *tail, rows), stream)
+        self._cycle(l + 1, nxt.b_in, nxt.out, stream)
+        if lev.sell_P is not None:
+            S = lev.sell_P
+            launch(vc_kernel(f"vc_prolong_sell{low}<{{T}}, {S.half}>", kdt), (_grid(lev.n),),
+                   (BLOCK,), (n, *S.args(self.dtype), nxt.out, lev.scale, b, X), stream)
+        else:
+            P = lev.P
+            grid, rows = rows_launch(lev.n, lev.lanes_P, P.nnz)
+            launch(vc_kernel(f"vc_prolong{low}<{{T}}, {lev.lanes_P}>", kdt), grid, (BLOCK,),
+                   (n, P.indptr, P.indices, P.data, nxt.out, lev.scale, b, X, rows), stream)
+        self._post_smooth(l, X, b, out, stream, wide)
 
     def _residual(self, lev, x, b, stream):
         if lev.sell_A is not None:
@@ -800,8 +854,9 @@ class SpgemmCounts:
 
 # device bytes a hierarchy takes, per byte of A in CSR (the levels at an operator complexity up to
 # ~3, P and R, and the sparse products' intermediates; the SELL-32 copies of A_1, R_0, P_0 and
-# P_1, up to ~4 more at 3-D 160^3) and per vector (the V-cycle's work vectors, the set-up's): on
-# the safe side of what the H100 runs showed (operator complexity 1.9-2.9)
+# P_1, up to ~4 more at 3-D 160^3; the smoothed restrictions where they pay, 1.0-1.5 nnz(A) a
+# level) and per vector (the V-cycle's work vectors, the set-up's): on the safe side of what the
+# H100 runs showed (operator complexity 1.9-2.9; 1.6-1.9 since second_pass "auto")
 HIERARCHY_PER_MATRIX_BYTE, HIERARCHY_VECTORS = 12, 24
 
 
@@ -1284,7 +1339,8 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
         return None if M is None else _csr(M.data.astype(single), M.indices, M.indptr, M.shape,
                                            canonical=canonical)
     levels = [DeviceLevel(A=cast(lev.A, True), inv_diag=lev.inv_diag.astype(single),
-                          rho=lev.rho, P=cast(lev.P), R=cast(lev.R)) for lev in h.levels]
+                          rho=lev.rho, P=cast(lev.P), R=cast(lev.R), AP_counts=lev.AP_counts)
+              for lev in h.levels]                    # (A P's counts: the same patterns)
     low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
                           smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single)
     if precision in ("auto", "half") and single.kind == "f":
@@ -1331,15 +1387,68 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
     low.half = True
 
 
+def is_hermitian(A) -> bool:
+    """Whether A (CuPy CSR, rows sorted) equals its conjugate transpose to sqrt(eps) of its
+    largest magnitude (reference._is_hermitian's test): amg.cu's hermitian_misses, two host
+    waits."""
+    import cupy
+    n = int(A.shape[0])
+    if A.nnz == 0:
+        return True
+    top = cupy.zeros(1, cupy.uint64)
+    ops.max_abs(A.data, out=top)
+    tol = math.sqrt(np.finfo(A.dtype).eps) * ops.max_abs_value(top)
+    misses = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "hermitian_misses<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
+           (np.int32(n), A.indptr, A.indices, A.data, np.float64(tol), misses), None)
+    return not int(misses.get()[0])
+
+
+def smoothed_restriction(lev, hermitian: bool):
+    """The level's RS = R (I - A S) (reference.smoothed_restriction, S = diag(lev.scale)): for a
+    Hermitian A (``is_hermitian`` of level 0: every Galerkin level is then Hermitian to rounding)
+    as ((I - S A) P)^H, from A P, whose rows are short (P - S (A P) by amg.cu's subtract_scaled,
+    then the conjugate transpose); otherwise R - (R A) S, from R A, whose rows are long (3-D 160^3
+    level 1: 44 ms against 2 ms for A P). Explicit zeros kept. One host wait (the count of P's or
+    R's entries outside the product's pattern: none where A stores its diagonal, as every level's
+    does; ``sparse.add`` takes them otherwise)."""
+    import cupy
+    s = lev.scale
+    M = lev.P if hermitian else lev.R
+
+    def product():
+        if not hermitian:
+            return spgemm(lev.R, lev.A)
+        return spgemm_counted(lev.A, lev.P, lev.AP_counts)[0]    # the set-up's counts, if kept
+    X = product()
+    rows = int(X.shape[0])
+    missing = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "subtract_scaled<{T}>", np.dtype(X.dtype)), (_grid(rows),), (BLOCK,),
+           (np.int32(rows), X.indptr, X.indices, X.data, s, np.int32(hermitian), M.indptr,
+            M.indices, M.data, missing), None)
+    if int(missing.get()[0]):                          # M's own entries added apart
+        X = product()
+        k = X.indices if not hermitian else sps.row_ids(X.indptr, int(X.nnz))
+        p, i, d = sps.add((M.indptr, M.indices, M.data), (X.indptr, X.indices, -(X.data * s[k])),
+                          M.shape)
+        X = _csr(d, i, p, M.shape)
+    if not hermitian:
+        return X
+    ptr, idx, val = sps.transpose(X.indptr, X.indices, X.data, X.shape, conj=True)
+    return _csr(val, idx, ptr, (X.shape[1], X.shape[0]))
+
+
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
-    """The V-cycle's per-level data: smoother weights, lanes per row (of A, R and P), the
-    SELL-32 copies of A (below level 0), R and P where they pay (``sell_of``; over ``reuse``'s
-    layouts where a re-set-up kept a pattern) and the work vectors (NaN-poisoned, as every
-    dpsolve work vector)."""
+    """The V-cycle's per-level data: smoother weights, the smoothed restrictions (Jacobi,
+    ``FUSE_RESTRICTION``), lanes per row (of A, the restriction and P), the SELL-32 copies of A
+    (below level 0), the restriction and P where they pay (``sell_of``; over ``reuse``'s layouts
+    where a re-set-up kept a pattern) and the work vectors (NaN-poisoned, as every dpsolve work
+    vector)."""
     import cupy
 
     dt = h.dtype
     real = np.finfo(dt).dtype.type
+    hermitian = None                    # level 0's (is_hermitian), where a level asks
     for l, lev in enumerate(h.levels):  # noqa: E741
         n = lev.n
         lev.lanes = cycle_lanes(n, int(lev.A.nnz))
@@ -1353,17 +1462,33 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             continue
         lev.lanes_P = cycle_lanes(n, int(lev.P.nnz))
         prev = reuse.levels[l] if reuse is not None and l < len(reuse.levels) else None
+        lev.RS = lev.rs_weight = None
+        if h.smoother == "jacobi" and FUSE_RESTRICTION:
+            if hermitian is None:
+                hermitian = is_hermitian(h.levels[0].A)
+
+            def pays(nnz_RS):
+                return reference.rs_pays(n, int(lev.A.nnz), int(lev.R.nnz), nnz_RS,
+                                         dt.itemsize, h.half)
+            # nnz(RS) is nnz(A P) on the Hermitian route: known beforehand from the set-up's
+            # counts where they were kept, so that RS is not made where it would not pay
+            known = lev.AP_counts.nnz if hermitian and lev.AP_counts is not None else None
+            RS = smoothed_restriction(lev, hermitian) if known is None or pays(known) else None
+            if RS is not None and pays(int(RS.nnz)):
+                lev.RS, lev.rs_weight = RS, h.omega / lev.rho
+        restriction = lev.RS if lev.RS is not None else lev.R
         if l > 0:
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
-        lev.sell_R = sell_of(lev.R, None if prev is None else prev.sell_R)
+        lev.sell_R = sell_of(restriction, None if prev is None else prev.sell_R)
         lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
         if h.half:                      # the SELL copies' values in float16 (dps::mat_value)
-            sA, sP = lev.half
+            sA, sP = lev.half           # (RS keeps float32 values: reference.half_matrices)
             lev.sell_A = lev.sell_A and lev.sell_A.halved(sA)
-            lev.sell_R = lev.sell_R and lev.sell_R.halved(sP)
+            lev.sell_R = lev.sell_R and (lev.sell_R if lev.RS is not None
+                                         else lev.sell_R.halved(sP))
             lev.sell_P = lev.sell_P and lev.sell_P.halved(sP)
-        # the restriction runs over R's CSR (vc_restrict_scale) where it has no SELL copy
-        lev.lanes_R = (cycle_lanes(int(lev.R.shape[0]), int(lev.R.nnz)) if lev.sell_R is None
-                       else None)
+        # the restriction runs over its CSR (vc_restrict_scale) where it has no SELL copy
+        lev.lanes_R = (cycle_lanes(int(restriction.shape[0]), int(restriction.nnz))
+                       if lev.sell_R is None else None)
         lev.X, lev.Wb, lev.res = (cupy.full(n, np.nan, dt) for _ in range(3))
         lev.d = cupy.full(n, np.nan, dt) if h.smoother == "chebyshev" else None
