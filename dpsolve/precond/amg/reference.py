@@ -982,7 +982,9 @@ def vcycle(h: Hierarchy, r) -> np.ndarray:
     On each level l above the coarsest, with right-hand side b (r on level 0):
     pre-smooth from zero (Jacobi: x = (omega / rho) D^-1 b, no SpMV; Chebyshev: ``chebyshev``
     with x=None); the residual res = b - A x; the coarse correction x += P vcycle_{l+1}(R res);
-    post-smooth from x with the same smoother. On the coarsest level z = coarse_inv @ b.
+    post-smooth from x with the same smoother. On the coarsest level z = coarse_inv @ b. A level
+    that runs its smoothed restriction (``uses_rs``) makes the coarse right-hand side as RS b
+    and x as S b + P vcycle_{l+1}(RS b): the same steps, the first three in one product.
 
     The result's dtype is the common type of the hierarchy's and r's (a float32 hierarchy keeps a
     float32 r in float32). With ``h.low`` (precision "mixed") the cycle runs on it: r cast to
