@@ -189,9 +189,12 @@ def hierarchy_lines(info: dict) -> list:
              f"{info.get('theta'):g}, {len(levels)} levels"
              + (f", V-cycle in {cycle}" if cycle else "")
              + (f", {values} matrices" if values else ""),
-             "           level        rows         nnz   nnz/row"]
+             "           level        rows         nnz   nnz/row  restriction"]
+    smoothed = set(info.get("smoothed_restriction") or ())
     for i, (n, z) in enumerate(levels):
-        lines.append(f"           {i:5d} {n:11,d} {z:11,d} {z / max(n, 1):9.1f}")
+        down = ("(dense solve)" if i == len(levels) - 1 else "R (I - A S)" if i in smoothed
+                else "R")
+        lines.append(f"           {i:5d} {n:11,d} {z:11,d} {z / max(n, 1):9.1f}  {down}")
     lines.append(f"           grid complexity {info.get('grid_complexity', 0):.3f}, operator "
                  f"complexity {info.get('operator_complexity', 0):.3f}")
     times = info.get("setup_times")

@@ -160,3 +160,24 @@ def test_preconditioner_options_are_checked():
     P = dpsolve.prepare(A, "cg", M=precond.AMG(B=B), variant="host")
     B[:] = np.nan                                # the prepared system keeps its own copy
     assert P.solve(np.ones(30))[1] == 0
+
+
+@pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
+def test_the_report_names_the_levels_of_the_smoothed_restriction(smoother):
+    """report.preconditioner["smoothed_restriction"]: the levels that restrict by R (I - A S)
+    in one product (every level of 2-D Poisson with the Jacobi smoother, none with Chebyshev),
+    and the CLI's hierarchy marks them."""
+    from dpsolve import cli
+    from dpsolve.matrices import laplace_2d
+    A = sp.csr_array(laplace_2d(60))
+    b = A @ np.ones(A.shape[0])
+    M = precond.AMG(smoother=smoother, max_coarse=40, max_dense=0, precision="full")
+    x, info, rep = dpsolve.cg(A, b, rtol=1e-8, M=M, variant="host", full_output=True)
+    levels = rep.preconditioner["levels"]
+    assert info == 0 and len(levels) >= 3
+    expect = list(range(len(levels) - 1)) if smoother == "jacobi" else []
+    assert rep.preconditioner["smoothed_restriction"] == expect
+    rows = [line for line in cli.hierarchy_lines(rep.preconditioner) if line.endswith(
+        ("R", "R (I - A S)", "(dense solve)"))]
+    assert len(rows) == len(levels) and rows[-1].endswith("(dense solve)")
+    assert sum(r.endswith("R (I - A S)") for r in rows) == len(expect)

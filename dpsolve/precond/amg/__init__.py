@@ -179,9 +179,13 @@ class AMG(Preconditioner):
                 out["resetup"] = h.resetup          # full, aggregates kept, or numbers only
             out["vcycle_bytes"] = self.vcycle_bytes
             low = getattr(h, "low", None)       # the dtype the V-cycle ran in
-            out["vcycle_dtype"] = np.dtype((h if low is None else low).levels[0].A.dtype).name
+            cycling = h if low is None else low
+            out["vcycle_dtype"] = np.dtype(cycling.levels[0].A.dtype).name
             if low is not None and low.half:    # its matrices' values
                 out["vcycle_values"] = "float16"
+            # the levels that restrict by R (I - A S) in one product (reference.uses_rs)
+            out["smoothed_restriction"] = [i for i, lev in enumerate(cycling.levels[:-1])
+                                           if reference.uses_rs(cycling, lev)]
         if self.vcycle_time is not None:
             out["vcycle_time"] = self.vcycle_time
         self._described = (h, self.vcycle_time, out)
