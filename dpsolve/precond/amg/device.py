@@ -536,16 +536,16 @@ class DeviceHierarchy:
         kdt = self.dtype if wide is None else wide            # the kernels' template type
         low = "" if wide is None else "_low"
         n, nc, X = np.int32(lev.n), np.int32(nxt.n), lev.X
+        # b_{l+1} = RS b: the *_low kernels take (b, b_c), the others (res, sc, bc, xc)
+        tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
         if lev.sell_R is not None:
             S = lev.sell_R
-            tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
             launch(vc_kernel(f"vc_restrict_sell{low}<{{T}}, {S.half}>", kdt), (_grid(nxt.n),),
                    (BLOCK,), (nc, *S.args(self.dtype), *tail), stream)
         else:
             M = lev.RS
             grid, rows = rows_launch(nxt.n, lev.lanes_R, M.nnz, restriction=True)
             name = "vc_restrict_low" if wide is not None else "vc_restrict_scale"
-            tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
             launch(vc_kernel(f"{name}<{{T}}, {lev.lanes_R}>", kdt), grid, (BLOCK,),
                    (nc, M.indptr, M.indices, M.data, *tail, rows), stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream)

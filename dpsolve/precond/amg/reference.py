@@ -613,13 +613,19 @@ def smooth_prolongator(A: sp.csr_array, inv_diag: np.ndarray, rho: float, T: sp.
     return _canonical(T - c * AT)
 
 
+def jacobi_weights(inv_diag: np.ndarray, weight: float) -> np.ndarray:
+    """S's diagonal, weight D^-1, in the working dtype (the device's Jacobi weights, its
+    ``DeviceLevel.scale``): what the smoothed restriction is built from and the V-cycle adds."""
+    return inv_diag * np.finfo(inv_diag.dtype).dtype.type(weight)
+
+
 def smoothed_restriction(R: sp.csr_array, A: sp.csr_array, inv_diag: np.ndarray,
                          weight: float) -> sp.csr_array:
     """RS = R (I - A S) = R - (R A) S with S = weight D^-1 (weight: the Jacobi sweep's
     omega / rho): the pre-smoothing from zero, the residual and the restriction as one matrix
     (the module docstring). SciPy's product R A, its columns scaled by s = (D^-1 weight) in the
     working dtype (the device's Jacobi weights), then subtracted from R; canonical CSR."""
-    s = inv_diag * np.finfo(inv_diag.dtype).dtype.type(weight)
+    s = jacobi_weights(inv_diag, weight)
     RA = sp.csr_array(R @ A)
     return _canonical(R - RA @ sp.diags_array(s))
 
@@ -967,8 +973,7 @@ def _cycle(h: Hierarchy, l: int, b: np.ndarray) -> np.ndarray:  # noqa: E741
         return h.coarse_inv @ b
     lev = h.levels[l]
     if uses_rs(h, lev):                                 # R (b - A S b) as RS b
-        s = lev.inv_diag * np.finfo(lev.inv_diag.dtype).dtype.type(lev.rs_weight)
-        x = s * b + lev.P @ _cycle(h, l + 1, lev.RS @ b)
+        x = jacobi_weights(lev.inv_diag, lev.rs_weight) * b + lev.P @ _cycle(h, l + 1, lev.RS @ b)
         return _smooth(h, lev, x, b)
     x = _smooth(h, lev, None, b)                        # pre-smoothing from x = 0
     res = b - lev.A @ x
