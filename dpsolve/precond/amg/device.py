@@ -299,6 +299,7 @@ class DeviceLevel:
     AP_counts: object = None                 # A P's symbolic pass (SpgemmCounts), kept likewise
     RS: object = None                        # R (I - A S): the smoothed restriction (Jacobi)
     rs_weight: float = None                  # its S's omega / rho (reference.uses_rs)
+    RS_order: object = None                  # RS.data = conj(((I - S A) P).data[RS_order])
     scale: object = None                     # (omega / rho) D^-1: the Jacobi sweep's weights
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
@@ -1342,7 +1343,8 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
                           rho=lev.rho, P=cast(lev.P), R=cast(lev.R), AP_counts=lev.AP_counts)
               for lev in h.levels]                    # (A P's counts: the same patterns)
     low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
-                          smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single)
+                          smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single,
+                          resetup=h.resetup)
     if precision in ("auto", "half") and single.kind == "f":
         _halve(low, precision)
     if not low.half and single == h.dtype:
@@ -1404,21 +1406,24 @@ def is_hermitian(A) -> bool:
     return not int(misses.get()[0])
 
 
-def smoothed_restriction(lev, hermitian: bool):
+def smoothed_restriction(lev, hermitian: bool, prev=None):
     """The level's RS = R (I - A S) (reference.smoothed_restriction, S = diag(lev.scale)): for a
     Hermitian A (``is_hermitian`` of level 0: every Galerkin level is then Hermitian to rounding)
     as ((I - S A) P)^H, from A P, whose rows are short (P - S (A P) by amg.cu's subtract_scaled,
     then the conjugate transpose); otherwise R - (R A) S, from R A, whose rows are long (3-D 160^3
-    level 1: 44 ms against 2 ms for A P). Explicit zeros kept. One host wait (the count of P's or
-    R's entries outside the product's pattern: none where A stores its diagonal, as every level's
-    does; ``sparse.add`` takes them otherwise)."""
+    level 1: 44 ms against 2 ms for A P). Explicit zeros kept. ``prev``: the level of a
+    re-set-up that kept every pattern (``resetup`` "numeric"), whose RS (and its transpose's
+    order) this one's takes: the numbers only. Returns (RS, the order, None for R A's route).
+    One host wait (the count of P's or R's entries outside the product's pattern: none where A
+    stores its diagonal, as every level's does; ``sparse.add`` takes them otherwise)."""
     import cupy
     s = lev.scale
     M = lev.P if hermitian else lev.R
 
     def product():
         if not hermitian:
-            return spgemm(lev.R, lev.A)
+            kept = None if prev is None else spgemm_pattern(lev.R, lev.A, prev.RS)
+            return kept if kept is not None else spgemm(lev.R, lev.A)
         return spgemm_counted(lev.A, lev.P, lev.AP_counts)[0]    # the set-up's counts, if kept
     X = product()
     rows = int(X.shape[0])
@@ -1432,10 +1437,17 @@ def smoothed_restriction(lev, hermitian: bool):
         p, i, d = sps.add((M.indptr, M.indices, M.data), (X.indptr, X.indices, -(X.data * s[k])),
                           M.shape)
         X = _csr(d, i, p, M.shape)
+        prev = None                                    # (a pattern of its own)
     if not hermitian:
-        return X
-    ptr, idx, val = sps.transpose(X.indptr, X.indices, X.data, X.shape, conj=True)
-    return _csr(val, idx, ptr, (X.shape[1], X.shape[0]))
+        return X, None
+    if (prev is not None and prev.RS_order is not None
+            and int(prev.RS_order.size) == int(X.nnz)):   # the same pattern: the numbers only
+        val = X.data[prev.RS_order]
+        return _csr(val.conj() if val.dtype.kind == "c" else val, prev.RS.indices,
+                    prev.RS.indptr, prev.RS.shape), prev.RS_order
+    ptr, idx, val, order = sps.transpose(X.indptr, X.indices, X.data, X.shape, conj=True,
+                                         with_order=True)
+    return _csr(val, idx, ptr, (X.shape[1], X.shape[0])), order.astype(cupy.int32)
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
@@ -1473,9 +1485,12 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             # nnz(RS) is nnz(A P) on the Hermitian route: known beforehand from the set-up's
             # counts where they were kept, so that RS is not made where it would not pay
             known = lev.AP_counts.nnz if hermitian and lev.AP_counts is not None else None
-            RS = smoothed_restriction(lev, hermitian) if known is None or pays(known) else None
+            kept = (prev if prev is not None and h.resetup == "numeric"
+                    and prev.RS is not None else None)
+            RS, order = (smoothed_restriction(lev, hermitian, kept)
+                         if known is None or pays(known) else (None, None))
             if RS is not None and pays(int(RS.nnz)):
-                lev.RS, lev.rs_weight = RS, h.omega / lev.rho
+                lev.RS, lev.rs_weight, lev.RS_order = RS, h.omega / lev.rho, order
         restriction = lev.RS if lev.RS is not None else lev.R
         if l > 0:
             lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
