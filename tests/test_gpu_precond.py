@@ -572,3 +572,24 @@ def test_smoothed_restrictions_are_the_references(dtype, precision, symmetric, m
             zs.append(zd.get())
     assert np.isfinite(zs[0]).all()
     assert np.linalg.norm(zs[0] - zs[1]) <= eps * np.linalg.norm(zs[1])
+
+
+def test_half_round_is_the_references_rounding():
+    """device.half_round (one kernel) gives reference.half_bits' float16s and half_values' float32s
+    bit for bit: ties to even, values that round into float16's subnormals or to 0, negatives,
+    and a scale of 2^-20 as well as 2^3."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    rng = np.random.default_rng(14)
+    for scale in (2.0 ** -20, 8.0):
+        base = rng.standard_normal(20_000).astype(np.float32) * np.float32(scale * 2.0 ** 14)
+        k = np.arange(1024, 1624, dtype=np.float32) + np.float32(0.5)   # spacing 1 there: ties
+        ties = np.concatenate([k, -k]) * np.float32(scale)
+        tiny = rng.standard_normal(2_000).astype(np.float32) * np.float32(scale * 2.0 ** -20)
+        v = np.concatenate([base, ties, tiny, np.float32([0.0, -0.0])])
+        bits = device.half_round(cp.asarray(v), scale, bits=True).get()
+        vals = device.half_round(cp.asarray(v), scale).get()
+        assert bits.dtype == np.float16 and vals.dtype == np.float32
+        assert np.array_equal(bits.view(np.uint16), reference.half_bits(v, scale).view(np.uint16))
+        assert np.array_equal(vals.view(np.uint32),
+                              reference.half_values(v, scale).view(np.uint32))

@@ -90,7 +90,7 @@ SOURCES = {
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
-                             "sell_widths<{T}>", "sell_fill<{T}>",
+                             "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # <T, HALF>: the matrix values in T, or in float16 (precision "half")
                   + tuple(f"{k}<{{T}}, {h}>" for k in ("vc_presmooth_residual_sell",

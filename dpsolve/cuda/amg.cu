@@ -44,6 +44,7 @@
 //                         level's) with the next level's Jacobi pre-smoothing from zero, where
 //                         that level pre-smooths apart from its residual (one launch fewer);
 //                         sc null: bc = R res alone
+//   half_round<T>         float16 rounding of float32 values (precision "half"), one pass
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a block a row
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
@@ -562,6 +563,26 @@ vc_restrict_low(int nc, const int* __restrict__ indptr, const int* __restrict__ 
     amg::vector_rows<L, W>(rows, nc, indptr, indices, data,
                            [&](int c) { return cast_to<L>(b[c]); },
                            [&](int row, L r) { bc[row] = r; });
+}
+
+// Precision "half"'s rounding in one pass (reference.half_bits and half_values, float32 values
+// only: T unused): h = float16(x * inv) rounded to nearest even, bits[i] = h and vals[i] =
+// float(h) * scale, either output null. CuPy's multiply and casts took four passes.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+half_round(int n, const float* __restrict__ x, float inv, float scale,
+           unsigned short* __restrict__ bits, float* __restrict__ vals) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        unsigned short h;
+        const float v = x[i] * inv;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        if (bits != nullptr) bits[i] = h;
+        if (vals != nullptr) {
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+            vals[i] = f * scale;
+        }
+    }
 }
 
 // A block a row (grid: one block per row, grid-stride beyond), two sums a thread over the

@@ -203,6 +203,20 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
                                 # V-cycle 241.5 -> 240.2 us, 160^3 1438 -> 1412)
 
 
+def half_round(values, scale: float, bits: bool = False):
+    """``reference.half_values`` of float32 values (CuPy), or with ``bits`` their float16s
+    (``reference.half_bits``), in one kernel (amg.cu's half_round): the same values."""
+    import cupy
+    if values.dtype != np.float32:
+        return (reference.half_bits if bits else reference.half_values)(values, scale)
+    n = int(values.size)
+    out = cupy.empty(n, np.float16 if bits else np.float32)
+    launch(get_kernel("amg", "half_round<{T}>", np.dtype(np.float32)), (_grid(n),), (BLOCK,),
+           (np.int32(n), values, np.float32(1.0 / scale), np.float32(scale),
+            out if bits else ops._NULL, ops._NULL if bits else out), None)
+    return out
+
+
 def half_arg(values) -> str:
     """The V-cycle kernels' HALF template argument for a matrix's stored values: "true" where
     they are float16's (precision "half": dps::mat_value), else "false"."""
@@ -240,7 +254,7 @@ class SellMatrix:
     def halved(self, scale: float) -> "SellMatrix":
         """The same layout with its values in float16 at ``scale`` (values already rounded
         through float16 at that scale: exact)."""
-        return SellMatrix(self.sptr, self.idx, reference.half_bits(self.val, scale), self.indptr,
+        return SellMatrix(self.sptr, self.idx, half_round(self.val, scale, bits=True), self.indptr,
                           self.indices, self.perm, scale)
 
 
@@ -358,7 +372,7 @@ class DeviceHierarchy:
             return
         data = ell.data.astype(low.dtype)    # the single-precision cycle: a cast copy
         if low.half:                         # rounded as A_0's copy (reference.half_round)
-            data = reference.half_bits(data, low.levels[0].half[0])
+            data = half_round(data, low.levels[0].half[0], bits=True)
         low.ell0 = (self.ell0[0], ell.indices, data)
 
     def stored_value_bytes(self) -> dict:
@@ -1142,12 +1156,15 @@ def _smooth_in_place(AT, inv_diag, rho: float, T, dtype, zeros=True) -> tuple[bo
     return bool(missing), bool(has_zero)
 
 
-# A coarsest level of more rows than this is inverted by LU (cuSOLVER getrf/getrs) rather than by
-# an eigendecomposition (eigh took 28 ms of a set-up at 2,009 rows on an H200; reference.MAX_DENSE):
-# the inverse is kept where ||A X - I||_max <= INVERSE_CHECK, which a singular or nearly singular
-# level fails (its pseudo-inverse then as below). For a nonsingular level the inverse is the
-# pseudo-inverse, to rounding. 500 -> 64 (H200, the coarsest level's inverse, best of 3): 3-D
-# 160^3's 484 rows 5.3 -> 1.9 ms, 100^3's 130 rows 1.8 -> 0.9 ms, the same inverse to 2.4e-15.
+# A coarsest level of more rows than this is inverted by Cholesky where it is Hermitian (cuSOLVER
+# potrf/potrs: cupyx.lapack.posv), else or where that fails by LU (getrf/getrs), rather than by an
+# eigendecomposition (eigh took 28 ms of a set-up at 2,009 rows on an H200; reference.MAX_DENSE):
+# an inverse is kept where ||A X - I||_max <= INVERSE_CHECK, which an indefinite (Cholesky), a
+# singular or a nearly singular level fails (its pseudo-inverse then as below). For a nonsingular
+# level the inverse is the pseudo-inverse, to rounding. Cholesky against LU (H200, best of 3):
+# 2,009 rows 3.6 against 7.5 ms, 484 rows 0.8 against 1.5, the same inverse to 1.1e-15. The
+# threshold 500 -> 64 (H200, best of 3): 3-D 160^3's 484 rows 5.3 -> 1.9 ms (LU), 100^3's 130
+# rows 1.8 -> 0.9 ms, the same inverse to 2.4e-15.
 LU_INVERSE_ROWS = 64
 INVERSE_CHECK = 1e-9
 
@@ -1155,7 +1172,8 @@ INVERSE_CHECK = 1e-9
 def pseudo_inverse(A, dtype):
     """The coarsest level's dense pseudo-inverse on the device (cuSOLVER), as the reference's:
     a Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian; above
-    LU_INVERSE_ROWS rows, its LU inverse where that passes INVERSE_CHECK."""
+    LU_INVERSE_ROWS rows, its Cholesky (Hermitian A) or LU inverse where that passes
+    INVERSE_CHECK."""
     import cupy
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
@@ -1165,12 +1183,15 @@ def pseudo_inverse(A, dtype):
     def exact(X):                       # exactly Hermitian where A is, in the cycle's dtype
         return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
     if H.shape[0] > LU_INVERSE_ROWS:
-        try:                            # raises only under cupyx.errstate(linalg="raise")
-            X = cupy.linalg.inv(H)
-        except np.linalg.LinAlgError:
-            X = None
-        if X is not None:
-            residual = ops.max_abs(H @ X - cupy.eye(H.shape[0], dtype=H.dtype))  # NaN: fails
+        from cupyx import lapack
+        eye = cupy.eye(H.shape[0], dtype=H.dtype)
+        ways = ((lambda: lapack.posv(H.copy(), eye.copy())),) if herm else ()
+        for way in ways + ((lambda: cupy.linalg.inv(H)),):
+            try:                        # raises only under cupyx.errstate(linalg="raise")
+                X = way()
+            except np.linalg.LinAlgError:
+                continue
+            residual = ops.max_abs(H @ X - eye)                     # NaN: fails
             if residual <= INVERSE_CHECK:
                 return exact(X)
     if not herm:
@@ -1377,7 +1398,7 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
     if out:
         return
     def rounded(M, scale, canonical=None):
-        return _csr(reference.half_values(M.data, scale), M.indices, M.indptr, M.shape,
+        return _csr(half_round(M.data, scale), M.indices, M.indptr, M.shape,
                     canonical=canonical)
     for (index, which, M), scale in zip(mats, scales):
         lev = low.levels[index]
