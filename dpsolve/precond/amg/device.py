@@ -972,8 +972,10 @@ def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
     wide = np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
     data = A.data.astype(wide) if A.dtype != wide else A.data
     d64 = inv_diag.astype(wide)
-    lanes = cycle_lanes(n, int(A.nnz))           # the V-cycle's rule (vector_width's: 8 lanes
-    (grid,), rows = rows_launch(n, lanes, A.nnz)  # for 160^3's 7-entry rows, 200 us a step)
+    # vector_width's lanes: the V-cycle's rule (cycle_lanes, tuned on float32 and float16
+    # values) gave 160^3's level 0 2 lanes, 252 us a float64 step against 8 lanes' 200 (ncu)
+    lanes = vector_width(A.nnz / max(n, 1))
+    (grid,), rows = rows_launch(n, lanes, A.nnz)
     v = smoothers.start_vector(n, cupy).astype(wide)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
