@@ -593,3 +593,25 @@ def test_half_round_is_the_references_rounding():
         assert np.array_equal(bits.view(np.uint16), reference.half_bits(v, scale).view(np.uint16))
         assert np.array_equal(vals.view(np.uint32),
                               reference.half_values(v, scale).view(np.uint32))
+
+
+def test_power_steps_over_the_solves_ell_give_the_references_rho():
+    """Level 0's power steps run over the solve's ELL where the solve holds A in ELL in float64
+    (amg.cu's power_step_ell): rho is smoothers.spectral_radius's to rounding, as over CSR, and
+    the set-up's level 0 took it."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond import smoothers
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, _ = _problem("3d", 15)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph", format="ell")
+    ell = device.ell_of(P._state.A, A.shape[0], np.float64)
+    assert ell is not None
+    inv = 1.0 / A.diagonal()
+    expect = smoothers.spectral_radius(A, inv)
+    for way in (None, ell):
+        rho = device.spectral_radius(csp.csr_matrix(A), cp.asarray(inv), ell=way)
+        assert abs(rho - expect) <= 1e-12 * expect
+    assert abs(P.precond.hierarchy.levels[0].rho - expect) <= 1e-12 * expect
+    assert device.ell_of(P._state.A, A.shape[0], np.float32) is None      # not of its type

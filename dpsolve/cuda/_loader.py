@@ -91,6 +91,7 @@ SOURCES = {
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
+                             "power_step_ell<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # <T, HALF>: the matrix values in T, or in float16 (precision "half")
                   + tuple(f"{k}<{{T}}, {h}>" for k in ("vc_presmooth_residual_sell",

@@ -143,9 +143,11 @@ class AMG(Preconditioner):
     def device(self, state):
         from . import device
         prev = self._reuse
+        A = getattr(state, "A", None)                  # the solve's matrix on the device
         h = device.setup(self.csr.to_device(), state.dtype, state.stream,
-                         reuse=None if prev is None else prev.hierarchy, **self._setup_kw())
-        h.use_ell(getattr(state, "A", None))           # level 0 over the solve's ELL, if it is
+                         reuse=None if prev is None else prev.hierarchy,
+                         ell=device.ell_of(A, self.csr.n, state.dtype), **self._setup_kw())
+        h.use_ell(A)                                   # level 0 over the solve's ELL, if it is
         self.hierarchy = h
         self._reuse = None
         face = AMGFace(h)

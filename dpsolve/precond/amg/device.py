@@ -203,6 +203,16 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
                                 # V-cycle 241.5 -> 240.2 us, 160^3 1438 -> 1412)
 
 
+def ell_of(A, n: int, dtype) -> tuple | None:
+    """(width, indices, data) of ``A``, the solve's own matrix on the device, where it is held
+    in ELL (``dpsolve.formats``) with n rows of ``dtype``; else None."""
+    ell = getattr(A, "ell", None)
+    if (getattr(A, "format", None) == "ell" and ell is not None and ell.n == n
+            and np.dtype(ell.dtype) == np.dtype(dtype)):
+        return (np.int32(ell.width), ell.indices, ell.data)
+    return None
+
+
 def half_round(values, scale: float, bits: bool = False):
     """``reference.half_values`` of float32 values (CuPy), or with ``bits`` their float16s
     (``reference.half_bits``), in one kernel (amg.cu's half_round): the same values."""
@@ -359,11 +369,8 @@ class DeviceHierarchy:
         on the H100 the CSR-vector kernels reached 64-69 % of the copy bandwidth on 5- and
         7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR."""
         ell = getattr(A, "ell", None)
-        if (self.smoother == "jacobi" and getattr(A, "format", None) == "ell" and ell is not None
-                and ell.n == self.levels[0].n and np.dtype(ell.dtype) == self.dtype):
-            self.ell0 = (np.int32(ell.width), ell.indices, ell.data)
-        else:
-            self.ell0 = None
+        self.ell0 = (ell_of(A, self.levels[0].n, self.dtype) if self.smoother == "jacobi"
+                     else None)
         low = self.low
         if low is None:
             return
@@ -963,10 +970,12 @@ def _check_level(A, level: int):
     return (1.0 / d).astype(A.dtype)
 
 
-def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
+def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
     """``smoothers.spectral_radius`` on the device: the same start vector and steps, in float64
     (complex128), two kernels a step (amg.cu's power_step, power_norm: the normalisation by the
-    previous norm is folded into the next product) and one host read at the end."""
+    previous norm is folded into the next product) and one host read at the end. ``ell``: A in
+    ELL, (width, indices, data) (``ell_of``), whose steps run a thread a row (power_step_ell)
+    where its values are of the steps' type."""
     import cupy
     n = A.shape[0]
     wide = np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
@@ -976,18 +985,27 @@ def spectral_radius(A, inv_diag, iterations: int = 20) -> float:
     # values) gave 160^3's level 0 2 lanes, 252 us a float64 step against 8 lanes' 200 (ncu)
     lanes = vector_width(A.nnz / max(n, 1))
     (grid,), rows = rows_launch(n, lanes, A.nnz)
+    if ell is not None and ell[2].dtype == wide:
+        grid = _grid(n)
+    else:
+        ell = None
     v = smoothers.start_vector(n, cupy).astype(wide)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
     partials = cupy.empty(grid, cupy.float64)
     norm, scale = cupy.zeros(1, cupy.float64), cupy.ones(1, cupy.float64)
-    step = get_kernel("amg", f"power_step<{{T}}, {lanes}>", wide)
+    step = (get_kernel("amg", f"power_step<{{T}}, {lanes}>", wide) if ell is None
+            else get_kernel("amg", "power_step_ell<{T}>", wide))
     finish = get_kernel("amg", "power_norm<{T}>", wide)
     src, sc = v, ops._NULL
     for k in range(iterations):
         dst = w[k % 2]
-        launch(step, (grid,), (BLOCK,), (np.int32(n), A.indptr, A.indices, data, d64, src, sc,
-                                         dst, partials, rows), None)
+        if ell is None:
+            launch(step, (grid,), (BLOCK,), (np.int32(n), A.indptr, A.indices, data, d64, src,
+                                             sc, dst, partials, rows), None)
+        else:
+            launch(step, (grid,), (BLOCK,), (np.int32(n), *ell, d64, src, sc, dst, partials),
+                   None)
         launch(finish, (1,), (BLOCK,), (np.int32(grid), partials, norm, scale), None)
         src, sc = dst, scale
     est = float(norm.get()[0])
@@ -1223,14 +1241,16 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
           omega=reference.SMOOTHER_OMEGA,
           degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
-          precision="auto", reuse=None, max_dense=reference.MAX_DENSE) -> DeviceHierarchy:
+          precision="auto", reuse=None, max_dense=reference.MAX_DENSE,
+          ell=None) -> DeviceHierarchy:
     """The hierarchy of A (``csr``: a dpsolve CSR on the device) on ``stream``. ``reuse``: a
     hierarchy of a matrix with the same sparsity pattern (``PreparedSystem.update``'s re-set-up,
     AmgX's "re-setup"): its aggregates and B are kept, and with a B of one column every level's
     patterns too (T, P, R and the coarse matrices): only the numbers are recomputed, the products
     over the kept patterns (``spgemm_pattern``). A level whose new products leave its kept
     pattern (an entry that cancelled exactly before) is made anew from its kept aggregates.
-    ``precision``: the V-cycle's (reference.py's module docstring; ``lowered``)."""
+    ``precision``: the V-cycle's (reference.py's module docstring; ``lowered``). ``ell``: A in
+    the solve's ELL (``ell_of``), for level 0's power steps."""
     import cupy
     dtype = np.dtype(dtype)
     reference.check_precision(precision)
@@ -1251,7 +1271,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
             level = len(levels)
             t = phases.mark()
             inv_diag = _check_level(A_l, level)
-            rho = spectral_radius(A_l, inv_diag)
+            rho = spectral_radius(A_l, inv_diag, ell=ell if level == 0 else None)
             t = phases.add("smoothers", t)
             n = A_l.shape[0]
             Bs.append(B_l)
