@@ -615,3 +615,41 @@ def test_power_steps_over_the_solves_ell_give_the_references_rho():
         assert abs(rho - expect) <= 1e-12 * expect
     assert abs(P.precond.hierarchy.levels[0].rho - expect) <= 1e-12 * expect
     assert device.ell_of(P._state.A, A.shape[0], np.float32) is None      # not of its type
+
+
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+def test_a_numeric_resetup_keeps_a_nonsymmetric_smoothed_restriction(dtype, precision):
+    """A nonsymmetric A (BiCGStab's) makes RS as R - (R A) S; update(A') with A's pattern makes
+    R A' over the kept RS's pattern (device.smoothed_restriction's ``prev``): every level's RS
+    is a fresh set-up's of A' to rounding, over the same pattern arrays as before, and the
+    V-cycles agree."""
+    cp = _cp()
+    import cupyx.scipy.sparse as csp
+    A, _ = _problem("2d", 37, dtype)
+    A = sp.csr_array(A + sp.diags_array([-0.1 * np.ones(A.shape[0] - 1)], offsets=[1])
+                     .astype(dtype))
+    A2 = sp.csr_array(A + sp.diags_array(np.linspace(0.1, 0.5, A.shape[0]))).astype(dtype)
+    M = dpsolve.precond.AMG(precision=precision)
+    P = dpsolve.prepare(csp.csr_matrix(A), "bicgstab", M=M, variant="cuda")
+    before = [lev.RS for lev in _cycling(P.precond.hierarchy)[0].levels[:-1]]
+    assert any(rs is not None for rs in before)
+    P.update(csp.csr_matrix(A2))
+    fresh = dpsolve.prepare(csp.csr_matrix(A2), "bicgstab", M=M, variant="cuda")
+    assert P.precond.hierarchy.resetup == "numeric"
+    (hc, eps), hf = _cycling(P.precond.hierarchy), _cycling(fresh.precond.hierarchy)[0]
+    for old, lev, levf in zip(before, hc.levels[:-1], hf.levels[:-1]):
+        assert (lev.RS is None) == (old is None) == (levf.RS is None)
+        if lev.RS is None:
+            continue
+        assert lev.RS.indices is old.indices and lev.RS.indptr is old.indptr   # kept pattern
+        a, b = lev.RS.toarray().get(), levf.RS.toarray().get()
+        assert np.abs(a - b).max() <= eps * np.abs(b).max()
+    r = np.random.default_rng(15).random(A.shape[0]).astype(dtype)
+    zs = []
+    for Q in (P, fresh):
+        st = Q._state
+        with st.stream:
+            zd = cp.full(A.shape[0], np.nan, dtype)
+            st.pc.apply(st.ex, cp.asarray(r), zd)
+            zs.append(zd.get())
+    assert np.linalg.norm(zs[0] - zs[1]) <= 10 * eps * np.linalg.norm(zs[1])
