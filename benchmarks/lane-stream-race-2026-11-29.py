@@ -1,11 +1,15 @@
 # ruff: noqa
-# Kept as run for the closing note of session 27 (2026-11-29, H200): a wrong x from the default call
-# under GPU contention. `python3 <this> two-calls REPS none|sync_b|sync_x` (the pattern of
-# tests/test_gpu_lane.py::test_on_the_callers_stream: a first call, then a second one with b made on a
-# non-blocking stream; which path ran) and `python3 <this> one-call REPS VARIANT` (one call a matrix,
-# no stream context), each as 6-8 processes at once: two-calls gave 60-75 of 80 wrong x (mostly all
-# zeros, info 0) in every mode, the general path each time (the lane is adopted after it); one-call
-# 0 of 30 wrong on auto, persistent, graph and cuda; one process alone 0 of 150.
+# Kept as run for the closing note of session 27 (2026-11-29, H200): a wrong x READ BACK after the
+# default call under GPU contention. `python3 <this> two-calls REPS none|sync_b|sync_x` (the pattern of
+# tests/test_gpu_lane.py::test_on_the_callers_stream as it was: a first call, then a second one with
+# b made on a non-blocking stream s, y = 2 x queued on s, and y read with y.get() AFTER the `with s`
+# block) and `python3 <this> one-call REPS VARIANT` (one call a matrix, no stream context), each as
+# 6-8 processes at once: two-calls gave 60-127 of 80-150 wrong y (mostly all zeros) in every mode,
+# the general path each time; one-call 0 of 30 wrong; one process alone 0 of 150. The cause is the
+# read, not dpsolve: CuPy's get() copies on the current stream, which outside the block is the
+# legacy default stream, and it does not wait for a non-blocking stream, so y could be copied
+# before 2 x was written on s (sync_x synchronized the device before y = 2 x was queued, so it did
+# not help). The test now reads y inside the block (on s); not yet run on a GPU.
 import sys
 
 def two_calls():

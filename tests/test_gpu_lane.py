@@ -233,7 +233,11 @@ def test_lanes_go_with_their_matrices():
 
 
 def test_on_the_callers_stream():
-    """b written on a non-default stream is read after it is written, x ready on it."""
+    """b written on a non-default stream is read after it is written, x ready on it: y = 2 x
+    queued on that stream sees x. y is read on that stream too (CuPy's get copies on the
+    current stream): read outside the ``with``, on the legacy default stream, which does not
+    wait for a non-blocking one, y could be copied before 2 x was written (all zeros in 73-127
+    of 150 tries with 8 processes on one H200; benchmarks/lane-stream-race-2026-11-29.py)."""
     import cupy
     A, dA, b = _system(laplace_2d(31))
     cg(dA, b)
@@ -241,9 +245,9 @@ def test_on_the_callers_stream():
     with s:
         b2 = cupy.asarray(A @ np.arange(A.shape[0], dtype=float))
         x, info = cg(dA, b2, rtol=1e-10)
-        y = x * 2
+        y = (x * 2).get() / 2                      # on s, after 2 x
     assert info == 0, info
-    np.testing.assert_allclose(y.get() / 2, np.arange(A.shape[0]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(y, np.arange(A.shape[0]), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("A", [laplace_3d(40), laplace_2d(100)], ids=["3d-40", "2d-100"])
