@@ -789,3 +789,20 @@ def test_smoothed_restriction_follows_the_smoother():
     nc = h.levels[-1].A.shape[0]
     assert ref.vcycle_bytes(h, V, Ib) == expect + nc * nc * V + 2 * nc * V
     assert ref.vcycle_bytes(h, V, Ib) < ref.vcycle_bytes(_without_rs(h), V, Ib)
+
+
+def test_ell_of_takes_only_the_solves_ell_of_its_size_and_type():
+    """device.ell_of: (width, indices, data) of a solve's matrix held in ELL with n rows of the
+    asked dtype (level 0's power steps and V-cycle kernels read it), else None: another format,
+    another size, another dtype, or no matrix (an operator A)."""
+    from types import SimpleNamespace
+
+    from dpsolve.precond.amg import device
+    ell = SimpleNamespace(n=100, dtype=np.float64, width=5, indices="idx", data="val")
+    A = SimpleNamespace(format="ell", ell=ell)
+    width, indices, data = device.ell_of(A, 100, np.float64)
+    assert (int(width), indices, data) == (5, "idx", "val")
+    assert device.ell_of(A, 99, np.float64) is None
+    assert device.ell_of(A, 100, np.float32) is None
+    assert device.ell_of(SimpleNamespace(format="csr-vector", ell=ell), 100, np.float64) is None
+    assert device.ell_of(None, 100, np.float64) is None
