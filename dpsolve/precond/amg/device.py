@@ -368,7 +368,6 @@ class DeviceHierarchy:
         when it is in ELL (regular rows: a thread a row, coalesced, and no second copy of A_0;
         on the H100 the CSR-vector kernels reached 64-69 % of the copy bandwidth on 5- and
         7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR."""
-        ell = getattr(A, "ell", None)
         self.ell0 = (ell_of(A, self.levels[0].n, self.dtype) if self.smoother == "jacobi"
                      else None)
         low = self.low
@@ -377,10 +376,11 @@ class DeviceHierarchy:
         if self.ell0 is None:
             low.ell0 = None
             return
-        data = ell.data.astype(low.dtype)    # the single-precision cycle: a cast copy
+        width, indices, data = self.ell0
+        data = data.astype(low.dtype)        # the single-precision cycle: a cast copy
         if low.half:                         # rounded as A_0's copy (reference.half_round)
             data = half_round(data, low.levels[0].half[0], bits=True)
-        low.ell0 = (self.ell0[0], ell.indices, data)
+        low.ell0 = (width, indices, data)
 
     def stored_value_bytes(self) -> dict:
         """{(level, "A" | "R" | "RS" | "P"): 2} for the matrices whose kernels read float16 values
