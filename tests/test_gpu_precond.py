@@ -617,6 +617,87 @@ def test_power_steps_over_the_solves_ell_give_the_references_rho():
     assert device.ell_of(P._state.A, A.shape[0], np.float32) is None      # not of its type
 
 
+@pytest.mark.parametrize("kind, size", [("2d", 48), ("3d", 14), ("2d", 3), ("2d", 400)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_power_steps_in_one_launch_equal_the_launched_ones(kind, size, dtype, monkeypatch):
+    """A small level's power steps in one cooperative launch (amg.cu's power_iterate) give the
+    launched steps' rho to rounding and the host reference's, also where the level has more
+    blocks of work than the GPU holds at once (2-D 400: the grid-stride loop between the
+    grid.syncs); the one launch is the path taken (counted) and POWER_ONE_LAUNCH_NNZ = 0 turns
+    it off."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond import smoothers
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, _ = _problem(kind, size)
+    A = A.astype(dtype)
+    if np.dtype(dtype).kind == "c":                        # Hermitian, not real
+        A = sp.csr_array(A + 1j * sp.triu(A, 1) - 1j * sp.tril(A, -1))
+    M = csp.csr_matrix(A)
+    inv = cp.asarray(1.0 / A.diagonal())
+    calls = []
+    real = device._CooperativeKernel.__call__
+    monkeypatch.setattr(device._CooperativeKernel, "__call__",
+                        lambda self, *a, **k: (calls.append(a[0]), real(self, *a, **k))[1])
+    got = device.spectral_radius(M, inv)
+    assert len(calls) == 1
+    monkeypatch.setattr(device, "POWER_ONE_LAUNCH_NNZ", 0)
+    want = device.spectral_radius(M, inv)
+    assert len(calls) == 1
+    host = smoothers.spectral_radius(A, 1.0 / A.diagonal())
+    assert got == pytest.approx(want, rel=1e-13) and got == pytest.approx(host, rel=1e-11)
+
+
+def test_power_start_is_the_references_start_vector():
+    """amg.cu's power_start writes smoothers.start_vector's values bit for bit (float64, and
+    complex128 with a zero imaginary part), past 2^32 / 2654435761 where i * 2654435761 needs
+    64 bits."""
+    from dpsolve.cuda._loader import get_kernel
+    from dpsolve.precond import smoothers
+    cp = _cp()
+    n = 300_001
+    want = smoothers.start_vector(n)
+    for dt in (np.float64, np.complex128):
+        v = cp.full(n, np.nan, dt)
+        get_kernel("amg", "power_start<{T}>", dt)((64,), (256,), (np.int32(n), v))
+        assert np.array_equal(v.get(), want.astype(dt))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_level_check_in_one_pass(dtype):
+    """_check_level (amg.cu's diag_check): D^-1 equal to 1 / A.diagonal() bit for bit, and the
+    reference's errors for a missing, zero, NaN and infinite diagonal and a negative (or, for a
+    complex A, negative real part) one, naming the rows."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A = sp.csr_array(laplace_2d(20)).astype(dtype)
+    A.sort_indices()
+    got = device._check_level(csp.csr_matrix(A), 0)
+    want = (1.0 / cp.asarray(A.diagonal())).astype(dtype)
+    assert got.dtype == np.dtype(dtype) and cp.array_equal(got, want)
+    cases = [(0.0, "nonzero, finite diagonal.*rows 3, 11"), (np.nan, "nonzero, finite"),
+             (np.inf, "nonzero, finite"), (-1.0, "positive diagonal.*rows 3, 11")]
+    if np.dtype(dtype).kind == "c":
+        cases.append((-1.0 + 5j, "positive diagonal"))
+    for value, match in cases:                              # stored
+        B = A.copy()
+        for r in (3, 11):
+            lo, hi = B.indptr[r], B.indptr[r + 1]
+            B.data[lo + np.flatnonzero(B.indices[lo:hi] == r)] = value
+        with pytest.raises(ValueError, match=match):
+            device._check_level(csp.csr_matrix(B), 2)
+    B = sp.lil_array(A)
+    B[5, 5] = 0                                              # not stored at all
+    B = sp.csr_array(B)
+    B.eliminate_zeros()
+    assert B[5, 5] == 0 and 5 not in B.indices[B.indptr[5]:B.indptr[6]]
+    with pytest.raises(ValueError, match="level 1's Galerkin matrix has 1 zero.*rows 5\\)"):
+        device._check_level(csp.csr_matrix(B), 1)
+
+
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
 def test_a_numeric_resetup_keeps_a_nonsymmetric_smoothed_restriction(dtype, precision):
     """A nonsymmetric A (BiCGStab's) makes RS as R - (R A) S; update(A') with A's pattern makes

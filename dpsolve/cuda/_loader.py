@@ -91,7 +91,8 @@ SOURCES = {
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
-                             "power_step_ell<{T}>",
+                             "power_step_ell<{T}>", "diag_check<{T}>",
+                             "power_start<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # <T, HALF>: the matrix values in T, or in float16 (precision "half")
                   + tuple(f"{k}<{{T}}, {h}>" for k in ("vc_presmooth_residual_sell",
@@ -106,7 +107,8 @@ SOURCES = {
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale", "vc_prolong_low",
-                                                       "vc_restrict_low", "power_step")
+                                                       "vc_restrict_low", "power_step",
+                                                       "power_iterate")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
     # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",

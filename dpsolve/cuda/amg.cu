@@ -19,6 +19,12 @@
 //                   a Hermitian A) or R - (R A) S in place over the product's pattern
 //   hermitian_misses<T>  counts the entries with no (j, i) equal to conj(a_ij) to tol: which of
 //                   the two products makes RS
+//   diag_check<T>   a level's diagonal and the count of rows where it is zero, not finite or
+//                   not positive (one pass, one host read: device._check_level)
+//   power_start<T>  the power iteration's start vector (smoothers.start_vector's values)
+//   power_step<T, W>, power_norm<T>, power_step_ell<T>  rho(D^-1 A) by power iteration, a step
+//                   (two launches) at a time; power_iterate<T, W> all the steps in one
+//                   cooperative launch (grid.sync between them) on a small level
 //   pattern_asymmetry<T>  counts the entries (i, j) whose (j, i) is not stored (binary search in
 //                   row j: rows sorted; an unsorted row only adds misses): 0 for a symmetric
 //                   pattern, whose strength graph at theta = 0 is the pattern itself
@@ -62,6 +68,8 @@
 // The ELL and SELL kernels take <T, HALF>: HALF = true reads the matrix's values as float16 bits
 // (precision "half": dps::mat_value) and multiplies each row's sum by the matrix's power of two
 // `scale` (exact); HALF = false reads T, scale 1.
+#include <cooperative_groups.h>
+
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
@@ -201,6 +209,14 @@ template <typename T>
 struct gather {
     const T* __restrict__ x;
     __device__ __forceinline__ T operator()(int c) const { return x[c]; }
+};
+
+// x[c] written by other blocks of this cooperative kernel before a grid.sync (power_iterate):
+// loaded through L2 (dps::ldcg), as L1 is not coherent across blocks
+template <typename T>
+struct gather_coherent {
+    const T* x;
+    __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
 };
 
 }  // namespace amg
@@ -490,6 +506,82 @@ power_norm(int nparts, const double* __restrict__ partials, double* __restrict__
         norm[0] = nrm;
         scale[0] = 1.0 / nrm;
     }
+}
+
+// The power iteration's start vector (smoothers.start_vector): v_i = 1 + ((i * 2654435761) mod
+// 1000) / 1000, the product exact in unsigned 64-bit integers, the rest in double (the same bits
+// as the reference's NumPy expression, in one launch instead of six of CuPy's)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+power_start(int n, T* __restrict__ v) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const unsigned long long p = (unsigned long long)i * 2654435761ull;
+        v[i] = T(1.0 + (double)(p % 1000ull) / 1000.0);
+    }
+}
+
+// power_step and power_norm, `iterations` times, in one cooperative launch, for a small level
+// (device.POWER_ONE_LAUNCH_NNZ), whose 2 x `iterations` launches were bound by the host's
+// launch cost (~15 us each from Python: 0.6 ms for a level of 484 rows): w alternates between w0
+// and w1 (v0 the start), each block sums the step's partials (2 x gridDim slots: a step writes
+// one half while the last step's are read) in one order, so all hold the same scale without a
+// broadcast; norm[0] = the last step's norm. The same steps as the launched ones; only the
+// grid, so the partials' grouping, differs (rho to rounding).
+template <typename T, int W>
+__global__ void __launch_bounds__(DPS_BLOCK)
+power_iterate(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+              const T* __restrict__ data, const T* __restrict__ dinv, const T* v0, T* w0, T* w1,
+              double* partials, int iterations, int rows, double* __restrict__ norm) {
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    __shared__ double smem[DPS_WARP];
+    const T* src = v0;
+    double sc = 1.0, nrm = 0.0;
+    for (int k = 0; k < iterations; ++k) {
+        T* dst = (k & 1) ? w1 : w0;
+        double* part = partials + (k & 1) * gridDim.x;
+        double acc = 0.0;
+        amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather_coherent<T>{src},
+                               [&](int row, T av) {
+                                   const T wi = dinv[row] * av * T(sc);
+                                   dst[row] = wi;
+                                   acc += (double)dps::abs2(wi);
+                               });
+        acc = dps::block_sum(acc, smem);
+        if (threadIdx.x == 0) part[blockIdx.x] = acc;
+        grid.sync();
+        double tot = 0.0;
+        for (int i = threadIdx.x; i < gridDim.x; i += blockDim.x) tot += __ldcg(part + i);
+        tot = dps::sum_everywhere(tot, smem);
+        __syncthreads();                         // smem is block_sum's again in the next step
+        nrm = sqrt(tot);
+        sc = 1.0 / nrm;
+        src = dst;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) norm[0] = nrm;
+}
+
+// A level's diagonal (0 where a row stores none; rows sorted, no duplicates: a binary search)
+// into d, and the count of rows whose diagonal is zero, not finite or of a real part <= 0
+// (device._check_level's one pass: the error's text is made apart, where the count is not 0).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+diag_check(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+           const T* __restrict__ data, T* __restrict__ d, int* __restrict__ bad) {
+    int mine = 0;
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n;
+         row += gridDim.x * blockDim.x) {
+        int lo = indptr[row], hi = indptr[row + 1] - 1;
+        T v = T(0);
+        while (lo <= hi) {
+            const int mid = (lo + hi) >> 1, c = indices[mid];
+            if (c == row) { v = data[mid]; break; }
+            if (c < row) lo = mid + 1; else hi = mid - 1;
+        }
+        d[row] = v;
+        mine += !dps::is_finite(v) || !((double)dps::real(v) > 0.0);
+    }
+    mine = __reduce_add_sync(0xffffffffu, mine);
+    if (threadIdx.x % DPS_WARP == 0 && mine) atomicAdd(bad, mine);
 }
 
 template <typename T, int W>

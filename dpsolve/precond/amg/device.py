@@ -116,7 +116,9 @@ def _kernel_params(args):
     return values, array
 
 
-def _launch_pdl(raw, grid, block, params, stream, shared_mem) -> None:
+def _launch_pdl(raw, grid, block, params, stream, shared_mem, cooperative=False) -> None:
+    """cuLaunchKernelEx with the programmatic-serialization attribute, or (``cooperative``) the
+    cooperative one: every block resident, grid.sync() allowed."""
     import ctypes
 
     from cuda.bindings import driver as cu
@@ -126,14 +128,36 @@ def _launch_pdl(raw, grid, block, params, stream, shared_mem) -> None:
     cfg.sharedMemBytes = int(shared_mem)
     cfg.hStream = cu.CUstream(stream.ptr)
     attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
+    if cooperative:
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        attr.value.cooperative = 1
+    else:
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
     cfg.attrs = [attr]
     cfg.numAttrs = 1
     _values, array = params
     err, = cu.cuLaunchKernelEx(cfg, cu.CUfunction(raw.kernel.ptr), ctypes.addressof(array), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernelEx (programmatic dependent launch) failed: {err}")
+        what = "cooperative launch" if cooperative else "programmatic dependent launch"
+        raise RuntimeError(f"cuLaunchKernelEx ({what}) failed: {err}")
+
+
+class _CooperativeKernel:
+    """A kernel (``raw``: the CuPy kernel) launched cooperatively (grid.sync() inside), through
+    ``launch`` like any other (counted by the executor)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def __call__(self, grid, block, args, stream=None, shared_mem=0):
+        import cupy
+        params = _kernel_params(args)
+        if params is None:
+            raise TypeError("a cooperative launch's arguments must be arrays or NumPy scalars")
+        _launch_pdl(self.raw, grid, block, params,
+                    stream if stream is not None else cupy.cuda.get_current_stream(),
+                    shared_mem, cooperative=True)
 
 
 # amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
@@ -946,10 +970,15 @@ def spgemm_pattern(A, B, C):
 
 
 def _check_level(A, level: int):
-    """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal)."""
+    """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal): the
+    diagonal and the count of bad rows in one pass (amg.cu's diag_check), one host wait."""
     import cupy
-    d = A.diagonal()
-    if not ops.count_true((d == 0) | ~cupy.isfinite(d) | (d.real <= 0)):     # one wait
+    n = int(A.shape[0])
+    d = cupy.empty(n, A.dtype)
+    bad = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "diag_check<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
+           (np.int32(n), A.indptr, A.indices, A.data, d, bad), None)
+    if not int(bad.get()[0]):
         return (1.0 / d).astype(A.dtype)
     bad_zero = cupy.flatnonzero((d == 0) | ~cupy.isfinite(d))
     where = "A" if level == 0 else f"level {level}'s Galerkin matrix"
@@ -970,30 +999,60 @@ def _check_level(A, level: int):
     return (1.0 / d).astype(A.dtype)
 
 
+# A level of at most this many entries runs its power steps in one cooperative launch (amg.cu's
+# power_iterate) where the GPU has cooperative launches: 40 launches from Python took 0.6-0.9 ms
+# whatever the level's size, so the small levels were bound by the host. Over a big level the
+# one launch loses: every step's gathers go through L2 (L1 is not coherent across a grid.sync).
+# H200, a level's spectral_radius, launched -> one launch (ms): 2-D 1024^2's levels of 434k and
+# 59k entries 0.75 -> 0.59, 0.72 -> 0.38, 3-D 100^3's of 357k and 9.6k 0.59 -> 0.47, 0.58 ->
+# 0.37, 160^3's of 52k 0.94 -> 0.59; but 160^3's level of 1.5M (rows of 94) 0.92 -> 1.00, 100^3's
+# of 5.5M 1.31 -> 1.64, 160^3's of 22.6M 3.2 -> 4.7. 0: never.
+POWER_ONE_LAUNCH_NNZ = 1_000_000
+# Lanes a row of the power steps over CSR, at most: a level's spectral_radius at 8 lanes against
+# vector_width's (H200, ms): 2-D 1024^2 level 1 (rows of 12) 0.93 against 16 lanes' 0.98, 3-D
+# 100^3 level 1 (35) 0.96 against 32's 1.12, 160^3 level 1 (36) 3.06 against 3.27; the levels of
+# longer rows level at 8-32.
+POWER_MAX_LANES = 8
+
+
 def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
     """``smoothers.spectral_radius`` on the device: the same start vector and steps, in float64
     (complex128), two kernels a step (amg.cu's power_step, power_norm: the normalisation by the
-    previous norm is folded into the next product) and one host read at the end. ``ell``: A in
-    ELL, (width, indices, data) (``ell_of``), whose steps run a thread a row (power_step_ell)
-    where its values are of the steps' type."""
+    previous norm is folded into the next product), or every step in one cooperative launch on
+    a small level (power_iterate, ``POWER_ONE_LAUNCH_NNZ``), and one host read at the end.
+    ``ell``: A in ELL, (width, indices, data) (``ell_of``), whose steps run a thread a row
+    (power_step_ell) where its values are of the steps' type."""
     import cupy
     n = A.shape[0]
     wide = np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
-    data = A.data.astype(wide) if A.dtype != wide else A.data
-    d64 = inv_diag.astype(wide)
-    # vector_width's lanes: the V-cycle's rule (cycle_lanes, tuned on float32 and float16
-    # values) gave 160^3's level 0 2 lanes, 252 us a float64 step against 8 lanes' 200 (ncu)
-    lanes = vector_width(A.nnz / max(n, 1))
+    data = A.data.astype(wide, copy=False)
+    d64 = inv_diag.astype(wide, copy=False)
+    # vector_width's lanes, at most POWER_MAX_LANES: the V-cycle's rule (cycle_lanes, tuned on
+    # float32 and float16 values) gave 160^3's level 0 2 lanes, 252 us a float64 step against 8
+    # lanes' 200 (ncu)
+    lanes = min(POWER_MAX_LANES, vector_width(A.nnz / max(n, 1)))
     (grid,), rows = rows_launch(n, lanes, A.nnz)
     if ell is not None and ell[2].dtype == wide:
         grid = _grid(n)
     else:
         ell = None
-    v = smoothers.start_vector(n, cupy).astype(wide)
+    v = cupy.empty(n, wide)                       # smoothers.start_vector's values
+    launch(get_kernel("amg", "power_start<{T}>", wide), (_grid(n),), (BLOCK,), (np.int32(n), v),
+           None)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
+    norm = cupy.zeros(1, cupy.float64)
+    one = _one_launch(A.nnz, lanes, wide) if ell is None else None
+    if one is not None:
+        kernel, blocks = one
+        partials = cupy.empty(2 * min(blocks, grid), cupy.float64)
+        launch(kernel, (min(blocks, grid),), (BLOCK,),
+               (np.int32(n), A.indptr, A.indices, data, d64, v, w[0], w[1], partials,
+                np.int32(iterations), rows, norm), None)
+        est = float(norm.get()[0])
+        return est if math.isfinite(est) else float("nan")
     partials = cupy.empty(grid, cupy.float64)
-    norm, scale = cupy.zeros(1, cupy.float64), cupy.ones(1, cupy.float64)
+    scale = cupy.ones(1, cupy.float64)
     step = (get_kernel("amg", f"power_step<{{T}}, {lanes}>", wide) if ell is None
             else get_kernel("amg", "power_step_ell<{T}>", wide))
     finish = get_kernel("amg", "power_norm<{T}>", wide)
@@ -1010,6 +1069,29 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
         src, sc = dst, scale
     est = float(norm.get()[0])
     return est if math.isfinite(est) else float("nan")
+
+
+def _one_launch(nnz: int, lanes: int, wide):
+    """(power_iterate as a cooperative kernel, the most blocks resident at once) for a level of
+    nnz entries, or None where its steps are launched one by one (``POWER_ONE_LAUNCH_NNZ``, or
+    no cooperative launch here)."""
+    import cupy
+    if nnz > POWER_ONE_LAUNCH_NNZ:
+        return None
+    dev = cupy.cuda.Device()
+    if not dev.attributes.get("CooperativeLaunch", 0):
+        return None
+    raw = get_kernel("amg", f"power_iterate<{{T}}, {lanes}>", wide)
+    blocks = ops._max_active_blocks(raw) * ops._sm_count()
+    if blocks < 1:
+        return None
+    hit = _COOPERATIVE.get(id(raw))
+    if hit is None or hit.raw is not raw:
+        hit = _COOPERATIVE[id(raw)] = _CooperativeKernel(raw)
+    return hit, blocks
+
+
+_COOPERATIVE: dict = {}
 
 
 def strength_graph(A, theta: float):
