@@ -623,8 +623,7 @@ def test_power_steps_in_one_launch_equal_the_launched_ones(kind, size, dtype, mo
     """A small level's power steps in one cooperative launch (amg.cu's power_iterate) give the
     launched steps' rho to rounding and the host reference's, also where the level has more
     blocks of work than the GPU holds at once (2-D 400: the grid-stride loop between the
-    grid.syncs); the one launch is the path taken (counted) and POWER_ONE_LAUNCH_NNZ = 0 turns
-    it off."""
+    grid.syncs); the one launch is the path taken and POWER_ONE_LAUNCH_NNZ = 0 turns it off."""
     import cupyx.scipy.sparse as csp
 
     from dpsolve.precond import smoothers
@@ -637,14 +636,15 @@ def test_power_steps_in_one_launch_equal_the_launched_ones(kind, size, dtype, mo
     M = csp.csr_matrix(A)
     inv = cp.asarray(1.0 / A.diagonal())
     calls = []
-    real = device._CooperativeKernel.__call__
-    monkeypatch.setattr(device._CooperativeKernel, "__call__",
-                        lambda self, *a, **k: (calls.append(a[0]), real(self, *a, **k))[1])
+    real = device._one_launch
+    monkeypatch.setattr(device, "_one_launch",
+                        lambda *a: (lambda r: (calls.append(r), r)[1])(real(*a)))
     got = device.spectral_radius(M, inv)
+    assert calls[0] is not None
     assert len(calls) == 1
     monkeypatch.setattr(device, "POWER_ONE_LAUNCH_NNZ", 0)
     want = device.spectral_radius(M, inv)
-    assert len(calls) == 1
+    assert len(calls) == 2 and calls[1] is None
     host = smoothers.spectral_radius(A, 1.0 / A.diagonal())
     assert got == pytest.approx(want, rel=1e-13) and got == pytest.approx(host, rel=1e-11)
 

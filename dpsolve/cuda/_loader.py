@@ -107,9 +107,11 @@ SOURCES = {
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale", "vc_prolong_low",
-                                                       "vc_restrict_low", "power_step",
-                                                       "power_iterate")
+                                                       "vc_restrict_low", "power_step")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
+    # a small level's power steps in one cooperative launch (amg.cu's power_iterate: grid.sync)
+    "amg_power": Source("amg.cu", tuple(f"power_iterate<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS),
+                        cooperative=True, lazy=True),
     # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)
     "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
                                    "spgemm_rows<{T}, 1>", "spgemm_dense_shared<{T}, 0>",

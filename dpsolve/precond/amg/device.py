@@ -116,9 +116,7 @@ def _kernel_params(args):
     return values, array
 
 
-def _launch_pdl(raw, grid, block, params, stream, shared_mem, cooperative=False) -> None:
-    """cuLaunchKernelEx with the programmatic-serialization attribute, or (``cooperative``) the
-    cooperative one: every block resident, grid.sync() allowed."""
+def _launch_pdl(raw, grid, block, params, stream, shared_mem) -> None:
     import ctypes
 
     from cuda.bindings import driver as cu
@@ -128,36 +126,14 @@ def _launch_pdl(raw, grid, block, params, stream, shared_mem, cooperative=False)
     cfg.sharedMemBytes = int(shared_mem)
     cfg.hStream = cu.CUstream(stream.ptr)
     attr = cu.CUlaunchAttribute()
-    if cooperative:
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-        attr.value.cooperative = 1
-    else:
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        attr.value.programmaticStreamSerializationAllowed = 1
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
     cfg.attrs = [attr]
     cfg.numAttrs = 1
     _values, array = params
     err, = cu.cuLaunchKernelEx(cfg, cu.CUfunction(raw.kernel.ptr), ctypes.addressof(array), 0)
     if err != cu.CUresult.CUDA_SUCCESS:
-        what = "cooperative launch" if cooperative else "programmatic dependent launch"
-        raise RuntimeError(f"cuLaunchKernelEx ({what}) failed: {err}")
-
-
-class _CooperativeKernel:
-    """A kernel (``raw``: the CuPy kernel) launched cooperatively (grid.sync() inside), through
-    ``launch`` like any other (counted by the executor)."""
-
-    def __init__(self, raw):
-        self.raw = raw
-
-    def __call__(self, grid, block, args, stream=None, shared_mem=0):
-        import cupy
-        params = _kernel_params(args)
-        if params is None:
-            raise TypeError("a cooperative launch's arguments must be arrays or NumPy scalars")
-        _launch_pdl(self.raw, grid, block, params,
-                    stream if stream is not None else cupy.cuda.get_current_stream(),
-                    shared_mem, cooperative=True)
+        raise RuntimeError(f"cuLaunchKernelEx (programmatic dependent launch) failed: {err}")
 
 
 # amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
@@ -1072,26 +1048,16 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
 
 
 def _one_launch(nnz: int, lanes: int, wide):
-    """(power_iterate as a cooperative kernel, the most blocks resident at once) for a level of
-    nnz entries, or None where its steps are launched one by one (``POWER_ONE_LAUNCH_NNZ``, or
-    no cooperative launch here)."""
+    """(power_iterate, a kernel of the cooperative module amg_power, and the most of its blocks
+    resident at once) for a level of nnz entries, or None where its steps are launched one by
+    one (``POWER_ONE_LAUNCH_NNZ``, or no cooperative launch here)."""
     import cupy
-    if nnz > POWER_ONE_LAUNCH_NNZ:
+    if nnz > POWER_ONE_LAUNCH_NNZ or not cupy.cuda.Device().attributes.get("CooperativeLaunch",
+                                                                            0):
         return None
-    dev = cupy.cuda.Device()
-    if not dev.attributes.get("CooperativeLaunch", 0):
-        return None
-    raw = get_kernel("amg", f"power_iterate<{{T}}, {lanes}>", wide)
-    blocks = ops._max_active_blocks(raw) * ops._sm_count()
-    if blocks < 1:
-        return None
-    hit = _COOPERATIVE.get(id(raw))
-    if hit is None or hit.raw is not raw:
-        hit = _COOPERATIVE[id(raw)] = _CooperativeKernel(raw)
-    return hit, blocks
-
-
-_COOPERATIVE: dict = {}
+    kernel = get_kernel("amg_power", f"power_iterate<{{T}}, {lanes}>", wide)
+    blocks = ops._max_active_blocks(kernel) * ops._sm_count()
+    return (kernel, blocks) if blocks >= 1 else None
 
 
 def strength_graph(A, theta: float):
