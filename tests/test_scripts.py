@@ -40,6 +40,28 @@ def test_sanitize_refuses_an_unknown_part(tmp_path):
     assert "everything" in res.stderr and "adaptive" in res.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="bash script")
+@pytest.mark.parametrize("others, rc", [(0, 0), (1, 1)])
+def test_sanitize_counts_entry_point_lookups_apart(tmp_path, others, rc):
+    """memcheck's API errors of cuda.bindings' cuGetProcAddress lookups alone do not fail a part
+    (its summary counts them); one error of another kind does. A stand-in compute-sanitizer
+    writes the log and exits 9, as the real one does on any error."""
+    fake = tmp_path / "fake-sanitizer"
+    lookup = ('========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" '
+              'on CUDA API call to cuGetProcAddress_v2.')
+    other = "========= Invalid __global__ read of size 8 bytes"
+    lines = [lookup] * 3 + [other] * others + [f"========= ERROR SUMMARY: {3 + others} errors"]
+    fake.write_text("#!/bin/bash\ncat <<'LOG'\n" + "\n".join(lines) + "\nLOG\nexit 9\n")
+    fake.chmod(0o755)
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize"), "precond"],
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path),
+                              "COMPUTE_SANITIZER": str(fake)})
+    assert res.returncode == rc, res.stdout + res.stderr
+    assert f"memcheck precond: exit {9 if others else 0}" in res.stdout
+    assert "of them 3 cuGetProcAddress lookups" in res.stdout
+
+
 def test_bench_spmv_floor_counts_what_every_format_must_move():
     """Values + column indices + x read once at the read bandwidth, y written at the write
     bandwidth; no row pointers (ELL has none, so a floor with them would not bound it)."""
