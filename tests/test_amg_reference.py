@@ -341,10 +341,11 @@ def test_aggregates_obey_the_three_pass_rules(stencil):
         assert (agg >= 0).all(), "every node aggregated"
         n_agg = agg.max() + 1
         assert np.array_equal(np.unique(agg), np.arange(n_agg)), "ids contiguous"
-        # first roots: aggregate id = number of roots before it, one root per aggregate; the
-        # second pass's aggregates are numbered after them
+        # one first root per aggregate, the aggregates numbered in their roots' order (first
+        # and second roots together: ref.in_root_order)
         k = int(roots.sum())
-        assert np.array_equal(agg[roots], np.arange(k)) and n_agg >= k
+        assert np.unique(agg[roots]).size == k and (np.diff(agg[roots]) > 0).all()
+        assert n_agg >= k
         # distance-2 independent and maximal
         G2 = (G @ G).astype(bool)
         r = np.flatnonzero(roots)
@@ -357,6 +358,40 @@ def test_aggregates_obey_the_three_pass_rules(stencil):
         sub = sp.csr_array((np.ones(inside.sum()), (coo.row[inside], coo.col[inside])),
                            shape=G.shape)
         assert connected_components(sub, directed=False)[0] == n_agg
+
+
+def test_in_root_order_renumbers_by_the_roots_index():
+    """ref.in_root_order: each aggregate takes the rank of its root's index among all roots;
+    the partition is unchanged. By hand, then on 2-D Poisson's aggregates numbered at random,
+    one node of each (its first) as the root."""
+    agg = np.array([1, 1, 0, 0, 2, 3, 3])
+    all_roots = np.array([False, True, True, False, True, False, True])
+    assert list(ref.in_root_order(agg, all_roots)) == [0, 0, 1, 1, 2, 3, 3]
+    agg, _ = ref.aggregate(*ref.strength_graph(sp.csr_array(poisson((40, 40)))))
+    n_agg = int(agg.max()) + 1
+    shuffled = np.random.default_rng(0).permutation(n_agg)[agg]      # any numbering
+    first = np.full(n_agg, agg.size)
+    np.minimum.at(first, shuffled, np.arange(agg.size))             # a node of each: its first
+    mask = np.zeros(agg.size, dtype=bool)
+    mask[first] = True
+    renumbered = ref.in_root_order(shuffled, mask)
+    assert np.array_equal(renumbered[first[np.argsort(first)]], np.arange(n_agg))
+    same = agg[:, None] == agg[None, :]
+    assert np.array_equal(same, renumbered[:, None] == renumbered[None, :])
+
+
+def test_root_order_off_keeps_the_passes_numbering(monkeypatch):
+    """ref.ROOT_ORDER = False (the benchmarks' A/B): the first aggregates numbered 0..k-1 in their
+    roots' order, the second ones after them; the same partition as in root order."""
+    G = ref.strength_graph(sp.csr_array(poisson((40, 40))))
+    agg, roots = ref.aggregate(*G)
+    monkeypatch.setattr(ref, "ROOT_ORDER", False)
+    passes, roots2 = ref.aggregate(*G)
+    k = int(roots.sum())
+    assert np.array_equal(roots, roots2) and np.array_equal(passes[roots], np.arange(k))
+    assert passes.max() + 1 > k                                   # second aggregates exist
+    assert not np.array_equal(agg, passes)
+    assert np.array_equal(agg[:, None] == agg[None, :], passes[:, None] == passes[None, :])
 
 
 def test_mis2_on_a_tiny_graph_by_hand():

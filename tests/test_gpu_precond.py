@@ -94,11 +94,14 @@ def _prepared(A, variant, M="amg", method="cg"):
     return dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
 
 
+@pytest.mark.parametrize("root_order", [True, False])
 @pytest.mark.parametrize("kind, size", [("2d", 48), ("3d", 14), ("2d", 320), ("3d", 47)])
-def test_device_aggregates_are_the_references(kind, size):
+def test_device_aggregates_are_the_references(kind, size, root_order, monkeypatch):
     """On every level, the device's aggregates are the reference's aggregation of that level's
     own matrix (the device hierarchy, copied to the host); the two large sizes take the second
-    pass at distance 2 on level 0 (second_pass "auto", reference.SECOND_DISTANCE_ROWS)."""
+    pass at distance 2 on level 0 (second_pass "auto", reference.SECOND_DISTANCE_ROWS). Both
+    numberings: in the roots' order (the default) and the passes' (reference.ROOT_ORDER)."""
+    monkeypatch.setattr(reference, "ROOT_ORDER", root_order)
     A, _ = _problem(kind, size)
     P = _prepared(A, "merge")
     h = P.precond.hierarchy.to_host()

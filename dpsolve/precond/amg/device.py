@@ -1129,6 +1129,7 @@ def aggregate(gp, gj, dtype, second_pass: int = 1):
     roots = (v >> 60) == 2
     agg = cupy.where(roots, cupy.cumsum(roots.astype(cupy.int32)) - 1, -1).astype(cupy.int32)
     agg, missing, n_agg = joined(agg, v, 1, roots)
+    all_roots = roots
     # pass 2: second roots, the MIS-1 of the leftovers that have a leftover neighbour
     if missing and second_pass:
         left = agg < 0
@@ -1140,10 +1141,16 @@ def aggregate(gp, gj, dtype, second_pass: int = 1):
                          agg).astype(cupy.int32)
         agg, missing, k = joined(agg, v2, 1, second)
         n_agg += k
+        all_roots = roots | second
     # pass 3: the rest join their aggregated neighbour of largest key
     for _ in range(n + 1):
         if not missing:
-            return agg, n_agg
+            if not reference.ROOT_ORDER:
+                return agg, n_agg
+            # numbered in the order of their roots (reference.in_root_order)
+            new = cupy.empty(n_agg, cupy.int32)
+            new[agg[all_roots]] = cupy.arange(n_agg, dtype=cupy.int32)
+            return new[agg], n_agg
         agg, missing, _ = joined(agg, v, 0)
     raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
 
