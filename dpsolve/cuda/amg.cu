@@ -560,7 +560,7 @@ power_iterate(int n, const int* __restrict__ indptr, const int* __restrict__ ind
     if (blockIdx.x == 0 && threadIdx.x == 0) norm[0] = nrm;
 }
 
-// A level's diagonal (0 where a row stores none; rows sorted, no duplicates: a binary search)
+// A level's diagonal (0 where a row stores none; rows sorted, no duplicates: dps::find_sorted)
 // into d, and the count of rows whose diagonal is zero, not finite or of a real part <= 0
 // (device._check_level's one pass: the error's text is made apart, where the count is not 0).
 template <typename T>
@@ -570,13 +570,8 @@ diag_check(int n, const int* __restrict__ indptr, const int* __restrict__ indice
     int mine = 0;
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n;
          row += gridDim.x * blockDim.x) {
-        int lo = indptr[row], hi = indptr[row + 1] - 1;
-        T v = T(0);
-        while (lo <= hi) {
-            const int mid = (lo + hi) >> 1, c = indices[mid];
-            if (c == row) { v = data[mid]; break; }
-            if (c < row) lo = mid + 1; else hi = mid - 1;
-        }
+        const int at = dps::find_sorted(indices, indptr[row], indptr[row + 1], row);
+        const T v = at < 0 ? T(0) : data[at];
         d[row] = v;
         mine += !dps::is_finite(v) || !((double)dps::real(v) > 0.0);
     }
