@@ -20,6 +20,7 @@ class DeviceStatus:
     runtime_cuda_version: str | None = None
     cupy_version: str | None = None
     multiprocessors: int | None = None
+    cooperative_launch: bool = False          # cudaDevAttrCooperativeLaunch (grid.sync kernels)
 
 
 def _ver(v: int) -> str:
@@ -62,7 +63,8 @@ def status() -> DeviceStatus:
     props = rt.getDeviceProperties(dev.id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     cc = (props["major"], props["minor"])
-    base.update(name=name, compute_capability=cc, multiprocessors=props["multiProcessorCount"])
+    base.update(name=name, compute_capability=cc, multiprocessors=props["multiProcessorCount"],
+                cooperative_launch=bool(props.get("cooperativeLaunch", 0)))
     if cc < MIN_COMPUTE_CAPABILITY:
         return DeviceStatus(False, f"{name} has compute capability {cc[0]}.{cc[1]}; dpsolve needs "
                             f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]} or newer",

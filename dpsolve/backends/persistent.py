@@ -40,9 +40,7 @@ class PersistentBackend(DynamicBackend):
 
     @staticmethod
     def _probe():
-        import cupy
-        dev = cupy.cuda.Device()
-        if not dev.attributes.get("CooperativeLaunch", 0):
+        if not device_status().cooperative_launch:
             return False, f"{device_status().name} does not support cooperative launches"
         try:
             ops.persistent_grid_probe(np.float64)

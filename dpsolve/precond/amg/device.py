@@ -1051,9 +1051,8 @@ def _one_launch(nnz: int, lanes: int, wide):
     """(power_iterate, a kernel of the cooperative module amg_power, and the most of its blocks
     resident at once) for a level of nnz entries, or None where its steps are launched one by
     one (``POWER_ONE_LAUNCH_NNZ``, or no cooperative launch here)."""
-    import cupy
-    if nnz > POWER_ONE_LAUNCH_NNZ or not cupy.cuda.Device().attributes.get("CooperativeLaunch",
-                                                                            0):
+    from ..._device import status
+    if nnz > POWER_ONE_LAUNCH_NNZ or not status().cooperative_launch:
         return None
     kernel = get_kernel("amg_power", f"power_iterate<{{T}}, {lanes}>", wide)
     blocks = ops._max_active_blocks(kernel) * ops._sm_count()
