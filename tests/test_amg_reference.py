@@ -743,6 +743,10 @@ def test_levels_table_complexities_and_bytes():
     nc = h.levels[-1].A.shape[0]
     expect += nc * nc * V + 2 * nc * V
     assert ref.vcycle_bytes(h, V, Ib) == expect
+    # 2-byte column offsets (the device's narrow copies): 2 bytes less an entry of each read
+    A0, P0 = h.levels[0].A, h.levels[0].P
+    assert (ref.vcycle_bytes(h, V, Ib, narrow={(0, "A"), (0, "P")})
+            == expect - 2 * (2 * A0.nnz + P0.nnz))
     cheb = dataclasses.replace(h, smoother="chebyshev", degree=3)
     # degree 3: pre has 2 SpMVs, post 3, so 5 reads of A + the residual's, more vectors
     assert ref.vcycle_bytes(cheb, V, Ib) > ref.vcycle_bytes(h, V, Ib) + 4 * mat(h.levels[0].A)

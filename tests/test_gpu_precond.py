@@ -280,6 +280,76 @@ def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, mo
     assert slots[0] <= slots[1]
 
 
+def test_narrow_indices_decode_to_the_columns_or_refuse():
+    """device.narrow stores each SELL-32 slice's columns as uint16 offsets from the slice's least
+    column, padding (-1) as 0xFFFF, and refuses (None) where a slice spans more than 65,534
+    columns; slots past n (unset by sell_fill) are not read. The offsets decode to the int32
+    indices exactly, at a span of exactly 65,534."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    rng = np.random.default_rng(11)
+    n = 100                                           # 4 slices, the last of 4 slots
+    widths = np.array([5, 2, 5, 3])
+    ptr = np.concatenate([[0], np.cumsum(32 * widths)]).astype(np.int32)
+    flat = np.full(int(ptr[-1]), 7, np.int32)         # slots past n keep 7 (never read)
+    cols, at = {}, {}
+    for s in range(4):
+        lo = int(rng.integers(0, 100_000))
+        for q in range(32 * s, min(32 * s + 32, n)):
+            for k in range(int(widths[s])):
+                c = -1 if rng.random() < 0.2 else lo + int(rng.integers(0, 65_535))
+                at[q, k] = ptr[s] + q % 32 + 32 * k
+                cols[q, k] = flat[at[q, k]] = c
+        first = 32 * s
+        flat[at[first, 0]] = cols[first, 0] = lo        # the span: exactly 65,534 in slice 0
+        flat[at[first, 1]] = cols[first, 1] = lo + (65_534 if s == 0 else 17)
+    sptr = cp.asarray(ptr)
+    out = device.narrow(cp.asarray(flat), n, np.float64, sptr)
+    assert out is not None
+    offsets, base = out[0].get(), out[1].get()
+    assert offsets.dtype == np.uint16 and base.shape == (4,)
+    for (q, k), a in at.items():
+        d = int(offsets[a])
+        assert (d == 0xFFFF and cols[q, k] == -1) or base[q // 32] + d == cols[q, k]
+    flat[at[32, 0]], flat[at[40, 1]] = 0, 65_535      # slice 1 spans one column too many
+    assert device.narrow(cp.asarray(flat), n, np.float64, sptr) is None
+
+
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monkeypatch):
+    """With the SELL copies' column indices as 16-bit offsets (device.NARROW_INDICES) the cycle
+    is bit for bit the one over int32 indices, every SELL copy is narrow on these sizes, and the
+    floor counts 2 bytes less per entry of each."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, _ = _problem("3d", 15, dtype)
+    r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
+    zs, floors = [], []
+    for on in (True, False):
+        monkeypatch.setattr(device, "NARROW_INDICES", on)
+        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
+                            variant="graph", format="ell")
+        hc, _ = _cycling(P.precond.hierarchy)
+        mats = [m for i, lev in enumerate(hc.levels[:-1])
+                for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())
+                if m is not None]
+        assert (len(mats) > 0) == (coarse_format == "sell")
+        assert all((m.base is not None) == on and (m.idx.dtype == np.uint16) == on
+                   for m in mats)
+        assert hc.ell0[1].dtype == np.int32                   # the solve's own indices
+        assert len(hc.narrow_matrices()) == (len(mats) if on else 0)
+        st = P._state
+        with st.stream:
+            z = cp.full(A.shape[0], np.nan, dtype)
+            st.pc.apply(st.ex, cp.asarray(r), z)
+            zs.append(z.get())
+        floors.append(P.precond.vcycle_bytes)
+    assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
+    assert (floors[0] < floors[1]) == (coarse_format == "sell")
+
+
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 def test_programmatic_dependent_launch_gives_the_same_solve(smoother, dtype, precision,

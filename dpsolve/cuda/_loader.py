@@ -33,6 +33,13 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
+# amg.cu's V-cycle kernels over SELL-32, templated <T, HALF, NARROW>, and over level 0's ELL,
+# templated <T, HALF>
+VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell",
+           "vc_restrict_sell", "vc_prolong_sell", "vc_restrict_sell_low", "vc_prolong_sell_low")
+VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell",
+          "vc_presmooth_residual_ell_low", "vc_jacobi_ell_low")
+AMG_WIDE = tuple(f"{k}<{{T}}, {h}, false>" for k in VC_SELL for h in ("false", "true"))
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
 BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "block_flush",
@@ -92,23 +99,22 @@ SOURCES = {
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
                              "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>",
+                             "power_start<{T}>", "narrow_index<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
-                  # <T, HALF>: the matrix values in T, or in float16 (precision "half")
-                  + tuple(f"{k}<{{T}}, {h}>" for k in ("vc_presmooth_residual_sell",
-                                                       "vc_residual_sell", "vc_jacobi_sell",
-                                                       "vc_restrict_sell", "vc_prolong_sell",
-                                                       "vc_presmooth_residual_ell",
-                                                       "vc_residual_ell", "vc_jacobi_ell",
-                                                       "vc_presmooth_residual_ell_low",
-                                                       "vc_jacobi_ell_low", "vc_restrict_sell_low",
-                                                       "vc_prolong_sell_low")
-                          for h in ("false", "true"))
+                  # HALF: the matrix values in T or in float16 (precision "half"); the SELL
+                  # kernels' NARROW: their column indices as 16-bit offsets (device.narrow),
+                  # int ones in the module amg_wide
+                  + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL for h in ("false", "true"))
+                  + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL for h in ("false", "true"))
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale", "vc_prolong_low",
                                                        "vc_restrict_low", "power_step")
                           for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
+    # the SELL kernels over int column indices (a slice spanning more than 65,534 columns, or
+    # device.NARROW_INDICES off): a module of their own, compiled at the first such hierarchy, so
+    # that the common case compiles no more kernels than before
+    "amg_wide": Source("amg.cu", AMG_WIDE),
     # a small level's power steps in one cooperative launch (amg.cu's power_iterate: grid.sync)
     "amg_power": Source("amg.cu", tuple(f"power_iterate<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS),
                         cooperative=True, lazy=True),

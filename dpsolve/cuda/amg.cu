@@ -113,6 +113,24 @@ template <typename T, bool HALF> struct stored_t { using type = T; };
 template <typename T> struct stored_t<T, true> { using type = unsigned short; };
 template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
 
+// The type a SELL kernel's column indices are stored in: int (padding -1), or with NARROW 16-bit
+// offsets from a base column per slice of 32 slots (device.narrow), 0xFFFF the padding. The
+// column of the slot at `at` in a slice of base b0; -1 for padding.
+template <bool NARROW> struct col_t_ { using type = int; };
+template <> struct col_t_<true> { using type = unsigned short; };
+template <bool NARROW> using col_t = typename col_t_<NARROW>::type;
+constexpr unsigned NARROW_PAD = 0xFFFFu;
+
+template <bool NARROW>
+__device__ __forceinline__ int column(const col_t<NARROW>* __restrict__ idx, size_t at, int b0) {
+    if constexpr (NARROW) {
+        const unsigned d = dps::ld_mat<true>(idx + at);
+        return d == NARROW_PAD ? -1 : b0 + (int)d;
+    } else {
+        return dps::ld_mat<true>(idx + at);
+    }
+}
+
 // The grid-stride rows of a CSR kernel, W lanes a row, `rows` (1 to MAX_ROWS, uniform: the host's
 // choice per level, device.rows_at_once) rows a group at a time: the group forms
 // sum_k data[k] * xv(indices[k]) of those rows with their loads interleaved, then its first lane
@@ -190,15 +208,18 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
 // loads coalesced over the slice and independent of each other (the CSR-vector kernels of W
 // lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
 // H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
-template <typename T, typename V, typename X>
+// NARROW: the indices as offsets from the slice's base (col_t).
+template <typename T, bool NARROW, typename V, typename X>
 __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
-                                      const int* __restrict__ idx, const V* __restrict__ val,
+                                      const col_t<NARROW>* __restrict__ idx,
+                                      const int* __restrict__ base, const V* __restrict__ val,
                                       X xv) {
     const int end = sptr[(slot >> 5) + 1];
+    const int b0 = NARROW ? base[slot >> 5] : 0;
     T sum = T(0);
 #pragma unroll 4
     for (int at = sptr[slot >> 5] + (slot & 31); at < end; at += 32) {
-        const int c = dps::ld_mat<true>(idx + at);
+        const int c = column<NARROW>(idx, at, b0);
         if (c >= 0) sum += dps::mat_value<T>(val + at) * xv(c);
     }
     return sum;
@@ -869,6 +890,46 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
     }
 }
 
+// The narrow copy of a SELL-32 layout's int32 column indices (device.narrow), a warp per slice:
+// slot q's entries are at sptr[q / 32] + q % 32 + 32 k over its slice's width. The slice's base
+// is its least column, each entry stored as its column - base, padding (-1) as amg::NARROW_PAD;
+// a slice whose columns span more than 0xFFFE is counted in `overflow` (the copy is then not
+// used). Slots at or beyond n are not read (sell_fill leaves them unset).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+             unsigned short* __restrict__ out, int* __restrict__ base, int* __restrict__ overflow) {
+    const int lane = threadIdx.x & 31, slices = (n + 31) / 32;
+    for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < slices;
+         g += (gridDim.x * blockDim.x) >> 5) {                         // uniform over the warp
+        const int start = sptr[g] + lane;
+        const int count = 32 * g + lane < n ? (sptr[g + 1] - sptr[g]) >> 5 : 0;
+        int lo = 0x7FFFFFFF, hi = -1;
+        for (int k = 0; k < count; ++k) {
+            const int c = idx[start + 32 * k];
+            if (c >= 0) {
+                lo = min(lo, c);
+                hi = max(hi, c);
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
+            hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
+        }
+        const int b0 = hi < 0 ? 0 : lo;                           // a slice of padding only: 0
+        if (hi - b0 >= (int)amg::NARROW_PAD) {
+            if (lane == 0) atomicAdd(overflow, 1);
+            continue;
+        }
+        if (lane == 0) base[g] = b0;
+        for (int k = 0; k < count; ++k) {
+            const int c = idx[start + 32 * k];
+            out[start + 32 * k] = c < 0 ? (unsigned short)amg::NARROW_PAD
+                                        : (unsigned short)(c - b0);
+        }
+    }
+}
+
 // the slots q of a level's n rows, grid-stride, each with its row (sell_row_of)
 #define DPS_ROWS(n)                                                                              \
     for (int q = blockIdx.x * blockDim.x + threadIdx.x, row = 0;                                 \
@@ -876,100 +937,112 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
 
 // The V-cycle over SELL copies, values of type V (T, or float16 bits with V = unsigned short:
 // dps::mat_value), each row's sum multiplied by `scale` (1, or the matrix's power of two 2^e of
-// precision "half": exact).
-template <typename T, bool HALF>
+// precision "half": exact); indices of type amg::col_t<NARROW> (NARROW: offsets from the
+// slice's base[q / 32], device.narrow; base unread otherwise). SELL_ARGS: those parameters.
+#define SELL_ARGS                                                                                \
+    const int* __restrict__ sptr, const amg::col_t<NARROW>* __restrict__ idx,                    \
+        const int* __restrict__ base
+
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_presmooth_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_presmooth_residual_sell(int n, SELL_ARGS,
                            const amg::stored<T, HALF>* __restrict__ val, T scale,
                            const int* __restrict__ perm,
                            const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
                            T* __restrict__ res) {
     DPS_PDL();
     DPS_ROWS(n) {
-        const T sum = amg::sell_row<T>(q, sptr, idx, val, [&](int c) { return s[c] * b[c]; });
+        const T sum = amg::sell_row<T, NARROW>(q, sptr, idx, base, val,
+                                               [&](int c) { return s[c] * b[c]; });
         x[row] = s[row] * b[row];
         res[row] = b[row] - scale * sum;
     }
 }
 
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_residual_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_residual_sell(int n, SELL_ARGS,
                  const amg::stored<T, HALF>* __restrict__ val, T scale,
                  const int* __restrict__ perm,
                  const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
-    DPS_ROWS(n) res[row] = b[row] - scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{x});
+    DPS_ROWS(n) {
+        res[row] = b[row] - scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val,
+                                                             amg::gather<T>{x});
+    }
 }
 
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_jacobi_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_jacobi_sell(int n, SELL_ARGS,
                const amg::stored<T, HALF>* __restrict__ val, T scale,
                const int* __restrict__ perm,
                const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
                T* __restrict__ y) {
     DPS_PDL();
     DPS_ROWS(n) {
-        const T ax = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{x});
+        const T ax = scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val, amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
     }
 }
 
 // bc = R res over R's nc rows, and xc = sc .* bc where sc is given (vc_restrict_scale's fusion)
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_restrict_sell(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_restrict_sell(int nc, SELL_ARGS,
                  const amg::stored<T, HALF>* __restrict__ val, T scale,
                  const int* __restrict__ perm,
                  const T* __restrict__ res, const T* __restrict__ sc, T* __restrict__ bc,
                  T* __restrict__ xc) {
     DPS_PDL();
     DPS_ROWS(nc) {
-        const T r = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{res});
+        const T r = scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val, amg::gather<T>{res});
         bc[row] = r;
         if (sc != nullptr) xc[row] = sc[row] * r;
     }
 }
 
 // bc = R b over R's nc rows, b of the system's type T cast where it is read (vc_restrict_low)
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_restrict_sell_low(int nc, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_restrict_sell_low(int nc, SELL_ARGS,
                      const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
                      typename single_of<T>::type scale, const int* __restrict__ perm,
                      const T* __restrict__ b, typename single_of<T>::type* __restrict__ bc) {
     DPS_PDL();
     using L = typename single_of<T>::type;
     DPS_ROWS(nc) {
-        bc[row] = scale * amg::sell_row<L>(q, sptr, idx, val,
-                                           [&](int c) { return cast_to<L>(b[c]); });
+        bc[row] = scale * amg::sell_row<L, NARROW>(q, sptr, idx, base, val,
+                                                   [&](int c) { return cast_to<L>(b[c]); });
     }
 }
 
 // x += P xc, or with s given x = s .* b + P xc (vc_prolong)
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_prolong_sell(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_prolong_sell(int n, SELL_ARGS,
                 const amg::stored<T, HALF>* __restrict__ val, T scale,
                 const int* __restrict__ perm, const T* __restrict__ xc, const T* __restrict__ s,
                 const T* __restrict__ b, T* __restrict__ x) {
     DPS_PDL();
     if (s != nullptr) {              // two loops, as vc_prolong's
         DPS_ROWS(n) {
-            const T px = scale * amg::sell_row<T>(q, sptr, idx, val, amg::gather<T>{xc});
+            const T px = scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val,
+                                                          amg::gather<T>{xc});
             x[row] = s[row] * b[row] + px;
         }
     } else {
-        DPS_ROWS(n) x[row] = x[row] + scale * amg::sell_row<T>(q, sptr, idx, val,
+        DPS_ROWS(n) {
+            x[row] = x[row] + scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val,
                                                                amg::gather<T>{xc});
+        }
     }
 }
 
 // x = s .* b + P xc with b of the system's type (vc_prolong_low)
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool NARROW>
 __global__ void __launch_bounds__(DPS_BLOCK)
-vc_prolong_sell_low(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
+vc_prolong_sell_low(int n, SELL_ARGS,
                     const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
                     typename single_of<T>::type scale, const int* __restrict__ perm,
                     const typename single_of<T>::type* __restrict__ xc,
@@ -978,9 +1051,10 @@ vc_prolong_sell_low(int n, const int* __restrict__ sptr, const int* __restrict__
     DPS_PDL();
     using L = typename single_of<T>::type;
     DPS_ROWS(n) {
-        const L px = scale * amg::sell_row<L>(q, sptr, idx, val, amg::gather<L>{xc});
+        const L px = scale * amg::sell_row<L, NARROW>(q, sptr, idx, base, val, amg::gather<L>{xc});
         x[row] = s[row] * cast_to<L>(b[row]) + px;
     }
 }
 
+#undef SELL_ARGS
 #undef DPS_ROWS

@@ -208,11 +208,12 @@ class AMG(Preconditioner):
             return None
         item = np.dtype(self.dtype).itemsize
         if getattr(h, "low", None) is None:
-            return reference.vcycle_bytes(h, item)
+            return reference.vcycle_bytes(h, item, narrow=getattr(h, "narrow_matrices", set)())
         single = np.dtype(h.low.levels[0].A.dtype).itemsize
         n = h.levels[0].A.shape[0]
         stored = getattr(h.low, "stored_value_bytes", dict)()      # float16 copies
-        cycle = reference.vcycle_bytes(h.low, single, stored=stored)   # its RS (uses_rs)
+        cycle = reference.vcycle_bytes(h.low, single, stored=stored,    # its RS (uses_rs)
+                                       narrow=getattr(h.low, "narrow_matrices", set)())
         if getattr(h, "casts_fused", lambda: False)():   # b read twice, z written once, wide
             return cycle + 3 * n * (item - single)
         return cycle + 2 * n * (item + single)   # + the casts

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...cuda import ops
-from ...cuda._loader import CSR_VECTOR_WIDTHS, get_kernel
+from ...cuda._loader import AMG_WIDE, CSR_VECTOR_WIDTHS, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
@@ -81,8 +81,9 @@ _PDL_KERNELS: dict = {}
 
 
 def vc_kernel(expression: str, dtype) -> _PdlKernel:
-    """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch."""
-    raw = get_kernel("amg", expression, dtype)
+    """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch
+    (from the module "amg_wide" for the kernels over int column indices: AMG_WIDE)."""
+    raw = get_kernel("amg_wide" if expression in AMG_WIDE else "amg", expression, dtype)
     hit = _PDL_KERNELS.get(id(raw))
     if hit is None or hit.raw is not raw:
         hit = _PDL_KERNELS[id(raw)] = _PdlKernel(raw)
@@ -203,6 +204,37 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
                                 # V-cycle 241.5 -> 240.2 us, 160^3 1438 -> 1412)
 
 
+# The SELL copies' column indices as 16-bit offsets from a base column per slice of 32 slots
+# (amg.cu's col_t) where every slice's columns span at most 65,534: 2 bytes an entry rather than
+# 4. Aggregates in their roots' order keep the spans small (32 consecutive rows of a V-cycle
+# matrix span at most 8,372 columns at 2-D 1024^2, 57,644 at 3-D 100^3, on the host reference's
+# hierarchies; a slice's rows, sorted within SELL_SIGMA windows, may span more). Measured (H200,
+# graph-captured V-cycles, against int32 indices, one process): 1024^2 96.9 -> 95.0 us, 100^3
+# 138.0 -> 137.2, 160^3 440.5 -> 432.7. Level 0's ELL (the solve's own int32 indices) keeps them:
+# a narrow copy of it ran the fused pre-smoothing slower at 160^3 (ncu: 108 -> 120 us), and the
+# V-cycle took 435.9 us there.
+NARROW_INDICES = True
+
+
+def narrow(idx, n: int, dtype, sptr):
+    """(offsets, base) of ``idx``, the int32 column indices of a SELL-32 layout over ``sptr`` and
+    n slots: uint16 offsets from a base column per slice, 0xFFFF for padding (amg.cu's
+    narrow_index), or None where NARROW_INDICES is off or a slice's columns span more than
+    65,534. One host wait."""
+    import cupy
+    if not NARROW_INDICES or n == 0:
+        return None
+    slices = -(-n // 32)
+    out = cupy.empty(int(idx.size), cupy.uint16)
+    base = cupy.zeros(slices, cupy.int32)
+    overflow = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "narrow_index<{T}>", np.dtype(dtype)), (_grid(slices * 32),),
+           (BLOCK,), (np.int32(n), sptr, idx, out, base, overflow), None)
+    if int(overflow.get()[0]):
+        return None
+    return out, base
+
+
 def ell_of(A, n: int, dtype) -> tuple | None:
     """(width, indices, data) of ``A``, the solve's own matrix on the device, where it is held
     in ELL (``dpsolve.formats``) with n rows of ``dtype``; else None."""
@@ -238,7 +270,8 @@ class SellMatrix:
     """A CSR matrix in SELL-32 (amg.cu's sell_row): slice pointers, indices (-1: padding) and
     values of its slots, and ``perm``, the row of each slot (None: slot q is row q); ``indptr``
     and ``indices`` are the CSR arrays it was made from: a matrix over those same arrays (a
-    numeric re-set-up keeps every pattern) refills only the values."""
+    numeric re-set-up keeps every pattern) refills only the values. With ``base``, ``idx`` holds
+    uint16 offsets from each slice's base column (``narrow``)."""
     sptr: object
     idx: object
     val: object
@@ -246,6 +279,7 @@ class SellMatrix:
     indices: object
     perm: object = None
     scale: float = 1.0          # the power of two of float16 values (precision "half")
+    base: object = None         # each slice's base column (narrow indices), or None
 
     @property
     def rows(self):
@@ -257,15 +291,21 @@ class SellMatrix:
         """The kernels' HALF template argument (``half_arg``)."""
         return half_arg(self.val)
 
+    @property
+    def tmpl(self) -> str:
+        """The kernels' HALF, NARROW template arguments."""
+        return f"{self.half}, {'false' if self.base is None else 'true'}"
+
     def args(self, dtype) -> tuple:
-        """The kernels' (sptr, idx, val, scale, perm) arguments at the cycle's dtype."""
-        return (self.sptr, self.idx, self.val, np.dtype(dtype).type(self.scale), self.rows)
+        """The kernels' (sptr, idx, base, val, scale, perm) arguments at the cycle's dtype."""
+        return (self.sptr, self.idx, ops._NULL if self.base is None else self.base, self.val,
+                np.dtype(dtype).type(self.scale), self.rows)
 
     def halved(self, scale: float) -> "SellMatrix":
         """The same layout with its values in float16 at ``scale`` (values already rounded
         through float16 at that scale: exact)."""
         return SellMatrix(self.sptr, self.idx, half_round(self.val, scale, bits=True), self.indptr,
-                          self.indices, self.perm, scale)
+                          self.indices, self.perm, scale, self.base)
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
@@ -285,7 +325,8 @@ def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
         val = cupy.empty(prev.idx.size, dt)
         launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, ops._NULL, M.data,
                                             prev.rows, prev.sptr, ops._NULL, val), None)
-        return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices, prev.perm)
+        return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices, prev.perm,
+                          base=prev.base)
     slices = -(-n // 32)
     perm = None
     if SELL_SIGMA > 1:                  # key: the window, then the row's length, longest first
@@ -305,6 +346,9 @@ def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
     idx, val = cupy.empty(total, cupy.int32), cupy.empty(total, dt)
     launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, M.indices, M.data, rows, sptr,
                                         idx, val), None)
+    short = narrow(idx, n, dt, sptr)                                   # one host wait
+    if short is not None:
+        return SellMatrix(sptr, short[0], val, M.indptr, M.indices, perm, base=short[1])
     return SellMatrix(sptr, idx, val, M.indptr, M.indices, perm)
 
 
@@ -394,6 +438,17 @@ class DeviceHierarchy:
                     out[index, which] = 2
         if self.ell0 is not None and half_arg(self.ell0[2]) == "true":
             out[0, "A"] = 2
+        return out
+
+    def narrow_matrices(self) -> set:
+        """{(level, "A" | "R" | "RS" | "P")} of the matrices whose SELL kernels read 2-byte
+        column offsets (``narrow``): ``reference.vcycle_bytes``'s ``narrow``."""
+        out = set()
+        for index, lev in enumerate(self.levels[:-1]):
+            restriction = "RS" if reference.uses_rs(self, lev) else "R"
+            for which, S in (("A", lev.sell_A), (restriction, lev.sell_R), ("P", lev.sell_P)):
+                if S is not None and S.base is not None:
+                    out.add((index, which))
         return out
 
     def ell_args(self) -> tuple:
@@ -486,7 +541,7 @@ class DeviceHierarchy:
                        (_grid(lev.n),), (BLOCK,), (n, *args, X, b, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused and lev.sell_A is not None:
             X, S = lev.X, lev.sell_A
-            launch(vc_kernel(f"vc_presmooth_residual_sell<{{T}}, {S.half}>", self.dtype),
+            launch(vc_kernel(f"vc_presmooth_residual_sell<{{T}}, {S.tmpl}>", self.dtype),
                    (_grid(lev.n),), (BLOCK,),
                    (np.int32(lev.n), *S.args(self.dtype), lev.scale, b, X, lev.res), stream)
         elif self.smoother == "jacobi" and lev.fused:          # X = s .* b; res = b - A X
@@ -512,7 +567,7 @@ class DeviceHierarchy:
         sc, xc = (nxt.scale, nxt.X) if scale_next else (ops._NULL, ops._NULL)  # null: R res only
         if lev.sell_R is not None:
             S = lev.sell_R
-            launch(vc_kernel(f"vc_restrict_sell<{{T}}, {S.half}>", self.dtype), (_grid(nxt.n),),
+            launch(vc_kernel(f"vc_restrict_sell<{{T}}, {S.tmpl}>", self.dtype), (_grid(nxt.n),),
                    (BLOCK,), (np.int32(nxt.n), *S.args(self.dtype), lev.res, sc, nxt.b_in, xc),
                    stream)
         else:
@@ -525,7 +580,7 @@ class DeviceHierarchy:
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         if lev.sell_P is not None:
             S = lev.sell_P
-            launch(vc_kernel(f"vc_prolong_sell<{{T}}, {S.half}>", self.dtype), (_grid(lev.n),),
+            launch(vc_kernel(f"vc_prolong_sell<{{T}}, {S.tmpl}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), nxt.out, ops._NULL,
                               ops._NULL, X), stream)
         else:
@@ -562,7 +617,7 @@ class DeviceHierarchy:
         tail = (b, nxt.b_in) if wide is not None else (b, ops._NULL, nxt.b_in, ops._NULL)
         if lev.sell_R is not None:
             S = lev.sell_R
-            launch(vc_kernel(f"vc_restrict_sell{low}<{{T}}, {S.half}>", kdt), (_grid(nxt.n),),
+            launch(vc_kernel(f"vc_restrict_sell{low}<{{T}}, {S.tmpl}>", kdt), (_grid(nxt.n),),
                    (BLOCK,), (nc, *S.args(self.dtype), *tail), stream)
         else:
             M = lev.RS
@@ -573,7 +628,7 @@ class DeviceHierarchy:
         self._cycle(l + 1, nxt.b_in, nxt.out, stream)
         if lev.sell_P is not None:
             S = lev.sell_P
-            launch(vc_kernel(f"vc_prolong_sell{low}<{{T}}, {S.half}>", kdt), (_grid(lev.n),),
+            launch(vc_kernel(f"vc_prolong_sell{low}<{{T}}, {S.tmpl}>", kdt), (_grid(lev.n),),
                    (BLOCK,), (n, *S.args(self.dtype), nxt.out, lev.scale, b, X), stream)
         else:
             P = lev.P
@@ -585,7 +640,7 @@ class DeviceHierarchy:
     def _residual(self, lev, x, b, stream):
         if lev.sell_A is not None:
             S = lev.sell_A
-            launch(vc_kernel(f"vc_residual_sell<{{T}}, {S.half}>", self.dtype), (_grid(lev.n),),
+            launch(vc_kernel(f"vc_residual_sell<{{T}}, {S.tmpl}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), *S.args(self.dtype), x, b, lev.res), stream)
             return
         A = lev.A
@@ -602,7 +657,7 @@ class DeviceHierarchy:
         grid, rows = rows_launch(lev.n, lev.lanes, lev.A.nnz)
         if self.smoother == "jacobi" and lev.sell_A is not None:
             S = lev.sell_A
-            launch(vc_kernel(f"vc_jacobi_sell<{{T}}, {S.half}>", dt), (_grid(lev.n),), (BLOCK,),
+            launch(vc_kernel(f"vc_jacobi_sell<{{T}}, {S.tmpl}>", dt), (_grid(lev.n),), (BLOCK,),
                    (n, *S.args(dt), lev.scale, x, b, out), stream)
             return out
         if self.smoother == "jacobi":

@@ -1073,9 +1073,11 @@ def levels_table(h: Hierarchy) -> list[tuple[int, int]]:
     return [(lev.A.shape[0], lev.A.nnz) for lev in h.levels]
 
 
-def _matrix_bytes(M, value_bytes: int, index_bytes: int) -> int:
-    """One read of a CSR matrix: values and column indices of the nonzeros, and row pointers."""
-    return M.nnz * (value_bytes + index_bytes) + (M.shape[0] + 1) * index_bytes
+def _matrix_bytes(M, value_bytes: int, index_bytes: int, column_bytes: int | None = None) -> int:
+    """One read of a CSR matrix: values and column indices of the nonzeros (``column_bytes``
+    each, index_bytes where None), and row pointers."""
+    column_bytes = index_bytes if column_bytes is None else column_bytes
+    return M.nnz * (value_bytes + column_bytes) + (M.shape[0] + 1) * index_bytes
 
 
 def _smoothing_bytes(h: Hierarchy, a: int, nv: int, from_zero: bool) -> int:
@@ -1106,7 +1108,7 @@ def fuse_presmoothing(n: int, nnz: int) -> bool:
 
 
 def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4,
-                 stored: dict | None = None) -> int:
+                 stored: dict | None = None, narrow: set = frozenset()) -> int:
     """The bytes one V-cycle as specified must move: its bandwidth floor at the copy bandwidth.
 
     With V = value_bytes, I = index_bytes, and on a level of n rows, N = n V (one vector) and
@@ -1136,19 +1138,25 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4,
       (+ 3N in place of 2N).
 
     ``stored``: {(level, "A" | "R" | "P" | "RS"): bytes a value} for matrices whose values the
-    run stores in another size than V (float16 copies, precision "half").
+    run stores in another size than V (float16 copies, precision "half"); ``narrow``: the
+    (level, which) whose column indices the run reads as 2-byte offsets (the device's
+    ``narrow``; their row pointers stay I bytes).
     """
     V, Ib = int(value_bytes), int(index_bytes)
     stored = stored or {}
     total = 0
+
+    def matrix(index, which, M):
+        return _matrix_bytes(M, stored.get((index, which), V), Ib,
+                             2 if (index, which) in narrow else Ib)
     for index, lev in enumerate(h.levels[:-1]):
         n = lev.A.shape[0]
         n_c = lev.P.shape[1]
-        a = _matrix_bytes(lev.A, stored.get((index, "A"), V), Ib)
+        a = matrix(index, "A", lev.A)
         nv = n * V
         if uses_rs(h, lev):
-            total += _matrix_bytes(lev.RS, stored.get((index, "RS"), V), Ib) + nv + n_c * V
-            total += _matrix_bytes(lev.P, stored.get((index, "P"), V), Ib) + n_c * V + 3 * nv
+            total += matrix(index, "RS", lev.RS) + nv + n_c * V
+            total += matrix(index, "P", lev.P) + n_c * V + 3 * nv
             total += _smoothing_bytes(h, a, nv, from_zero=False)
             continue
         if h.smoother == "jacobi" and fuse_presmoothing(n, lev.A.nnz):
@@ -1158,8 +1166,8 @@ def vcycle_bytes(h: Hierarchy, value_bytes: int, index_bytes: int = 4,
         else:
             total += _smoothing_bytes(h, a, nv, from_zero=True)
             total += a + 3 * nv
-        total += _matrix_bytes(lev.R, stored.get((index, "R"), V), Ib) + nv + n_c * V
-        total += _matrix_bytes(lev.P, stored.get((index, "P"), V), Ib) + n_c * V + 2 * nv
+        total += matrix(index, "R", lev.R) + nv + n_c * V
+        total += matrix(index, "P", lev.P) + n_c * V + 2 * nv
         total += _smoothing_bytes(h, a, nv, from_zero=False)
     n_c = h.levels[-1].A.shape[0]
     return total + n_c * n_c * V + 2 * n_c * V
