@@ -177,6 +177,33 @@ def test_device_vcycle_equals_the_reference_vcycle(variant, smoother, dtype, pre
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+@pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
+@pytest.mark.parametrize("kind, size", [("2d", 37), ("3d", 15)])
+def test_restriction_a_block_a_row_equals_the_reference(kind, size, smoother, dtype, precision,
+                                                        monkeypatch):
+    """With every restriction below level 0 over its CSR run a block a row (vc_restrict_block:
+    device.restriction_lanes, forced here), by R (Chebyshev) or by the smoothed restriction RS
+    (Jacobi, where it pays), the V-cycle is the reference's to rounding."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    monkeypatch.setattr(device, "LANES_MIN_THREADS", 1 << 40)
+    monkeypatch.setattr(device, "RESTRICT_BLOCK_MEAN", 0)
+    A, _ = _problem(kind, size, dtype)
+    P = _prepared(A, "graph", M=dpsolve.precond.AMG(smoother=smoother, precision=precision))
+    st = P._state
+    hc, eps = _cycling(P.precond.hierarchy)
+    blocks = [lev.lanes_R == device.BLOCK for lev in hc.levels[1:-1]]
+    assert blocks and all(blocks) and hc.levels[0].lanes_R != device.BLOCK
+    r = np.random.default_rng(3).random(A.shape[0]).astype(dtype)
+    with st.stream:
+        zd = cp.full(A.shape[0], np.nan, dtype)
+        st.pc.apply(st.ex, cp.asarray(r), zd)
+        z = zd.get()
+    zr = reference.vcycle(P.precond.hierarchy.to_host(), r)
+    assert np.linalg.norm(z - zr) <= eps * np.linalg.norm(zr)
+
+
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
 @pytest.mark.parametrize("fmt", ["ell", "csr-vector", "csr-scalar"])
 def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, precision,
                                                                   coarse_format):

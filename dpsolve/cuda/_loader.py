@@ -95,6 +95,7 @@ SOURCES = {
     # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
+                             "vc_restrict_block<{T}>",
                              "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",

@@ -183,6 +183,27 @@ def cycle_lanes(n: int, nnz: int) -> int:
     return CSR_VECTOR_WIDTHS[-1]
 
 
+# A restriction over its CSR into few, long rows runs a block a row (amg.cu's vc_restrict_block;
+# lanes_R = BLOCK) where 32 lanes a row would leave the kernel fewer than LANES_MIN_THREADS threads
+# and its rows hold more than RESTRICT_BLOCK_MEAN entries on average (half a block); below level
+# 0 only (level 0 of a single-precision cycle reads b in the system's type: vc_restrict_low).
+# Measured (H200, graph-captured V-cycles, one process): 3-D 100^3 (levels 1 and 2: 4,053 rows of
+# 759, 142 of 840) 137.2 -> 130.1 us, 160^3 (level 2: ~500 rows of ~1,100) 432.8 -> 423.8; 2-D
+# 1024^2's 1,998 rows of 121 lost at a mean threshold of 64 (95.4 -> 95.9) and keep 32 lanes; a
+# block a row for 160^3's level 1 too (16k rows of 809: threads enough) lost (423.8 -> 430.6).
+RESTRICT_BLOCK_MEAN = BLOCK // 2
+
+
+def restriction_lanes(level: int, nc: int, nnz: int) -> int:
+    """Lanes a row of a level's restriction over its CSR into nc rows of nnz entries (BLOCK: a
+    block a row)."""
+    lanes = cycle_lanes(nc, nnz)
+    if (level > 0 and lanes == CSR_VECTOR_WIDTHS[-1] and nc * lanes < LANES_MIN_THREADS
+            and nnz > RESTRICT_BLOCK_MEAN * nc):
+        return BLOCK
+    return lanes
+
+
 def rows_launch(n: int, lanes: int, nnz: int = 0, restriction: bool = False):
     """(grid, rows as the kernel's last argument) of a V-cycle CSR kernel over n rows and nnz
     entries (``rows_at_once``)."""
@@ -571,12 +592,7 @@ class DeviceHierarchy:
                    (BLOCK,), (np.int32(nxt.n), *S.args(self.dtype), lev.res, sc, nxt.b_in, xc),
                    stream)
         else:
-            R = lev.R
-            grid, rows = rows_launch(nxt.n, lev.lanes_R, lev.R.nnz, restriction=True)
-            launch(vc_kernel(f"vc_restrict_scale<{{T}}, {lev.lanes_R}>", self.dtype),
-                   grid, (BLOCK,),
-                   (np.int32(nxt.n), R.indptr, R.indices, R.data, lev.res, sc, nxt.b_in, xc,
-                    rows), stream)
+            self._restrict(lev, lev.R, nxt.n, (lev.res, sc, nxt.b_in, xc), stream)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream, scaled=scale_next)
         if lev.sell_P is not None:
             S = lev.sell_P
@@ -620,11 +636,7 @@ class DeviceHierarchy:
             launch(vc_kernel(f"vc_restrict_sell{low}<{{T}}, {S.tmpl}>", kdt), (_grid(nxt.n),),
                    (BLOCK,), (nc, *S.args(self.dtype), *tail), stream)
         else:
-            M = lev.RS
-            grid, rows = rows_launch(nxt.n, lev.lanes_R, M.nnz, restriction=True)
-            name = "vc_restrict_low" if wide is not None else "vc_restrict_scale"
-            launch(vc_kernel(f"{name}<{{T}}, {lev.lanes_R}>", kdt), grid, (BLOCK,),
-                   (nc, M.indptr, M.indices, M.data, *tail, rows), stream)
+            self._restrict(lev, lev.RS, nxt.n, tail, stream, wide)
         self._cycle(l + 1, nxt.b_in, nxt.out, stream)
         if lev.sell_P is not None:
             S = lev.sell_P
@@ -636,6 +648,19 @@ class DeviceHierarchy:
             launch(vc_kernel(f"vc_prolong{low}<{{T}}, {lev.lanes_P}>", kdt), grid, (BLOCK,),
                    (n, P.indptr, P.indices, P.data, nxt.out, lev.scale, b, X, rows), stream)
         self._post_smooth(l, X, b, out, stream, wide)
+
+    def _restrict(self, lev, M, nc, tail, stream, wide=None):
+        """b_c = M r over M's CSR (the level's restriction without a SELL copy):
+        vc_restrict_scale (tail: r, sc, b_c, xc), vc_restrict_low where ``wide`` (tail: b, b_c),
+        or vc_restrict_block where lanes_R is BLOCK (a block a row: ``restriction_lanes``)."""
+        if lev.lanes_R == BLOCK:
+            launch(vc_kernel("vc_restrict_block<{T}>", self.dtype), (min(nc, 65535),), (BLOCK,),
+                   (np.int32(nc), M.indptr, M.indices, M.data, *tail), stream)
+            return
+        grid, rows = rows_launch(nc, lev.lanes_R, M.nnz, restriction=True)
+        name = "vc_restrict_low" if wide is not None else "vc_restrict_scale"
+        launch(vc_kernel(f"{name}<{{T}}, {lev.lanes_R}>", self.dtype if wide is None else wide),
+               grid, (BLOCK,), (np.int32(nc), M.indptr, M.indices, M.data, *tail, rows), stream)
 
     def _residual(self, lev, x, b, stream):
         if lev.sell_A is not None:
@@ -1656,7 +1681,7 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
                                          else lev.sell_R.halved(sP))
             lev.sell_P = lev.sell_P and lev.sell_P.halved(sP)
         # the restriction runs over its CSR (vc_restrict_scale) where it has no SELL copy
-        lev.lanes_R = (cycle_lanes(int(restriction.shape[0]), int(restriction.nnz))
+        lev.lanes_R = (restriction_lanes(l, int(restriction.shape[0]), int(restriction.nnz))
                        if lev.sell_R is None else None)
         lev.X, lev.Wb, lev.res = (cupy.full(n, np.nan, dt) for _ in range(3))
         lev.d = cupy.full(n, np.nan, dt) if h.smoother == "chebyshev" else None
