@@ -988,6 +988,13 @@ def check_memory(n: int, nnz: int, dtype, precision: str = "full") -> None:
             f"{human_bytes(free)} free; set {SIZE_GUARD_ENV}=1 to try anyway")
 
 
+# spgemm_pattern's dense rows need at least this many warps a block (the block's dense rows in
+# shared memory: 12 bytes a column in float64): at one warp a block (3-D 100^3's A_1 T_1, 154,768
+# rows into 4,053 columns) four warps an SM were resident and the product took 4.9-5.0 ms,
+# against the search kernel's 0.30 at 4,102 columns (the passes' numbering: a row too wide).
+SPGEMM_PATTERN_DENSE_WARPS = 4
+
+
 def spgemm_pattern(A, B, C):
     """A @ B over C's pattern (CuPy CSR, sorted rows): a new C with C's indptr and indices and
     the product's values there (spgemm.cu's spgemm_pattern, or spgemm_pattern_dense where C's
@@ -1001,6 +1008,8 @@ def spgemm_pattern(A, B, C):
     missing = cupy.zeros(1, cupy.int32)
     ncols = int(C.shape[1])
     shared = _dense_shared(ncols, dt)
+    if shared is not None and shared[0] < SPGEMM_PATTERN_DENSE_WARPS:
+        shared = None                    # too few rows resident: the search kernel (see above)
     if m and A.nnz and B.nnz and shared is not None:                        # dense rows
         per_block, row_bytes = shared
         launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
