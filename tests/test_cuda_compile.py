@@ -170,3 +170,36 @@ def test_amg_rows_at_once_stay_within_the_kernels_bound():
     for n in (0, 1, 1000, 10**6, 10**8):
         for lanes in (2, 4, 8, 16, 32):
             assert 1 <= device.rows_at_once(n, lanes) <= device.MAX_ROWS
+
+
+def test_amg_restriction_a_block_a_row_only_into_few_long_rows():
+    """device.restriction_lanes gives a block a row (BLOCK) only below level 0, only where 32
+    lanes a row would leave fewer than LANES_MIN_THREADS threads and the rows are longer than
+    RESTRICT_BLOCK_MEAN on average; else cycle_lanes' choice."""
+    from dpsolve.precond.amg import device
+    few = device.LANES_MIN_THREADS // 32 - 1               # rows: 32 lanes a row too few threads
+    long_nnz = (device.RESTRICT_BLOCK_MEAN + 1) * few
+    assert device.restriction_lanes(1, few, long_nnz) == device.BLOCK
+    assert device.restriction_lanes(0, few, long_nnz) == device.cycle_lanes(few, long_nnz) != \
+        device.BLOCK                                       # level 0: never
+    short_nnz = device.RESTRICT_BLOCK_MEAN * few           # not longer than the mean bound
+    assert device.restriction_lanes(2, few, short_nnz) == device.cycle_lanes(few, short_nnz)
+    many = device.LANES_MIN_THREADS // 32 + 1              # threads enough at 32 lanes
+    assert (device.restriction_lanes(1, many, 800 * many)
+            == device.cycle_lanes(many, 800 * many) == 32)
+
+
+def test_amg_sell_kernels_registered_once_in_two_modules():
+    """Every SELL V-cycle kernel is registered for both HALF values and both NARROW values: the
+    16-bit ones in the module "amg", the int32 ones in "amg_wide" (device.vc_kernel picks the
+    module by AMG_WIDE), and no expression in both; the ELL kernels stay <T, HALF> in "amg"."""
+    amg = set(_loader.SOURCES["amg"].expressions)
+    wide = set(_loader.SOURCES["amg_wide"].expressions)
+    assert wide == set(_loader.AMG_WIDE) and not amg & wide
+    for k in _loader.VC_SELL:
+        for h in ("false", "true"):
+            assert f"{k}<{{T}}, {h}, true>" in amg and f"{k}<{{T}}, {h}, false>" in wide
+    for k in _loader.VC_ELL:
+        assert {f"{k}<{{T}}, false>", f"{k}<{{T}}, true>"} <= amg
+    text = (_loader.CUDA_DIR / "amg.cu").read_text()
+    assert "constexpr unsigned NARROW_PAD = 0xFFFFu;" in text

@@ -18,12 +18,14 @@ steps; level 0 runs the ``_ell`` kernels over the solve's ELL arrays when it hol
                             rows vc_scale, or the restriction above, writes X, then vc_residual)
     spmv (R)      b_{l+1} = R res                          dpsolve's CSR-vector SpMV, or
                   vc_restrict_scale, which also writes X_{l+1} where that level needs it
+                  (vc_restrict_block into few, long rows: ``restriction_lanes``)
     ...           the coarser levels, then the coarsest: vc_dense  x_c = pinv(A_c) b_c
     vc_prolong    X += P x_{l+1}
     vc_jacobi     out = X + (omega / rho) D^-1 (b - A X)    post-smoothing (the same smoother)
 
 A level's A (below level 0), R and P run the ``_sell`` kernels instead, a thread a row, where
-``sell_of`` keeps a SELL-32 copy of them (rows enough, padding small).
+``sell_of`` keeps a SELL-32 copy of them (rows enough, padding small), its column indices as
+16-bit offsets from each slice's base where they fit (``narrow``).
 """
 from __future__ import annotations
 
@@ -998,7 +1000,8 @@ SPGEMM_PATTERN_DENSE_WARPS = 4
 def spgemm_pattern(A, B, C):
     """A @ B over C's pattern (CuPy CSR, sorted rows): a new C with C's indptr and indices and
     the product's values there (spgemm.cu's spgemm_pattern, or spgemm_pattern_dense where C's
-    dense row fits shared memory: the same sums, in the same order, as ``spgemm``), or None
+    dense rows fit shared memory at SPGEMM_PATTERN_DENSE_WARPS a block: the same sums, in the
+    same order, as ``spgemm``), or None
     when a product falls outside the pattern (an entry of A @ B that C lacks: the caller makes
     the product anew)."""
     import cupy
