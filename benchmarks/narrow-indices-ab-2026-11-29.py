@@ -3,7 +3,8 @@ int32 ones, on the GPU: AMG-PCG prepared on graph, x* = ones, rtol 1e-8, interle
 process per problem: iterations, the V-cycle's time (the preconditioner's own timing), its
 bandwidth floor's bytes, the prepared solve (median of 15), the set-up, and how many of the
 SELL copies are narrow. Then, at the last problem, watts: the card warmed 8 s, 1.5 s windows
-J N W J J W N J (J: Jacobi-CG, N: narrow, W: int32), each solve's ms, J and W.
+J N W J J W N J (J: Jacobi-CG, N: narrow, W: int32), each solve's ms, J and W: a second table
+(kept as narrow-indices-watts-2026-11-29.csv).
 Usage: python3 benchmarks/narrow-indices-ab-2026-11-29.py [2:1024,3:100,3:160]"""
 import statistics
 import sys
