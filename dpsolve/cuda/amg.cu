@@ -241,6 +241,21 @@ struct gather_coherent {
     __device__ __forceinline__ T operator()(int c) const { return dps::ldcg(x + c); }
 };
 
+// sum_k term(k) over [begin, end) by the whole block (a block a row: vc_dense, vc_restrict_block):
+// two sums a thread over entries DPS_BLOCK apart (two loads in flight), then dps::block_sum (the
+// total on thread 0). smem: DPS_WARP slots, free again on return.
+template <typename T, typename F>
+__device__ __forceinline__ T block_row_sum(int begin, int end, T* smem, F term) {
+    T s0 = T(0), s1 = T(0);
+    int k = begin + threadIdx.x;
+    for (; k + DPS_BLOCK < end; k += 2 * DPS_BLOCK) {
+        s0 += term(k);
+        s1 += term(k + DPS_BLOCK);
+    }
+    if (k < end) s0 += term(k);
+    return dps::block_sum(s0 + s1, smem);
+}
+
 }  // namespace amg
 
 // ---------------------------------------------------------------------------- aggregation
@@ -682,7 +697,7 @@ vc_restrict_scale(int nc, const int* __restrict__ indptr, const int* __restrict_
 
 // vc_restrict_scale a block a row (device.RESTRICT_BLOCK_MEAN): the restriction into a level of
 // few, long rows (into 3-D 160^3's coarsest level, 32 lanes a row kept 9 % of the warp slots
-// busy, each lane 30-odd dependent gathers long). The block's sum is dps::block_sum's.
+// busy, each lane 30-odd dependent gathers long): amg::block_row_sum.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_block(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
@@ -691,16 +706,9 @@ vc_restrict_block(int nc, const int* __restrict__ indptr, const int* __restrict_
     DPS_PDL();
     __shared__ T smem[DPS_WARP];
     for (int row = blockIdx.x; row < nc; row += gridDim.x) {
-        T s0 = T(0), s1 = T(0);
-        const int end = indptr[row + 1];
-        int k = indptr[row] + threadIdx.x;
-        for (; k + DPS_BLOCK < end; k += 2 * DPS_BLOCK) {         // two loads in flight a thread
-            s0 += dps::ld_mat<true>(data + k) * res[dps::ld_mat<true>(indices + k)];
-            s1 += dps::ld_mat<true>(data + k + DPS_BLOCK)
-                  * res[dps::ld_mat<true>(indices + k + DPS_BLOCK)];
-        }
-        if (k < end) s0 += dps::ld_mat<true>(data + k) * res[dps::ld_mat<true>(indices + k)];
-        const T r = dps::block_sum(s0 + s1, smem);
+        const T r = amg::block_row_sum(indptr[row], indptr[row + 1], smem, [&](int k) {
+            return dps::ld_mat<true>(data + k) * res[dps::ld_mat<true>(indices + k)];
+        });
         if (threadIdx.x == 0) {
             bc[row] = r;
             if (sc != nullptr) xc[row] = sc[row] * r;           // sc null: the restriction alone
@@ -742,10 +750,9 @@ half_round(int n, const float* __restrict__ x, float inv, float scale,
     }
 }
 
-// A block a row (grid: one block per row, grid-stride beyond), two sums a thread over the
-// row's columns DPS_BLOCK apart, then the block's sum (dps::block_sum). A warp a row, as first,
-// kept one load a lane in flight: 2,009 rows (2-D 1024^2's coarsest, 16 MB in float32) took
-// 12.4 us at 1.6 TB/s on an H200.
+// A block a row (grid: one block per row, grid-stride beyond; amg::block_row_sum over the
+// row's columns). A warp a row, as first, kept one load a lane in flight: 2,009 rows (2-D
+// 1024^2's coarsest, 16 MB in float32) took 12.4 us at 1.6 TB/s on an H200.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restrict__ y) {
@@ -753,14 +760,7 @@ vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restri
     __shared__ T smem[DPS_WARP];
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
         const T* __restrict__ m = minv + (size_t)row * n;
-        T s0 = T(0), s1 = T(0);
-        int k = threadIdx.x;
-        for (; k + DPS_BLOCK < n; k += 2 * DPS_BLOCK) {
-            s0 += m[k] * b[k];
-            s1 += m[k + DPS_BLOCK] * b[k + DPS_BLOCK];
-        }
-        if (k < n) s0 += m[k] * b[k];
-        const T sum = dps::block_sum(s0 + s1, smem);
+        const T sum = amg::block_row_sum(0, n, smem, [&](int k) { return m[k] * b[k]; });
         if (threadIdx.x == 0) y[row] = sum;
     }
 }
@@ -941,10 +941,8 @@ narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
                 hi = max(hi, c);
             }
         }
-        for (int off = 16; off > 0; off >>= 1) {
-            lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
-            hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
-        }
+        lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+        hi = __reduce_max_sync(0xFFFFFFFFu, hi);
         const int b0 = hi < 0 ? 0 : lo;                           // a slice of padding only: 0
         if (hi - b0 >= (int)amg::NARROW_PAD) {
             if (lane == 0) atomicAdd(overflow, 1);
