@@ -114,6 +114,15 @@ template <typename T, bool HALF> struct stored_t { using type = T; };
 template <typename T> struct stored_t<T, true> { using type = unsigned short; };
 template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
 
+// Blocks an SM (__launch_bounds__' second argument) of the V-cycle kernels whose chunked row loops
+// (strided_sum) the compiler took above 32 registers a thread: level 0's ELL kernels and
+// vc_restrict_low. 2048 / DPS_BLOCK for a real type: at most 32 registers, every warp slot of an
+// SM resident, which their latency-bound gathers need (the float16 Jacobi sweep for a double b at
+// 40 registers ran 160^3's in 150.8 us against 75.8 at 32: ncu, H200); complex types: 1 (no
+// minimum). tests/test_cuda_compile checks every vc_* kernel over float and double.
+template <typename T> struct full_sm { static constexpr int value = 2048 / DPS_BLOCK; };
+template <typename R> struct full_sm<dps::complex<R>> { static constexpr int value = 1; };
+
 // The type a SELL kernel's column indices are stored in: int (padding -1), or with NARROW 16-bit
 // offsets from a base column per slice of 32 slots (device.narrow), 0xFFFF the padding. The
 // column of the slot at `at` in a slice of base b0; -1 for padding.
@@ -130,6 +139,52 @@ __device__ __forceinline__ int column(const col_t<NARROW>* __restrict__ idx, siz
     } else {
         return dps::ld_mat<true>(idx + at);
     }
+}
+
+// A thread's sum over `count` entries `stride` apart from `start` (a SELL slot's, an ELL row's or
+// a CSR lane's), in k's order: sum_k val[at_k] xv(col(at_k)), col(at) the column of the entry at
+// `at` (-1: padding). CHUNK entries a round: their column loads issued together, then their value
+// and x loads. A compiler's unrolling of a loop of unknown length (`#pragma unroll 4`, CHUNK = 0)
+// leaves a remainder loop, one entry (two dependent loads) at a time, and that was most of a short
+// row's work (P_0's rows of 2.7 entries at 2-D 1024^2; ELL level 0's 7 at 3-D: 4 unrolled, 3 one
+// at a time). AMG_ROW_CHUNK for every V-cycle product, AMG_SMOOTH_CHUNK for the post-smoothing's
+// (vc_jacobi_sell, the ELL Jacobi sweep). Measured (H200, one process, old new / new old x5:
+// benchmarks/row-chunk-ab-2026-11-29.py): 4 / 8 against the unrolled loop, V-cycle 1024^2 102.3 ->
+// 86.5 us, 100^3 130.4 -> 117.1, 160^3 416.1 -> 365.3, prepared solves 2.84 -> 2.73, 2.96 ->
+// 2.83, 8.83 -> 8.39 ms, the same bits; 8 everywhere lost at 3-D (the fused pre-smoothing, two
+// gathers an entry, at 40 registers: 92 -> 126 us); 4 everywhere 88.5 / 119.5 / 381.8 us against
+// 4 / 8's 86.9 / 118.5 / 376.0 (another run: old 102.1 / 132.5 / 426.1).
+#ifndef AMG_ROW_CHUNK
+#define AMG_ROW_CHUNK 4
+#endif
+#ifndef AMG_SMOOTH_CHUNK
+#define AMG_SMOOTH_CHUNK 8
+#endif
+
+template <typename T, int CHUNK = AMG_ROW_CHUNK, typename C, typename V, typename X>
+__device__ __forceinline__ T strided_sum(size_t start, size_t stride, int count, C col,
+                                         const V* __restrict__ val, X xv) {
+    T sum = T(0);
+    if constexpr (CHUNK > 0) {
+        for (int k0 = 0; k0 < count; k0 += CHUNK) {
+            int c[CHUNK];
+#pragma unroll
+            for (int j = 0; j < CHUNK; ++j)
+                c[j] = k0 + j < count ? col(start + (size_t)(k0 + j) * stride) : -1;
+#pragma unroll
+            for (int j = 0; j < CHUNK; ++j)
+                if (c[j] >= 0)
+                    sum += dps::mat_value<T>(val + start + (size_t)(k0 + j) * stride) * xv(c[j]);
+        }
+    } else {
+#pragma unroll 4
+        for (int k = 0; k < count; ++k) {
+            const size_t at = start + (size_t)k * stride;
+            const int c = col(at);
+            if (c >= 0) sum += dps::mat_value<T>(val + at) * xv(c);
+        }
+    }
+    return sum;
 }
 
 // The grid-stride rows of a CSR kernel, W lanes a row, `rows` (1 to MAX_ROWS, uniform: the host's
@@ -156,9 +211,10 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
             const int row = base + group;
             T sum = T(0);
             if (row < n) {
-                const int end = indptr[row + 1];
-                for (int k = indptr[row] + lane; k < end; k += W)
-                    sum += dps::ld_mat<true>(data + k) * xv(dps::ld_mat<true>(indices + k));
+                const int begin = indptr[row] + lane, end = indptr[row + 1];
+                sum = strided_sum<T>((size_t)begin, W, begin < end ? (end - begin + W - 1) / W : 0,
+                                     [&](size_t at) { return dps::ld_mat<true>(indices + at); },
+                                     data, xv);        // csr_row_vector's loop, chunked
             }
             sum = dps::group_sum<T, W>(sum);
             if (lane == 0 && row < n) done(row, sum);
@@ -210,20 +266,25 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
 // lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
 // H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
 // NARROW: the indices as offsets from the slice's base (col_t).
-template <typename T, bool NARROW, typename V, typename X>
+template <typename T, bool NARROW, int CHUNK = AMG_ROW_CHUNK, typename V, typename X>
 __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
                                       const col_t<NARROW>* __restrict__ idx,
                                       const int* __restrict__ base, const V* __restrict__ val,
                                       X xv) {
-    const int end = sptr[(slot >> 5) + 1];
-    const int b0 = NARROW ? base[slot >> 5] : 0;
-    T sum = T(0);
-#pragma unroll 4
-    for (int at = sptr[slot >> 5] + (slot & 31); at < end; at += 32) {
-        const int c = column<NARROW>(idx, at, b0);
-        if (c >= 0) sum += dps::mat_value<T>(val + at) * xv(c);
-    }
-    return sum;
+    const int s = slot >> 5, begin = sptr[s];
+    const int b0 = NARROW ? base[s] : 0;
+    return strided_sum<T, CHUNK>((size_t)(begin + (slot & 31)), 32, (sptr[s + 1] - begin) >> 5,
+                                 [&](size_t at) { return column<NARROW>(idx, at, b0); }, val, xv);
+}
+
+// ELL, column-major (level 0 in the solve's own arrays): entry k of row `row` at k n + row,
+// padding -1; sum_k a_rk xv(c_k) in k's order (dps::ell_row's bits, xv any gather)
+template <typename T, int CHUNK = AMG_ROW_CHUNK, typename V, typename X>
+__device__ __forceinline__ T ell_sum(int row, int n, int width, const int* __restrict__ indices,
+                                     const V* __restrict__ data, X xv) {
+    return strided_sum<T, CHUNK>((size_t)row, (size_t)n, width,
+                                 [&](size_t at) { return dps::ld_mat<true>(indices + at); }, data,
+                                 xv);
 }
 
 // x[c]: the operand of a plain product
@@ -719,7 +780,7 @@ vc_restrict_block(int nc, const int* __restrict__ indptr, const int* __restrict_
 // bc = R b with b of the system's type T cast where it is read, bc single: level 0's smoothed
 // restriction in a single-precision cycle with the casts fused
 template <typename T, int W>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_restrict_low(int nc, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const typename single_of<T>::type* __restrict__ data, const T* __restrict__ b,
                 typename single_of<T>::type* __restrict__ bc, int rows) {
@@ -781,13 +842,8 @@ __device__ __forceinline__ void presmooth_residual_ell_row(int row, int n, int w
                                                            const B* __restrict__ b,
                                                            L* __restrict__ x,
                                                            L* __restrict__ res) {
-    L sum = L(0);
-#pragma unroll 4
-    for (int k = 0; k < width; ++k) {
-        const size_t at = (size_t)k * n + row;
-        const int c = dps::ld_mat<true>(indices + at);
-        if (c >= 0) sum += dps::mat_value<L>(data + at) * (s[c] * cast_to<L>(b[c]));
-    }
+    const L sum = amg::ell_sum<L>(row, n, width, indices, data,
+                                  [&](int c) { return s[c] * cast_to<L>(b[c]); });
     const L br = cast_to<L>(b[row]);
     x[row] = s[row] * br;
     res[row] = br - scale * sum;
@@ -800,15 +856,18 @@ __device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
                                             const V* __restrict__ data, L scale,
                                             const L* __restrict__ s, const L* __restrict__ x,
                                             const B* __restrict__ b) {
+    // one expression: ax taken into a variable first, the float16 instantiation for a double b
+    // took 40 registers, not 32, and ran the 160^3 sweep in 150.8 us rather than 75.8 (ncu, H200)
     return x[row] + s[row] * (cast_to<L>(b[row])
-                              - scale * dps::ell_row<L>(row, n, width, indices, data, x));
+                              - scale * amg::ell_sum<L, AMG_SMOOTH_CHUNK>(row, n, width, indices,
+                                                                          data, amg::gather<L>{x}));
 }
 
 }  // namespace vc
 
 // Level 0 over the solve's ELL (or the cycle's float16 copy of it: HALF, times `scale`)
 template <typename T, bool HALF>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
                           const amg::stored<T, HALF>* __restrict__ data, T scale,
                           const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
@@ -819,17 +878,18 @@ vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
 }
 
 template <typename T, bool HALF>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_residual_ell(int n, int width, const int* __restrict__ indices,
                 const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ x,
                 const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        res[row] = b[row] - scale * dps::ell_row<T>(row, n, width, indices, data, x);
+        res[row] = b[row] - scale * amg::ell_sum<T>(row, n, width, indices, data,
+                                                    amg::gather<T>{x});
 }
 
 template <typename T, bool HALF>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
               const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ s,
               const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
@@ -846,7 +906,7 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
 // those of the casts' path bit for bit, with two launches fewer and 2n (T + L) - 3n (T - L)
 // bytes less.
 template <typename T, bool HALF>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
                               const amg::stored<typename single_of<T>::type, HALF>* data,
                               typename single_of<T>::type scale,
@@ -860,7 +920,7 @@ vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
 }
 
 template <typename T, bool HALF>
-__global__ void __launch_bounds__(DPS_BLOCK)
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
                   const amg::stored<typename single_of<T>::type, HALF>* __restrict__ data,
                   typename single_of<T>::type scale,
@@ -1008,7 +1068,8 @@ vc_jacobi_sell(int n, SELL_ARGS,
                T* __restrict__ y) {
     DPS_PDL();
     DPS_ROWS(n) {
-        const T ax = scale * amg::sell_row<T, NARROW>(q, sptr, idx, base, val, amg::gather<T>{x});
+        const T ax = scale * amg::sell_row<T, NARROW, AMG_SMOOTH_CHUNK>(q, sptr, idx, base, val,
+                                                                         amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
     }
 }
