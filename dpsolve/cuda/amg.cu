@@ -856,8 +856,9 @@ __device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
                                             const V* __restrict__ data, L scale,
                                             const L* __restrict__ s, const L* __restrict__ x,
                                             const B* __restrict__ b) {
-    // one expression: ax taken into a variable first, the float16 instantiation for a double b
-    // took 40 registers, not 32, and ran the 160^3 sweep in 150.8 us rather than 75.8 (ncu, H200)
+    // one expression: with ax taken into a variable first (and no register bound), the float16
+    // instantiation for a double b took 40 registers, not 32, and ran the 160^3 sweep in 150.8 us
+    // rather than 75.8 (ncu, H200)
     return x[row] + s[row] * (cast_to<L>(b[row])
                               - scale * amg::ell_sum<L, AMG_SMOOTH_CHUNK>(row, n, width, indices,
                                                                           data, amg::gather<L>{x}));
