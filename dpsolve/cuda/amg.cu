@@ -148,7 +148,8 @@ __device__ __forceinline__ int column(const col_t<NARROW>* __restrict__ idx, siz
 // leaves a remainder loop, one entry (two dependent loads) at a time, and that was most of a short
 // row's work (P_0's rows of 2.7 entries at 2-D 1024^2; ELL level 0's 7 at 3-D: 4 unrolled, 3 one
 // at a time). AMG_ROW_CHUNK for every V-cycle product, AMG_SMOOTH_CHUNK for the post-smoothing's
-// (vc_jacobi_sell, the ELL Jacobi sweep). Measured (H200, one process, old new / new old x5:
+// (vc_jacobi_sell, the ELL Jacobi sweep), AMG_CSR_CHUNK (AMG_ROW_CHUNK unless built with -D) for
+// the CSR kernels' lanes. Measured (H200, one process, old new / new old x5:
 // benchmarks/row-chunk-ab-2026-11-29.py): 4 / 8 against the unrolled loop, V-cycle 1024^2 102.3 ->
 // 86.5 us, 100^3 130.4 -> 117.1, 160^3 416.1 -> 365.3, prepared solves 2.84 -> 2.73, 2.96 ->
 // 2.83, 8.83 -> 8.39 ms, the same bits; 8 everywhere lost at 3-D (the fused pre-smoothing, two
@@ -159,6 +160,9 @@ __device__ __forceinline__ int column(const col_t<NARROW>* __restrict__ idx, siz
 #endif
 #ifndef AMG_SMOOTH_CHUNK
 #define AMG_SMOOTH_CHUNK 8
+#endif
+#ifndef AMG_CSR_CHUNK               // the CSR kernels' lanes (vector_rows' one-row path)
+#define AMG_CSR_CHUNK AMG_ROW_CHUNK
 #endif
 
 template <typename T, int CHUNK = AMG_ROW_CHUNK, typename C, typename V, typename X>
@@ -212,9 +216,9 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
             T sum = T(0);
             if (row < n) {
                 const int begin = indptr[row] + lane, end = indptr[row + 1];
-                sum = strided_sum<T>((size_t)begin, W, begin < end ? (end - begin + W - 1) / W : 0,
-                                     [&](size_t at) { return dps::ld_mat<true>(indices + at); },
-                                     data, xv);        // csr_row_vector's loop, chunked
+                sum = strided_sum<T, AMG_CSR_CHUNK>(   // csr_row_vector's loop, chunked
+                    (size_t)begin, W, begin < end ? (end - begin + W - 1) / W : 0,
+                    [&](size_t at) { return dps::ld_mat<true>(indices + at); }, data, xv);
             }
             sum = dps::group_sum<T, W>(sum);
             if (lane == 0 && row < n) done(row, sum);
