@@ -8,21 +8,14 @@ Usage: python3 benchmarks/row-chunk-ab-2026-11-29.py [2:1024,3:160,3:100]"""
 import sys
 from pathlib import Path
 
-import cupy
-import cupyx.scipy.sparse as csp
-
 import dpsolve
-from dpsolve.matrices import laplace_2d, laplace_3d
 
 sys.path.insert(0, str(Path(__file__).parent))
-from vcycle_ab import kernels_built_with, solve_ms, vcycle_us  # noqa: E402
+from vcycle_ab import kernels_built_with, solve_ms, systems, vcycle_us  # noqa: E402
 
 BUILDS = {"old": ("-DAMG_ROW_CHUNK=0", "-DAMG_SMOOTH_CHUNK=0"), "new": ()}
 print("problem,build,round,metric,value", flush=True)
-for item in (sys.argv[1] if len(sys.argv) > 1 else "2:1024,3:160,3:100").split(","):
-    dim, size = item.split(":")
-    A = csp.csr_matrix(laplace_2d(int(size)) if dim == "2" else laplace_3d(int(size)))
-    b = A @ cupy.ones(A.shape[0])
+for item, A, b in systems(sys.argv[1] if len(sys.argv) > 1 else "2:1024,3:160,3:100"):
     Ps = {}
     for build, defines in BUILDS.items():
         with kernels_built_with(defines):

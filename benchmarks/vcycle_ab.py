@@ -7,15 +7,19 @@ keep their own copies, as they ran).
 * ``vcycle_us(P)``: one V-cycle of a prepared AMG system, in microseconds: ``k`` cycles captured
   into one CUDA graph (with PDL, as variant graph runs them), the median of ``reps`` launches / k.
 * ``solve_ms(P, b)``: one prepared solve, synchronised, in milliseconds, with its iterations.
+* ``systems(spec)``: the problems "2:1024,3:160" (2-D Poisson 1024^2, 3-D Laplace 160^3) on the
+  device, each with b = A ones.
 """
 import contextlib
 import statistics
 import time
 
 import cupy
+import cupyx.scipy.sparse as csp
 import numpy as np
 
 from dpsolve.cuda._loader import AMG_WIDE, get_kernel
+from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
 _built: dict = {}
@@ -75,3 +79,12 @@ def solve_ms(P, b, rtol: float = 1e-8):
     _, _, rep = P.solve(b, rtol=rtol, full_output=True)
     cupy.cuda.Device().synchronize()
     return (time.perf_counter() - t) * 1e3, rep.iterations
+
+
+def systems(spec: str):
+    """(item, A, b) for each "dim:size" of ``spec``: A the Laplacian (2-D or 3-D) as a CuPy CSR,
+    b = A ones."""
+    for item in spec.split(","):
+        dim, size = item.split(":")
+        A = csp.csr_matrix(laplace_2d(int(size)) if dim == "2" else laplace_3d(int(size)))
+        yield item, A, A @ cupy.ones(A.shape[0])
