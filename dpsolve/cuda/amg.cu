@@ -307,18 +307,29 @@ struct gather_coherent {
 };
 
 // sum_k term(k) over [begin, end) by the whole block (a block a row: vc_dense, vc_restrict_block):
-// two sums a thread over entries DPS_BLOCK apart (two loads in flight), then dps::block_sum (the
-// total on thread 0). smem: DPS_WARP slots, free again on return.
+// C sums a thread over entries DPS_BLOCK apart (C loads in flight), added in order, then
+// dps::block_sum (the total on thread 0). smem: DPS_WARP slots, free again on return. C =
+// AMG_BLOCK_CHUNK for 4-byte types, 2 for wider ones (their 8 sums would take vc_dense above 32
+// registers). Measured (H200, one process, 8 against 2, the old loop's bits; 5 rounds ABBA,
+// benchmarks/vcycle-config-ab-2026-11-29.py): V-cycle 1024^2 86.0 -> 84.5 us (its coarsest
+// level's 2,009 x 2,009 float32 inverse), 160^3 369.0 -> 368.0.
+#ifndef AMG_BLOCK_CHUNK
+#define AMG_BLOCK_CHUNK 8
+#endif
 template <typename T, typename F>
 __device__ __forceinline__ T block_row_sum(int begin, int end, T* smem, F term) {
-    T s0 = T(0), s1 = T(0);
-    int k = begin + threadIdx.x;
-    for (; k + DPS_BLOCK < end; k += 2 * DPS_BLOCK) {
-        s0 += term(k);
-        s1 += term(k + DPS_BLOCK);
+    constexpr int C = sizeof(T) > 4 ? 2 : AMG_BLOCK_CHUNK;     // 8-byte T: 32 registers
+    T s[C];
+#pragma unroll
+    for (int j = 0; j < C; ++j) s[j] = T(0);
+    for (int k0 = begin + threadIdx.x; k0 < end; k0 += C * DPS_BLOCK) {
+#pragma unroll
+        for (int j = 0; j < C; ++j)
+            if (k0 + j * DPS_BLOCK < end) s[j] += term(k0 + j * DPS_BLOCK);
     }
-    if (k < end) s0 += term(k);
-    return dps::block_sum(s0 + s1, smem);
+#pragma unroll
+    for (int j = 1; j < C; ++j) s[0] += s[j];
+    return dps::block_sum(s[0], smem);
 }
 
 }  // namespace amg
@@ -817,7 +828,8 @@ half_round(int n, const float* __restrict__ x, float inv, float scale,
 
 // A block a row (grid: one block per row, grid-stride beyond; amg::block_row_sum over the
 // row's columns). A warp a row, as first, kept one load a lane in flight: 2,009 rows (2-D
-// 1024^2's coarsest, 16 MB in float32) took 12.4 us at 1.6 TB/s on an H200.
+// 1024^2's coarsest, 16 MB in float32) took 12.4 us at 1.6 TB/s on an H200; a block a row with
+// two loads a thread in flight 9.1 us (ncu).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_dense(int n, const T* __restrict__ minv, const T* __restrict__ b, T* __restrict__ y) {
