@@ -19,6 +19,11 @@ where LANE_ENTRIES acts. Their configs:
   "pf:,off:-DAMG_PREFETCH=0"  with benchmarks/vcycle-l2-prefetch-2026-11-29.patch's idea redone
                                on the chunked kernels (that patch's macro is DPS_VC_PREFETCH)
   "one:,two:SELL_LANES=2+-DAMG_SELL_LANES=2"  with benchmarks/sell-two-lanes-2026-11-29.patch
+Session 32's runs, in this form (benchmarks/session32-experiments-2026-11-29.csv):
+  "c8:,c2:-DAMG_BLOCK_CHUNK=2" 2:1024,3:160  with eacbaf9's block_row_sum applied
+  "s256:,s1:SELL_SIGMA=1" 2:1024,3:100
+  "tail:,t4:TAIL_SM_BLOCKS=4,apart:TAIL_ONE_LAUNCH=" 2:1024,3:160,3:100  with
+      benchmarks/vcycle-coarse-tail-one-launch-2026-11-29.patch (a bool knob's empty value is False)
 """
 import contextlib
 import sys
