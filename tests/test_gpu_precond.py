@@ -11,6 +11,7 @@ import scipy.sparse as sp
 import dpsolve
 from dpsolve.backends import VARIANT_NAMES, get_backend
 from dpsolve.matrices import laplace_2d, laplace_3d
+from dpsolve.precond.amg import device as amg_device
 from dpsolve.precond.amg import reference
 
 pytestmark = pytest.mark.gpu
@@ -222,7 +223,8 @@ def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, pre
     assert _uses_sell(hc) == (coarse_format == "sell")
     assert (hc.ell0 is not None) == (fmt == "ell")
     if hc.ell0 is not None:                   # the cycle's own copy of the solve's ELL values
-        assert hc.ell0[2].dtype == (np.float16 if hc.half else hc.dtype)
+        packed = np.uint32 if amg_device.PACK_ELL else np.float16    # the words (PACK_ELL)
+        assert hc.ell0[2].dtype == (packed if hc.half else hc.dtype)
     assert not hc.levels[1].fused and hc.levels[0].fused
     r = np.random.default_rng(4).random(A.shape[0]).astype(dtype)
     st = P._state
@@ -365,8 +367,7 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
         assert (len(mats) > 0) == (coarse_format == "sell")
         assert all((m.base is not None) == on and (m.idx.dtype == np.uint16) == on
                    for m in mats)
-        assert hc.ell0[1].dtype == np.int32                   # the solve's own indices
-        assert len(hc.narrow_matrices()) == (len(mats) if on else 0)
+        assert len(hc.narrow_matrices() - {(0, "A")}) == (len(mats) if on else 0)
         st = P._state
         with st.stream:
             z = cp.full(A.shape[0], np.nan, dtype)
@@ -375,6 +376,77 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
         floors.append(P.precond.vcycle_bytes)
     assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
     assert (floors[0] < floors[1]) == (coarse_format == "sell")
+
+
+def test_narrow_ell_decodes_to_the_columns_or_refuses():
+    """device.narrow_ell stores level 0's column-major ELL indices as uint16 offsets from each 32
+    rows' least column, padding (-1) as 0xFFFF, and refuses (None) where 32 rows span more than
+    65,534 columns; a last group of fewer rows decodes too."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    rng = np.random.default_rng(12)
+    n, width = 70, 5                                  # 3 groups, the last of 6 rows
+    cols = np.where(rng.random((width, n)) < 0.2, -1,
+                    rng.integers(0, 65_535, (width, n)) + 1000 * (np.arange(n) // 32))
+    cols[0, 0], cols[1, 0] = 1000 * 0, 65_534         # group 0 spans exactly 65,534
+    flat = cp.asarray(cols.astype(np.int32).ravel())  # entry k of row r at k n + r
+    out = device.narrow_ell(flat, n, width)
+    assert out is not None
+    offsets, base = out[0].get().reshape(width, n), out[1].get()
+    assert offsets.dtype == np.uint16 and base.shape == (3,)
+    decoded = np.where(offsets == 0xFFFF, -1, base[np.arange(n) // 32] + offsets.astype(np.int64))
+    assert np.array_equal(decoded, cols)
+    cols[2, 40] = cols[:, 32:64][cols[:, 32:64] >= 0].min() + 65_535    # group 1: one too many
+    assert device.narrow_ell(cp.asarray(cols.astype(np.int32).ravel()), n, width) is None
+
+
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkeypatch):
+    """With the float16 matrices' values and 16-bit column offsets packed into one word an entry
+    (device.PACK_SELL: the SELL copies; PACK_ELL: level 0's ELL) the cycle and graph's solve are
+    bit for bit those of the separate arrays; every SELL copy that has both is packed, and level
+    0 under precision "half"; each word holds its offset above its value's bits; the floor is
+    2 bytes an entry of A_0 less, the SELL copies' the same (a re-set-up's packing:
+    test_a_numeric_resetup_equals_a_fresh_set_up)."""
+    import cupyx.scipy.sparse as csp
+
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    A, b = _problem("3d", 15, dtype)
+    r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
+    zs, xs, floors = [], [], []
+    for on in (True, False):
+        monkeypatch.setattr(device, "PACK_SELL", on)
+        monkeypatch.setattr(device, "PACK_ELL", on)
+        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
+                            variant="graph", format="ell")
+        hc, _ = _cycling(P.precond.hierarchy)
+        mats = [m for i, lev in enumerate(hc.levels[:-1])
+                for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())
+                if m is not None]
+        assert (len(mats) > 0) == (coarse_format == "sell")
+        halves = [m for m in mats if m.half == "true" and m.base is not None]
+        assert (len(halves) > 0) == (coarse_format == "sell" and hc.half)
+        assert all(m.packed == on for m in halves)
+        assert not any(m.packed for m in mats if all(m is not h for h in halves))
+        for m in halves if on else ():
+            words = m.val.get()
+            assert words.dtype == np.uint32 and np.array_equal(words >> 16, m.idx.get())
+        assert (hc.ell0[2].dtype == np.uint32) == (on and hc.half)
+        assert ((0, "A") in hc.narrow_matrices()) == (on and hc.half)
+        st = P._state
+        with st.stream:
+            z = cp.full(A.shape[0], np.nan, dtype)
+            st.pc.apply(st.ex, cp.asarray(r), z)
+            zs.append(z.get())
+        x, info = P.solve(cp.asarray(b), rtol=1e-5 if dtype == np.float32 else 1e-8)
+        assert info == 0
+        xs.append(x.get())
+        floors.append(P.precond.vcycle_bytes)
+    assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
+    assert np.array_equal(xs[0], xs[1])
+    saved = floors[1] - floors[0]                      # A_0's reads: 4 bytes an entry, not 6
+    assert (saved > 0 and saved % (2 * A.nnz) == 0) if hc.half else saved == 0
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
@@ -534,6 +606,8 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
     assert _uses_sell(hc) == _uses_sell(hfc) == (coarse_format == "sell")
     if before is not None:
         assert hc.levels[1].sell_A.idx is before.idx          # the layout kept, values new
+        packs = hc.half and before.base is not None and amg_device.PACK_SELL
+        assert hc.levels[1].sell_A.packed == before.packed == packs
     rd = cp.asarray(np.random.default_rng(6).random(A.shape[0]).astype(dtype))
     cp.cuda.Device().synchronize()      # rd was made on CuPy's stream; the solves' are their own
     zs = []

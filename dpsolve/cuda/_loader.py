@@ -33,8 +33,8 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.complex128): "dps::complex<double>"}
 
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
-# amg.cu's V-cycle kernels over SELL-32, templated <T, HALF, NARROW>, and over level 0's ELL,
-# templated <T, HALF>
+# amg.cu's V-cycle kernels over SELL-32, templated <T, HALF, NARROW[, PACKED]>, and over level
+# 0's ELL, templated <T, HALF[, PACKED]>
 VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell",
            "vc_restrict_sell", "vc_prolong_sell", "vc_restrict_sell_low", "vc_prolong_sell_low")
 VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell",
@@ -100,13 +100,16 @@ SOURCES = {
                              "subtract_scaled<{T}>", "hermitian_misses<{T}>",
                              "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
                              "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>", "narrow_index<{T}>",
+                             "power_start<{T}>", "narrow_index<{T}>", "narrow_ell<{T}>",
                              "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # HALF: the matrix values in T or in float16 (precision "half"); the SELL
                   # kernels' NARROW: their column indices as 16-bit offsets (device.narrow),
                   # int ones in the module amg_wide
                   + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL for h in ("false", "true"))
+                  + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL)      # PACKED (below)
                   + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL for h in ("false", "true"))
+                  # PACKED: float16 values and offsets in one word (device.PACK_SELL)
+                  + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL)
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale", "vc_prolong_low",

@@ -51,7 +51,8 @@
 //                         that level pre-smooths apart from its residual (one launch fewer);
 //                         sc null: bc = R res alone
 //   vc_restrict_block<T>  the same a block a row: into a level of few, long rows
-//   half_round<T>         float16 rounding of float32 values (precision "half"), one pass
+//   half_round<T>         float16 rounding of float32 values (precision "half"), one pass, and
+//                         the packed SELL words (offset and value) where asked
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a block a row
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
@@ -68,7 +69,9 @@
 //                         with the casts fused (b read, y written in T; the rest single)
 // The ELL and SELL kernels take <T, HALF>: HALF = true reads the matrix's values as float16 bits
 // (precision "half": dps::mat_value) and multiplies each row's sum by the matrix's power of two
-// `scale` (exact); HALF = false reads T, scale 1.
+// `scale` (exact); HALF = false reads T, scale 1. The SELL kernels' NARROW: 16-bit column
+// offsets (amg::col_t). Both take PACKED last (HALF only, and NARROW for SELL): each entry one
+// 32-bit word, offset above value (amg::packed_sum; device.PACK_SELL, device.PACK_ELL).
 #include <cooperative_groups.h>
 
 #include <dpsolve/common.cuh>
@@ -113,6 +116,14 @@ __device__ __forceinline__ long long key_of(int i) {
 template <typename T, bool HALF> struct stored_t { using type = T; };
 template <typename T> struct stored_t<T, true> { using type = unsigned short; };
 template <typename T, bool HALF> using stored = typename stored_t<T, HALF>::type;
+// a V-cycle kernel's matrix values: with PACKED (HALF, and 16-bit column offsets), 32-bit words
+// of an offset and a float16 value each (packed_sum: the SELL copies' and level 0's ELL)
+template <typename T, bool HALF, bool PACKED> struct cycle_val_t {
+    using type = stored<T, HALF>;
+};
+template <typename T> struct cycle_val_t<T, true, true> { using type = unsigned int; };
+template <typename T, bool HALF, bool PACKED>
+using cycle_val = typename cycle_val_t<T, HALF, PACKED>::type;
 
 // Blocks an SM (__launch_bounds__' second argument) of the V-cycle kernels whose chunked row loops
 // (strided_sum) the compiler took above 32 registers a thread: level 0's ELL kernels and
@@ -270,6 +281,35 @@ __device__ __forceinline__ void vector_rows(int rows, int n, const int* __restri
 // lanes a row ran the coarse levels at 43-73 % of the copy bandwidth, at 600-700 W on the
 // H100, against 94-104 % and ~530 W for the ELL level 0). sum_k a_rk xv(c_k), in k's order.
 // NARROW: the indices as offsets from the slice's base (col_t).
+// Packed entries (V = unsigned int): each one 32-bit word, its 16-bit column offset from b0
+// above its float16 value's bits (device.SellMatrix.halved, device.DeviceHierarchy.use_ell),
+// read by one load where the unpacked copies take two (2 + 2 bytes, or level 0's ELL 4 + 2);
+// strided_sum's values in its order: the same bits.
+template <typename V> struct packed_words { static constexpr bool value = false; };
+template <> struct packed_words<unsigned int> { static constexpr bool value = true; };
+
+template <typename T, int CHUNK, typename X>
+__device__ __forceinline__ T packed_sum(size_t start, size_t stride, int count, int b0,
+                                        const unsigned int* __restrict__ words, X xv) {
+    T sum = T(0);
+    for (int k0 = 0; k0 < count; k0 += CHUNK) {
+        unsigned int w[CHUNK];
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j)
+            w[j] = k0 + j < count ? dps::ld_mat<true>(words + start + (size_t)(k0 + j) * stride)
+                                  : NARROW_PAD << 16;
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j) {
+            if ((w[j] >> 16) != NARROW_PAD) {
+                float f;
+                asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(w[j] & 0xFFFFu)));
+                sum += T(f) * xv(b0 + (int)(w[j] >> 16));
+            }
+        }
+    }
+    return sum;
+}
+
 template <typename T, bool NARROW, int CHUNK = AMG_ROW_CHUNK, typename V, typename X>
 __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
                                       const col_t<NARROW>* __restrict__ idx,
@@ -277,18 +317,32 @@ __device__ __forceinline__ T sell_row(int slot, const int* __restrict__ sptr,
                                       X xv) {
     const int s = slot >> 5, begin = sptr[s];
     const int b0 = NARROW ? base[s] : 0;
-    return strided_sum<T, CHUNK>((size_t)(begin + (slot & 31)), 32, (sptr[s + 1] - begin) >> 5,
-                                 [&](size_t at) { return column<NARROW>(idx, at, b0); }, val, xv);
+    if constexpr (packed_words<V>::value) {
+        static_assert(NARROW, "packed SELL words hold 16-bit column offsets");
+        return packed_sum<T, CHUNK>((size_t)(begin + (slot & 31)), 32, (sptr[s + 1] - begin) >> 5,
+                                    b0, val, xv);
+    } else {
+        return strided_sum<T, CHUNK>((size_t)(begin + (slot & 31)), 32,
+                                     (sptr[s + 1] - begin) >> 5,
+                                     [&](size_t at) { return column<NARROW>(idx, at, b0); }, val,
+                                     xv);
+    }
 }
 
 // ELL, column-major (level 0 in the solve's own arrays): entry k of row `row` at k n + row,
-// padding -1; sum_k a_rk xv(c_k) in k's order (dps::ell_row's bits, xv any gather)
+// padding -1; sum_k a_rk xv(c_k) in k's order (dps::ell_row's bits, xv any gather). Packed
+// (V = unsigned int: the cycle's copy, device.DeviceHierarchy.use_ell): `indices` holds each 32
+// rows' base column, the words their offsets (NARROW_PAD: padding) and float16 values.
 template <typename T, int CHUNK = AMG_ROW_CHUNK, typename V, typename X>
 __device__ __forceinline__ T ell_sum(int row, int n, int width, const int* __restrict__ indices,
                                      const V* __restrict__ data, X xv) {
-    return strided_sum<T, CHUNK>((size_t)row, (size_t)n, width,
-                                 [&](size_t at) { return dps::ld_mat<true>(indices + at); }, data,
-                                 xv);
+    if constexpr (packed_words<V>::value) {
+        return packed_sum<T, CHUNK>((size_t)row, (size_t)n, width, indices[row >> 5], data, xv);
+    } else {
+        return strided_sum<T, CHUNK>((size_t)row, (size_t)n, width,
+                                     [&](size_t at) { return dps::ld_mat<true>(indices + at); },
+                                     data, xv);
+    }
 }
 
 // x[c]: the operand of a plain product
@@ -808,16 +862,20 @@ vc_restrict_low(int nc, const int* __restrict__ indptr, const int* __restrict__ 
 
 // Precision "half"'s rounding in one pass (reference.half_bits and half_values, float32 values
 // only: T unused): h = float16(x * inv) rounded to nearest even, bits[i] = h and vals[i] =
-// float(h) * scale, either output null. CuPy's multiply and casts took four passes.
+// float(h) * scale, either output null. CuPy's multiply and casts took four passes. With `words`
+// (a SELL copy's 16-bit column offsets in `offsets`): words[i] = offsets[i] << 16 | h, the
+// packed layout amg::sell_row reads.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 half_round(int n, const float* __restrict__ x, float inv, float scale,
-           unsigned short* __restrict__ bits, float* __restrict__ vals) {
+           unsigned short* __restrict__ bits, float* __restrict__ vals,
+           const unsigned short* __restrict__ offsets, unsigned int* __restrict__ words) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         unsigned short h;
         const float v = x[i] * inv;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
         if (bits != nullptr) bits[i] = h;
+        if (words != nullptr) words[i] = ((unsigned int)offsets[i] << 16) | h;   // amg::sell_row
         if (vals != nullptr) {
             float f;
             asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -882,11 +940,12 @@ __device__ __forceinline__ L jacobi_ell_row(int row, int n, int width,
 
 }  // namespace vc
 
-// Level 0 over the solve's ELL (or the cycle's float16 copy of it: HALF, times `scale`)
-template <typename T, bool HALF>
+// Level 0 over the solve's ELL (or the cycle's float16 copy of it: HALF, times `scale`; PACKED:
+// its words of offset and value, `indices` each 32 rows' base column: amg::ell_sum)
+template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
-                          const amg::stored<T, HALF>* __restrict__ data, T scale,
+                          const amg::cycle_val<T, HALF, PACKED>* __restrict__ data, T scale,
                           const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
                           T* __restrict__ res) {
     DPS_PDL();
@@ -894,10 +953,11 @@ vc_presmooth_residual_ell(int n, int width, const int* __restrict__ indices,
         vc::presmooth_residual_ell_row<T, T>(row, n, width, indices, data, scale, s, b, x, res);
 }
 
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_residual_ell(int n, int width, const int* __restrict__ indices,
-                const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ x,
+                const amg::cycle_val<T, HALF, PACKED>* __restrict__ data, T scale,
+                const T* __restrict__ x,
                 const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
@@ -905,10 +965,11 @@ vc_residual_ell(int n, int width, const int* __restrict__ indices,
                                                     amg::gather<T>{x});
 }
 
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
-              const amg::stored<T, HALF>* __restrict__ data, T scale, const T* __restrict__ s,
+              const amg::cycle_val<T, HALF, PACKED>* __restrict__ data, T scale,
+              const T* __restrict__ s,
               const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
@@ -922,10 +983,10 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
 // away: each b value is cast where it is read, y cast where it is written, so the values are
 // those of the casts' path bit for bit, with two launches fewer and 2n (T + L) - 3n (T - L)
 // bytes less.
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
-                              const amg::stored<typename single_of<T>::type, HALF>* data,
+                              const amg::cycle_val<typename single_of<T>::type, HALF, PACKED>* data,
                               typename single_of<T>::type scale,
                               const typename single_of<T>::type* __restrict__ s,
                               const T* __restrict__ b, typename single_of<T>::type* __restrict__ x,
@@ -936,10 +997,11 @@ vc_presmooth_residual_ell_low(int n, int width, const int* __restrict__ indices,
         vc::presmooth_residual_ell_row<L, T>(row, n, width, indices, data, scale, s, b, x, res);
 }
 
-template <typename T, bool HALF>
+template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
-                  const amg::stored<typename single_of<T>::type, HALF>* __restrict__ data,
+                  const amg::cycle_val<typename single_of<T>::type, HALF, PACKED>* __restrict__
+                      data,
                   typename single_of<T>::type scale,
                   const typename single_of<T>::type* __restrict__ s,
                   const typename single_of<T>::type* __restrict__ x, const T* __restrict__ b,
@@ -1034,6 +1096,43 @@ narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
     }
 }
 
+// The narrow copy of level 0's ELL column indices (column-major: entry k of row r at k n + r)
+// for the cycle's packed copy (device.DeviceHierarchy.use_ell), a warp per 32 rows: base[g] the
+// least column of rows 32 g .. 32 g + 31, each entry its column - base, padding (-1)
+// amg::NARROW_PAD; a group spanning more than 0xFFFE columns is counted in `overflow` (the copy
+// is then not used).
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+narrow_ell(int n, int width, const int* __restrict__ idx, unsigned short* __restrict__ out,
+           int* __restrict__ base, int* __restrict__ overflow) {
+    const int lane = threadIdx.x & 31, groups = (n + 31) / 32;
+    for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < groups;
+         g += (gridDim.x * blockDim.x) >> 5) {                         // uniform over the warp
+        const int row = 32 * g + lane;
+        int lo = 0x7FFFFFFF, hi = -1;
+        for (int k = 0; row < n && k < width; ++k) {
+            const int c = idx[(size_t)k * n + row];
+            if (c >= 0) {
+                lo = min(lo, c);
+                hi = max(hi, c);
+            }
+        }
+        lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+        hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+        const int b0 = hi < 0 ? 0 : lo;                           // padding only: 0
+        if (hi - b0 >= (int)amg::NARROW_PAD) {
+            if (lane == 0) atomicAdd(overflow, 1);
+            continue;
+        }
+        if (lane == 0) base[g] = b0;
+        for (int k = 0; row < n && k < width; ++k) {
+            const int c = idx[(size_t)k * n + row];
+            out[(size_t)k * n + row] = c < 0 ? (unsigned short)amg::NARROW_PAD
+                                             : (unsigned short)(c - b0);
+        }
+    }
+}
+
 // the slots q of a level's n rows, grid-stride, each with its row (sell_row_of)
 #define DPS_ROWS(n)                                                                              \
     for (int q = blockIdx.x * blockDim.x + threadIdx.x, row = 0;                                 \
@@ -1047,10 +1146,10 @@ narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
     const int* __restrict__ sptr, const amg::col_t<NARROW>* __restrict__ idx,                    \
         const int* __restrict__ base
 
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_presmooth_residual_sell(int n, SELL_ARGS,
-                           const amg::stored<T, HALF>* __restrict__ val, T scale,
+                           const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
                            const int* __restrict__ perm,
                            const T* __restrict__ s, const T* __restrict__ b, T* __restrict__ x,
                            T* __restrict__ res) {
@@ -1063,10 +1162,10 @@ vc_presmooth_residual_sell(int n, SELL_ARGS,
     }
 }
 
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_residual_sell(int n, SELL_ARGS,
-                 const amg::stored<T, HALF>* __restrict__ val, T scale,
+                 const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
                  const int* __restrict__ perm,
                  const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ res) {
     DPS_PDL();
@@ -1076,10 +1175,10 @@ vc_residual_sell(int n, SELL_ARGS,
     }
 }
 
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_jacobi_sell(int n, SELL_ARGS,
-               const amg::stored<T, HALF>* __restrict__ val, T scale,
+               const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
                const int* __restrict__ perm,
                const T* __restrict__ s, const T* __restrict__ x, const T* __restrict__ b,
                T* __restrict__ y) {
@@ -1092,10 +1191,10 @@ vc_jacobi_sell(int n, SELL_ARGS,
 }
 
 // bc = R res over R's nc rows, and xc = sc .* bc where sc is given (vc_restrict_scale's fusion)
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_sell(int nc, SELL_ARGS,
-                 const amg::stored<T, HALF>* __restrict__ val, T scale,
+                 const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
                  const int* __restrict__ perm,
                  const T* __restrict__ res, const T* __restrict__ sc, T* __restrict__ bc,
                  T* __restrict__ xc) {
@@ -1108,10 +1207,11 @@ vc_restrict_sell(int nc, SELL_ARGS,
 }
 
 // bc = R b over R's nc rows, b of the system's type T cast where it is read (vc_restrict_low)
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_restrict_sell_low(int nc, SELL_ARGS,
-                     const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
+                     const amg::cycle_val<typename single_of<T>::type, HALF, PACKED>* __restrict__
+                         val,
                      typename single_of<T>::type scale, const int* __restrict__ perm,
                      const T* __restrict__ b, typename single_of<T>::type* __restrict__ bc) {
     DPS_PDL();
@@ -1123,10 +1223,10 @@ vc_restrict_sell_low(int nc, SELL_ARGS,
 }
 
 // x += P xc, or with s given x = s .* b + P xc (vc_prolong)
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell(int n, SELL_ARGS,
-                const amg::stored<T, HALF>* __restrict__ val, T scale,
+                const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
                 const int* __restrict__ perm, const T* __restrict__ xc, const T* __restrict__ s,
                 const T* __restrict__ b, T* __restrict__ x) {
     DPS_PDL();
@@ -1145,10 +1245,11 @@ vc_prolong_sell(int n, SELL_ARGS,
 }
 
 // x = s .* b + P xc with b of the system's type (vc_prolong_low)
-template <typename T, bool HALF, bool NARROW>
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_prolong_sell_low(int n, SELL_ARGS,
-                    const amg::stored<typename single_of<T>::type, HALF>* __restrict__ val,
+                    const amg::cycle_val<typename single_of<T>::type, HALF, PACKED>* __restrict__
+                        val,
                     typename single_of<T>::type scale, const int* __restrict__ perm,
                     const typename single_of<T>::type* __restrict__ xc,
                     const typename single_of<T>::type* __restrict__ s, const T* __restrict__ b,

@@ -237,6 +237,9 @@ SELL_MAX_PADDING = 2.0          # slots (entries and padding) per stored entry: 
 # a narrow copy of it ran the fused pre-smoothing slower at 160^3 (ncu: 108 -> 120 us), and the
 # V-cycle took 435.9 us there.
 NARROW_INDICES = True
+# A SELL copy with narrow indices and float16 values (precision "half") as one 32-bit word an
+# entry, the offset above the value's bits (amg.cu's packed_sum): one load an entry, not two.
+PACK_SELL = True
 
 
 def narrow(idx, n: int, dtype, sptr):
@@ -258,6 +261,31 @@ def narrow(idx, n: int, dtype, sptr):
     return out, base
 
 
+# Level 0's ELL in a cycle of float16 matrices as one 32-bit word an entry (amg.cu's ell_sum):
+# 16-bit column offsets from a base per 32 rows above the values' bits, 4 bytes an entry where the
+# solve's int32 indices and the float16 copy read 6, in one load rather than two. A copy: the
+# solve's indices stay its own.
+PACK_ELL = True
+
+
+def narrow_ell(indices, n: int, width: int):
+    """(offsets, base) of level 0's column-major ELL ``indices`` (n rows of ``width``): uint16
+    offsets from each 32 rows' least column, 0xFFFF for padding (amg.cu's narrow_ell), or None
+    where 32 rows span more than 65,534 columns. One host wait."""
+    import cupy
+    if n == 0 or width == 0:
+        return None
+    groups = -(-n // 32)
+    out = cupy.empty(n * width, cupy.uint16)
+    base = cupy.zeros(groups, cupy.int32)
+    overflow = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", "narrow_ell<{T}>", np.dtype(np.float32)), (_grid(groups * 32),),
+           (BLOCK,), (np.int32(n), np.int32(width), indices, out, base, overflow), None)
+    if int(overflow.get()[0]):
+        return None
+    return out, base
+
+
 def ell_of(A, n: int, dtype) -> tuple | None:
     """(width, indices, data) of ``A``, the solve's own matrix on the device, where it is held
     in ELL (``dpsolve.formats``) with n rows of ``dtype``; else None."""
@@ -268,18 +296,24 @@ def ell_of(A, n: int, dtype) -> tuple | None:
     return None
 
 
-def half_round(values, scale: float, bits: bool = False):
+def half_round(values, scale: float, bits: bool = False, offsets=None):
     """``reference.half_values`` of float32 values (CuPy), or with ``bits`` their float16s
-    (``reference.half_bits``), in one kernel (amg.cu's half_round): the same values."""
+    (``reference.half_bits``), in one kernel (amg.cu's half_round): the same values. With
+    ``offsets`` (a SELL copy's uint16 column offsets, float32 values only): the packed words
+    offset << 16 | float16 bits (uint32, ``PACK_SELL``)."""
     import cupy
     if values.dtype != np.float32:
         return (reference.half_bits if bits else reference.half_values)(values, scale)
     n = int(values.size)
-    out = cupy.empty(n, np.float16 if bits else np.float32)
+    words = None if offsets is None else cupy.empty(n, cupy.uint32)
+    out = None if words is not None else cupy.empty(n, np.float16 if bits else np.float32)
+    null = ops._NULL
     launch(get_kernel("amg", "half_round<{T}>", np.dtype(np.float32)), (_grid(n),), (BLOCK,),
            (np.int32(n), values, np.float32(1.0 / scale), np.float32(scale),
-            out if bits else ops._NULL, ops._NULL if bits else out), None)
-    return out
+            out if bits and out is not None else null,
+            out if not bits and out is not None else null,
+            null if offsets is None else offsets, null if words is None else words), None)
+    return out if words is None else words
 
 
 def half_arg(values) -> str:
@@ -303,6 +337,7 @@ class SellMatrix:
     perm: object = None
     scale: float = 1.0          # the power of two of float16 values (precision "half")
     base: object = None         # each slice's base column (narrow indices), or None
+    packed: bool = False        # val: uint32 words, idx's offsets above float16 bits (PACK_SELL)
 
     @property
     def rows(self):
@@ -311,13 +346,14 @@ class SellMatrix:
 
     @property
     def half(self) -> str:
-        """The kernels' HALF template argument (``half_arg``)."""
-        return half_arg(self.val)
+        """The kernels' HALF template argument (``half_arg``; packed words hold float16s)."""
+        return "true" if self.packed else half_arg(self.val)
 
     @property
     def tmpl(self) -> str:
-        """The kernels' HALF, NARROW template arguments."""
-        return f"{self.half}, {'false' if self.base is None else 'true'}"
+        """The kernels' HALF, NARROW (and PACKED) template arguments."""
+        return (f"{self.half}, {'false' if self.base is None else 'true'}"
+                + (", true" if self.packed else ""))
 
     def args(self, dtype) -> tuple:
         """The kernels' (sptr, idx, base, val, scale, perm) arguments at the cycle's dtype."""
@@ -326,9 +362,12 @@ class SellMatrix:
 
     def halved(self, scale: float) -> "SellMatrix":
         """The same layout with its values in float16 at ``scale`` (values already rounded
-        through float16 at that scale: exact)."""
-        return SellMatrix(self.sptr, self.idx, half_round(self.val, scale, bits=True), self.indptr,
-                          self.indices, self.perm, scale, self.base)
+        through float16 at that scale: exact); packed with the offsets where they are narrow
+        (``PACK_SELL``)."""
+        pack = PACK_SELL and self.base is not None and self.val.dtype == np.float32
+        val = half_round(self.val, scale, bits=True, offsets=self.idx if pack else None)
+        return SellMatrix(self.sptr, self.idx, val, self.indptr, self.indices, self.perm, scale,
+                          self.base, packed=pack)
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
@@ -446,6 +485,11 @@ class DeviceHierarchy:
         width, indices, data = self.ell0
         data = data.astype(low.dtype)        # the single-precision cycle: a cast copy
         if low.half:                         # rounded as A_0's copy (reference.half_round)
+            short = narrow_ell(indices, self.levels[0].n, int(width)) if PACK_ELL else None
+            if short is not None:            # packed: (width, each 32 rows' base, words)
+                words = half_round(data, low.levels[0].half[0], bits=True, offsets=short[0])
+                low.ell0 = (width, short[1], words)
+                return
             data = half_round(data, low.levels[0].half[0], bits=True)
         low.ell0 = (width, indices, data)
 
@@ -459,7 +503,7 @@ class DeviceHierarchy:
             for which, S in (("A", lev.sell_A), (restriction, lev.sell_R), ("P", lev.sell_P)):
                 if S is not None and S.half == "true":
                     out[index, which] = 2
-        if self.ell0 is not None and half_arg(self.ell0[2]) == "true":
+        if self.ell0 is not None and self.ell_args()[1] != "false":
             out[0, "A"] = 2
         return out
 
@@ -472,14 +516,16 @@ class DeviceHierarchy:
             for which, S in (("A", lev.sell_A), (restriction, lev.sell_R), ("P", lev.sell_P)):
                 if S is not None and S.base is not None:
                     out.add((index, which))
+        if self.ell0 is not None and self.ell_args()[1] == "true, true":
+            out.add((0, "A"))
         return out
 
     def ell_args(self) -> tuple:
         """Level 0's ELL kernel arguments (width, indices, data, its values' power of two), and
-        the kernels' HALF template argument."""
+        the kernels' HALF template argument ("true, true": HALF and PACKED, ``PACK_ELL``)."""
         width, indices, data = self.ell0
-        half = half_arg(data)
-        scale = self.levels[0].half[0] if half == "true" else 1.0
+        half = "true, true" if data.dtype == np.uint32 else half_arg(data)
+        scale = self.levels[0].half[0] if half != "false" else 1.0
         return (width, indices, data, self.dtype.type(scale)), half
 
     # (its levels, complexities and V-cycle bytes: reference.levels_table / vcycle_bytes, which
