@@ -597,6 +597,7 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
     M = dpsolve.precond.AMG(precision=precision)
     P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=M, variant="cuda")
     before = _cycling(P.precond.hierarchy)[0].levels[1].sell_A
+    before_ell = _cycling(P.precond.hierarchy)[0].ell0
     P.update(csp.csr_matrix(A2))
     fresh = dpsolve.prepare(csp.csr_matrix(A2), "cg", M=M, variant="cuda")
     h, hf = P.precond.hierarchy, fresh.precond.hierarchy
@@ -608,6 +609,9 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
         assert hc.levels[1].sell_A.idx is before.idx          # the layout kept, values new
         packs = hc.half and before.base is not None and amg_device.PACK_SELL
         assert hc.levels[1].sell_A.packed == before.packed == packs
+    if before_ell is not None and before_ell[2].dtype == np.uint32:    # level 0 packed
+        assert hc.ell0[1] is before_ell[1]                     # its bases kept, no narrow_ell
+        assert np.array_equal(hc.ell0[2].get(), hfc.ell0[2].get())   # a fresh set-up's words
     rd = cp.asarray(np.random.default_rng(6).random(A.shape[0]).astype(dtype))
     cp.cuda.Device().synchronize()      # rd was made on CuPy's stream; the solves' are their own
     zs = []

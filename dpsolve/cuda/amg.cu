@@ -863,19 +863,22 @@ vc_restrict_low(int nc, const int* __restrict__ indptr, const int* __restrict__ 
 // Precision "half"'s rounding in one pass (reference.half_bits and half_values, float32 values
 // only: T unused): h = float16(x * inv) rounded to nearest even, bits[i] = h and vals[i] =
 // float(h) * scale, either output null. CuPy's multiply and casts took four passes. With `words`
-// (a SELL copy's 16-bit column offsets in `offsets`): words[i] = offsets[i] << 16 | h, the
-// packed layout amg::sell_row reads.
+// (16-bit column offsets in `offsets`, or else the offsets of the packed words `kept` over the
+// same pattern): words[i] = offset << 16 | h, the packed layout amg::packed_sum reads.
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 half_round(int n, const float* __restrict__ x, float inv, float scale,
            unsigned short* __restrict__ bits, float* __restrict__ vals,
-           const unsigned short* __restrict__ offsets, unsigned int* __restrict__ words) {
+           const unsigned short* __restrict__ offsets, const unsigned int* __restrict__ kept,
+           unsigned int* __restrict__ words) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         unsigned short h;
         const float v = x[i] * inv;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
         if (bits != nullptr) bits[i] = h;
-        if (words != nullptr) words[i] = ((unsigned int)offsets[i] << 16) | h;   // amg::sell_row
+        if (words != nullptr)                                                 // amg::packed_sum
+            words[i] = (offsets != nullptr ? (unsigned int)offsets[i] << 16
+                                           : kept[i] & 0xFFFF0000u) | h;
         if (vals != nullptr) {
             float f;
             asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

@@ -147,7 +147,8 @@ class AMG(Preconditioner):
         h = device.setup(self.csr.to_device(), state.dtype, state.stream,
                          reuse=None if prev is None else prev.hierarchy,
                          ell=device.ell_of(A, self.csr.n, state.dtype), **self._setup_kw())
-        h.use_ell(A)                                   # level 0 over the solve's ELL, if it is
+        # level 0 over the solve's ELL, if it is (a numeric re-set-up keeps its packed offsets)
+        h.use_ell(A, prev.hierarchy if prev is not None and h.resetup == "numeric" else None)
         self.hierarchy = h
         self._reuse = None
         face = AMGFace(h)

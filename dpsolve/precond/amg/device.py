@@ -296,24 +296,26 @@ def ell_of(A, n: int, dtype) -> tuple | None:
     return None
 
 
-def half_round(values, scale: float, bits: bool = False, offsets=None):
+def half_round(values, scale: float, bits: bool = False, offsets=None, kept=None):
     """``reference.half_values`` of float32 values (CuPy), or with ``bits`` their float16s
     (``reference.half_bits``), in one kernel (amg.cu's half_round): the same values. With
-    ``offsets`` (a SELL copy's uint16 column offsets, float32 values only): the packed words
-    offset << 16 | float16 bits (uint32, ``PACK_SELL``)."""
+    ``offsets`` (uint16 column offsets, float32 values only), or ``kept`` (packed words over the
+    same pattern, whose offsets are taken): the packed words offset << 16 | float16 bits
+    (uint32: ``PACK_SELL``, ``PACK_ELL``)."""
     import cupy
     if values.dtype != np.float32:
         return (reference.half_bits if bits else reference.half_values)(values, scale)
     n = int(values.size)
-    words = None if offsets is None else cupy.empty(n, cupy.uint32)
-    out = None if words is not None else cupy.empty(n, np.float16 if bits else np.float32)
+    pack = offsets is not None or kept is not None
+    words = cupy.empty(n, cupy.uint32) if pack else None
+    out = None if pack else cupy.empty(n, np.float16 if bits else np.float32)
     null = ops._NULL
     launch(get_kernel("amg", "half_round<{T}>", np.dtype(np.float32)), (_grid(n),), (BLOCK,),
            (np.int32(n), values, np.float32(1.0 / scale), np.float32(scale),
-            out if bits and out is not None else null,
-            out if not bits and out is not None else null,
-            null if offsets is None else offsets, null if words is None else words), None)
-    return out if words is None else words
+            out if bits and not pack else null, out if not bits and not pack else null,
+            null if offsets is None else offsets, null if kept is None else kept,
+            null if words is None else words), None)
+    return words if pack else out
 
 
 def half_arg(values) -> str:
@@ -469,11 +471,13 @@ class DeviceHierarchy:
     b_top: object = None          # with ``low``: the V-cycle's input and output cast to its
     z_top: object = None          # dtype (vc_to_single, vc_from_single)
 
-    def use_ell(self, A) -> None:
+    def use_ell(self, A, reuse: "DeviceHierarchy | None" = None) -> None:
         """Run level 0's smoothing and residual over ``A``, the solve's own matrix on the device,
         when it is in ELL (regular rows: a thread a row, coalesced, and no second copy of A_0;
         on the H100 the CSR-vector kernels reached 64-69 % of the copy bandwidth on 5- and
-        7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR."""
+        7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR. ``reuse``: the
+        hierarchy before a numeric re-set-up (A's pattern kept), whose packed copy's offsets
+        serve again (no narrow_ell, no host wait)."""
         self.ell0 = (ell_of(A, self.levels[0].n, self.dtype) if self.smoother == "jacobi"
                      else None)
         low = self.low
@@ -485,12 +489,18 @@ class DeviceHierarchy:
         width, indices, data = self.ell0
         data = data.astype(low.dtype)        # the single-precision cycle: a cast copy
         if low.half:                         # rounded as A_0's copy (reference.half_round)
+            scale = low.levels[0].half[0]
+            old = getattr(getattr(reuse, "low", None), "ell0", None)
+            if (PACK_ELL and old is not None and old[2].dtype == np.uint32
+                    and int(old[0]) == int(width) and old[2].size == data.size):
+                low.ell0 = (width, old[1], half_round(data, scale, bits=True, kept=old[2]))
+                return
             short = narrow_ell(indices, self.levels[0].n, int(width)) if PACK_ELL else None
             if short is not None:            # packed: (width, each 32 rows' base, words)
-                words = half_round(data, low.levels[0].half[0], bits=True, offsets=short[0])
+                words = half_round(data, scale, bits=True, offsets=short[0])
                 low.ell0 = (width, short[1], words)
                 return
-            data = half_round(data, low.levels[0].half[0], bits=True)
+            data = half_round(data, scale, bits=True)
         low.ell0 = (width, indices, data)
 
     def stored_value_bytes(self) -> dict:
