@@ -81,6 +81,12 @@ def coarse_format(request, monkeypatch):
     return request.param
 
 
+def _sell_copies(h) -> list:
+    """The V-cycle's SELL-32 copies that exist: R and P on every level, A below level 0."""
+    return [m for i, lev in enumerate(h.levels[:-1])
+            for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ()) if m is not None]
+
+
 def _uses_sell(h) -> bool:
     """Whether the V-cycle runs SELL-32 (then on every level's A below 0, R and P), or not at
     all; anything between is an error."""
@@ -361,9 +367,7 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
         P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
                             variant="graph", format="ell")
         hc, _ = _cycling(P.precond.hierarchy)
-        mats = [m for i, lev in enumerate(hc.levels[:-1])
-                for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())
-                if m is not None]
+        mats = _sell_copies(hc)
         assert (len(mats) > 0) == (coarse_format == "sell")
         assert all((m.base is not None) == on and (m.idx.dtype == np.uint16) == on
                    for m in mats)
@@ -421,9 +425,7 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
         P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
                             variant="graph", format="ell")
         hc, _ = _cycling(P.precond.hierarchy)
-        mats = [m for i, lev in enumerate(hc.levels[:-1])
-                for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())
-                if m is not None]
+        mats = _sell_copies(hc)
         assert (len(mats) > 0) == (coarse_format == "sell")
         halves = [m for m in mats if m.half == "true" and m.base is not None]
         assert (len(halves) > 0) == (coarse_format == "sell" and hc.half)
