@@ -52,7 +52,8 @@
 //                         sc null: bc = R res alone
 //   vc_restrict_block<T>  the same a block a row: into a level of few, long rows
 //   half_round<T>         float16 rounding of float32 values (precision "half"), one pass, and
-//                         the packed SELL words (offset and value) where asked
+//                         the packed words (offset and value) where asked
+//   narrow_ell<T>         level 0's ELL column indices as 16-bit offsets per 32 rows (packing)
 //   vc_dense<T>           y = Minv b, the coarsest level's dense (pseudo-)inverse, a block a row
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
