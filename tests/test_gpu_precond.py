@@ -611,7 +611,8 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
         assert hc.levels[1].sell_A.idx is before.idx          # the layout kept, values new
         packs = hc.half and before.base is not None and amg_device.PACK_SELL
         assert hc.levels[1].sell_A.packed == before.packed == packs
-    if before_ell is not None and before_ell[2].dtype == np.uint32:    # level 0 packed
+    if before_ell is not None and hc.half and amg_device.PACK_ELL:     # level 0 packed
+        assert before_ell[2].dtype == hc.ell0[2].dtype == np.uint32
         assert hc.ell0[1] is before_ell[1]                     # its bases kept, no narrow_ell
         assert np.array_equal(hc.ell0[2].get(), hfc.ell0[2].get())   # a fresh set-up's words
     rd = cp.asarray(np.random.default_rng(6).random(A.shape[0]).astype(dtype))
