@@ -301,11 +301,9 @@ __device__ __forceinline__ T packed_sum(size_t start, size_t stride, int count, 
                                   : NARROW_PAD << 16;
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j) {
-            if ((w[j] >> 16) != NARROW_PAD) {
-                float f;
-                asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(w[j] & 0xFFFFu)));
-                sum += T(f) * xv(b0 + (int)(w[j] >> 16));
-            }
+            if ((w[j] >> 16) != NARROW_PAD)
+                sum += T(dps::half_to_float((unsigned short)(w[j] & 0xFFFFu)))
+                       * xv(b0 + (int)(w[j] >> 16));
         }
     }
     return sum;
@@ -385,6 +383,39 @@ __device__ __forceinline__ T block_row_sum(int begin, int end, T* smem, F term) 
 #pragma unroll
     for (int j = 1; j < C; ++j) s[0] += s[j];
     return dps::block_sum(s[0], smem);
+}
+
+
+// One warp's group of a narrow copy (narrow_index: a SELL slice; narrow_ell: 32 rows of level 0's
+// ELL): each lane's `count` int32 columns `stride` apart from `start`; the group's base (its least
+// column; 0 for padding only) into *base, each entry its column - base (padding -1: NARROW_PAD)
+// into out, or, where the group spans more than 0xFFFE columns, a count in *overflow (the copy is
+// then not used). Called by every lane of the warp.
+__device__ __forceinline__ void narrow_group(size_t start, size_t stride, int count,
+                                             const int* __restrict__ idx,
+                                             unsigned short* __restrict__ out, int* base,
+                                             int* overflow) {
+    const int lane = threadIdx.x & 31;
+    int lo = 0x7FFFFFFF, hi = -1;
+    for (int k = 0; k < count; ++k) {
+        const int c = idx[start + stride * k];
+        if (c >= 0) {
+            lo = min(lo, c);
+            hi = max(hi, c);
+        }
+    }
+    lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+    hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+    const int b0 = hi < 0 ? 0 : lo;
+    if (hi - b0 >= (int)NARROW_PAD) {
+        if (lane == 0) atomicAdd(overflow, 1);
+        return;
+    }
+    if (lane == 0) *base = b0;
+    for (int k = 0; k < count; ++k) {
+        const int c = idx[start + stride * k];
+        out[start + stride * k] = c < 0 ? (unsigned short)NARROW_PAD : (unsigned short)(c - b0);
+    }
 }
 
 }  // namespace amg
@@ -880,11 +911,7 @@ half_round(int n, const float* __restrict__ x, float inv, float scale,
         if (words != nullptr)                                                 // amg::packed_sum
             words[i] = (offsets != nullptr ? (unsigned int)offsets[i] << 16
                                            : kept[i] & 0xFFFF0000u) | h;
-        if (vals != nullptr) {
-            float f;
-            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-            vals[i] = f * scale;
-        }
+        if (vals != nullptr) vals[i] = dps::half_to_float(h) * scale;
     }
 }
 
@@ -1074,29 +1101,8 @@ narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
     const int lane = threadIdx.x & 31, slices = (n + 31) / 32;
     for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < slices;
          g += (gridDim.x * blockDim.x) >> 5) {                         // uniform over the warp
-        const int start = sptr[g] + lane;
         const int count = 32 * g + lane < n ? (sptr[g + 1] - sptr[g]) >> 5 : 0;
-        int lo = 0x7FFFFFFF, hi = -1;
-        for (int k = 0; k < count; ++k) {
-            const int c = idx[start + 32 * k];
-            if (c >= 0) {
-                lo = min(lo, c);
-                hi = max(hi, c);
-            }
-        }
-        lo = __reduce_min_sync(0xFFFFFFFFu, lo);
-        hi = __reduce_max_sync(0xFFFFFFFFu, hi);
-        const int b0 = hi < 0 ? 0 : lo;                           // a slice of padding only: 0
-        if (hi - b0 >= (int)amg::NARROW_PAD) {
-            if (lane == 0) atomicAdd(overflow, 1);
-            continue;
-        }
-        if (lane == 0) base[g] = b0;
-        for (int k = 0; k < count; ++k) {
-            const int c = idx[start + 32 * k];
-            out[start + 32 * k] = c < 0 ? (unsigned short)amg::NARROW_PAD
-                                        : (unsigned short)(c - b0);
-        }
+        amg::narrow_group((size_t)(sptr[g] + lane), 32, count, idx, out, base + g, overflow);
     }
 }
 
@@ -1113,27 +1119,8 @@ narrow_ell(int n, int width, const int* __restrict__ idx, unsigned short* __rest
     for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < groups;
          g += (gridDim.x * blockDim.x) >> 5) {                         // uniform over the warp
         const int row = 32 * g + lane;
-        int lo = 0x7FFFFFFF, hi = -1;
-        for (int k = 0; row < n && k < width; ++k) {
-            const int c = idx[(size_t)k * n + row];
-            if (c >= 0) {
-                lo = min(lo, c);
-                hi = max(hi, c);
-            }
-        }
-        lo = __reduce_min_sync(0xFFFFFFFFu, lo);
-        hi = __reduce_max_sync(0xFFFFFFFFu, hi);
-        const int b0 = hi < 0 ? 0 : lo;                           // padding only: 0
-        if (hi - b0 >= (int)amg::NARROW_PAD) {
-            if (lane == 0) atomicAdd(overflow, 1);
-            continue;
-        }
-        if (lane == 0) base[g] = b0;
-        for (int k = 0; row < n && k < width; ++k) {
-            const int c = idx[(size_t)k * n + row];
-            out[(size_t)k * n + row] = c < 0 ? (unsigned short)amg::NARROW_PAD
-                                             : (unsigned short)(c - b0);
-        }
+        amg::narrow_group((size_t)row, (size_t)n, row < n ? width : 0, idx, out, base + g,
+                          overflow);
     }
 }
 

@@ -38,17 +38,21 @@ __device__ __forceinline__ T ld_mat(const T* __restrict__ p) {
     else return *p;
 }
 
+// A float16's bits as a float: cvt.f32.f16, __half2float's instruction, without cuda_fp16.h.
+__device__ __forceinline__ float half_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
 // A matrix value (a coalesced load) as T, stored as T or as the bits of a float16 (unsigned
 // short: the AMG V-cycle's 2-byte copies, precision "half"; the kernel multiplies each row's sum
-// by the matrix's power of two). cvt.f32.f16 is __half2float's instruction, without cuda_fp16.h.
+// by the matrix's power of two).
 template <typename T>
 __device__ __forceinline__ T mat_value(const T* __restrict__ p) { return ld_mat<true>(p); }
 template <typename T>
 __device__ __forceinline__ T mat_value(const unsigned short* __restrict__ p) {
-    const unsigned short h = ld_mat<true>(p);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return T(f);
+    return T(half_to_float(ld_mat<true>(p)));
 }
 
 // CSR-scalar: one thread computes one row.
