@@ -242,23 +242,31 @@ NARROW_INDICES = True
 PACK_SELL = True
 
 
+def _narrowed(kernel: str, n: int, size: int, args: tuple, dtype=np.float32):
+    """Run amg.cu's ``kernel`` (narrow_index or narrow_ell: a warp per group of 32 slots or rows,
+    amg::narrow_group) over n slots, ``args`` its arguments before (out, base, overflow): the
+    (offsets, base) it makes, or None where a group spans more than 65,534 columns. One host
+    wait."""
+    import cupy
+    groups = -(-n // 32)
+    out = cupy.empty(size, cupy.uint16)
+    base = cupy.zeros(groups, cupy.int32)
+    overflow = cupy.zeros(1, cupy.int32)
+    launch(get_kernel("amg", f"{kernel}<{{T}}>", np.dtype(dtype)), (_grid(groups * 32),),
+           (BLOCK,), (*args, out, base, overflow), None)
+    if int(overflow.get()[0]):
+        return None
+    return out, base
+
+
 def narrow(idx, n: int, dtype, sptr):
     """(offsets, base) of ``idx``, the int32 column indices of a SELL-32 layout over ``sptr`` and
     n slots: uint16 offsets from a base column per slice, 0xFFFF for padding (amg.cu's
     narrow_index), or None where NARROW_INDICES is off or a slice's columns span more than
     65,534. One host wait."""
-    import cupy
     if not NARROW_INDICES or n == 0:
         return None
-    slices = -(-n // 32)
-    out = cupy.empty(int(idx.size), cupy.uint16)
-    base = cupy.zeros(slices, cupy.int32)
-    overflow = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", "narrow_index<{T}>", np.dtype(dtype)), (_grid(slices * 32),),
-           (BLOCK,), (np.int32(n), sptr, idx, out, base, overflow), None)
-    if int(overflow.get()[0]):
-        return None
-    return out, base
+    return _narrowed("narrow_index", n, int(idx.size), (np.int32(n), sptr, idx), dtype)
 
 
 # Level 0's ELL in a cycle of float16 matrices as one 32-bit word an entry (amg.cu's ell_sum):
@@ -272,18 +280,9 @@ def narrow_ell(indices, n: int, width: int):
     """(offsets, base) of level 0's column-major ELL ``indices`` (n rows of ``width``): uint16
     offsets from each 32 rows' least column, 0xFFFF for padding (amg.cu's narrow_ell), or None
     where 32 rows span more than 65,534 columns. One host wait."""
-    import cupy
     if n == 0 or width == 0:
         return None
-    groups = -(-n // 32)
-    out = cupy.empty(n * width, cupy.uint16)
-    base = cupy.zeros(groups, cupy.int32)
-    overflow = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", "narrow_ell<{T}>", np.dtype(np.float32)), (_grid(groups * 32),),
-           (BLOCK,), (np.int32(n), np.int32(width), indices, out, base, overflow), None)
-    if int(overflow.get()[0]):
-        return None
-    return out, base
+    return _narrowed("narrow_ell", n, n * width, (np.int32(n), np.int32(width), indices))
 
 
 def ell_of(A, n: int, dtype) -> tuple | None:
@@ -339,12 +338,16 @@ class SellMatrix:
     perm: object = None
     scale: float = 1.0          # the power of two of float16 values (precision "half")
     base: object = None         # each slice's base column (narrow indices), or None
-    packed: bool = False        # val: uint32 words, idx's offsets above float16 bits (PACK_SELL)
 
     @property
     def rows(self):
         """The kernels' argument for ``perm`` (a null pointer where unsorted)."""
         return ops._NULL if self.perm is None else self.perm
+
+    @property
+    def packed(self) -> bool:
+        """Whether ``val`` holds uint32 words, idx's offsets above float16 bits (PACK_SELL)."""
+        return self.val.dtype == np.uint32
 
     @property
     def half(self) -> str:
@@ -369,7 +372,7 @@ class SellMatrix:
         pack = PACK_SELL and self.base is not None and self.val.dtype == np.float32
         val = half_round(self.val, scale, bits=True, offsets=self.idx if pack else None)
         return SellMatrix(self.sptr, self.idx, val, self.indptr, self.indices, self.perm, scale,
-                          self.base, packed=pack)
+                          self.base)
 
 
 def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
