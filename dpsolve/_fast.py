@@ -14,11 +14,13 @@ pinned host memory (with unified addressing; else one copy of it is queued).
 
 The answer is the general path's: the same iterates (r = b is what b - A 0 gives), SciPy's
 tolerance from ||b|| summed in another order, and the same decisions on the true residual
-(``_frontend.restarted``'s, first run). Wherever the general path would do more than that --
-b = 0 aside, which ends in the kernel with x = 0 -- the fast path returns None and the caller
-takes the general path from the start: ||b||^2 or ||b - A x||^2 outside the range where no
-scaling is needed (a NaN or Inf in b included: the general path then raises its error), or a
-recurrence that converged where the true residual did not (a restart). Both paths read b only.
+(``_frontend.restarted``'s, first run). Wherever the general path would do more than that,
+the fast path returns None and the caller takes the general path from the start: ||b||^2 or
+||b - A x||^2 outside the range where no scaling is needed (a NaN or Inf in b included: the
+general path then raises its error; and ||b||^2 = 0, which is b = 0 or a b whose squares
+underflow: the kernel stops at once with x = 0, and the general path returns zeros for the one
+and scales the other), or a recurrence that converged where the true residual did not (a
+restart). Both paths read b only.
 
 **The default call's lane** (``Lane``). ``dpsolve.cg(A, b)`` with a cupyx CSR ``A`` and a CuPy
 ``b`` of A's dtype, SciPy's arguments only, takes the same one launch from its third call on:
@@ -141,9 +143,9 @@ def decide(info, its, bb, res2, tol, maxiter, real_dtype):
     ||b - A x||^2, the tolerance), as ``_frontend.restarted`` decides after its first run; None
     where the general path must take over: squares outside the range that needs no scaling (a
     NaN or Inf in b among them), or a restart (the recurrence converged, the true residual not,
-    iterations left). b = 0 is 0 (x = 0, SciPy's answer)."""
-    if bb == 0.0:
-        return 0
+    iterations left). ||b||^2 = 0 is the general path's too: b = 0, or squares that underflow
+    (b = 2^-600 b' in float64), which the kernel cannot tell apart (x = 0 with info 0 was the
+    answer to both, wrong for the second)."""
     if not (in_safe_range(bb, real_dtype) and in_safe_range(res2, real_dtype)):
         return None
     rnorm = res2 ** 0.5

@@ -50,8 +50,11 @@ def test_a_residual_outside_the_safe_range_is_the_general_paths(res2):
     assert _fast.decide(0, 5, 1.0, res2, 1e-8, 100, F8) is None
 
 
-def test_b_zero_is_x_zero():
-    assert _fast.decide(0, 0, 0.0, 0.0, 0.0, 100, F8) == 0
+def test_b_zero_is_the_general_paths():
+    """||b||^2 = 0: b = 0 or a b whose squares underflow; only the general path tells them apart
+    (zeros for the one, a scaled solve for the other)."""
+    assert _fast.decide(0, 0, 0.0, 0.0, 0.0, 100, F8) is None
+    assert _fast.decide(0, 0, 0.0, 1e-300, 1e-8, 100, F8) is None
 
 
 @pytest.mark.parametrize("v,ok", [(1e-8, True), (0, True), (3, True), (np.float32(1e-3), True),
