@@ -1,4 +1,5 @@
-"""The prepared call's fast path: a CG solve as one launch and one host wait (issue 31, part 3).
+"""The prepared call's fast paths: a CG solve as one launch and one host wait (issue 31, part 3),
+and a graph-variant solve as one graph launch and one wait (``FastGraph``, below).
 
 ``P.solve(b)`` on a system prepared for CG on variant ``persistent`` (what "auto" picks for
 most systems), with b a C-contiguous CuPy vector of the system's dtype and SciPy's arguments
@@ -54,8 +55,13 @@ FLAGS = abi.DPS_FAST_ZERO_X | abi.DPS_FAST_TOL | abi.DPS_FAST_RESID
 def bind(P):
     """The fast path for prepared system ``P``, or None where it does not apply."""
     st = getattr(P, "_state", None)
-    if (not P._device or P.method != "cg" or P.variant != "persistent" or st is None
-            or getattr(st, "general", True) or P._res is None):
+    if not P._device or st is None or P._res is None:
+        return None
+    if P.variant == "graph":
+        if P.method not in GRAPH_METHODS or getattr(st, "exec", None) is None:
+            return None
+        return FastGraph(P._backend, st, P._res, P.sync)
+    if P.method != "cg" or P.variant != "persistent" or getattr(st, "general", True):
         return None
     from .cuda import ops
     if not isinstance(st.A, ops.DeviceMatrix):
@@ -63,7 +69,18 @@ def bind(P):
     return FastCG(st, P._res.wait_events[P.sync])
 
 
-class FastCG:
+class _Eligible:
+    """What a fast path takes: b a C-contiguous CuPy vector of the system's dtype and length;
+    rtol, atol, maxiter plain valid numbers (else the general path, which also raises the
+    errors). Needs ``cupy``, ``dtype``, ``shape`` and ``strides``."""
+
+    def eligible(self, b, rtol, atol, maxiter) -> bool:
+        return (type(b) is self.cupy.ndarray and b.dtype == self.dtype and b.shape == self.shape
+                and b.strides == self.strides and _real(rtol) and _real(atol)
+                and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
+
+
+class FastCG(_Eligible):
     """A CG state's one-launch solve (see the module): the kernel, its grid and its by-value
     argument record made once; a call patches b, x, maxiter and the tolerances. ``event``: the
     wait's (spinning or blocking); ``guard``: the device words of a csr_check the caller queues
@@ -97,14 +114,6 @@ class FastCG:
         self.memcpy = cupy.cuda.runtime.memcpyAsync
         self.d2h = cupy.cuda.runtime.memcpyDeviceToHost
 
-    def eligible(self, b, rtol, atol, maxiter) -> bool:
-        """Whether this call is the fast path's: b a C-contiguous CuPy vector of the system's
-        dtype and length; rtol, atol, maxiter plain valid numbers (else the general path, which
-        also raises the errors)."""
-        return (type(b) is self.cupy.ndarray and b.dtype == self.dtype and b.shape == self.shape
-                and b.strides == self.strides and _real(rtol) and _real(atol)
-                and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
-
     def queue(self, stream):
         """The call's GPU work as the record stands: the launch, and the result area's copy where
         the kernel does not write it in place (scripts/bench-call replays it)."""
@@ -135,6 +144,58 @@ class FastCG:
             raise RuntimeError("variant 'persistent': the solve ended without a result")
         code = decide(int(h[abi.DYN_INFO]), int(h[abi.DYN_ITERS]), float(h[abi.DYN_BB]),
                       float(h[abi.DYN_RES2]), float(h[abi.DYN_TOL]), maxiter, self.real_dtype)
+        return None if code is None else (x, code)
+
+
+GRAPH_METHODS = ("cg", "bicg", "bicgstab")       # the graph variant's: tau_0 = ||r_0|| each
+
+
+class FastGraph(_Eligible):
+    """A graph state's solve (``backend``: GraphBackend; any preconditioner it captured, AMG's
+    V-cycle among them) in one graph launch and one host wait: b copied into the state's b and
+    x = 0 (queued, no wait), the graph with ``params[2] = rtol`` (graph.cu's graph_head makes
+    the tolerance from the set-up's ||r_0|| = ||b||), x copied out, ||b - A x||^2 queued behind
+    (the general path's kernels), one wait; then ``decide`` as FastCG. The general path would
+    first read ||b|| back (a wait), and build a report."""
+
+    def __init__(self, backend, st, res, sync):
+        import cupy
+        self.backend, self.st, self.res, self.sync = backend, st, res, sync
+        self.n, self.dtype = st.n, np.dtype(st.dtype)
+        self.shape, self.strides = (st.n,), (self.dtype.itemsize,)
+        self.real_dtype = st.real_dtype
+        self.cupy = cupy
+        rt = cupy.cuda.runtime
+        self.memcpy, self.d2d, self.memset = rt.memcpyAsync, rt.memcpyDeviceToDevice, rt.memsetAsync
+        from .backends.graph import _rt
+        self.rt = _rt()
+
+    def solve(self, b, rtol, atol, maxiter):
+        """(x, info) as the general path gives them, or None where it must decide."""
+        from ._setup import Readback, follow_caller
+        from .backends.graph import _ok
+        maxiter = 10 * self.n if maxiter is None else maxiter
+        st, res, cupy = self.st, self.res, self.cupy
+        stream = st.stream
+        follow_caller(stream, res)               # b may still be in flight on the caller's stream
+        nbytes = st.x.nbytes
+        self.memcpy(st.b.data.ptr, b.data.ptr, nbytes, self.d2d, stream.ptr)
+        self.memset(st.x.data.ptr, 0, nbytes, stream.ptr)
+        st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1), rtol, 0.0)
+        host = st.result_host.arr
+        host[:] = 0.0                                       # DYN_STATE: not done
+        _ok(self.rt.cudaGraphLaunch(st.exec, stream.ptr), "cudaGraphLaunch")
+        with stream:
+            x = cupy.empty(self.n, self.dtype)
+        self.memcpy(x.data.ptr, st.x.data.ptr, nbytes, self.d2d, stream.ptr)
+        rb = Readback(stream, res)
+        k = self.backend.queue_residual(st, st.x, rb)
+        rb.fetch(self.sync)
+        if host[abi.DYN_STATE] != abi.DYN_DONE:
+            raise RuntimeError("variant 'graph': the graph ended without a result")
+        res2 = float(np.real(rb.value(k, self.dtype)))
+        code = decide(int(host[abi.DYN_INFO]), int(host[abi.DYN_ITERS]), float(host[abi.DYN_BB]),
+                      res2, float(host[abi.DYN_TOL]), maxiter, self.real_dtype)
         return None if code is None else (x, code)
 
 

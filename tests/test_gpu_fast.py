@@ -1,7 +1,9 @@
-"""The prepared call's one-launch path (dpsolve/_fast.py, cg_persistent's DPS_FAST_* flags)
-against the general path on the same prepared system: the same bits where the tolerance does not
-decide (a run out of iterations), the same codes and an x within its tolerance where it does,
-b = 0, a NaN in b, the caller's stream, ``update``; and the path is taken (GPU machines only)."""
+"""The prepared call's fast paths (dpsolve/_fast.py: cg_persistent's DPS_FAST_* flags, and
+graph's one launch with graph_head's device tolerance) against the general path on the same
+prepared system: the same bits where the tolerance does not decide (a run out of iterations),
+the same codes and an x within its tolerance where it does, b = 0, a b so small that ||b||^2
+underflows, a NaN in b, the caller's stream, ``update``; and the path is taken (GPU machines
+only)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +18,20 @@ pytestmark = pytest.mark.gpu
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
-def _system(n_side, dtype, M=None, seed=0):
+# (variant, M): the persistent kernel's (Jacobi fused or none), graph's (fused Jacobi, none, and
+# AMG's V-cycle as kernels captured in the loop)
+CASES = [("persistent", None), ("persistent", "jacobi"), ("graph", None), ("graph", "jacobi"),
+         ("graph", "amg")]
+VARIANTS = ["persistent", "graph"]
+
+
+def _cases(dtypes):
+    """(dtype, variant, M) over CASES; AMG in the real dtypes."""
+    return [(d, v, M) for v, M in CASES for d in dtypes
+            if M != "amg" or np.dtype(d).kind == "f"]
+
+
+def _system(n_side, dtype, M=None, seed=0, variant="persistent", method="cg"):
     import cupy
     import cupyx.scipy.sparse as csp
     A = sp.csr_array(laplace_2d(n_side)).astype(dtype)
@@ -24,7 +39,7 @@ def _system(n_side, dtype, M=None, seed=0):
     b = rng.standard_normal(A.shape[0])
     if np.dtype(dtype).kind == "c":
         b = b + 1j * rng.standard_normal(A.shape[0])
-    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=M, variant="persistent")
+    P = dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
     return A, P, cupy.asarray(b.astype(dtype))
 
 
@@ -34,11 +49,10 @@ def _general(P, b, **kw):
     return x, info
 
 
-@pytest.mark.parametrize("M", [None, "jacobi"])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_out_of_iterations_gives_the_general_paths_bits(dtype, M):
-    """maxiter = 7 (not converged): r = b and the same kernel, so the same x bit for bit."""
-    A, P, b = _system(29, dtype, M)                  # n = 841: an awkward size
+@pytest.mark.parametrize("dtype,variant,M", _cases(DTYPES))
+def test_out_of_iterations_gives_the_general_paths_bits(dtype, variant, M):
+    """maxiter = 7 (not converged): r = b and the same kernels, so the same x bit for bit."""
+    A, P, b = _system(29, dtype, M, variant=variant)        # n = 841: an awkward size
     assert P._fast is not None
     x, info = P.solve(b, rtol=1e-12, maxiter=7)
     xg, info_g = _general(P, b, rtol=1e-12, maxiter=7)
@@ -46,10 +60,9 @@ def test_out_of_iterations_gives_the_general_paths_bits(dtype, M):
     np.testing.assert_array_equal(x.get(), xg.get())
 
 
-@pytest.mark.parametrize("M", [None, "jacobi"])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_converged_as_the_general_path(dtype, M):
-    A, P, b = _system(37, dtype, M, seed=1)
+@pytest.mark.parametrize("dtype,variant,M", _cases(DTYPES))
+def test_converged_as_the_general_path(dtype, variant, M):
+    A, P, b = _system(37, dtype, M, seed=1, variant=variant)
     rtol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
     b_before = b.copy()
     x, info = P.solve(b, rtol=rtol)
@@ -63,10 +76,11 @@ def test_converged_as_the_general_path(dtype, M):
     assert x.dtype == P.dtype and x.shape == b.shape and x.data.ptr != b.data.ptr
 
 
-def test_the_fast_path_is_taken(monkeypatch):
+@pytest.mark.parametrize("variant,M", [("persistent", None), ("graph", "amg")])
+def test_the_fast_path_is_taken(monkeypatch, variant, M):
     """Its calls never reach the general path's iterate (and still solve)."""
     from dpsolve import _frontend
-    A, P, b = _system(16, np.float64)
+    A, P, b = _system(16, np.float64, M, variant=variant)
 
     def refuse(*a, **k):
         raise AssertionError("the general path ran")
@@ -77,9 +91,10 @@ def test_the_fast_path_is_taken(monkeypatch):
         P.solve(b, rtol=1e-8, full_output=True)
 
 
-def test_b_zero_and_nan():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_b_zero_and_nan(variant):
     import cupy
-    A, P, b = _system(12, np.float64)
+    A, P, b = _system(12, np.float64, variant=variant)
     x, info = P.solve(cupy.zeros_like(b))
     assert info == 0 and not x.any()
     bad = b.copy()
@@ -93,11 +108,26 @@ def test_b_zero_and_nan():
     assert info == 0
 
 
-def test_on_the_callers_stream_and_after_update():
+@pytest.mark.parametrize("dtype,variant", [(np.float64, "persistent"), (np.float64, "graph"),
+                                           (np.float32, "graph")])
+def test_a_b_whose_square_underflows(dtype, variant):
+    """||b||^2 underflows to 0 (b = 2^-600 b' in float64, 2^-80 b' in float32) though b is not
+    0: the general path's answer (it scales b), not x = 0."""
+    A, P, b = _system(13, dtype, variant=variant, seed=4)
+    tiny = b * dtype(2.0 ** (-600 if dtype == np.float64 else -80))
+    assert float((tiny * tiny).sum()) == 0.0 and tiny.any()
+    x, info = P.solve(tiny, rtol=1e-6)
+    xg, info_g = _general(P, tiny, rtol=1e-6)
+    assert info == info_g == 0 and x.any()
+    np.testing.assert_array_equal(x.get(), xg.get())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_on_the_callers_stream_and_after_update(variant):
     """b made on a non-default stream is read after it is written; update() rebinds."""
     import cupy
     import cupyx.scipy.sparse as csp
-    A, P, b = _system(20, np.float64)
+    A, P, b = _system(20, np.float64, variant=variant)
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
         b2 = cupy.asarray(A @ np.arange(A.shape[0], dtype=float))   # queued on s
@@ -112,10 +142,11 @@ def test_on_the_callers_stream_and_after_update():
                                atol=1e-9 * np.linalg.norm(b.get()))
 
 
-def test_other_calls_take_the_general_path():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_other_calls_take_the_general_path(variant):
     """NumPy b, another dtype, x0, a 2-D b: the general path, its answers unchanged."""
     import cupy
-    A, P, b = _system(10, np.float64)
+    A, P, b = _system(10, np.float64, variant=variant)
     bh = b.get()
     b32 = b.astype(np.float32)
     for args, kw in (((bh,), {}), ((b32,), {}), ((b,), {"x0": cupy.zeros_like(b)}),
@@ -138,3 +169,21 @@ def test_the_copied_result_area_gives_the_same():
     x2, info2 = P.solve(b, rtol=1e-9, maxiter=3)
     assert info0 == info1 == 0 and info2 == 3
     np.testing.assert_array_equal(x0.get(), x1.get())
+
+
+@pytest.mark.parametrize("method", ["bicg", "bicgstab"])
+@pytest.mark.parametrize("M", [None, "jacobi"])
+def test_graphs_other_methods(method, M):
+    """BiCG and BiCGStab on graph take the fast path too: the general path's bits out of
+    iterations, its code and an x within the tolerance when converged."""
+    A, P, b = _system(23, np.float64, M, seed=2, variant="graph", method=method)
+    assert P._fast is not None
+    x, info = P.solve(b, rtol=1e-14, maxiter=5)
+    xg, info_g = _general(P, b, rtol=1e-14, maxiter=5)
+    assert info == info_g == 5
+    np.testing.assert_array_equal(x.get(), xg.get())
+    x, info = P.solve(b, rtol=1e-9)
+    xg, info_g = _general(P, b, rtol=1e-9)
+    assert info == info_g == 0
+    bh = b.get()
+    assert np.linalg.norm(bh - A @ x.get()) <= 1e-9 * np.linalg.norm(bh) * (1 + 1e-6)

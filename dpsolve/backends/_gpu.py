@@ -182,8 +182,9 @@ class GpuState:
             # the executor runs this state's operations on its stream (dpsolve/cuda/executor.py)
             self.ex = Executor(self.stream, dt)
             self.partials = self.ex.partials
-            # (atol, maxiter) as kernels read them from device memory (merge's BiCGStab, graph)
-            self.params = cupy.zeros(2, np.float64)
+            # (atol, maxiter, rtol or -1, -) as kernels read them from device memory (merge's
+            # BiCGStab, graph; rtol: graph's fast path, graph.cu)
+            self.params = cupy.zeros(4, np.float64)
         self.host = HostScalars(self.N_SCALARS, dt)
 
     def load(self, system):

@@ -65,7 +65,7 @@ class GraphState(GpuState):
             self.x = poisoned(self.n, self.dtype, 1, self.stream)[0]   # the captured kernels' x
             self.ctl = cupy.zeros(1, np.int32)
             self.result = cupy.zeros(ops.DYNAMIC_STATUS, np.float64)
-        self.params_host = HostScalars(2, np.float64)
+        self.params_host = HostScalars(4, np.float64)    # params' (atol, maxiter, rtol, -)
         self.result_host = HostScalars(ops.DYNAMIC_STATUS, np.float64)
         self.body_stream = cupy.cuda.Stream(non_blocking=True)
         self.exec = None
@@ -171,7 +171,8 @@ def capture_while(st, setup, body):
     try:
         with stream:
             cupy.cuda.runtime.memcpyAsync(st.params.data.ptr, st.params_host.arr.ctypes.data,
-                                          16, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+                                          st.params_host.arr.nbytes,
+                                          cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
             setup()
             graph, deps, edges = _capture_info(rt, stream)
             handle = _ok(rt.cudaGraphConditionalHandleCreate(graph, 0, 0),
@@ -209,7 +210,7 @@ def launch_graph(st, x, atol, maxiter):
     done -- gives (info, iterations, stats)."""
     import cupy
     rt = _rt()
-    st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1))
+    st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1), -1.0, 0.0)   # rtol -1: atol as given
     st.result_host.arr[:] = 0.0
     cupy.copyto(st.x, x)                                   # the solve's x0 into the graph's x
     _ok(rt.cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
