@@ -167,13 +167,11 @@ class FastGraph(_Eligible):
         self.cupy = cupy
         rt = cupy.cuda.runtime
         self.memcpy, self.d2d, self.memset = rt.memcpyAsync, rt.memcpyDeviceToDevice, rt.memsetAsync
-        from .backends.graph import _rt
-        self.rt = _rt()
 
     def solve(self, b, rtol, atol, maxiter):
         """(x, info) as the general path gives them, or None where it must decide."""
         from ._setup import Readback, follow_caller
-        from .backends.graph import _ok
+        from .backends.graph import graph_result, start_graph
         maxiter = 10 * self.n if maxiter is None else maxiter
         st, res, cupy = self.st, self.res, self.cupy
         stream = st.stream
@@ -181,21 +179,18 @@ class FastGraph(_Eligible):
         nbytes = st.x.nbytes
         self.memcpy(st.b.data.ptr, b.data.ptr, nbytes, self.d2d, stream.ptr)
         self.memset(st.x.data.ptr, 0, nbytes, stream.ptr)
-        st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1), rtol, 0.0)
-        host = st.result_host.arr
-        host[:] = 0.0                                       # DYN_STATE: not done
-        _ok(self.rt.cudaGraphLaunch(st.exec, stream.ptr), "cudaGraphLaunch")
+        start_graph(st, atol, maxiter, rtol)
         with stream:
             x = cupy.empty(self.n, self.dtype)
         self.memcpy(x.data.ptr, st.x.data.ptr, nbytes, self.d2d, stream.ptr)
         rb = Readback(stream, res)
         k = self.backend.queue_residual(st, st.x, rb)
         rb.fetch(self.sync)
-        if host[abi.DYN_STATE] != abi.DYN_DONE:
-            raise RuntimeError("variant 'graph': the graph ended without a result")
+        info, its = graph_result(st)
+        host = st.result_host.arr
         res2 = float(np.real(rb.value(k, self.dtype)))
-        code = decide(int(host[abi.DYN_INFO]), int(host[abi.DYN_ITERS]), float(host[abi.DYN_BB]),
-                      res2, float(host[abi.DYN_TOL]), maxiter, self.real_dtype)
+        code = decide(info, its, float(host[abi.DYN_BB]), res2, float(host[abi.DYN_TOL]),
+                      maxiter, self.real_dtype)
         return None if code is None else (x, code)
 
 

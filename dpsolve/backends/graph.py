@@ -204,26 +204,36 @@ def capture_while(st, setup, body):
     st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
 
 
+def start_graph(st, atol, maxiter, rtol=-1.0):
+    """Queue one launch of ``st``'s instantiated graph on ``st.stream``: its params (``rtol`` -1:
+    ``atol`` as given; >= 0: the fast path's tolerance, made by graph_head from ||b||) and its
+    result area cleared (``graph_result`` reads it once the stream is done)."""
+    st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1), rtol, 0.0)
+    st.result_host.arr[:] = 0.0
+    _ok(_rt().cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
+
+
+def graph_result(st):
+    """(info, iterations) of ``st``'s last launch, its stream done (``start_graph``)."""
+    res = st.result_host.arr
+    if float(res[abi.DYN_STATE]) != ops.DYNAMIC_DONE:
+        raise RuntimeError("variant 'graph': the graph ended without a result")
+    return int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
+
+
 def launch_graph(st, x, atol, maxiter):
     """Launch ``st``'s instantiated graph for one solve from ``x`` (copied in, and the result
     copied back into it, on ``st.stream``); returns ``finish()``, which -- once the stream is
     done -- gives (info, iterations, stats)."""
     import cupy
-    rt = _rt()
-    st.params_host.arr[:] = (atol, min(maxiter, 2**31 - 1), -1.0, 0.0)   # rtol -1: atol as given
-    st.result_host.arr[:] = 0.0
     cupy.copyto(st.x, x)                                   # the solve's x0 into the graph's x
-    _ok(rt.cudaGraphLaunch(st.exec, st.stream.ptr), "cudaGraphLaunch")
+    start_graph(st, atol, maxiter)
     cupy.copyto(x, st.x)                                   # and the result back
     st.ex.count(3)
-    res = st.result_host.arr
     build, st.build_time = st.build_time, 0.0
 
     def finish():
-        info, its = int(res[abi.DYN_INFO]), int(res[abi.DYN_ITERS])
-        state = float(res[abi.DYN_STATE])
-        if state != ops.DYNAMIC_DONE:
-            raise RuntimeError("variant 'graph': the graph ended without a result")
+        info, its = graph_result(st)
         return info, its, {"device_launches_per_iter": 0.0, "residuals": None,
                            "build_time": build}
     return finish
