@@ -96,6 +96,17 @@ def _uses_sell(h) -> bool:
     return mats[0] is not None
 
 
+def _apply_once(P, r, dtype=np.float64) -> np.ndarray:
+    """z = M r on the host: prepared system P's preconditioner as its solve runs it (the stream
+    face, on P's own stream and executor), r a host vector, z NaN-filled first in ``dtype``."""
+    cp = _cp()
+    st = P._state
+    with st.stream:
+        z = cp.full(P.n, np.nan, dtype)
+        st.pc.apply(st.ex, cp.asarray(r), z)
+        return z.get()
+
+
 def _prepared(A, variant, M="amg", method="cg"):
     import cupyx.scipy.sparse as csp
     return dpsolve.prepare(csp.csr_matrix(A), method, M=M, variant=variant)
@@ -250,22 +261,17 @@ def test_fused_casts_give_the_cast_kernels_values():
     import cupyx.scipy.sparse as csp
 
     from dpsolve.precond.amg import device
-    cp = _cp()
     A, _ = _problem("3d", 15, np.float64)
     P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph", format="ell")
     h = P.precond.hierarchy
     assert h.low is not None and h.casts_fused()
-    st = P._state
     r = np.random.default_rng(5).random(A.shape[0])
     outs, nbytes = [], []
     try:
         for fuse in (True, False):
             device.FUSE_CASTS = fuse
             assert h.casts_fused() == fuse
-            with st.stream:
-                z = cp.full(A.shape[0], np.nan)
-                st.pc.apply(st.ex, cp.asarray(r), z)
-                outs.append(z.get())
+            outs.append(_apply_once(P, r))
             nbytes.append(P.precond.vcycle_bytes)
     finally:
         device.FUSE_CASTS = True
@@ -280,7 +286,6 @@ def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, mo
     holding row perm[q]) gives the V-cycle of the unsorted SELL-32 (SELL_SIGMA = 1) bit for bit,
     with no more slots; perm is a permutation that keeps every row in its window, longest first."""
     from dpsolve.precond.amg import device
-    cp = _cp()
     monkeypatch.setattr(device, "SELL_MIN_ROWS", 0)
     monkeypatch.setattr(device, "SELL_MAX_PADDING", float("inf"))
     monkeypatch.setattr(device, "SELL_MAX_MEAN_ROW", float("inf"))
@@ -306,11 +311,7 @@ def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, mo
             lengths = np.diff(m.indptr.get())[perm]
             for w in range(0, n, sigma):
                 assert np.all(np.diff(lengths[w:w + sigma]) <= 0)
-        st = P._state
-        with st.stream:
-            z = cp.full(A.shape[0], np.nan, dtype)
-            st.pc.apply(st.ex, cp.asarray(r), z)
-            zs.append(z.get())
+        zs.append(_apply_once(P, r, dtype))
     assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
     assert slots[0] <= slots[1]
 
@@ -358,7 +359,6 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
     import cupyx.scipy.sparse as csp
 
     from dpsolve.precond.amg import device
-    cp = _cp()
     A, _ = _problem("3d", 15, dtype)
     r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
     zs, floors = [], []
@@ -372,11 +372,7 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
         assert all((m.base is not None) == on and (m.idx.dtype == np.uint16) == on
                    for m in mats)
         assert len(hc.narrow_matrices() - {(0, "A")}) == (len(mats) if on else 0)
-        st = P._state
-        with st.stream:
-            z = cp.full(A.shape[0], np.nan, dtype)
-            st.pc.apply(st.ex, cp.asarray(r), z)
-            zs.append(z.get())
+        zs.append(_apply_once(P, r, dtype))
         floors.append(P.precond.vcycle_bytes)
     assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
     assert (floors[0] < floors[1]) == (coarse_format == "sell")
@@ -436,11 +432,7 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
             assert words.dtype == np.uint32 and np.array_equal(words >> 16, m.idx.get())
         assert (hc.ell0[2].dtype == np.uint32) == (on and hc.half)
         assert ((0, "A") in hc.narrow_matrices()) == (on and hc.half)
-        st = P._state
-        with st.stream:
-            z = cp.full(A.shape[0], np.nan, dtype)
-            st.pc.apply(st.ex, cp.asarray(r), z)
-            zs.append(z.get())
+        zs.append(_apply_once(P, r, dtype))
         x, info = P.solve(cp.asarray(b), rtol=1e-5 if dtype == np.float32 else 1e-8)
         assert info == 0
         xs.append(x.get())
