@@ -87,6 +87,15 @@ def _sell_copies(h) -> list:
             for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ()) if m is not None]
 
 
+def _read_slots(m) -> np.ndarray:
+    """The slots of SELL copy ``m`` that its kernels read: all but those of rows at or beyond n
+    in the last slice, which sell_fill leaves unset (their words are whatever the memory held)."""
+    sptr = m.sptr.get().astype(np.int64)
+    q = np.arange(int(sptr[-1]))
+    s = np.searchsorted(sptr, q, side="right") - 1
+    return s * 32 + (q - sptr[s]) % 32 < int(m.indptr.size) - 1
+
+
 def _uses_sell(h) -> bool:
     """Whether the V-cycle runs SELL-32 (then on every level's A below 0, R and P), or not at
     all; anything between is an error."""
@@ -299,7 +308,7 @@ def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, mo
         assert _uses_sell(hc)
         mats = [m for i, lev in enumerate(hc.levels[:-1])
                 for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ())]
-        slots.append(sum(int(m.idx.size) for m in mats))
+        slots.append(sum(int(m.val.size) for m in mats))
         for m in mats:
             if sigma == 1:
                 assert m.perm is None
@@ -369,8 +378,8 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
         hc, _ = _cycling(P.precond.hierarchy)
         mats = _sell_copies(hc)
         assert (len(mats) > 0) == (coarse_format == "sell")
-        assert all((m.base is not None) == on and (m.idx.dtype == np.uint16) == on
-                   for m in mats)
+        assert all((m.base is not None) == on                 # (a packed copy keeps no idx)
+                   and (m.packed or (m.idx.dtype == np.uint16) == on) for m in mats)
         assert len(hc.narrow_matrices() - {(0, "A")}) == (len(mats) if on else 0)
         zs.append(_apply_once(P, r, dtype))
         floors.append(P.precond.vcycle_bytes)
@@ -405,7 +414,8 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
     """With the float16 matrices' values and 16-bit column offsets packed into one word an entry
     (device.PACK_SELL: the SELL copies; PACK_ELL: level 0's ELL) the cycle and graph's solve are
     bit for bit those of the separate arrays; every SELL copy that has both is packed, and level
-    0 under precision "half"; each word holds its offset above its value's bits; the floor is
+    0 under precision "half"; each word holds the separate arrays' offset above its value's
+    bits, and a packed copy keeps no idx array (its memory freed); the floor is
     2 bytes an entry of A_0 less, the SELL copies' the same (a re-set-up's packing:
     test_a_numeric_resetup_equals_a_fresh_set_up)."""
     import cupyx.scipy.sparse as csp
@@ -414,7 +424,7 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
     cp = _cp()
     A, b = _problem("3d", 15, dtype)
     r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
-    zs, xs, floors = [], [], []
+    zs, xs, floors, offsets = [], [], [], []
     for on in (True, False):
         monkeypatch.setattr(device, "PACK_SELL", on)
         monkeypatch.setattr(device, "PACK_ELL", on)
@@ -427,9 +437,10 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
         assert (len(halves) > 0) == (coarse_format == "sell" and hc.half)
         assert all(m.packed == on for m in halves)
         assert not any(m.packed for m in mats if all(m is not h for h in halves))
-        for m in halves if on else ():
-            words = m.val.get()
-            assert words.dtype == np.uint32 and np.array_equal(words >> 16, m.idx.get())
+        for m in halves:                # the packed words' offsets: the two arrays' idx
+            assert (m.idx is None) == on and (m.val.dtype == np.uint32) == on
+        offsets.append([((m.val.get() >> 16) if on else m.idx.get())[_read_slots(m)]
+                        for m in halves])
         assert (hc.ell0[2].dtype == np.uint32) == (on and hc.half)
         assert ((0, "A") in hc.narrow_matrices()) == (on and hc.half)
         zs.append(_apply_once(P, r, dtype))
@@ -439,6 +450,8 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
         floors.append(P.precond.vcycle_bytes)
     assert np.isfinite(zs[0]).all() and np.array_equal(zs[0], zs[1])
     assert np.array_equal(xs[0], xs[1])
+    assert len(offsets[0]) == len(offsets[1])
+    assert all(np.array_equal(a, b) for a, b in zip(*offsets))
     saved = floors[1] - floors[0]                      # A_0's reads: 4 bytes an entry, not 6
     assert (saved > 0 and saved % (2 * A.nnz) == 0) if hc.half else saved == 0
 
@@ -600,9 +613,13 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
     (hc, eps), hfc = _cycling(h), _cycling(hf)[0]
     assert _uses_sell(hc) == _uses_sell(hfc) == (coarse_format == "sell")
     if before is not None:
-        assert hc.levels[1].sell_A.idx is before.idx          # the layout kept, values new
+        after = hc.levels[1].sell_A
+        assert after.sptr is before.sptr and after.idx is before.idx     # the layout kept
         packs = hc.half and before.base is not None and amg_device.PACK_SELL
-        assert hc.levels[1].sell_A.packed == before.packed == packs
+        assert after.packed == before.packed == packs and (after.idx is None) == packs
+        if packs:                   # the kept offsets under the new values: a fresh set-up's
+            read = _read_slots(after)
+            assert np.array_equal(after.val.get()[read], hfc.levels[1].sell_A.val.get()[read])
     if before_ell is not None and hc.half and amg_device.PACK_ELL:     # level 0 packed
         assert before_ell[2].dtype == hc.ell0[2].dtype == np.uint32
         assert hc.ell0[1] is before_ell[1]                     # its bases kept, no narrow_ell

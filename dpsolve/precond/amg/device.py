@@ -329,7 +329,9 @@ class SellMatrix:
     values of its slots, and ``perm``, the row of each slot (None: slot q is row q); ``indptr``
     and ``indices`` are the CSR arrays it was made from: a matrix over those same arrays (a
     numeric re-set-up keeps every pattern) refills only the values. With ``base``, ``idx`` holds
-    uint16 offsets from each slice's base column (``narrow``)."""
+    uint16 offsets from each slice's base column (``narrow``). A packed copy (``halved``) keeps
+    no ``idx`` (None: its words hold the offsets, and its kernels read only them); ``kept``: the
+    packed words whose offsets a copy refilled over a packed one's layout packs again."""
     sptr: object
     idx: object
     val: object
@@ -338,6 +340,7 @@ class SellMatrix:
     perm: object = None
     scale: float = 1.0          # the power of two of float16 values (precision "half")
     base: object = None         # each slice's base column (narrow indices), or None
+    kept: object = None         # the previous copy's packed words (sell_of's refill of one)
 
     @property
     def rows(self):
@@ -362,38 +365,52 @@ class SellMatrix:
 
     def args(self, dtype) -> tuple:
         """The kernels' (sptr, idx, base, val, scale, perm) arguments at the cycle's dtype."""
-        return (self.sptr, self.idx, ops._NULL if self.base is None else self.base, self.val,
+        return (self.sptr, ops._NULL if self.idx is None else self.idx,
+                ops._NULL if self.base is None else self.base, self.val,
                 np.dtype(dtype).type(self.scale), self.rows)
+
+    def packs(self) -> bool:
+        """Whether ``halved`` packs this copy's values with its offsets (``PACK_SELL``: float32
+        values over narrow offsets)."""
+        return PACK_SELL and self.base is not None and self.val.dtype == np.float32
 
     def halved(self, scale: float) -> "SellMatrix":
         """The same layout with its values in float16 at ``scale`` (values already rounded
         through float16 at that scale: exact); packed with the offsets where they are narrow
-        (``PACK_SELL``)."""
-        pack = PACK_SELL and self.base is not None and self.val.dtype == np.float32
-        val = half_round(self.val, scale, bits=True, offsets=self.idx if pack else None)
-        return SellMatrix(self.sptr, self.idx, val, self.indptr, self.indices, self.perm, scale,
+        (``packs``: the offsets from ``idx``, or from the ``kept`` words of a refilled copy),
+        and then without ``idx`` (the words hold it: 2 bytes a slot fewer kept)."""
+        if not self.packs():
+            return SellMatrix(self.sptr, self.idx, half_round(self.val, scale, bits=True),
+                              self.indptr, self.indices, self.perm, scale, self.base)
+        words = half_round(self.val, scale, bits=True, offsets=self.idx,
+                           kept=self.kept if self.idx is None else None)
+        return SellMatrix(self.sptr, None, words, self.indptr, self.indices, self.perm, scale,
                           self.base)
 
 
-def sell_of(M, prev: SellMatrix | None = None) -> SellMatrix | None:
+def sell_of(M, prev: SellMatrix | None = None, pack: bool = False) -> SellMatrix | None:
     """M (a CuPy CSR) in SELL-32, or None where it would not pay: fewer than SELL_MIN_ROWS rows,
     rows of more than SELL_MAX_MEAN_ROW entries on average, or more than SELL_MAX_PADDING slots
     per entry. Its rows are sorted by length (longest first, ties in row order: a stable sort)
     within windows of SELL_SIGMA rows, so that the 32 rows of a slice are of like length (the
     padding slots are read too). ``prev``: the copy of a matrix over M's own pattern arrays (the
-    same objects), whose layout is kept: one kernel, no host wait."""
+    same objects), whose layout is kept: one kernel, no host wait. A packed ``prev`` (no
+    ``idx``) serves only where the copy is packed again (``pack``: its caller halves it): its
+    words' offsets are ``kept`` for that."""
     import cupy
     n, nnz = int(M.shape[0]), int(M.nnz)
     if n < SELL_MIN_ROWS or nnz == 0 or nnz > SELL_MAX_MEAN_ROW * n:
         return None
     dt = np.dtype(M.dtype)
     fill = get_kernel("amg", "sell_fill<{T}>", dt)
+    if prev is not None and prev.idx is None and not (pack and PACK_SELL):
+        prev = None                                # its offsets are in words it cannot use
     if prev is not None and prev.indptr is M.indptr and prev.indices is M.indices:
-        val = cupy.empty(prev.idx.size, dt)
+        val = cupy.empty(prev.val.size, dt)
         launch(fill, (_grid(n),), (BLOCK,), (np.int32(n), M.indptr, ops._NULL, M.data,
                                             prev.rows, prev.sptr, ops._NULL, val), None)
         return SellMatrix(prev.sptr, prev.idx, val, M.indptr, M.indices, prev.perm,
-                          base=prev.base)
+                          base=prev.base, kept=prev.val if prev.idx is None else None)
     slices = -(-n // 32)
     perm = None
     if SELL_SIGMA > 1:                  # key: the window, then the row's length, longest first
@@ -1741,10 +1758,12 @@ def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> 
             if RS is not None and pays(int(RS.nnz)):
                 lev.RS, lev.rs_weight, lev.RS_order = RS, h.omega / lev.rho, order
         restriction = lev.RS if lev.RS is not None else lev.R
+        # (pack: the copies halved below, which a packed previous copy's layout can serve)
         if l > 0:
-            lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A)
-        lev.sell_R = sell_of(restriction, None if prev is None else prev.sell_R)
-        lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P)
+            lev.sell_A = sell_of(lev.A, None if prev is None else prev.sell_A, pack=h.half)
+        lev.sell_R = sell_of(restriction, None if prev is None else prev.sell_R,
+                             pack=h.half and lev.RS is None)
+        lev.sell_P = sell_of(lev.P, None if prev is None else prev.sell_P, pack=h.half)
         if h.half:                      # the SELL copies' values in float16 (dps::mat_value)
             sA, sP = lev.half           # (RS keeps float32 values: reference.half_matrices)
             lev.sell_A = lev.sell_A and lev.sell_A.halved(sA)
