@@ -277,8 +277,7 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
             info, rnorm = _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter)
         x = backend.to_output(x, system)
         if system.scale:
-            with _set_up_stream(system):
-                x = times_power_of_two(x, system.scale)
+            x = _scaled_back(x, system.scale)
             rnorm = math.ldexp(rnorm, system.scale)
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
@@ -293,6 +292,20 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     # the call's host CPU time: set-up, solve and output (the runs' own is inside it)
     report.host_cpu_time = time.process_time() - c0
     return (x, info, report) if full_output else (x, info)
+
+
+def _scaled_back(x, scale: int):
+    """x * 2^scale for the caller (exact). A CuPy x is made on dpsolve's stream, which the
+    caller's current stream is then ordered after (``_setup.hand_to_caller``): no host wait,
+    and the caller's next use of x sees it whole."""
+    if not _is_cupy(x):
+        return times_power_of_two(x, scale)
+    from ._setup import hand_to_caller, resources
+    res = resources()
+    with res.stream:
+        x = times_power_of_two(x, scale)
+    hand_to_caller(res.stream, res)
+    return x
 
 
 def _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter):

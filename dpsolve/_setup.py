@@ -51,6 +51,7 @@ class Resources:
                             "blocking": cupy.cuda.Event(block=True, disable_timing=True)}
         self.t_start, self.t_end = cupy.cuda.Event(), cupy.cuda.Event()
         self.caller_event = cupy.cuda.Event(disable_timing=True)
+        self.return_event = cupy.cuda.Event(disable_timing=True)
         # readback: SLOTS slots of SLOT bytes on the device and in pinned host memory
         self.scratch = cupy.zeros(SLOTS * SLOT // 8, np.float64)
         self.scratch_mem = cupy.cuda.alloc_pinned_memory(SLOTS * SLOT)
@@ -137,6 +138,18 @@ def follow_caller(stream, res: Resources | None = None) -> None:
     ev = (res or resources()).caller_event
     ev.record(cupy.cuda.get_current_stream())
     stream.wait_event(ev)
+
+
+def hand_to_caller(stream, res: Resources | None = None) -> None:
+    """Order the caller's current stream after ``stream`` (``follow_caller``'s converse): an
+    array dpsolve finished there and returns without a host wait after it (x multiplied back to
+    b's scale) is complete before anything the caller queues next reads it. dpsolve's stream is
+    non-blocking: without this the caller's ``x.get()`` on the legacy default stream could copy
+    x before its last kernel wrote it. One event, no host wait."""
+    import cupy
+    ev = (res or resources()).return_event
+    ev.record(stream)
+    cupy.cuda.get_current_stream().wait_event(ev)
 
 
 def wait(stream, sync: str = "polling", res: Resources | None = None) -> None:

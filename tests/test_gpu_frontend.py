@@ -40,3 +40,42 @@ def test_variants_report_gpu_present():
     from dpsolve._device import status
     st = status()
     assert st.ok and st.name and st.compute_capability >= (7, 0)
+
+
+SPIN = r'''
+extern "C" __global__ void spin(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < (unsigned long long)ns);
+}
+'''
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("variant", ["cuda", "graph", "persistent"])
+def test_a_scaled_x_is_whole_when_the_caller_reads_it(monkeypatch, variant, prepared):
+    """b out of the safe range (2^-600 b'): x is multiplied back on dpsolve's stream after the
+    solve's last host wait, and the caller's stream must be ordered after that. A 50 ms kernel
+    queued ahead of each multiplication makes a missing order show: the caller's x.get() would
+    copy x before it is written. x is b''s x times 2^-600, bit for bit (the scaling is exact)."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    from dpsolve import _frontend
+    spin = cupy.RawKernel(SPIN, "spin")
+    times = _frontend.times_power_of_two
+
+    def slow(v, e):
+        if isinstance(v, cupy.ndarray):
+            spin((1,), (1,), (np.int64(50_000_000),))      # on the current stream
+        return times(v, e)
+    A = csp.csr_matrix(sp.csr_matrix(laplace_2d(12)))
+    b1 = cupy.asarray(np.random.default_rng(3).standard_normal(144))
+    P = dpsolve.prepare(A, "cg", variant=variant) if prepared else None
+    solve = P.solve if prepared else (lambda b, **kw: dpsolve.cg(A, b, variant=variant, **kw))
+    x1, info1 = solve(b1, rtol=1e-8, full_output=True)[:2]
+    monkeypatch.setattr(_frontend, "times_power_of_two", slow)
+    x, info = solve(b1 * 2.0 ** -600, rtol=1e-8, full_output=True)[:2]
+    assert info == info1 == 0
+    assert np.array_equal(x.get(), x1.get() * 2.0 ** -600)
