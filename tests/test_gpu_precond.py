@@ -556,8 +556,11 @@ def test_every_stream_variant_solves_with_it(variant, method, M, dtype):
 
 @pytest.mark.parametrize("variant", FUSING_VARIANTS)
 @pytest.mark.parametrize("M", ["amg", "chebyshev"])
-def test_fusing_variants_refuse_by_name(variant, M):
+@pytest.mark.parametrize("zero_b", [False, True])
+def test_fusing_variants_refuse_by_name(variant, M, zero_b):
     A, b = _problem("2d", 20)
+    if zero_b:                        # no iteration needed: refused all the same
+        b = np.zeros_like(b)
     with pytest.raises(ValueError, match=f"variant '{variant}' fuses pointwise.*M='{M}'"):
         dpsolve.cg(A, b, M=M, variant=variant)
 
