@@ -110,7 +110,8 @@ def pick(system, variant, format, callback):
     if picked is not None:
         return picked
     backend = _resolve_variant(variant, system, callback)
-    fmt = (choose_format(system.csr, format, getattr(backend, "formats", FORMATS))
+    fmt = (choose_format(system.csr, format, getattr(backend, "formats", FORMATS),
+                         adjoint=method_table.get(system.method).adjoint)
            if (backend.uses_format and system.csr is not None) else None)
     return backend, fmt
 

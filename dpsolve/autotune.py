@@ -87,12 +87,13 @@ def choose(system, variant: str, fmt: str, callback, rule: dict | None = None):
 
     Returns None when the rule has nothing to say (no rule, no matrix, no pair qualifies); the
     front end then falls back to its fixed order."""
+    from . import methods
     from .backends import get_backend
     from .formats import row_stats
     rule = load_rule() if rule is None else rule
     if rule is None or system.csr is None:
         return None
-    stats = row_stats(system.csr)
+    stats = row_stats(system.csr, adjoint=methods.get(system.method).adjoint)
     for v, f in ranking(rule, system.method, stats):
         if (variant != "auto" and v != variant) or (fmt != "auto" and f != fmt):
             continue

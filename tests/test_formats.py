@@ -373,6 +373,30 @@ def test_auto_never_picks_refused_ell(A):
         assert choice != "ell"
 
 
+@settings(max_examples=100, deadline=None)
+@given(A=st.one_of(sparse_matrices(max_n=60), row_length_matrices()))
+def test_auto_for_an_adjoint_method_suits_A_and_its_transpose(A):
+    """BiCG builds A^H in A's format: with ``adjoint`` the choice is never an ELL that A^H
+    would refuse (nor A), and the longest row counted is A^H's where that is longer."""
+    csr = to_csr(A, np.dtype(np.float64))
+    csr_h = to_csr(sp.csr_array(A).conj().T, np.dtype(np.float64))
+    assert csr.max_column() == row_stats(csr_h)["max"]
+    assert row_stats(csr, adjoint=True)["max"] == max(row_stats(csr)["max"],
+                                                      row_stats(csr_h)["max"])
+    choice = choose_format(csr, "auto", adjoint=True)
+    assert choice in FORMATS
+    if _ell_refuses(csr) or _ell_refuses(csr_h):
+        assert choice != "ell"
+
+
+def test_auto_for_an_adjoint_method_on_a_long_column():
+    """Regular rows (ELL for A alone), one long column: A^H's long row takes ELL away."""
+    A = _long_row(200).to_scipy().T.tocsr()
+    csr = to_csr(A, np.dtype(np.float64))
+    assert not _ell_refuses(csr) and choose_format(csr, "auto") == "ell"
+    assert choose_format(csr, "auto", adjoint=True) != "ell"
+
+
 @pytest.mark.parametrize("n", [5, 20, 200])
 def test_auto_on_long_row_avoids_ell(n):
     csr = _long_row(n)

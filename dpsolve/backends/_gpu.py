@@ -127,6 +127,15 @@ class HostScalars:
         return vals
 
 
+def _adjoint_matrix(csr, fmt):
+    """A^H on the device in ``fmt``; a format A^H cannot take is refused naming A^H."""
+    from .._errors import FormatError
+    try:
+        return ops.DeviceMatrix.build(csr.conj_transpose(), fmt)
+    except FormatError as e:
+        raise FormatError(f"A^H, which BiCG runs in A's format: {e}") from None
+
+
 class GpuState:
     """Per-system device state: the matrix in its format, b, the preconditioner's faces
     (``pc``, dpsolve/precond), work vectors and scalars."""
@@ -159,8 +168,8 @@ class GpuState:
             else:
                 self.A = ops.DeviceMatrix.build(system.csr, fmt)
                 # BiCG also needs A^H x: the conjugate transpose, built once, in the same format
-                self.AH = (ops.DeviceMatrix.build(system.csr.conj_transpose(), fmt)
-                           if adjoint else None)
+                # ("auto" picks one that takes both: formats.row_stats)
+                self.AH = _adjoint_matrix(system.csr, fmt) if adjoint else None
             # the preconditioner on this state: its stream face (pc.apply) and, pointwise, its
             # device face. ``fused``: a pointwise M that the fused kernels apply themselves
             # (``pc_args``, their PrecondArgs); ``general``: one the loops apply between kernels

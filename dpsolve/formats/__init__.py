@@ -16,19 +16,26 @@ from .ell import DEFAULT_MAX_FILL, ELL
 FORMATS = ("csr-scalar", "csr-vector", "ell", "csr-adaptive")
 
 
-def row_stats(csr: CSR) -> dict:
-    """Row-length statistics the format choice is made from (computed where ``csr`` lives)."""
+def row_stats(csr: CSR, adjoint: bool = False) -> dict:
+    """Row-length statistics the format choice is made from (computed where ``csr`` lives).
+    ``adjoint`` (a method that runs A^H too, in A's format: BiCG): "max" and "ell_fill" are
+    those of whichever of A and A^H has the longer row, so that a format picked from them
+    takes both (A^H's mean is A's)."""
     xp = csr.xp
     n = csr.n
     mean = csr.nnz / n if n else 0.0
     mx = csr.max_row if csr.max_row is not None else (int(xp.diff(csr.indptr).max()) if n else 0)
+    if adjoint and csr.nnz:
+        mx = max(mx, csr.max_column())
     return {"n": n, "nnz": csr.nnz, "mean": mean, "max": mx,
             "ell_fill": (n * mx / csr.nnz) if csr.nnz else 1.0}
 
 
-def choose_format(csr: CSR, requested: str = "auto", allowed=FORMATS) -> str:
+def choose_format(csr: CSR, requested: str = "auto", allowed=FORMATS,
+                  adjoint: bool = False) -> str:
     """Resolve ``format=``. Explicit names are returned as they are; ``auto`` picks from row stats
-    among ``allowed`` (the variant's formats).
+    among ``allowed`` (the variant's formats), A^H's rows counted too where the method runs A^H
+    (``adjoint``: ``row_stats``).
 
     ``auto`` rule where the measured rule (dpsolve/autotune.py) has nothing to say: CSR-adaptive
     when a heavy tail of long rows would stall a thread- or warp-mapped kernel (longest row > 1024
@@ -41,7 +48,7 @@ def choose_format(csr: CSR, requested: str = "auto", allowed=FORMATS) -> str:
                          f"{', '.join(('auto',) + FORMATS)}")
     if requested != "auto":
         return requested
-    s = row_stats(csr)
+    s = row_stats(csr, adjoint)
     if "csr-adaptive" in allowed and s["max"] > 1024 and s["max"] > 16 * s["mean"]:
         return "csr-adaptive"
     if s["nnz"] and s["ell_fill"] <= min(1.25, DEFAULT_MAX_FILL) and s["mean"] <= 32:

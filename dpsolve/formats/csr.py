@@ -67,6 +67,15 @@ class CSR:
         h = self.to_host()
         return sp.csr_array((h.data, h.indices, h.indptr), shape=(self.n, self.n))
 
+    def max_column(self) -> int:
+        """The most entries any column holds: A^H's longest row (BiCG runs A^H in A's format).
+        On the device from A^H's row pointers (cuSPARSE's transpose, n + 1 ints read back)."""
+        if self.nnz == 0:
+            return 0
+        if self.on_device:
+            return int(np.diff(self.conj_transpose().indptr.get()).max())
+        return int(np.bincount(self.indices, minlength=self.n).max())
+
     def row_ids(self):
         """The row of each stored entry, shape (nnz,), int64."""
         xp = self.xp
