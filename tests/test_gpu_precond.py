@@ -87,6 +87,18 @@ def _sell_copies(h) -> list:
             for m in (lev.sell_R, lev.sell_P) + ((lev.sell_A,) if i else ()) if m is not None]
 
 
+def _graph_sell(A, precision, coarse_format):
+    """(P, the cycling hierarchy, its SELL copies) of A prepared for graph over ELL with AMG at
+    ``precision``; SELL copies exist exactly under the "sell" coarse_format fixture."""
+    import cupyx.scipy.sparse as csp
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
+                        variant="graph", format="ell")
+    hc, _ = _cycling(P.precond.hierarchy)
+    mats = _sell_copies(hc)
+    assert (len(mats) > 0) == (coarse_format == "sell")
+    return P, hc, mats
+
+
 def _read_slots(m) -> np.ndarray:
     """The slots of SELL copy ``m`` that its kernels read: all but those of rows at or beyond n
     in the last slice, which sell_fill leaves unset (their words are whatever the memory held)."""
@@ -365,19 +377,13 @@ def test_narrow_indices_give_the_same_bits(dtype, precision, coarse_format, monk
     """With the SELL copies' column indices as 16-bit offsets (device.NARROW_INDICES) the cycle
     is bit for bit the one over int32 indices, every SELL copy is narrow on these sizes, and the
     floor counts 2 bytes less per entry of each."""
-    import cupyx.scipy.sparse as csp
-
     from dpsolve.precond.amg import device
     A, _ = _problem("3d", 15, dtype)
     r = np.random.default_rng(8).random(A.shape[0]).astype(dtype)
     zs, floors = [], []
     for on in (True, False):
         monkeypatch.setattr(device, "NARROW_INDICES", on)
-        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
-                            variant="graph", format="ell")
-        hc, _ = _cycling(P.precond.hierarchy)
-        mats = _sell_copies(hc)
-        assert (len(mats) > 0) == (coarse_format == "sell")
+        P, hc, mats = _graph_sell(A, precision, coarse_format)
         assert all((m.base is not None) == on                 # (a packed copy keeps no idx)
                    and (m.packed or (m.idx.dtype == np.uint16) == on) for m in mats)
         assert len(hc.narrow_matrices() - {(0, "A")}) == (len(mats) if on else 0)
@@ -418,8 +424,6 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
     bits, and a packed copy keeps no idx array (its memory freed); the floor is
     2 bytes an entry of A_0 less, the SELL copies' the same (a re-set-up's packing:
     test_a_numeric_resetup_equals_a_fresh_set_up)."""
-    import cupyx.scipy.sparse as csp
-
     from dpsolve.precond.amg import device
     cp = _cp()
     A, b = _problem("3d", 15, dtype)
@@ -428,11 +432,7 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
     for on in (True, False):
         monkeypatch.setattr(device, "PACK_SELL", on)
         monkeypatch.setattr(device, "PACK_ELL", on)
-        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
-                            variant="graph", format="ell")
-        hc, _ = _cycling(P.precond.hierarchy)
-        mats = _sell_copies(hc)
-        assert (len(mats) > 0) == (coarse_format == "sell")
+        P, hc, mats = _graph_sell(A, precision, coarse_format)
         halves = [m for m in mats if m.half == "true" and m.base is not None]
         assert (len(halves) > 0) == (coarse_format == "sell" and hc.half)
         assert all(m.packed == on for m in halves)
