@@ -113,11 +113,7 @@ class CSR:
         rows = self.row_ids()
         prod = self.data * x[self.indices]
         y = xp.zeros(self.n, dtype=np.result_type(self.dtype, x.dtype))
-        if xp is np:
-            np.add.at(y, rows, prod)
-        else:
-            import cupyx
-            cupyx.scatter_add(y, rows, prod)
+        xp.add.at(y, rows, prod)            # CuPy's too (cupyx.scatter_add is deprecated)
         return y
 
     def validate(self) -> None:

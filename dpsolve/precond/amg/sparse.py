@@ -24,10 +24,9 @@ def bin_counts(keys, length: int):
     xp = xp_of(keys)
     if xp is np:
         return np.bincount(keys, minlength=length)
-    import cupyx
     out = xp.zeros(length, xp.int32)
     if keys.size:
-        cupyx.scatter_add(out, keys, 1)
+        xp.add.at(out, keys, 1)             # (cupyx.scatter_add is deprecated in CuPy 14)
     return out.astype(xp.int64)
 
 
