@@ -182,6 +182,28 @@ def test_csr_adaptive_spmv_matches_scipy(n, dtype, group):
     np.testing.assert_allclose(y.get(), ref, rtol=0, atol=64 * eps * scale)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_max_column_on_the_device_matches_the_host(dtype):
+    """A^H's longest row (BiCG's "auto" format) counted on the device by a scatter of ones equals
+    the host's bincount and the transpose's longest row: one long column among short ones, an
+    empty matrix, rows and columns with no entry, and the last column the longest."""
+    from dpsolve.matrices import power_law
+    rng = np.random.default_rng(5)
+    long_col = sp.lil_array((300, 300))
+    long_col.setdiag(1.0)
+    long_col[:, 7] = rng.standard_normal((300, 1))
+    last = sp.lil_array((40, 40))
+    last[:, 39] = 1.0
+    cases = [sp.csr_array(long_col), sp.csr_array((5, 5)), sp.csr_array(last),
+             _random_matrix(4097, 8.0 / 4097, rng, np.float64),
+             sp.csr_array(power_law(20_000, heavy=(3000, 500), seed=2)).T.tocsr()]
+    for A in cases:
+        h = to_csr(sp.csr_array(A, dtype=dtype), dtype)
+        d = h.to_device()
+        want = int(np.diff(sp.csr_array(A).T.tocsr().indptr).max()) if A.nnz else 0
+        assert h.max_column() == d.max_column() == want
+
+
 def test_row_bins_statistics_on_the_device_match_the_host():
     """RowBins computed from a device CSR (as DeviceMatrix.build does) equal the host's: the same
     bins, the same lanes per short row (its column-spread statistic takes another path there)."""

@@ -27,6 +27,20 @@ def array_module(a):
     return np
 
 
+def bin_counts(keys, length: int):
+    """``bincount(keys, minlength=length)`` (int64) for keys known to lie in [0, length). On the
+    device a scatter of ones: CuPy's bincount first reduces the keys (a negative test and the
+    maximum), and CuPy's reductions compile a kernel per size class on first use (issue 30's
+    first set-ups spent seconds in them)."""
+    xp = array_module(keys)
+    if xp is np:
+        return np.bincount(keys, minlength=length)
+    out = xp.zeros(length, xp.int32)
+    if keys.size:
+        xp.add.at(out, keys, 1)             # (cupyx.scatter_add is deprecated in CuPy 14)
+    return out.astype(xp.int64)
+
+
 @dataclass
 class CSR:
     indptr: object     # (n+1,) int32
@@ -69,12 +83,15 @@ class CSR:
 
     def max_column(self) -> int:
         """The most entries any column holds: A^H's longest row (BiCG runs A^H in A's format).
-        On the device from A^H's row pointers (cuSPARSE's transpose, n + 1 ints read back)."""
+        On the device a scatter of ones and one max kernel (``ops.max_abs``, exact below 2^53),
+        one number read back: no transpose (BiCG's state builds A^H itself)."""
         if self.nnz == 0:
             return 0
+        counts = bin_counts(self.indices, self.n)
         if self.on_device:
-            return int(np.diff(self.conj_transpose().indptr.get()).max())
-        return int(np.bincount(self.indices, minlength=self.n).max())
+            from ..cuda import ops
+            return int(ops.max_abs(counts.astype(np.float64)))
+        return int(counts.max())
 
     def row_ids(self):
         """The row of each stored entry, shape (nnz,), int64."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...formats.csr import bin_counts
+
 
 def xp_of(a):
     """numpy, or cupy for a CuPy array."""
@@ -14,20 +16,6 @@ def xp_of(a):
         import cupy
         return cupy
     return np
-
-
-def bin_counts(keys, length: int):
-    """``bincount(keys, minlength=length)`` (int64) for keys known to lie in [0, length). On the
-    device a scatter of ones: CuPy's bincount first reduces the keys (a negative test and the
-    maximum), and CuPy's reductions compile a kernel per size class on first use (issue 30's
-    first set-ups spent seconds in them)."""
-    xp = xp_of(keys)
-    if xp is np:
-        return np.bincount(keys, minlength=length)
-    out = xp.zeros(length, xp.int32)
-    if keys.size:
-        xp.add.at(out, keys, 1)             # (cupyx.scatter_add is deprecated in CuPy 14)
-    return out.astype(xp.int64)
 
 
 def max_abs(a) -> float:
