@@ -145,9 +145,7 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     if tol_solved is None:
         # b = 0 needs no iteration, but a variant that cannot take this system refuses it
         # all the same: the answer to a call must not depend on b's values
-        reason = backend.why_not(system) if hasattr(backend, "why_not") else None
-        if reason:
-            raise ValueError(reason)
+        backend.refuse(system)
         return zero_solution(system, report, t0, c0, full_output)
     state = prepared(backend, system, fmt, sync)
     out = iterate(backend, state, system, tol_solved, maxiter, callback, sync, energy, report,

@@ -371,13 +371,8 @@ class GpuBackend(Backend):
                     f"{_takers('takes_stream_M')}")
         return None
 
-    def supports(self, system) -> bool:
-        return self.why_not(system) is None
-
     def prepare(self, system, fmt):
-        reason = self.why_not(system)
-        if reason:
-            raise ValueError(reason)
+        self.refuse(system)
         if fmt is not None and fmt not in self.formats:
             from . import VARIANT_NAMES, get_backend
             takers = [n for n in VARIANT_NAMES[1:] if fmt in getattr(get_backend(n), "formats", ())]

@@ -31,9 +31,21 @@ class Backend:
         """(True, None) if this back end can run here, else (False, reason)."""
         raise NotImplementedError
 
+    def why_not(self, system) -> str | None:
+        """None if this back end can take ``system`` (method, dtype, preconditioner kind), else
+        the reason, for a clear error."""
+        return None
+
     def supports(self, system) -> bool:
-        """Whether this back end can take this system (method, dtype, preconditioner kind)."""
-        return True
+        """Whether this back end can take this system (``why_not``)."""
+        return self.why_not(system) is None
+
+    def refuse(self, system) -> None:
+        """Raise ValueError with ``why_not``'s reason where this back end cannot take ``system``
+        (``prepare``'s first check; the front end's too where b = 0 needs no state)."""
+        reason = self.why_not(system)
+        if reason:
+            raise ValueError(reason)
 
     def initial_x(self, system):
         """The starting iterate, a private copy of x0 (or zeros) where this back end computes."""
