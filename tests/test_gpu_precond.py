@@ -243,23 +243,28 @@ def test_restriction_a_block_a_row_equals_the_reference(kind, size, smoother, dt
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+@pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 @pytest.mark.parametrize("fmt", ["ell", "csr-vector", "csr-scalar"])
-def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype, precision,
+def test_level_0_runs_on_the_solves_ell_and_equals_the_reference(fmt, smoother, dtype, precision,
                                                                   coarse_format):
     """Level 0's smoothing runs over the solve's own ELL arrays when the solve holds A in ELL
-    (else over A_0's CSR); both V-cycles are the reference's, on a 3-D problem whose level 1 has
-    long rows (the pre-smoothing apart from the residual there: with SELL, level 0's
-    restriction writes level 1's pre-smoothing)."""
+    (else over A_0's CSR), with either smoother; both V-cycles are the reference's, on a 3-D
+    problem whose level 1 has long rows (Jacobi: the pre-smoothing apart from the residual
+    there: with SELL, level 0's restriction writes level 1's pre-smoothing). Only the Jacobi
+    cycle fuses the casts of a single-precision cycle into level 0's kernels."""
     import cupyx.scipy.sparse as csp
     cp = _cp()
     A, _ = _problem("3d", 15, dtype)
-    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision=precision),
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg",
+                        M=dpsolve.precond.AMG(precision=precision, smoother=smoother),
                         variant="graph", format=fmt)
     h_dev = P.precond.hierarchy
     _mixed_expected(h_dev, dtype, precision)
     hc, eps = _cycling(h_dev)
     assert _uses_sell(hc) == (coarse_format == "sell")
     assert (hc.ell0 is not None) == (fmt == "ell")
+    assert h_dev.casts_fused() == (fmt == "ell" and smoother == "jacobi"
+                                   and h_dev.low is not None)
     if hc.ell0 is not None:                   # the cycle's own copy of the solve's ELL values
         packed = np.uint32 if amg_device.PACK_ELL else np.float16    # the words (PACK_ELL)
         assert hc.ell0[2].dtype == (packed if hc.half else hc.dtype)

@@ -35,9 +35,9 @@ CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 CSR_VECTOR_WIDTHS = (2, 4, 8, 16, 32)
 # amg.cu's V-cycle kernels over SELL-32, templated <T, HALF, NARROW[, PACKED]>, and over level
 # 0's ELL, templated <T, HALF[, PACKED]>
-VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell",
+VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell", "vc_cheb_sell",
            "vc_restrict_sell", "vc_prolong_sell", "vc_restrict_sell_low", "vc_prolong_sell_low")
-VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell",
+VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell", "vc_cheb_ell",
           "vc_presmooth_residual_ell_low", "vc_jacobi_ell_low")
 AMG_WIDE = tuple(f"{k}<{{T}}, {h}, false>" for k in VC_SELL for h in ("false", "true"))
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)

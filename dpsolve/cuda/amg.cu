@@ -58,9 +58,11 @@
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
 //                         a thread a row over the solve's own column-major arrays, no second copy
-//   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_restrict_sell<T>
-//   (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>: the same over a
-//                         level's matrices in sliced ELL (SELL-32, device.sell_of), a thread a row
+//   vc_cheb_ell<T>        vc_cheb's steps from a given x on level 0 in the solve's ELL
+//   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_cheb_sell<T>,
+//   vc_restrict_sell<T> (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>:
+//                         the same over a level's matrices in sliced ELL (SELL-32,
+//                         device.sell_of), a thread a row
 //   vc_restrict_low<T, W>, vc_restrict_sell_low<T, HALF>, vc_prolong_low<T, W>,
 //   vc_prolong_sell_low<T, HALF>: level 0's RS b and S b + P xc in a single-precision cycle, b
 //                         read in T (the casts fused, as the *_ell_low kernels below)
@@ -416,6 +418,18 @@ __device__ __forceinline__ void narrow_group(size_t start, size_t stride, int co
         const int c = idx[start + stride * k];
         out[start + stride * k] = c < 0 ? (unsigned short)NARROW_PAD : (unsigned short)(c - b0);
     }
+}
+
+// A Chebyshev step from x at a row, given ax = (A x)_row (vc_cheb, vc_cheb_ell, vc_cheb_sell):
+// q = D^-1 (b - A x), d = c1 d + c2 q (c1 = 0: d unread), y = x + d
+template <typename T>
+__device__ __forceinline__ void cheb_step(int row, T ax, const T* __restrict__ dinv,
+                                          const T* __restrict__ x, const T* __restrict__ b,
+                                          T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+    const T q = dinv[row] * (b[row] - ax);
+    const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;
+    d[row] = di;
+    y[row] = x[row] + di;
 }
 
 }  // namespace amg
@@ -805,10 +819,7 @@ vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
         return;
     }
     amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x}, [&](int row, T ax) {
-        const T q = dinv[row] * (b[row] - ax);
-        const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;   // c1 = 0: d unread
-        d[row] = di;
-        y[row] = x[row] + di;
+        amg::cheb_step(row, ax, dinv, x, b, d, c1, c2, y);
     });
 }
 
@@ -1007,6 +1018,20 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
         y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, scale, s, x, b);
 }
 
+// a Chebyshev step from x (the first, from zero, reads no matrix: vc_cheb with x null)
+template <typename T, bool HALF, bool PACKED = false>
+__global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
+vc_cheb_ell(int n, int width, const int* __restrict__ indices,
+            const amg::cycle_val<T, HALF, PACKED>* __restrict__ data, T scale,
+            const T* __restrict__ dinv, const T* __restrict__ x, const T* __restrict__ b,
+            T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+    DPS_PDL();
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
+        amg::cheb_step(row, scale * amg::ell_sum<T, AMG_SMOOTH_CHUNK>(row, n, width, indices, data,
+                                                                      amg::gather<T>{x}),
+                       dinv, x, b, d, c1, c2, y);
+}
+
 // Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed" / "half"), on the
 // solve's ELL with the pre-smoothing fused: vc_presmooth_residual_ell and vc_jacobi_ell over the
 // single hierarchy (L), reading b and writing y in the system's precision T, the values of type
@@ -1178,6 +1203,22 @@ vc_jacobi_sell(int n, SELL_ARGS,
         const T ax = scale * amg::sell_row<T, NARROW, AMG_SMOOTH_CHUNK>(q, sptr, idx, base, val,
                                                                          amg::gather<T>{x});
         y[row] = x[row] + s[row] * (b[row] - ax);
+    }
+}
+
+template <typename T, bool HALF, bool NARROW, bool PACKED = false>
+__global__ void __launch_bounds__(DPS_BLOCK)
+vc_cheb_sell(int n, SELL_ARGS,
+             const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
+             const int* __restrict__ perm,
+             const T* __restrict__ dinv, const T* __restrict__ x, const T* __restrict__ b,
+             T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+    DPS_PDL();
+    DPS_ROWS(n) {
+        amg::cheb_step(row, scale * amg::sell_row<T, NARROW, AMG_SMOOTH_CHUNK>(q, sptr, idx, base,
+                                                                               val,
+                                                                               amg::gather<T>{x}),
+                       dinv, x, b, d, c1, c2, y);
     }
 }
 

@@ -495,11 +495,10 @@ class DeviceHierarchy:
         """Run level 0's smoothing and residual over ``A``, the solve's own matrix on the device,
         when it is in ELL (regular rows: a thread a row, coalesced, and no second copy of A_0;
         on the H100 the CSR-vector kernels reached 64-69 % of the copy bandwidth on 5- and
-        7-entry rows). Jacobi smoothing only; other formats keep A_0's CSR. ``reuse``: the
+        7-entry rows). Both smoothers; other formats keep A_0's CSR. ``reuse``: the
         hierarchy before a numeric re-set-up (A's pattern kept), whose packed copy's offsets
         serve again (no narrow_ell, no host wait)."""
-        self.ell0 = (ell_of(A, self.levels[0].n, self.dtype) if self.smoother == "jacobi"
-                     else None)
+        self.ell0 = ell_of(A, self.levels[0].n, self.dtype)
         low = self.low
         if low is None:
             return
@@ -605,6 +604,7 @@ class DeviceHierarchy:
         pre-smoothing fused, more than one level) rather than through the two cast kernels."""
         low = self.low
         return (FUSE_CASTS and low is not None and low.ell0 is not None and len(low.levels) > 1
+                and self.smoother == "jacobi"
                 and (low.levels[0].fused or reference.uses_rs(low, low.levels[0])))
 
     def _cycle(self, l, b, out, stream, scaled=False, wide=None):  # noqa: E741
@@ -623,7 +623,7 @@ class DeviceHierarchy:
         if reference.uses_rs(self, lev):
             self._cycle_rs(l, b, out, stream, wide)
             return
-        ell = self.ell0 if l == 0 else None
+        ell = self.ell0 if l == 0 and self.smoother == "jacobi" else None
         if ell is not None:                                    # level 0 in the solve's ELL
             X, n = lev.X, np.int32(lev.n)
             args, half = self.ell_args()
@@ -689,7 +689,7 @@ class DeviceHierarchy:
         """Level l's post-smoothing from X into out: over the solve's ELL on level 0 where the
         cycle has it (with the casts to and from ``wide`` fused), else ``_smooth``."""
         lev = self.levels[l]
-        if l == 0 and self.ell0 is not None:
+        if l == 0 and self.ell0 is not None and self.smoother == "jacobi":
             args, half = self.ell_args()
             name = "vc_jacobi_ell<{T}, " if wide is None else "vc_jacobi_ell_low<{T}, "
             launch(vc_kernel(name + half + ">", self.dtype if wide is None else wide),
@@ -741,6 +741,11 @@ class DeviceHierarchy:
                grid, (BLOCK,), (np.int32(nc), M.indptr, M.indices, M.data, *tail, rows), stream)
 
     def _residual(self, lev, x, b, stream):
+        if lev is self.levels[0] and self.ell0 is not None:   # the solve's ELL (Chebyshev)
+            args, half = self.ell_args()
+            launch(vc_kernel(f"vc_residual_ell<{{T}}, {half}>", self.dtype), (_grid(lev.n),),
+                   (BLOCK,), (np.int32(lev.n), *args, x, b, lev.res), stream)
+            return
         if lev.sell_A is not None:
             S = lev.sell_A
             launch(vc_kernel(f"vc_residual_sell<{{T}}, {S.tmpl}>", self.dtype), (_grid(lev.n),),
@@ -768,14 +773,26 @@ class DeviceHierarchy:
                    (n, A.indptr, A.indices, A.data, lev.scale, x, b, out, rows), stream)
             return out
         steps = len(lev.cheb)
-        kernel = vc_kernel(f"vc_cheb<{{T}}, {lev.lanes}>", dt)
+        csr = vc_kernel(f"vc_cheb<{{T}}, {lev.lanes}>", dt)
         bufs = (out, lev.Wb)                   # the last step lands in out
         cur = x
         for k, (c1, c2) in enumerate(lev.cheb):
             dst = bufs[(steps - 1 - k) % 2]
-            launch(kernel, grid, (BLOCK,),
-                   (n, A.indptr, A.indices, A.data, lev.inv_diag,
-                    cur if cur is not None else ops._NULL, b, lev.d, c1, c2, dst, rows), stream)
+            tail = (lev.inv_diag, cur, b, lev.d, c1, c2, dst)
+            if cur is None:                    # from zero: no product, vc_cheb alone
+                launch(csr, grid, (BLOCK,), (n, A.indptr, A.indices, A.data, lev.inv_diag,
+                                             ops._NULL, b, lev.d, c1, c2, dst, rows), stream)
+            elif lev is self.levels[0] and self.ell0 is not None:     # the solve's ELL
+                args, half = self.ell_args()
+                launch(vc_kernel(f"vc_cheb_ell<{{T}}, {half}>", dt), (_grid(lev.n),),
+                       (BLOCK,), (n, *args, *tail), stream)
+            elif lev.sell_A is not None:
+                S = lev.sell_A
+                launch(vc_kernel(f"vc_cheb_sell<{{T}}, {S.tmpl}>", dt), (_grid(lev.n),),
+                       (BLOCK,), (n, *S.args(dt), *tail), stream)
+            else:
+                launch(csr, grid, (BLOCK,),
+                       (n, A.indptr, A.indices, A.data, *tail, rows), stream)
             cur = dst
         return out
 
