@@ -5,8 +5,9 @@ over [rho / 30, 1.1 rho] with rho the estimate of rho(D^-1 A) (``smoothers.cheby
 polynomial AMG smooths with). M is a fixed polynomial in D^-1 A times D^-1: symmetric for a
 symmetric A, so a CG preconditioner. Each application costs degree - 1 products with A, in
 exchange for fewer iterations (and fewer inner products: the reductions the device-driven
-variants pay most for). Its stream face is amg.cu's ``vc_cheb``, one kernel a step; the host face
-is the reference recurrence.
+variants pay most for). Its stream face is amg.cu's ``vc_cheb``, one kernel a step (over the
+solve's own ELL arrays, ``vc_cheb_ell``, where the solve holds A in ELL); the host face is the
+reference recurrence.
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ class Chebyshev(Preconditioner):
         self.rho = rho
         coeffs = device.chebyshev_coefficients(rho, self.degree, state.dtype, self.lower,
                                                self.upper)
-        return ChebyshevFace(A, inv, coeffs, state)
+        ell = device.ell_of(getattr(state, "A", None), c.n, state.dtype)
+        return ChebyshevFace(A, inv, coeffs, state, ell)
 
     def adopt(self, other):
         if isinstance(other, Chebyshev):
@@ -74,13 +76,14 @@ class Chebyshev(Preconditioner):
 
 class ChebyshevFace(DeviceFace):
     """degree vc_cheb kernels (the first from z = 0), alternating between z and a work vector so
-    that the last lands in z."""
+    that the last lands in z; the steps after the first over ``ell`` (the solve's (width,
+    indices, data): ``vc_cheb_ell``, a thread a row) where given."""
 
-    def __init__(self, A, inv_diag, coeffs, state):
+    def __init__(self, A, inv_diag, coeffs, state, ell=None):
         import cupy
 
         from ..cuda.device_matrix import vector_width
-        self.A, self.inv_diag, self.coeffs = A, inv_diag, coeffs
+        self.A, self.inv_diag, self.coeffs, self.ell = A, inv_diag, coeffs, ell
         self.lanes = vector_width(A.nnz / max(A.shape[0], 1))
         with state.stream:
             self.W = cupy.full(state.n, np.nan, state.dtype)
@@ -97,10 +100,16 @@ class ChebyshevFace(DeviceFace):
         steps, cur = len(self.coeffs), None
         for k, (c1, c2) in enumerate(self.coeffs):
             dst = (z, self.W)[(steps - 1 - k) % 2]
-            launch(kernel, grid, (ops.BLOCK,),
-                   (n, A.indptr, A.indices, A.data, self.inv_diag,
-                    cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst, rows),
-                   ex.stream)
+            tail = (self.inv_diag, cur, r, self.d, c1, c2, dst)
+            if cur is not None and self.ell is not None:
+                launch(get_kernel("amg", "vc_cheb_ell<{T}, false>", r.dtype),
+                       (ops.grid_for(int(n)),), (ops.BLOCK,),
+                       (n, *self.ell, r.dtype.type(1), *tail), ex.stream)
+            else:                   # (the first step, from zero, reads no matrix)
+                launch(kernel, grid, (ops.BLOCK,),
+                       (n, A.indptr, A.indices, A.data, self.inv_diag,
+                        cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst, rows),
+                       ex.stream)
             cur = dst
 
     def apply_adjoint(self, ex, r, z):
