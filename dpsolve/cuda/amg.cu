@@ -58,7 +58,8 @@
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
 //                         a thread a row over the solve's own column-major arrays, no second copy
-//   vc_cheb_ell<T>        vc_cheb's steps from a given x on level 0 in the solve's ELL
+//   vc_cheb_ell<T>        vc_cheb's steps from a given x over the solve's ELL (level 0, the
+//                         Chebyshev preconditioner)
 //   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_cheb_sell<T>,
 //   vc_restrict_sell<T> (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>:
 //                         the same over a level's matrices in sliced ELL (SELL-32,

@@ -25,8 +25,8 @@ class Chebyshev(Preconditioner):
     # degree 5 by default: against 3, 36-38 % fewer iterations for 5-8 % more products with A
     # (host, rtol 1e-8, the ten shared SPD matrices), and on an H200 (prepared, float64) faster
     # on every one of them (1.1-1.4x) and on 2-D 128^2..1024^2 and 3-D 40^3..160^3 Laplacians
-    # (1.04-1.41x; degree 5 within 5 % of the best of 2..8 on each): benchmarks/
-    # chebyshev-degree-2026-11-29.csv
+    # (1.04-1.41x; degree 5 within 5 % of the best of 2..8 on each). The runs:
+    # benchmarks/chebyshev-degree-2026-11-29.csv
     DEFAULT_DEGREE = 5
 
     def __init__(self, degree=DEFAULT_DEGREE, lower=1.0 / 30.0, upper=1.1):
@@ -107,16 +107,14 @@ class ChebyshevFace(DeviceFace):
         steps, cur = len(self.coeffs), None
         for k, (c1, c2) in enumerate(self.coeffs):
             dst = (z, self.W)[(steps - 1 - k) % 2]
-            tail = (self.inv_diag, cur, r, self.d, c1, c2, dst)
+            tail = (self.inv_diag, ops._NULL if cur is None else cur, r, self.d, c1, c2, dst)
             if cur is not None and self.ell is not None:
                 launch(get_kernel("amg", "vc_cheb_ell<{T}, false>", r.dtype),
                        (ops.grid_for(int(n)),), (ops.BLOCK,),
                        (n, *self.ell, r.dtype.type(1), *tail), ex.stream)
-            else:                   # (the first step, from zero, reads no matrix)
+            else:                   # CSR, or the first step (no product, from zero)
                 launch(kernel, grid, (ops.BLOCK,),
-                       (n, A.indptr, A.indices, A.data, self.inv_diag,
-                        cur if cur is not None else ops._NULL, r, self.d, c1, c2, dst, rows),
-                       ex.stream)
+                       (n, A.indptr, A.indices, A.data, *tail, rows), ex.stream)
             cur = dst
 
     def apply_adjoint(self, ex, r, z):

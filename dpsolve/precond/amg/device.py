@@ -778,21 +778,17 @@ class DeviceHierarchy:
         cur = x
         for k, (c1, c2) in enumerate(lev.cheb):
             dst = bufs[(steps - 1 - k) % 2]
-            tail = (lev.inv_diag, cur, b, lev.d, c1, c2, dst)
-            if cur is None:                    # from zero: no product, vc_cheb alone
-                launch(csr, grid, (BLOCK,), (n, A.indptr, A.indices, A.data, lev.inv_diag,
-                                             ops._NULL, b, lev.d, c1, c2, dst, rows), stream)
-            elif lev is self.levels[0] and self.ell0 is not None:     # the solve's ELL
-                args, half = self.ell_args()
+            tail = (lev.inv_diag, ops._NULL if cur is None else cur, b, lev.d, c1, c2, dst)
+            if cur is not None and lev is self.levels[0] and self.ell0 is not None:
+                args, half = self.ell_args()                           # the solve's ELL
                 launch(vc_kernel(f"vc_cheb_ell<{{T}}, {half}>", dt), (_grid(lev.n),),
                        (BLOCK,), (n, *args, *tail), stream)
-            elif lev.sell_A is not None:
+            elif cur is not None and lev.sell_A is not None:
                 S = lev.sell_A
                 launch(vc_kernel(f"vc_cheb_sell<{{T}}, {S.tmpl}>", dt), (_grid(lev.n),),
                        (BLOCK,), (n, *S.args(dt), *tail), stream)
-            else:
-                launch(csr, grid, (BLOCK,),
-                       (n, A.indptr, A.indices, A.data, *tail, rows), stream)
+            else:                              # CSR, or the first step (no product, from zero)
+                launch(csr, grid, (BLOCK,), (n, A.indptr, A.indices, A.data, *tail, rows), stream)
             cur = dst
         return out
 
