@@ -146,6 +146,20 @@ def test_kernel_preconditioners_on_the_host(M):
                    variant="host")
 
 
+def test_readme_states_the_preconditioners_default_options():
+    """README's table of M= gives each name's defaults as the constructors have them (the
+    Chebyshev default degree moved from 3 to 5; a table left behind would mislead)."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"`Chebyshev(degree={precond.Chebyshev().degree})`" in readme
+    amg = precond.AMG()
+    assert (f"`AMG(theta={amg.theta:g}, B=None, smoother=\"{amg.smoother}\", omega={amg.omega:g}, "
+            f"degree={amg.degree}, max_coarse={amg.max_coarse}, max_levels={amg.max_levels}, "
+            f"second_pass=\"{amg.second_pass}\", precision=\"{amg.precision}\", "
+            f"max_dense={amg.max_dense})`"
+            ) in readme
+
+
 def test_preconditioner_options_are_checked():
     with pytest.raises(ValueError, match="Chebyshev degree must be an integer in 1..16"):
         precond.Chebyshev(degree=0)
