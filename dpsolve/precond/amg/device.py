@@ -636,8 +636,7 @@ class DeviceHierarchy:
             else:
                 launch(vc_kernel("vc_scale<{T}>", self.dtype), (_grid(lev.n),),
                        (BLOCK,), (n, lev.scale, b, X), stream)
-                launch(vc_kernel(f"vc_residual_ell<{{T}}, {half}>", self.dtype),
-                       (_grid(lev.n),), (BLOCK,), (n, *args, X, b, lev.res), stream)
+                self._residual(lev, X, b, stream)              # over the same ELL
         elif self.smoother == "jacobi" and lev.fused and lev.sell_A is not None:
             X, S = lev.X, lev.sell_A
             launch(vc_kernel(f"vc_presmooth_residual_sell<{{T}}, {S.tmpl}>", self.dtype),
@@ -741,7 +740,7 @@ class DeviceHierarchy:
                grid, (BLOCK,), (np.int32(nc), M.indptr, M.indices, M.data, *tail, rows), stream)
 
     def _residual(self, lev, x, b, stream):
-        if lev is self.levels[0] and self.ell0 is not None:   # the solve's ELL (Chebyshev)
+        if lev is self.levels[0] and self.ell0 is not None:   # the solve's ELL
             args, half = self.ell_args()
             launch(vc_kernel(f"vc_residual_ell<{{T}}, {half}>", self.dtype), (_grid(lev.n),),
                    (BLOCK,), (np.int32(lev.n), *args, x, b, lev.res), stream)
