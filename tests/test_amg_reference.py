@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -270,6 +271,31 @@ def test_half_precision_refuses_or_falls_back_where_float16_loses_values():
         ref.setup(sp.csr_array(A.astype(np.complex128)), precision="half")
     with pytest.raises(ValueError, match="precision='half': a value of the hierarchy overflows"):
         ref.setup(sp.csr_array(A * 1e39), precision="half")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_half_precision_falls_back_where_the_scale_leaves_float32(dtype):
+    """A matrix whose largest magnitude lies below 2^-112 (A * 1e-35) would need a power of two
+    below float32's normal range, whose reciprocal overflows float32 (the rounding then made inf,
+    and CG stopped with -10 at iteration 0): "auto" keeps float32 values and solves as at scale
+    1 (within an iteration: other rounding), "half" names the problem; A * 1e-33 still gets
+    float16 values; no RuntimeWarning."""
+    A = poisson((40, 40))
+    b = A @ np.ones(A.shape[0])
+    its = cg_iterations(A, ref.as_operator(ref.setup(A)))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for scale, half in ((1e-33, True), (1e-35, False), (1e-37, False)):
+            As = sp.csr_array(A * scale).astype(dtype)
+            h = ref.setup(As)
+            if half or dtype == np.float64:
+                assert h.low.half == half and h.low.levels[0].A.dtype == np.float32
+            else:
+                assert h.low is None            # a float32 hierarchy cycles its own values
+            assert np.isfinite(ref.vcycle(h, (b * scale).astype(dtype))).all()
+            assert abs(cg_iterations(As.astype(np.float64), ref.as_operator(h))[0] - its) <= 1
+        with pytest.raises(ValueError, match="precision='half'.*below 2\\^-112"):
+            ref.setup(sp.csr_array(A * 1e-35).astype(dtype), precision="half")
 
 
 def test_setup_is_deterministic():

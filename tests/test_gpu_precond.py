@@ -730,7 +730,8 @@ def test_half_precision_on_the_device_falls_back_or_refuses():
     """The default "auto" stores the cycle's matrices in float16 (the report says so); a system
     with a row whose diagonal would leave float16's normal range (row and column 7 scaled by
     2^-20) gets float32 matrices under "auto" and solves, and "half" refuses it naming the rows,
-    as the host reference does."""
+    as the host reference does; so does A * 1e-35, whose float16 scales would leave float32's
+    normal range (CG stopped with -10 before)."""
     A, b = _problem("2d", 40)
     x, info, rep = dpsolve.cg(A, b, M="amg", variant="cuda", rtol=1e-10, full_output=True)
     assert info == 0 and rep.preconditioner["vcycle_values"] == "float16"
@@ -744,6 +745,14 @@ def test_half_precision_on_the_device_falls_back_or_refuses():
     assert "vcycle_values" not in rep.preconditioner
     with pytest.raises(ValueError, match="precision='half': 1 rows.*diagonal.*float16"):
         dpsolve.cg(W, bw, M=dpsolve.precond.AMG(precision="half"), variant="cuda")
+    tiny = sp.csr_array(A * 1e-35)               # its powers of two would leave float32's range
+    x, info, rep = dpsolve.cg(tiny, b * 1e-35, M="amg", variant="cuda", rtol=1e-10,
+                              full_output=True)
+    assert info == 0 and rep.preconditioner["vcycle_dtype"] == "float32"
+    assert "vcycle_values" not in rep.preconditioner
+    assert np.linalg.norm(b - A @ x) <= 1e-9 * np.linalg.norm(b)
+    with pytest.raises(ValueError, match="precision='half'.*below 2\\^-112"):
+        dpsolve.cg(tiny, b, M=dpsolve.precond.AMG(precision="half"), variant="cuda")
 
 
 def test_a_cached_graph_state_reports_its_hierarchy():

@@ -1633,7 +1633,7 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
 
 def _halve(low: DeviceHierarchy, precision: str) -> None:
     """Round low's matrices through float16 (``reference.half_values``, the same values) where
-    every one fits (``reference.half_matrices``; "half" raises where one does not) and record
+    every one fits (``reference.half_fit``'s rules; "half" raises where one does not) and record
     their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``): two host waits, the
     largest magnitudes and the count of rows whose diagonal is below float16's normal range."""
     import cupy
@@ -1642,6 +1642,11 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
     for k, (_, _, M) in enumerate(mats):
         ops.max_abs(M.data, out=tops[k:k + 1])
     scales = [reference.half_scale(float(t)) for t in tops.view(cupy.float64).get()]
+    if not reference.half_scales_fit(scales):
+        text = reference.half_scale_refused(precision)
+        if text:
+            raise ValueError(text)
+        return
     small = cupy.zeros(1, cupy.int32)
     for (index, which, _), scale in zip(mats, scales):
         if which == "A":

@@ -73,9 +73,10 @@ casts. A hierarchy of one level (the exact dense solve) stays in its dtype.
 cycle's matrices in float16, each scaled by a power of two (``half_round``; the vectors and the
 arithmetic stay float32): a quarter fewer bytes for every matrix entry the device reads from its
 2-byte copies (level 0's ELL and the SELL copies of the large levels; the small levels' CSR
-kernels read the same values in float32). It fits where no row's diagonal lies below float16's
-normal range once scaled (``half_small_rows``); "auto" keeps float32 values elsewhere, "half"
-raises. Complex hierarchies keep complex64 values.
+kernels read the same values in float32). It fits where every power of two and its reciprocal are
+normal float32s (``half_scales_fit``: no matrix whose largest magnitude is below 2^-112) and no
+row's diagonal lies below float16's normal range once scaled (``half_small_rows``); "auto" keeps
+float32 values elsewhere, "half" raises. Complex hierarchies keep complex64 values.
 """
 from __future__ import annotations
 
@@ -836,6 +837,8 @@ def lowering(h, precision: str):
 # generated problems, 1-3 more (of 96-669) on four of the shared matrices.
 HALF_TOP_EXPONENT = 15
 HALF_MIN_NORMAL = 2.0 ** -14
+HALF_MIN_SCALE = 2.0 ** -126     # float32's smallest normal: the kernels fold 2^e in as a float32,
+                                 # and round by its reciprocal (at most 2^126 then)
 
 
 def half_matrices(h) -> list:
@@ -875,6 +878,23 @@ def half_round(M, scale: float):
     return type(M)((half_values(M.data, scale), M.indices, M.indptr), shape=M.shape)
 
 
+def half_scales_fit(scales) -> bool:
+    """Whether every power of two in ``scales`` is a normal float32 whose reciprocal is one too
+    (the kernels take both as float32s): false only for a matrix whose largest magnitude lies
+    below 2^-112 (~1.9e-34), whose reciprocal scale would overflow float32 to inf."""
+    return all(HALF_MIN_SCALE <= s <= 1.0 / HALF_MIN_SCALE for s in scales)
+
+
+def half_scale_refused(precision) -> str | None:
+    """The error text where "half" was asked and a matrix's power of two is out of float32's
+    normal range (``half_scales_fit``); None for "auto" (float32 values then)."""
+    if precision != "half":
+        return None
+    return ("AMG precision='half': a matrix of the hierarchy has its largest magnitude below "
+            "2^-112 (~1.9e-34): its float16 scale would leave float32's normal range; scale A, "
+            "or use precision='auto' or 'mixed'")
+
+
 def half_refused(precision, small: int) -> str | None:
     """The error text where "half" was asked and ``small`` rows of the matrices have a diagonal
     below float16's normal range once scaled (None for "auto": float32 values then; the report
@@ -888,8 +908,11 @@ def half_refused(precision, small: int) -> str | None:
 
 def half_small_rows(inv_diag, scale: float):
     """The rows of A_l whose diagonal falls below float16's normal range at ``scale``
-    (|1 / d_i| above 2^14 / scale), as a bool array (NumPy or CuPy)."""
-    return abs(inv_diag) > inv_diag.real.dtype.type(1.0 / (HALF_MIN_NORMAL * scale))
+    (|1 / d_i| above 2^14 / scale), as a bool array (NumPy or CuPy). A bound beyond the dtype's
+    range is infinity (no row: 1 / d_i was checked to fit it)."""
+    real = inv_diag.real.dtype
+    bound = 1.0 / (HALF_MIN_NORMAL * scale)
+    return abs(inv_diag) > real.type(bound if bound <= float(np.finfo(real).max) else math.inf)
 
 
 def cycle_values(h) -> list:
@@ -924,6 +947,25 @@ def precision_refused(precision, dtype) -> str | None:
             f"precision='full' or 'auto'")
 
 
+def half_fit(low: Hierarchy, precision: str) -> dict | None:
+    """The powers of two of low's matrices (``half_matrices``), keyed (level, "A" | "P"), where
+    they all fit float16 (``half_scales_fit``, then no row in ``half_small_rows``), else None
+    ("half" raises ValueError naming the problem; "auto" keeps float32 values)."""
+    scales = {(index, which): half_scale(float(np.abs(M.data).max()) if M.nnz else 0.0)
+              for index, which, M in half_matrices(low)}
+    if not half_scales_fit(scales.values()):
+        text = half_scale_refused(precision)
+        if text:
+            raise ValueError(text)
+        return None
+    out = sum(int(np.count_nonzero(half_small_rows(low.levels[index].inv_diag, scale)))
+              for (index, which), scale in scales.items() if which == "A")
+    text = half_refused(precision, out)
+    if text:
+        raise ValueError(text)
+    return None if out else scales
+
+
 def lowered(h: Hierarchy, precision: str = "auto") -> Hierarchy | None:
     """h cast to the single precision of its working dtype (its V-cycle's hierarchy under
     "mixed"/"auto"/"half"), its matrices rounded through float16 under "half" and, where they
@@ -943,16 +985,8 @@ def lowered(h: Hierarchy, precision: str = "auto") -> Hierarchy | None:
     low = Hierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single), smoother=h.smoother,
                     omega=h.omega, degree=h.degree)
     if precision in ("auto", "half") and single.kind == "f":
-        scales, out = {}, 0
-        for index, which, M in half_matrices(low):
-            scale = half_scale(float(np.abs(M.data).max()) if M.nnz else 0.0)
-            if which == "A":
-                out += int(np.count_nonzero(half_small_rows(low.levels[index].inv_diag, scale)))
-            scales[index, which] = scale
-        text = half_refused(precision, out)
-        if text:
-            raise ValueError(text)
-        if out == 0:
+        scales = half_fit(low, precision)
+        if scales is not None:
             for index, lev in enumerate(low.levels[:-1]):
                 lev.A = half_round(lev.A, scales[index, "A"])
                 lev.P = half_round(lev.P, scales[index, "P"])
