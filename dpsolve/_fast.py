@@ -39,6 +39,7 @@ its matrix is garbage-collected, or by ``dpsolve.clear_cache()``.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 import threading
@@ -189,20 +190,24 @@ class FastGraph(_Eligible):
         info, its = graph_result(st)
         host = st.result_host.arr
         res2 = float(np.real(rb.value(k, self.dtype)))
+        window = st.precond.rhs_window() if st.general else None
         code = decide(info, its, float(host[abi.DYN_BB]), res2, float(host[abi.DYN_TOL]),
-                      maxiter, self.real_dtype)
+                      maxiter, self.real_dtype, window)
         return None if code is None else (x, code)
 
 
-def decide(info, its, bb, res2, tol, maxiter, real_dtype):
+def decide(info, its, bb, res2, tol, maxiter, real_dtype, window=None):
     """The call's info from the kernel's result area (its info and iterations, ||b||^2,
     ||b - A x||^2, the tolerance), as ``_frontend.restarted`` decides after its first run; None
     where the general path must take over: squares outside the range that needs no scaling (a
-    NaN or Inf in b among them), or a restart (the recurrence converged, the true residual not,
-    iterations left). ||b||^2 = 0 is the general path's too: b = 0, or squares that underflow
-    (b = 2^-600 b' in float64), which the kernel cannot tell apart (x = 0 with info 0 was the
-    answer to both, wrong for the second)."""
+    NaN or Inf in b among them), ||b|| outside the preconditioner's ``window`` (its
+    ``rhs_window``: the general path scales b, ``_frontend.fit_rhs``), or a restart (the
+    recurrence converged, the true residual not, iterations left). ||b||^2 = 0 is the general
+    path's too: b = 0, or squares that underflow (b = 2^-600 b' in float64), which the kernel
+    cannot tell apart (x = 0 with info 0 was the answer to both, wrong for the second)."""
     if not (in_safe_range(bb, real_dtype) and in_safe_range(res2, real_dtype)):
+        return None
+    if window is not None and not window[0] < math.frexp(bb ** 0.5)[1] <= window[1]:
         return None
     rnorm = res2 ** 0.5
     if info == 0 and rnorm <= tol:

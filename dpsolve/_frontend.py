@@ -172,10 +172,11 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
     where ||b|| itself overflows; tol_solved is None when b is exactly zero."""
     if not x0_mb and in_safe_range(sq, system.dtype):       # the usual call: nothing to do
         system.scale = 0
-        tol = _get_atol_rtol(method, math.sqrt(sq), atol, rtol)
+        system.bnorm = math.sqrt(sq)
+        tol = _get_atol_rtol(method, system.bnorm, atol, rtol)
         return tol, tol
     with _set_up_stream(system):
-        bnorm = scale_rhs(system, sq)
+        bnorm = system.bnorm = scale_rhs(system, sq)
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
     e = system.scale
@@ -256,6 +257,7 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     warning settings."""
     if maxiter is None:
         maxiter = 10 * system.n
+    tol = fit_rhs(system, tol)
     backend.load(state, system)
     x = backend.initial_x(system)
     t_solve = time.perf_counter()
@@ -296,6 +298,33 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     # the call's host CPU time: set-up, solve and output (the runs' own is inside it)
     report.host_cpu_time = time.process_time() - c0
     return (x, info, report) if full_output else (x, info)
+
+
+FIT_MARGIN = 8
+
+
+def fit_rhs(system, tol):
+    """Where the bound preconditioner takes a narrower range of b than the working dtype
+    (``Preconditioner.rhs_window``: AMG's float32 V-cycle of a float64 system) and ||b|| as solved
+    is outside it, scale b and x0 by a power of two more (exact; x, the residual and the
+    callback's iterates go back through ``system.scale`` as ``scale_rhs``'s do) and return the
+    tolerance ``tol`` of the system as now solved; else ``tol``. After the state's set-up (the
+    window comes from the hierarchy) and before b is loaded."""
+    window = system.M.rhs_window() if system.M.active else None
+    if window is None or not system.bnorm or not math.isfinite(system.bnorm):
+        return tol
+    lo, hi = window
+    e = math.frexp(system.bnorm)[1]
+    if lo < e <= hi:
+        return tol
+    shift = e - (lo + FIT_MARGIN if e <= lo else hi - FIT_MARGIN)    # b / 2^shift: 8 inside
+    with _set_up_stream(system):
+        system.b = times_power_of_two(system.b, -shift)
+        if system.x0 is not None:
+            system.x0 = times_power_of_two(system.x0, -shift)
+    system.scale += shift
+    system.bnorm = math.ldexp(system.bnorm, -shift)
+    return math.ldexp(tol, -shift)
 
 
 def _scaled_back(x, scale: int):

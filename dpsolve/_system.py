@@ -160,6 +160,7 @@ class System:
     out_cupy: bool               # return CuPy arrays (b was a CuPy array)
     options: dict = field(default_factory=dict)   # the method's own (methods.Method.options)
     scale: int = 0               # b and x0 are the caller's / 2^scale (``scale_rhs``)
+    bnorm: float | None = None   # ||b|| as solved (``_frontend.tolerances``)
 
     @property
     def nnz(self):

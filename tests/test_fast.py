@@ -50,6 +50,19 @@ def test_a_residual_outside_the_safe_range_is_the_general_paths(res2):
     assert _fast.decide(0, 5, 1.0, res2, 1e-8, 100, F8) is None
 
 
+@pytest.mark.parametrize("bnorm,general", [(1.0, False), (2.0 ** -54, False), (2.0 ** 107, False),
+                                            (2.0 ** -55, True), (2.0 ** 108, True),
+                                            (1e-35, True)])
+def test_b_outside_the_preconditioners_window_is_the_general_paths(bnorm, general):
+    """||b|| whose exponent (in [2^(e-1), 2^e)) lies outside a preconditioner's rhs_window
+    (AMG's float32 cycle of 2-D Poisson: lo = -54 < e <= hi = 108): the general path scales b
+    (``_frontend.fit_rhs``); inside it, or with no window, the fast path decides."""
+    window = (-54, 108)
+    code = _fast.decide(0, 5, bnorm ** 2, 1e-24 * bnorm ** 2, 1e-8 * bnorm, 100, F8, window)
+    assert (code is None) == general
+    assert _fast.decide(0, 5, bnorm ** 2, 1e-24 * bnorm ** 2, 1e-8 * bnorm, 100, F8) == 0
+
+
 def test_b_zero_is_the_general_paths():
     """||b||^2 = 0: b = 0 or a b whose squares underflow; only the general path tells them apart
     (zeros for the one, a scaled solve for the other)."""

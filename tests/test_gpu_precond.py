@@ -755,6 +755,46 @@ def test_half_precision_on_the_device_falls_back_or_refuses():
         dpsolve.cg(tiny, b, M=dpsolve.precond.AMG(precision="half"), variant="cuda")
 
 
+@pytest.mark.parametrize("variant", STREAM_VARIANTS)
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_the_float32_cycle_of_a_float64_system_solves_at_any_scale(variant, method):
+    """A float64 A and b at 2^-116 (~1e-35, as in SI units), A alone there, and b alone at
+    2^-140: the front end solves for b times a power of two that keeps the default float32
+    V-cycle's residuals and results inside float32's range (``_frontend.fit_rhs``), and each
+    solve converges in the unscaled one's iterations (within one) to the same accuracy; the
+    float32 residuals of an unscaled cycle fell below float32's normal range (CG stopped with
+    -10). NumPy and CuPy inputs, one-shot calls and (graph) a prepared system's one-launch
+    path, which hands such a b to the general path. BiCGStab takes A alone: with b at 1e-35
+    its rho = <r~, r> falls below SciPy's absolute breakdown bound (eps^2), whose -10 dpsolve
+    keeps."""
+    A, b = _problem("2d", 40)
+    u = np.linalg.solve(A.toarray(), b)
+    x, info, rep = getattr(dpsolve, method)(A, b, M="amg", variant=variant, rtol=1e-10,
+                                            full_output=True)
+    assert info == 0 and rep.preconditioner["vcycle_dtype"] == "float32"
+    s = 2.0 ** -116
+    cases = [(A * s, b, u / s)]
+    if method == "cg":
+        cases += [(A * s, b * s, u), (A, b * 2.0 ** -140, u * 2.0 ** -140)]
+    for As, bs, expect in cases:
+        As = sp.csr_array(As)
+        for cupy_in in (False, True):
+            args = (_cp().asarray(bs),) if cupy_in else (bs,)
+            xs, info_s, rep_s = getattr(dpsolve, method)(As, *args, M="amg", variant=variant,
+                                                         rtol=1e-10, full_output=True)
+            xs = xs.get() if cupy_in else xs
+            assert info_s == 0, (info_s, rep_s.iterations)
+            assert abs(rep_s.iterations - rep.iterations) <= 1
+            assert rep_s.preconditioner["vcycle_dtype"] == "float32"
+            assert np.linalg.norm(xs - expect) <= 1e-8 * np.linalg.norm(expect)
+        if variant == "graph":
+            P = dpsolve.prepare(As, method, M="amg", variant="graph")
+            for _ in range(2):
+                xs, info_s = P.solve(_cp().asarray(bs), rtol=1e-10)
+                assert info_s == 0
+                assert np.linalg.norm(xs.get() - expect) <= 1e-8 * np.linalg.norm(expect)
+
+
 def test_a_cached_graph_state_reports_its_hierarchy():
     """variant graph reuses a cached state for the same A: the second one-shot call's report
     still carries the hierarchy it ran with (Preconditioner.adopt)."""

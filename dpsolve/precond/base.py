@@ -82,6 +82,13 @@ class Preconditioner:
         """What the report and ``dpsolve solve`` print about this preconditioner."""
         return {"precond": self.kind}
 
+    def rhs_window(self) -> tuple | None:
+        """(lo, hi): the exponents e of ||b|| (||b|| in [2^(e-1), 2^e)) this bound preconditioner
+        takes as they are, lo < e <= hi; elsewhere the front end solves for b times a power of
+        two that brings e inside (exact; ``_frontend.fit_rhs``). None: any b in the working
+        dtype's own safe range (AMG's single-precision V-cycle has a narrower one)."""
+        return None
+
     def __repr__(self):
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
         return f"{type(self).__name__}({opts})"

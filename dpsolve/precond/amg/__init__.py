@@ -161,6 +161,15 @@ class AMG(Preconditioner):
         self.vcycle_time = kept if kept is not None else face.time_vcycle(state)
         return face
 
+    def rhs_window(self):
+        """A V-cycle run in a lower precision than the system's (float32 for float64) takes the
+        b whose residuals and results stay in its range (``reference.cast_exponents``); None
+        otherwise."""
+        low = getattr(self.hierarchy, "low", None)
+        if low is None or np.dtype(low.levels[0].A.dtype) == np.dtype(self.dtype):
+            return None
+        return low.cast_exps
+
     def describe(self) -> dict:
         """The report's description; the hierarchy's part is computed once per hierarchy (every
         solve's report has it: recomputed, it cost ~60 us of host time a solve)."""

@@ -490,6 +490,7 @@ class DeviceHierarchy:
     half: bool = False            # its matrices' values float16's (reference.half_round)
     b_top: object = None          # with ``low``: the V-cycle's input and output cast to its
     z_top: object = None          # dtype (vc_to_single, vc_from_single)
+    cast_exps: tuple = (-57, 108)  # (of ``low``) reference.cast_exponents: b's safe window
 
     def use_ell(self, A, reuse: "DeviceHierarchy | None" = None) -> None:
         """Run level 0's smoothing and residual over ``A``, the solve's own matrix on the device,
@@ -1607,10 +1608,11 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     single = reference.lowering(h, precision)
     if single is None:
         return None
-    top = cupy.zeros(1, cupy.uint64)
+    tops = cupy.zeros(2, cupy.uint64)             # every value's, and A_0's (cast_exponents)
     for a in reference.cycle_values(h):
-        ops.max_abs(a, out=top)
-    top = ops.max_abs_value(top)
+        ops.max_abs(a, out=tops[1:2] if a is h.levels[0].A.data else tops[0:1])
+    top, top_a0 = (float(t) for t in tops.get().view(np.float64))
+    top = float(np.max([top, top_a0]))                  # NaN propagates
     if not reference.fits(top, single, precision):
         return None
 
@@ -1622,7 +1624,7 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
               for lev in h.levels]                    # (A P's counts: the same patterns)
     low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
                           smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single,
-                          resetup=h.resetup)
+                          resetup=h.resetup, cast_exps=reference.cast_exponents(top_a0))
     if precision in ("auto", "half") and single.kind == "f":
         _halve(low, precision)
     if not low.half and single == h.dtype:

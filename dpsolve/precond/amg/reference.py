@@ -209,6 +209,7 @@ class Hierarchy:
     degree: int = 3
     B: list[np.ndarray] = field(default_factory=list)
     low: Hierarchy | None = field(default=None, repr=False, compare=False)
+    cast_exps: tuple = (-57, 108)      # with ``low``: ``cast_exponents`` (b's safe window)
     half: bool = False          # the matrices' values rounded through float16 (``lowered``)
 
     def operator_complexity(self) -> float:
@@ -966,6 +967,29 @@ def half_fit(low: Hierarchy, precision: str) -> dict | None:
     return None if out else scales
 
 
+# The range a single-precision cycle of a float64 (complex128) system needs of b. float32's normal
+# numbers span 2^-126 .. 2^128; the cycle's input is a residual, from ||b|| = 2^e (e: the exponent,
+# ||b|| in [2^(e-1), 2^e)) down to ~2^(e-70) (entries ||b|| / sqrt(n), n < 2^32, and a solve to
+# rtol 1e-16), and its result is about the input / |A| (2^e_A: A_0's largest magnitude), up to
+# 2^20 more (the condition). Both stay inside float32's normal range for lo < e <= hi,
+# lo = max(-57, e_A - 57), hi = min(108, e_A + 107); elsewhere the front end solves for b times a
+# power of two that brings e 8 inside the nearer end (exact: every iterate is the unscaled one's
+# times that power of two, and x, the residual and the callback's iterates go back:
+# dpsolve._frontend.fit_rhs). The least shift, as b itself is the methods' business (BiCGStab's
+# breakdown test on rho = <r~, r> is absolute, SciPy's). A float64 A and b of 1e-35 (SI units)
+# put the cycle's residuals below float32's normal range: CG stopped with -10.
+CAST_LOW, CAST_HIGH = -57, 108
+
+
+def cast_exponents(top_A0: float) -> tuple:
+    """(lo, hi) of the window above for a hierarchy whose A_0's largest magnitude is ``top_A0``
+    ((-57, 108) for a zero or non-finite one)."""
+    if not 0 < top_A0 < math.inf:
+        return (CAST_LOW, CAST_HIGH)
+    e_a = math.frexp(top_A0)[1]
+    return (max(CAST_LOW, e_a + CAST_LOW), min(CAST_HIGH, e_a + CAST_HIGH - 1))
+
+
 def lowered(h: Hierarchy, precision: str = "auto") -> Hierarchy | None:
     """h cast to the single precision of its working dtype (its V-cycle's hierarchy under
     "mixed"/"auto"/"half"), its matrices rounded through float16 under "half" and, where they
@@ -983,7 +1007,8 @@ def lowered(h: Hierarchy, precision: str = "auto") -> Hierarchy | None:
     levels = [Level(A=cast(lev.A), inv_diag=lev.inv_diag.astype(single), rho=lev.rho,
                     P=cast(lev.P), R=cast(lev.R)) for lev in h.levels]
     low = Hierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single), smoother=h.smoother,
-                    omega=h.omega, degree=h.degree)
+                    omega=h.omega, degree=h.degree,
+                    cast_exps=cast_exponents(float(np.abs(h.levels[0].A.data).max(initial=0.0))))
     if precision in ("auto", "half") and single.kind == "f":
         scales = half_fit(low, precision)
         if scales is not None:
