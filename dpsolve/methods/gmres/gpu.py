@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._system import vector_norm
 from ...cuda import ops
 from .reference import run_cycles
 
@@ -31,8 +32,10 @@ class _DeviceSpace:
         self.b_norm = self._norm(st.b)
 
     def _norm(self, v):
+        """||v||, read back; its squares neither under- nor overflow (``vector_norm``: M b of a
+        system whose |A| is 1e200 has a norm of 1e-200, whose square CuPy's norm made 0)."""
         self.sync.waits += 1
-        return float(self.cupy.linalg.norm(v))
+        return vector_norm(v)
 
     def _precondition(self, src, out):
         """out = M src (a copy without a preconditioner)."""

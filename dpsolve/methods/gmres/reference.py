@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...reference._util import dotprod, norm
+from ..._system import vector_norm as norm   # no under- or overflow of the squares
+from ...reference._util import dotprod
 
 
 def _rotation(f, g):
