@@ -39,7 +39,6 @@ its matrix is garbage-collected, or by ``dpsolve.clear_cache()``.
 """
 from __future__ import annotations
 
-import math
 import numbers
 import sys
 import threading
@@ -47,7 +46,7 @@ import weakref
 
 import numpy as np
 
-from ._system import in_safe_range
+from ._system import in_rhs_window, in_safe_range
 from .cuda import abi
 
 FLAGS = abi.DPS_FAST_ZERO_X | abi.DPS_FAST_TOL | abi.DPS_FAST_RESID
@@ -207,7 +206,7 @@ def decide(info, its, bb, res2, tol, maxiter, real_dtype, window=None):
     cannot tell apart (x = 0 with info 0 was the answer to both, wrong for the second)."""
     if not (in_safe_range(bb, real_dtype) and in_safe_range(res2, real_dtype)):
         return None
-    if window is not None and not window[0] < math.frexp(bb ** 0.5)[1] <= window[1]:
+    if not in_rhs_window(bb ** 0.5, window):
         return None
     rnorm = res2 ** 0.5
     if info == 0 and rnorm <= tol:

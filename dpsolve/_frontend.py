@@ -29,8 +29,8 @@ from . import _fast, autotune
 from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import (device_system, in_safe_range, initial_guess_Mb, make_system, scale_rhs,
-                      split_x0, sum_of_squares, times_power_of_two)
+from ._system import (device_system, divide_rhs, in_rhs_window, in_safe_range, initial_guess_Mb,
+                      make_system, scale_rhs, split_x0, sum_of_squares, times_power_of_two)
 from .formats.csr import _is_cupy, array_module
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
@@ -311,18 +311,14 @@ def fit_rhs(system, tol):
     tolerance ``tol`` of the system as now solved; else ``tol``. After the state's set-up (the
     window comes from the hierarchy) and before b is loaded."""
     window = system.M.rhs_window() if system.M.active else None
-    if window is None or not system.bnorm or not math.isfinite(system.bnorm):
+    if (not system.bnorm or not math.isfinite(system.bnorm)
+            or in_rhs_window(system.bnorm, window)):
         return tol
     lo, hi = window
     e = math.frexp(system.bnorm)[1]
-    if lo < e <= hi:
-        return tol
     shift = e - (lo + FIT_MARGIN if e <= lo else hi - FIT_MARGIN)    # b / 2^shift: 8 inside
     with _set_up_stream(system):
-        system.b = times_power_of_two(system.b, -shift)
-        if system.x0 is not None:
-            system.x0 = times_power_of_two(system.x0, -shift)
-    system.scale += shift
+        divide_rhs(system, shift)
     system.bnorm = math.ldexp(system.bnorm, -shift)
     return math.ldexp(tol, -shift)
 

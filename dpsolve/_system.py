@@ -5,6 +5,7 @@ where SciPy has one), and never modifies what the caller passed in.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,11 +134,24 @@ def scale_rhs(system, sq: float) -> float:
     vmax = float(xp.abs(system.b).max())
     if vmax == 0:
         return 0.0
-    e = system.scale = exponent_of(vmax)
+    divide_rhs(system, exponent_of(vmax))
+    return vector_norm(system.b)
+
+
+def divide_rhs(system, e: int) -> None:
+    """b and x0 divided by 2^e (exact; new arrays), e added to ``system.scale``: the front end
+    multiplies x, the residual and the callback's iterates back (``scale_rhs``,
+    ``_frontend.fit_rhs``)."""
     system.b = times_power_of_two(system.b, -e)
     if system.x0 is not None:
         system.x0 = times_power_of_two(system.x0, -e)
-    return vector_norm(system.b)
+    system.scale += e
+
+
+def in_rhs_window(bnorm: float, window) -> bool:
+    """Whether ||b|| = ``bnorm`` has its exponent e (||b|| in [2^(e-1), 2^e)) in a bound
+    preconditioner's ``rhs_window`` (lo, hi), lo < e <= hi; True for no window."""
+    return window is None or window[0] < math.frexp(bnorm)[1] <= window[1]
 
 
 def _all_finite(a) -> bool:
