@@ -278,9 +278,10 @@ class Readback:
 
 
 def csr_check_queue(indptr, indices, data, n: int, out):
-    """A function of a stream that queues csr_check over these device arrays into ``out`` (two
-    int32 words, zeroed first: the DPS_CHECK_* flags and the longest row), its kernel and
-    arguments bound once (a set-up's check; the default call's lane queues one every call)."""
+    """A function of a stream that queues csr_check over these device arrays into ``out`` (four
+    int32 words, zeroed first: the DPS_CHECK_* flags, the longest row, and the values' largest
+    and smallest binary exponents, biased: ``check_result``), its kernel and arguments bound
+    once (a set-up's check; the default call's lane queues one every call)."""
     from .cuda import ops
     from .cuda._loader import get_kernel
     import cupy
@@ -291,21 +292,25 @@ def csr_check_queue(indptr, indices, data, n: int, out):
     memset, ptr = cupy.cuda.runtime.memsetAsync, out.data.ptr
 
     def queue(stream):
-        memset(ptr, 0, 8, stream.ptr)
+        memset(ptr, 0, 16, stream.ptr)
         ops.launch(kern, grid, block, args, stream)
     return queue
 
 
 def queue_csr_check(indptr, indices, data, n: int, rb: Readback) -> int:
-    """Queue csr_check over device arrays; returns the readback slot of (flags, longest row)."""
-    k, ints = rb.take(np.int32)                  # (flags, longest row): 2 of the slot's 4 ints
+    """Queue csr_check over device arrays; returns the readback slot of its four words."""
+    k, ints = rb.take(np.int32)                  # the slot's 16 bytes: 4 ints
     csr_check_queue(indptr, indices, data, n, ints)(rb.stream)
     return k
 
 
-def check_result(rb: Readback, k: int) -> tuple[int, int]:
-    flags, longest = rb.res.scratch_host[k * SLOT:k * SLOT + 8].view(np.int32)
-    return int(flags), int(longest)
+def check_result(rb: Readback, k: int) -> tuple[int, int, tuple[int, int] | None]:
+    """(flags, longest row, exponents) of a csr_check: exponents the (largest, smallest)
+    binary exponent of the nonzero values' components (``_system.value_exponents``' form), None
+    where every value is zero."""
+    flags, longest, hi, lo = rb.res.scratch_host[k * SLOT:k * SLOT + 16].view(np.int32)
+    exps = None if hi == 0 else (int(hi) - abi.DPS_EXP_BIAS, abi.DPS_EXP_BIAS - int(lo))
+    return int(flags), int(longest), exps
 
 
 def raise_for_flags(flags: int, n: int, nnz: int) -> None:
@@ -446,7 +451,7 @@ class PendingCSR:
         with its longest row known. NaN / Inf raise ValueError; a malformed CSR FormatError."""
         import cupy
         from .formats.csr import CSR, _checked
-        flags, longest = check_result(self.rb, self.slot)
+        flags, longest, exps = check_result(self.rb, self.slot)
         nnz = int(self.data.shape[0])
         raise_for_flags(flags, self.n, nnz)
         if flags & CHECK_NONFINITE:
@@ -461,7 +466,9 @@ class PendingCSR:
                 m.sum_duplicates()
                 if not m.has_sorted_indices:
                     m.sort_indices()
-                return _checked(m.indptr, m.indices, m.data, self.n, cupy)
+                csr = _checked(m.indptr, m.indices, m.data, self.n, cupy)
+                csr.exponents = exps or ()       # the values as passed, before the sums
+                return csr
         csr = CSR(ip, ix, self.data, self.n)
-        csr.max_row = longest
+        csr.max_row, csr.exponents = longest, exps or ()
         return csr

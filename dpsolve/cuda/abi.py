@@ -57,6 +57,10 @@ DPS_CHECK_COLUMN = 2
 DPS_CHECK_UNSORTED = 4
 DPS_CHECK_NONFINITE = 8
 DPS_CHECK_ENDS = 16
+# csr_check's exponent words (biased), and the window of A's largest exponent solved unscaled
+DPS_EXP_BIAS = 4096
+DPS_MATRIX_WINDOW_F32 = 32
+DPS_MATRIX_WINDOW_F64 = 256
 
 # the device scalar slots of a GPU solve (STATUS must be TAU + 1: graph.cu reads them as a pair)
 DPS_SLOTS = 32

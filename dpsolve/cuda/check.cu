@@ -8,7 +8,9 @@
 //                   [0, n) and strictly increasing (sorted, no duplicates), values finite. It ORs
 //                   what it found into out[0] (the DPS_CHECK_* bits of abi.cuh,
 //                   mirrored in dpsolve/cuda/abi.py) and writes the longest row to out[1] (atomicMax): the
-//                   format choice and ELL's width need it, and it costs nothing here.
+//                   format choice and ELL's width need it, and it costs nothing here. out[2] and
+//                   out[3]: the values' largest and smallest binary exponents (biased, abi.cuh's
+//                   DPS_EXP_BIAS), for the front end's scaling of an A far from 1.
 //                   Reads (n + 1) * sizeof(I) + nnz * (sizeof(I) + sizeof(T)) bytes once.
 // resid_partial<T>  stage 1 of ||b - v||^2 (v = A x computed before it): per-block partial sums
 //                   of |b_i - v_i|^2; blas1's dot_final<T> finishes them. Reads 2 * n * s bytes.
@@ -27,6 +29,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 csr_check(int n, long long nnz, const I* __restrict__ indptr, const I* __restrict__ indices,
           const T* __restrict__ data, int* __restrict__ out) {
     int flags = 0, longest = 0;
+    dps::real_t<T> amax = 0, amin = 0;              // nonzero magnitudes (amin 0: none yet)
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     if (tid == 0 && ((long long)indptr[0] != 0 || (long long)indptr[n] != nnz))
         flags |= DPS_CHECK_ENDS;
@@ -44,19 +47,30 @@ csr_check(int n, long long nnz, const I* __restrict__ indptr, const I* __restric
             if (j < 0 || j >= n) flags |= DPS_CHECK_COLUMN;
             if (j <= prev) flags |= DPS_CHECK_UNSORTED;
             prev = j;
-            if (!dps::is_finite(data[k])) flags |= DPS_CHECK_NONFINITE;
+            const T a = data[k];
+            if (!dps::is_finite(a)) flags |= DPS_CHECK_NONFINITE;
+            dps::magnitude_range(a, amax, amin);
         }
     }
-    // one atomic per warp that found something (most find nothing)
+    int ehi, elo;
+    dps::exponent_words(amax, amin, ehi, elo);
+    // one atomicOr per warp that found something (most find nothing)
     const unsigned any = __ballot_sync(DPS_FULL_MASK, flags != 0);
     for (int off = DPS_WARP / 2; off > 0; off >>= 1) {
         flags |= __shfl_down_sync(DPS_FULL_MASK, flags, off);
         const int other = __shfl_down_sync(DPS_FULL_MASK, longest, off);
         longest = other > longest ? other : longest;
+        ehi = max(ehi, __shfl_down_sync(DPS_FULL_MASK, ehi, off));
+        elo = max(elo, __shfl_down_sync(DPS_FULL_MASK, elo, off));
     }
+    // a plain read before each atomicMax: most warps find what an earlier one wrote already,
+    // and atomics on one address serialize (three of them a warp cost 70 us at 160^3)
     if (threadIdx.x % DPS_WARP == 0) {
+        volatile const int* seen = out;
         if (any) atomicOr(out, flags);
-        if (longest) atomicMax(out + 1, longest);
+        if (longest > seen[1]) atomicMax(out + 1, longest);
+        if (ehi > seen[2]) atomicMax(out + 2, ehi);
+        if (elo > seen[3]) atomicMax(out + 3, elo);
     }
 }
 

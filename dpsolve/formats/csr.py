@@ -48,6 +48,9 @@ class CSR:
     data: object       # (nnz,) values
     n: int
     max_row: int | None = None   # the longest row, where a check already found it (else None)
+    # (largest, smallest) binary exponent of the values' nonzero components where a check found
+    # them (``()``: every value is zero; None: not known): ``dpsolve._system.matrix_shift``
+    exponents: tuple | None = None
 
     @property
     def xp(self):

@@ -55,6 +55,13 @@
 #define DPS_CHECK_UNSORTED 4     // columns not strictly increasing in a row (unsorted, duplicates)
 #define DPS_CHECK_NONFINITE 8    // a value is NaN or Inf
 #define DPS_CHECK_ENDS 16        // indptr[0] != 0 or indptr[n] != nnz
+// csr_check's words 2 and 3: the largest and the smallest binary exponent e (|a| in
+// [2^(e-1), 2^e), frexp's) of the nonzero values' components, as e + DPS_EXP_BIAS and
+// DPS_EXP_BIAS - e (both positive; 0: no nonzero value). A matrix whose largest e lies outside
+// (-W, W] is solved as A / 2^f (dpsolve._system.matrix_shift), W by the working precision:
+#define DPS_EXP_BIAS 4096
+#define DPS_MATRIX_WINDOW_F32 32
+#define DPS_MATRIX_WINDOW_F64 256
 
 // ---- the device scalar slots of a GPU solve (GpuState.scal, DPS_SLOTS values of T). Kernels
 // take pointers to single slots; graph.cu reads TAU and STATUS as one pair, so STATUS must be

@@ -99,6 +99,42 @@ template <typename R> __device__ __forceinline__ R abs2(complex<R> a) { return a
 template <typename T> __device__ __forceinline__ bool is_finite(T a) { return ::isfinite(a); }
 template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a); }
 
+// The largest and the smallest nonzero magnitude of a value's components folded into (hi, lo)
+// (lo = 0: none yet); csr_check turns them into binary exponents once per thread
+// (``exponent_words``): a compare and a select per entry, no ilogb in the row loop.
+template <typename R> __device__ __forceinline__ void magnitude_range_real(R a, R& hi, R& lo) {
+    const R m = ::fabs(a);
+    hi = ::fmax(hi, m);
+    lo = (m != R(0) && (lo == R(0) || m < lo)) ? m : lo;
+}
+template <typename T> __device__ __forceinline__ void magnitude_range(T a, T& hi, T& lo) {
+    magnitude_range_real(a, hi, lo);
+}
+template <typename R>
+__device__ __forceinline__ void magnitude_range(complex<R> a, R& hi, R& lo) {
+    magnitude_range_real(a.re, hi, lo);
+    magnitude_range_real(a.im, hi, lo);
+}
+// (hi, lo) magnitudes as csr_check's biased words (abi.cuh's DPS_EXP_BIAS): e + BIAS of the
+// largest, BIAS - e of the smallest, with e frexp's exponent (|a| in [2^(e-1), 2^e); ilogb is
+// exact for subnormals); both 0 where there is no nonzero finite value.
+__device__ __forceinline__ int exponent_of(float a) { return ::ilogbf(a) + 1; }
+__device__ __forceinline__ int exponent_of(double a) { return ::ilogb(a) + 1; }
+template <typename R> __device__ __forceinline__ void exponent_words(R hi, R lo, int& ehi, int& elo) {
+    if (hi > R(0) && ::isfinite(hi)) {
+        ehi = exponent_of(hi) + DPS_EXP_BIAS;
+        elo = DPS_EXP_BIAS - exponent_of(lo);
+    } else {
+        ehi = elo = 0;
+    }
+}
+// Whether csr_check's word hi puts A's largest exponent in T's window (abi.cuh), where the
+// front end solves A as it is (dpsolve._system.matrix_shift); 0 (no nonzero value) is inside.
+template <typename T> __device__ __forceinline__ bool in_matrix_window(int hi) {
+    constexpr int w = sizeof(real_t<T>) == 4 ? DPS_MATRIX_WINDOW_F32 : DPS_MATRIX_WINDOW_F64;
+    return hi == 0 || (hi - DPS_EXP_BIAS > -w && hi - DPS_EXP_BIAS <= w);
+}
+
 // The position of `key` in the sorted keys[lo, hi) (a sparse row's column indices), -1 if absent.
 __device__ __forceinline__ int find_sorted(const int* __restrict__ keys, int lo, int hi, int key) {
     const int end = hi;
