@@ -174,7 +174,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     base = P._base
     if (not BATCH_PATH or not P._device or callback is not None or energy or options
             or isinstance(X0, str) or P._options["variant"] != "auto" or P.sync != "polling"
-            or P.method not in ("cg", "bicgstab") or base.csr is None
+            or P.method not in ("cg", "bicgstab") or base.csr is None or base.ascale
             or base.M.name not in ("none", "jacobi")):
         return None
     import cupy

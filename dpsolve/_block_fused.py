@@ -397,7 +397,7 @@ def usable(P, B, X0, *, callback, energy, options) -> bool:
     return (P._device and P.method in ("cg", "bicgstab") and callback is None and not energy
             and not options and not isinstance(X0, str)
             and P._options["variant"] in ("auto", "graph", "cuda", "merge")
-            and base.csr is not None
+            and base.csr is not None and not base.ascale
             and base.M.name in ("none", "jacobi") and np.dtype(P.dtype).kind == "f"
             and B.shape[1] >= 2)
 

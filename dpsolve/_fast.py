@@ -55,8 +55,8 @@ FLAGS = abi.DPS_FAST_ZERO_X | abi.DPS_FAST_TOL | abi.DPS_FAST_RESID
 def bind(P):
     """The fast path for prepared system ``P``, or None where it does not apply."""
     st = getattr(P, "_state", None)
-    if not P._device or st is None or P._res is None:
-        return None
+    if not P._device or st is None or P._res is None or P._base.ascale:
+        return None                      # (a scaled A: the general path scales x back)
     if P.variant == "graph":
         if P.method not in GRAPH_METHODS or getattr(st, "exec", None) is None:
             return None
@@ -336,7 +336,7 @@ class Lane:
         self.matrix = weakref.ref(A)
         self.finalizer = weakref.finalize(A, _lanes.pop, key, None)
         csr = state.A.csr
-        self.guard = cupy.zeros(2, np.int32)      # csr_check's (flags, longest row)
+        self.guard = cupy.zeros(4, np.int32)      # csr_check's (flags, longest row, exponents)
         # the guard's csr_check of A as it is now, queued ahead of each launch
         self.queue_check = csr_check_queue(csr.indptr, csr.indices, csr.data, csr.n, self.guard)
         event = cupy.cuda.Event(block=key[9] == "blocking", disable_timing=True)

@@ -13,7 +13,9 @@ too. The true residual decides success: info is 0 exactly when ||b - A x|| <= to
 
 Range: a b whose norm would under- or overflow the working dtype's squares is solved as b / 2^e
 (exactly: ``_system.scale_rhs``), and x, the callback's iterates and the residual multiplied
-back; no per-iteration cost, and ||b|| == 0 means b is exactly zero.
+back; no per-iteration cost, and ||b|| == 0 means b is exactly zero. Likewise an A whose
+largest value is far from 1 is solved as A / 2^f (``_system.scale_matrix``, read from the
+set-up's check of A), and x multiplied by 2^-f.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ from . import _fast, autotune
 from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import (device_system, divide_rhs, in_rhs_window, in_safe_range, initial_guess_Mb,
-                      make_system, scale_rhs, split_x0, sum_of_squares, times_power_of_two)
+from ._system import (device_system, divide_rhs, in_matrix_window, in_rhs_window, in_safe_range,
+                      initial_guess_Mb, make_system, scale_rhs, split_x0, sum_of_squares,
+                      times_power_of_two)
 from .formats.csr import _is_cupy, array_module
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
@@ -150,7 +153,9 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     state = prepared(backend, system, fmt, sync)
     out = iterate(backend, state, system, tol_solved, maxiter, callback, sync, energy, report,
                   t0, c0, full_output)
-    if key is not None:
+    # the lane runs A as it is: its guard stops at a largest exponent outside the window (where
+    # this path scales A, or A's spread forbids it), so no lane for such a matrix
+    if key is not None and in_matrix_window(system.csr, system.dtype):
         _fast.adopt(key, A, b, backend, fmt, state)
     return out
 
@@ -166,17 +171,23 @@ def _set_up_stream(system):
 
 def tolerances(system, sq, x0_mb, method, atol, rtol):
     """The end of every call's set-up: b scaled into the safe range where ||b||^2 = ``sq`` (as
-    summed) is outside it (``scale_rhs``), SciPy's ``x0="Mb"`` made, and the tolerance.
-    Returns (tol, tol_solved): SciPy's max(atol, rtol ||b||) for the report, and the same for
-    the system as solved (b / 2^scale), computed from the scaled ||b|| so that it is finite
-    where ||b|| itself overflows; tol_solved is None when b is exactly zero."""
-    if not x0_mb and in_safe_range(sq, system.dtype):       # the usual call: nothing to do
+    summed) is outside it (``scale_rhs``), x0 fitted to an A the set-up scaled
+    (``System.ascale``), SciPy's ``x0="Mb"`` made, and the tolerance. Returns (tol,
+    tol_solved): SciPy's max(atol, rtol ||b||) for the report, and the same for the system as
+    solved (b / 2^scale), computed from the scaled ||b|| so that it is finite where ||b||
+    itself overflows; tol_solved is None when b is exactly zero."""
+    if not x0_mb and not system.ascale and in_safe_range(sq, system.dtype):   # the usual call
         system.scale = 0
         system.bnorm = math.sqrt(sq)
         tol = _get_atol_rtol(method, system.bnorm, atol, rtol)
         return tol, tol
     with _set_up_stream(system):
+        x0 = system.x0
+        if system.ascale and x0 is not None:    # A / 2^f: x0 * 2^(f - e), in one product
+            system.x0 = None
         bnorm = system.bnorm = scale_rhs(system, sq)
+        if system.ascale and x0 is not None:
+            system.x0 = times_power_of_two(x0, system.ascale - system.scale)
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
     e = system.scale
@@ -263,7 +274,8 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     t_solve = time.perf_counter()
     report.setup_time = t_solve - t0
     stats, last = {}, [None]
-    callback = _caller_callback(callback, system.scale)
+    xscale = system.scale - system.ascale        # x as the caller wants it: x solved * 2^xscale
+    callback = _caller_callback(callback, xscale)
 
     def run_once(budget):
         run = last[0] = backend.run(state, system, last[0].x if last[0] else x, atol=tol,
@@ -279,11 +291,13 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
     with np.errstate(all="ignore"):
         info, total, rnorm, restarts = restarted(run_once, residual, tol, maxiter)
         x = last[0].x
-        if system.scale:
-            info, rnorm = _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter)
+        if xscale:
+            info, rnorm = _unscaled_check(backend, state, system, x, xscale, info, rnorm, tol,
+                                          maxiter)
         x = backend.to_output(x, system)
+        if xscale:
+            x = _scaled_back(x, xscale)
         if system.scale:
-            x = _scaled_back(x, system.scale)
             rnorm = math.ldexp(rnorm, system.scale)
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
@@ -337,13 +351,13 @@ def _scaled_back(x, scale: int):
     return x
 
 
-def _unscaled_check(backend, state, system, x, info, rnorm, tol, maxiter):
-    """(info, rnorm) of the x the caller will get, x * 2^scale: where that rounds (entries
+def _unscaled_check(backend, state, system, x, xscale, info, rnorm, tol, maxiter):
+    """(info, rnorm) of the x the caller will get, x * 2^xscale: where that rounds (entries
     below the normal range, or past the largest float), the true residual of the rounded x
     decides, not that of the x solved for. A rare path: scaled systems only, and a residual
     computed only where the multiplication back is not exact."""
     with _set_up_stream(system):
-        back = times_power_of_two(times_power_of_two(x, system.scale), -system.scale)
+        back = times_power_of_two(times_power_of_two(x, xscale), -xscale)
         if bool(array_module(x).array_equal(back, x)):
             return info, rnorm
     rnorm = backend.residual_norm(state, system, back)

@@ -167,7 +167,8 @@ class PreparedSystem:
             else:
                 b, x0, sq = _host_rhs(b, x0, self.dtype)
             system = System(self.method, self.n, self.dtype, self._base.csr,
-                            self._base.operator, b, x0, self._base.M, out_cupy, options)
+                            self._base.operator, b, x0, self._base.M, out_cupy, options,
+                            ascale=self._base.ascale)
             tol, tol_solved = fe.tolerances(system, sq, x0_mb, self.method, atol, rtol)
             report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
                                  method=self.method, dtype=str(self.dtype), n=self.n,

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
+from .cuda import abi
 from .formats import CSR, to_csr
 from .formats.csr import _is_cupy, array_module
 from . import precond
@@ -116,8 +117,10 @@ def vector_norm(v) -> float:
 
 
 # Off only in the tests of the non-finite stop (tests/nonfinite_cases.py), which reach the
-# overflow of an iteration through b's scale: with scaling on, dpsolve solves those systems.
+# overflow of an iteration through b's or A's scale: with scaling on, dpsolve solves those
+# systems (``scale_rhs``, ``scale_matrix``).
 SCALE_RHS = True
+SCALE_MATRIX = True
 
 
 def scale_rhs(system, sq: float) -> float:
@@ -154,6 +157,88 @@ def in_rhs_window(bnorm: float, window) -> bool:
     return window is None or window[0] < math.frexp(bnorm)[1] <= window[1]
 
 
+def matrix_window(dtype) -> int:
+    """W: an A whose largest value has its binary exponent e (max|a| in [2^(e-1), 2^e)) in
+    (-W, W] is solved as it is (float32: 32, float64: 256, the half of ``safe_exponent_range``'s
+    squares that a moderately scaled b leaves to A; abi.cuh's DPS_MATRIX_WINDOW_*, which the
+    default call's lane checks on the device)."""
+    real = np.finfo(np.dtype(dtype)).dtype
+    return abi.DPS_MATRIX_WINDOW_F32 if real == np.float32 else abi.DPS_MATRIX_WINDOW_F64
+
+
+def value_exponents(data) -> tuple:
+    """(largest, smallest) binary exponent of the nonzero components of ``data`` (finite; NumPy
+    or, on a rare path, CuPy), as csr_check finds them on the device; ``()`` when all are
+    zero."""
+    if not isinstance(data, np.ndarray):
+        data = data.get()
+    parts = [np.abs(p[p != 0]) for p in ((data.real, data.imag) if np.iscomplexobj(data)
+                                         else (data,))]
+    parts = [p for p in parts if p.size]
+    if not parts:
+        return ()
+    return (int(np.frexp(max(p.max() for p in parts))[1]),
+            int(np.frexp(min(p.min() for p in parts))[1]))
+
+
+def _largest_exponent(data) -> int | None:
+    """The binary exponent of max|component| of a finite host ``data`` (None: all zero), by
+    max and min (no temporary array)."""
+    if not data.size:
+        return None
+    parts = (data.real, data.imag) if np.iscomplexobj(data) else (data,)
+    m = max(max(abs(float(p.max())), abs(float(p.min()))) for p in parts)
+    return int(np.frexp(m)[1]) if m else None
+
+
+def in_matrix_window(csr, dtype) -> bool:
+    """Whether a checked device CSR's largest exponent (csr_check's words) lies in the window
+    where A is solved as it is: what the default call's lane guard tests on the device (its
+    matrix must pass it, scaled or not: ``_frontend.solve`` adopts no other)."""
+    exps = csr.exponents
+    w = matrix_window(dtype)
+    return not exps or -w < exps[0] <= w
+
+
+def matrix_shift(csr, dtype) -> int:
+    """f: A is solved as A / 2^f where its largest value's exponent lies outside the window
+    (-W, W] (``matrix_window``), else 0. f brings max|A| into [1/2, 1), or, scaling down, as
+    near as keeps every nonzero value at 2^-W or more (its reciprocal, D^-1's and x's scale, in
+    range; the scaling exact): a matrix whose values spread wider than that is scaled less, or
+    not at all. Read from csr_check's words where the device checked A; else on the host by
+    max and min (the smallest exponent only where A is scaled down)."""
+    exps = csr.exponents
+    if exps is None and csr.on_device:
+        exps = csr.exponents = value_exponents(csr.data)
+    if exps is None:
+        hi = _largest_exponent(csr.data)            # the host: max and min, no temporary
+    else:
+        hi = exps[0] if exps else None
+    w = matrix_window(dtype)
+    if hi is None or -w < hi <= w:
+        return 0
+    if hi < 0:
+        return hi                                   # scaled up: max|A| -> [1/2, 1), exactly
+    lo = exps[1] if exps else value_exponents(csr.data)[1]
+    return max(0, min(hi, lo + w))
+
+
+def scale_matrix(csr, M, dtype):
+    """(csr, f): A as the solve runs it, ``csr / 2^f`` (a new values array; exact), where
+    ``matrix_shift`` asks for it and M is dpsolve's own (None, a name, or a preconditioner
+    object bound from A, which is then bound from the scaled A); else ``(csr, 0)``. A user's M
+    (an operator, a matrix, an inverse diagonal) approximates the unscaled A^-1: A is left as
+    it is. Device arrays are scaled on the current stream."""
+    own = M is None or isinstance(M, str) or (isinstance(M, Preconditioner) and M.needs_matrix)
+    f = matrix_shift(csr, dtype) if SCALE_MATRIX and csr is not None and own else 0
+    if not f:
+        return csr, 0
+    out = CSR(csr.indptr, csr.indices, times_power_of_two(csr.data, -f), csr.n, csr.max_row)
+    if csr.exponents:
+        out.exponents = (csr.exponents[0] - f, csr.exponents[1] - f)
+    return out, f
+
+
 def _all_finite(a) -> bool:
     if _is_cupy(a):
         from .cuda import ops        # one kernel whatever a's size (CuPy's reductions compile
@@ -174,6 +259,8 @@ class System:
     out_cupy: bool               # return CuPy arrays (b was a CuPy array)
     options: dict = field(default_factory=dict)   # the method's own (methods.Method.options)
     scale: int = 0               # b and x0 are the caller's / 2^scale (``scale_rhs``)
+    ascale: int = 0              # A is the caller's / 2^ascale (``scale_matrix``): x is the
+                                 # caller's * 2^(ascale - scale)
     bnorm: float | None = None   # ||b|| as solved (``_frontend.tolerances``)
 
     @property
@@ -304,8 +391,9 @@ def make_system(method, A, b, x0, M) -> System:
         x0 = host_vector(check_vector(x0, shape, "x0"), dtype, "x0")
 
     csr, op = _host_matrix(A, is_operator, dtype)
+    csr, f = scale_matrix(csr, M, dtype)
     return System(method, n, dtype, csr, op, b, x0,
-                  make_preconditioner(M, csr, n, dtype, method=method), out_cupy)
+                  make_preconditioner(M, csr, n, dtype, method=method), out_cupy, ascale=f)
 
 
 def host_system(method, A, M, dtype=None) -> System:
@@ -313,9 +401,11 @@ def host_system(method, A, M, dtype=None) -> System:
     A, is_operator, shape = check_matrix(A)
     dtype = working_dtype(A, dtype)
     csr, op = _host_matrix(A, is_operator, dtype)
+    csr, f = scale_matrix(csr, M, dtype)
     n = shape[0]
     return System(method, n, dtype, csr, op, None, None,
-                  make_preconditioner(M, csr, n, dtype, snapshot=True, method=method), False)
+                  make_preconditioner(M, csr, n, dtype, snapshot=True, method=method), False,
+                  ascale=f)
 
 
 def working_dtype(A, dtype=None) -> np.dtype:
@@ -372,9 +462,11 @@ def device_system(method, A, b, x0, M, *, dtype=None, copy=False, sync="polling"
     rb.fetch(sync)                           # the host waits as the call's sync mode says
     sq = vectors.finish()
     csr = pending.finish() if pending is not None else None
+    with stream:
+        csr, f = scale_matrix(csr, M, dtype)
     system = System(method, n, np.dtype(dtype), csr, A if is_operator else None, vectors.b,
                     vectors.x0, make_preconditioner(M, csr, n, dtype, snapshot=copy,
-                                                    method=method), out_cupy)
+                                                    method=method), out_cupy, ascale=f)
     return system, sq
 
 

@@ -33,11 +33,13 @@ def matrix_dir():
 
 @pytest.fixture
 def unscaled_rhs(monkeypatch):
-    """dpsolve's scaling of an extreme b (``_system.scale_rhs``) turned off: the tests of the
-    non-finite stop (tests/nonfinite_cases.py) reach an iteration's overflow through b's scale,
-    which dpsolve otherwise scales away (and then solves those systems)."""
+    """dpsolve's scaling of an extreme b and A (``_system.scale_rhs``, ``scale_matrix``) turned
+    off: the tests of the non-finite stop (tests/nonfinite_cases.py) reach an iteration's
+    overflow through b's or A's scale, which dpsolve otherwise scales away (and then solves those
+    systems)."""
     from dpsolve import _system
     monkeypatch.setattr(_system, "SCALE_RHS", False)
+    monkeypatch.setattr(_system, "SCALE_MATRIX", False)
 
 
 @pytest.fixture

@@ -271,6 +271,111 @@ def test_extreme_right_hand_sides_solve_as_scale_1_does(method, variant, dtype):
             np.testing.assert_array_equal(x, expect.astype(x.dtype))
 
 
+def _device(v, variant):
+    if variant == "host":
+        return v
+    import cupy
+    return cupy.asarray(v)
+
+
+# A times 2^k outside the window where it is solved as it is (dpsolve._system.matrix_window)
+MATRIX_EXPONENTS = {np.float64: (-1000, -600, 600, 1000), np.float32: (-100, -60, 60, 120)}
+
+
+@pytest.mark.parametrize("method,variant", _scale_params())
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex64])
+@pytest.mark.parametrize("rhs", ["b", "A x1"])
+def test_extreme_matrices_solve_as_scale_1_does(method, variant, dtype, rhs):
+    """A * 2^k far from 1 (float32 entries near 1e-36 or 1e36: CG's x overflowed to NaN,
+    BiCGStab's <t, t> overflowed, -10 everywhere): the solve runs A / 2^f near 1 (exact) and
+    is scale 1's, with its iterations. ``rhs``: b as it is (x = x1 / 2^k), or scaled with A
+    (x = x1)."""
+    real = np.finfo(dtype).dtype.type
+    A1, b1 = system_for(method, real)
+    if np.dtype(dtype).kind == "c":
+        A1 = sp.csr_array(A1 * (1 + 0.5j), dtype=dtype)
+        b1 = (b1 + 1j * b1[::-1]).astype(dtype)
+    rtol = 1e-8 if real == np.float64 else 1e-4
+    x1, info1, rep1 = solve(method, A1, b1, variant, rtol=rtol)
+    assert info1 == 0
+    ran = 0
+    for k in MATRIX_EXPONENTS[real]:
+        A = sp.csr_array((A1.data * np.ldexp(real(1), k), A1.indices, A1.indptr),
+                         shape=A1.shape)
+        assert np.array_equal(A.data * np.ldexp(1.0, -k), A1.data)      # exactly A1 * 2^k
+        b = b1 if rhs == "b" else b1 * np.ldexp(real(1), k)
+        expect = (x1 * np.ldexp(1.0, -k) if rhs == "b"
+                  else x1.astype(np.result_type(x1.dtype, np.float64)))
+        parts = np.abs(np.concatenate([expect.real, expect.imag]))
+        if not (np.all(np.isfinite(b)) and parts.max() < np.finfo(real).max
+                and parts[parts != 0].min() > np.finfo(real).tiny):
+            continue                                    # x itself outside the dtype's range
+        ran += 1
+        x, info, rep = solve(method, A, b, variant, rtol=rtol)
+        assert info == 0, f"A * 2^{k}: info {info}"
+        assert rep.iterations == rep1.iterations, f"A * 2^{k}"
+        assert np.all(np.isfinite(x))
+        np.testing.assert_array_equal(x, expect.astype(x.dtype))
+    assert ran >= 2
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("small,f", [(90, 101), (60, 93), (-20, 13), (-140, 0)])
+def test_the_scaling_of_a_matrix_is_exact(variant, small, f):
+    """float32 diag(2^100, 2^small, 2^90, ...): A / 2^f brings max|A| into [1/2, 1) only as far as
+    every value stays at 2^-32 or more (2^-20 stops it at 2^13; a subnormal value, at 0): the
+    values scaled exactly, and Jacobi-CG's x = b / diag in one iteration, as unscaled."""
+    from dpsolve._system import make_system
+    d = np.full(8, np.ldexp(np.float32(1), 90))
+    d[0], d[1] = np.ldexp(np.float32(1), 100), np.ldexp(np.float32(1), small)
+    A = sp.diags_array(d, format="csr")
+    b = np.arange(1, 9, dtype=np.float32)
+    system = make_system("cg", A, b, None, "jacobi" if small > -126 else None)
+    assert system.ascale == f
+    np.testing.assert_array_equal(np.ldexp(system.csr.data.astype(np.float64), f), d)
+    if small > -126:                       # (a subnormal value's reciprocal overflows: no Jacobi)
+        x, info, rep = solve("cg", A, b, variant, rtol=1e-6, M="jacobi")
+        assert info == 0 and rep.iterations == 1
+        np.testing.assert_allclose(x.astype(np.float64), b / d.astype(np.float64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_an_extreme_matrix_keeps_its_x0_callback_and_preconditioner(variant):
+    """The scaled A's path carries x0 (x0 * 2^f), the callback's iterates (the caller's scale),
+    Jacobi (bound from A / 2^f) and prepared systems (the fast path steps aside) through, and
+    leaves the caller's arrays untouched; a user's M stays with the unscaled A."""
+    A1, b = system_for("cg", np.float32)
+    k = -100
+    A = sp.csr_array((A1.data * np.float32(2.0 ** k), A1.indices, A1.indptr), shape=A1.shape)
+    data = A.data.copy()
+    x1, info1, rep1 = solve("cg", A1, b, variant, rtol=1e-4, M="jacobi")
+    x0 = x1 * np.float32(2.0 ** -k) * np.float32(0.5)
+    seen = []
+    host_driven = variant in ("host", "cublas", "cuda", "merge")     # (callbacks)
+    x, info, rep = solve("cg", A, b, variant, rtol=1e-4, M="jacobi", x0=x0,
+                         callback=(lambda xk: seen.append(float(np.max(np.abs(np.asarray(
+                             xk.get() if hasattr(xk, "get") else xk))))))
+                         if host_driven else None)
+    np.testing.assert_array_equal(A.data, data)
+    assert info == 0 and np.all(np.isfinite(x))
+    scale = float(np.max(np.abs(x1))) * 2.0 ** -k
+    if host_driven:
+        assert seen and all(0.25 * scale < m < 4 * scale for m in seen), (seen[:3], scale)
+    np.testing.assert_allclose(x.astype(np.float64), x1 * 2.0 ** -k, rtol=1e-2)
+    x, info, rep = solve("cg", A, b, variant, rtol=1e-4, M="jacobi")
+    P = dpsolve.prepare(A, "cg", M="jacobi", variant=variant)
+    for bb in (b, _device(b, variant)):             # a CuPy b: the prepared fast path's input
+        xp, infop = P.solve(bb, rtol=1e-4)
+        assert infop == 0 and rep.iterations == rep1.iterations
+        np.testing.assert_array_equal(xp.get() if hasattr(xp, "get") else xp, x)
+    # a user's M approximates the caller's A^-1: that A is solved as it is
+    from dpsolve._system import make_system
+    assert make_system("cg", A, b, None, "jacobi").ascale == k + 3        # max|A1| = 4 = 2^2
+    for M in (sp.diags_array(1.0 / A.diagonal()), 1.0 / A.diagonal(),
+              LinearOperator(A.shape, matvec=lambda r: r, dtype=np.float32)):
+        assert make_system("cg", A, b, None, M).ascale == 0
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("tiny", [5e-324, 1e-315, 1e-309])
 def test_zero_norm_means_zero_b(variant, tiny):

@@ -224,7 +224,9 @@ def nan_case(method, dtype):
     """Systems on which SciPy's scalars turn NaN: no breakdown test fires, SciPy runs to maxiter.
     BiCG: A = huge * I overflows <p~, A p> to inf (alpha = 0), then A p to inf (0 * inf = NaN).
     BiCGStab: t = A s = 0 with s != 0 (A singular) gives omega = 0/0. dpsolve stops at the
-    non-finite scalar with -10 (tests/test_gpu_nonfinite.py has more of these, on every variant)."""
+    non-finite scalar with -10 (tests/test_gpu_nonfinite.py has more of these, on every variant).
+    The huge A is one dpsolve otherwise scales (``_system.scale_matrix``) and solves: the test
+    turns that off (``unscaled_rhs``)."""
     if method == "bicg":
         big = 1e308 if dtype == np.float64 else 3e38
         return sp.csr_array(sp.eye_array(4, dtype=dtype) * dtype(big)), np.ones(4, dtype)
@@ -234,7 +236,7 @@ def nan_case(method, dtype):
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("method", ["bicg", "bicgstab"])
-def test_nan_scalars_stop_with_minus_10(method, dtype, fmt, variant):
+def test_nan_scalars_stop_with_minus_10(method, dtype, fmt, variant, unscaled_rhs):
     A, b = nan_case(method, dtype)
     maxiter = 9
     with np.errstate(all="ignore"):

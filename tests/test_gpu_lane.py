@@ -125,6 +125,44 @@ def test_a_nan_put_in_place_raises_and_the_lane_recovers(monkeypatch):
     assert spy.answered == 1                                     # adopted again, then taken
 
 
+@pytest.mark.parametrize("dtype,k", [(np.float32, -100), (np.float32, 100),
+                                     (np.float64, -700)])
+def test_values_scaled_far_from_1_in_place_leave_the_lane(dtype, k, monkeypatch):
+    """A.data rescaled in place past the window where A is solved as it is: the guard (csr_check's
+    exponent words) stops the kernel, the general path solves A / 2^f and answers as at scale 1
+    (x / 2^k, the same bits), and makes no lane of a scaled A; back at scale 1 the lane returns."""
+    spy = Spy(monkeypatch)
+    A, dA, b = _system(laplace_3d(12), dtype)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    x1, info1 = cg(dA, b, rtol=rtol)                            # the general path; adopted
+    assert info1 == 0 and len(_fast._lanes) == 1
+    dA.data *= dtype(2.0 ** k)                                   # in place: the same pointers
+    x, info = cg(dA, b, rtol=rtol)
+    assert info == 0 and spy.answered == 0 and not _fast._lanes
+    np.testing.assert_array_equal(x.get(), (x1.get() * np.float64(2.0 ** -k)).astype(dtype))
+    x, info = cg(dA, b, rtol=rtol)                              # still the general path
+    assert info == 0 and spy.answered == 0 and not _fast._lanes
+    dA.data *= dtype(2.0 ** -k)
+    for _ in range(2):
+        x, info = cg(dA, b, rtol=rtol)
+    assert info == 0 and spy.answered == 1
+    np.testing.assert_array_equal(x.get(), x1.get())
+
+
+def test_a_matrix_too_spread_to_scale_makes_no_lane(monkeypatch):
+    """float32 values up to 2^40 (outside the window) and down to 2^-40: A is not scaled (2^-40
+    would fall below 2^-32), and no lane is made for it (its guard would stop every call)."""
+    spy = Spy(monkeypatch)
+    A = sp.csr_array(laplace_3d(12), dtype=np.float32) * np.float32(2.0 ** 37)
+    A = sp.csr_array(A + sp.diags_array(np.full(A.shape[0], 2.0 ** -40), offsets=1,
+                                        shape=A.shape, dtype=np.float32))
+    A, dA, b = _system(A, np.float32)
+    for _ in range(3):
+        x, info = cg(dA, b, rtol=1e-4)
+        assert info == 0 and spy.answered == 0 and not _fast._lanes
+    assert np.linalg.norm(b.get() - A @ x.get()) <= 1e-4 * np.linalg.norm(b.get()) * 1.01
+
+
 @pytest.mark.parametrize("side", [29, 70])
 def test_an_index_broken_in_place_raises_the_general_error(side):
     """A column index out of range never reaches the kernel: FormatError, and the GPU is fine."""

@@ -162,14 +162,16 @@ cg_persistent_body(int n, int width, int maxiter, int flags, double atol, double
 // A FAST kernel's guard (CgArgs.guard; the default call's one launch, dpsolve/_fast.py's
 // Lane): csr_check's (flags, longest row) of the caller's matrix as it is now, queued on the
 // same stream just before. Any flag (a malformed CSR, unsorted rows, NaN or Inf) or a row
-// longer than the kernel takes (``longest``) stops every block before it reads A: x is not
-// written, DYN_BB = NaN sends the host to the general path, whose own checks raise the error
-// (or repair the rows), and DYN_TOL = -1 says why. nullptr: no guard (a prepared system's
-// snapshot was checked once).
+// longer than the kernel takes (``longest``), or values whose largest exponent left the window
+// where the front end solves A unscaled (guard[2], dps::in_matrix_window), stops every block
+// before it reads A: x is not written, DYN_BB = NaN sends the host to the general path, whose
+// own checks raise the error (or repair the rows, or scale A), and DYN_TOL = -1 says why.
+// nullptr: no guard (a prepared system's snapshot was checked once).
 template <typename T>
 __device__ __forceinline__ bool guard_stops(const dyn::CgArgs<T>& a, int longest) {
     if (a.guard == nullptr) return false;
-    if (a.guard[0] == 0 && a.guard[1] <= longest) return false;
+    if (a.guard[0] == 0 && a.guard[1] <= longest && dps::in_matrix_window<T>(a.guard[2]))
+        return false;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         a.status[DYN_BB] = __longlong_as_double(0x7ff8000000000000LL);   // NaN: undecided
         a.status[DYN_RES2] = a.status[DYN_BB];

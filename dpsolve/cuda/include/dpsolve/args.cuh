@@ -48,9 +48,10 @@ struct CgArgs {
     double* status;                      // abi.cuh's DYN_* result area
     dps::real_t<T>* hist;                // optional residual history: hist[j] = tau_j (nullptr: none)
     const unsigned long long* bins;      // csr-adaptive's bin descriptor (nullptr otherwise)
-    const int* guard;                    // a FAST kernel's csr_check (flags, longest row) of A,
-                                         // queued before it; it runs only where both pass
-                                         // (cg_persistent.cu's guard_stops; nullptr: none)
+    const int* guard;                    // a FAST kernel's csr_check (flags, longest row,
+                                         // exponents) of A, queued before it; it runs only
+                                         // where all pass (cg_persistent.cu's guard_stops;
+                                         // nullptr: none)
 };
 
 // BiCG (bicg_dynamic.cu, bicg_persistent.cu): A and A^H in the same format
