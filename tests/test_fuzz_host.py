@@ -304,6 +304,30 @@ def test_extreme_scales_solve_as_scale_1_does(scale, data):
         f"info {info} at b of scale {scale:g}, {info1} at scale 1"
 
 
+@settings(FUZZ, max_examples=200, phases=[Phase.explicit, Phase.generate])     # no shrinking
+@given(p=problems(1.0), k=st.sampled_from([-900, -400, 400, 900]))
+def test_a_matrix_far_from_1_solves_as_scale_1_does(p, k):
+    """A * 2^k far outside the window where A is solved as it is (``_system.scale_matrix``), b
+    as at scale 1, dpsolve's own M (none, Jacobi): the info and iterations of scale 1, and
+    x = x1 / 2^k to the bit wherever that is a normal float (the solve runs A / 2^f, exact)."""
+    if p["precond"] not in ("none", "jacobi"):
+        return                               # a user's M approximates the unscaled A^-1
+    A1, Ad1, b, x0, pre = build(p)
+    if pre is None:
+        return
+    s = np.ldexp(1.0, k)
+    A = A1 * s
+    x0 = None if x0 is None else x0 / s
+    x1, info1, rep1 = run_both(p, A1, b, None if x0 is None else x0 * s, pre)
+    x, info, rep = run_both(p, A, b, x0, pre)
+    assert (info, rep.iterations) == (info1, rep1.iterations)
+    expect = x1 / s
+    parts = np.abs(np.concatenate([expect.real, expect.imag]))
+    if np.all(np.isfinite(x1)) and parts.max() < np.finfo(np.float64).max / 4 and \
+            np.all((parts == 0) | (parts > np.finfo(np.float64).tiny)):
+        np.testing.assert_array_equal(x, expect)
+
+
 # --------------------------------------------------------------------------- issue 29, 1-5
 def _oracle(A, x, b, info, rep, tol):
     """info 0 only when the true residual (float64, scaled) meets ``tol``; the report agrees."""
