@@ -181,7 +181,7 @@ def value_exponents(data) -> tuple:
             int(np.frexp(min(p.min() for p in parts))[1]))
 
 
-def _largest_exponent(data) -> int | None:
+def largest_exponent(data) -> int | None:
     """The binary exponent of max|component| of a finite host ``data`` (None: all zero), by
     max and min (no temporary array)."""
     if not data.size:
@@ -200,27 +200,37 @@ def in_matrix_window(csr, dtype) -> bool:
     return not exps or -w < exps[0] <= w
 
 
+def exponent_shift(exps, dtype) -> int:
+    """f of ``matrix_shift`` from A's (largest, smallest) exponents (``()``: every value zero):
+    0 inside the window (-W, W] (``matrix_window``); else max|A| into [1/2, 1), or, scaling
+    down, as near as keeps every nonzero value at 2^-W or more (its reciprocal, D^-1's and
+    x's scale, in range; the scaling exact): a matrix whose values spread wider than that is
+    scaled less, or not at all. ``dpsolve.distributed`` applies it to global exponents."""
+    if not exps:
+        return 0
+    hi, lo = exps
+    w = matrix_window(dtype)
+    if -w < hi <= w:
+        return 0
+    if hi < 0:
+        return hi                                   # scaled up: max|A| -> [1/2, 1), exactly
+    return max(0, min(hi, lo + w))
+
+
 def matrix_shift(csr, dtype) -> int:
-    """f: A is solved as A / 2^f where its largest value's exponent lies outside the window
-    (-W, W] (``matrix_window``), else 0. f brings max|A| into [1/2, 1), or, scaling down, as
-    near as keeps every nonzero value at 2^-W or more (its reciprocal, D^-1's and x's scale, in
-    range; the scaling exact): a matrix whose values spread wider than that is scaled less, or
-    not at all. Read from csr_check's words where the device checked A; else on the host by
-    max and min (the smallest exponent only where A is scaled down)."""
+    """f: A is solved as A / 2^f (``exponent_shift``). Read from csr_check's words where the
+    device checked A; else on the host by max and min, and the smallest exponent only where A
+    leaves the window."""
     exps = csr.exponents
     if exps is None and csr.on_device:
         exps = csr.exponents = value_exponents(csr.data)
     if exps is None:
-        hi = _largest_exponent(csr.data)            # the host: max and min, no temporary
-    else:
-        hi = exps[0] if exps else None
-    w = matrix_window(dtype)
-    if hi is None or -w < hi <= w:
-        return 0
-    if hi < 0:
-        return hi                                   # scaled up: max|A| -> [1/2, 1), exactly
-    lo = exps[1] if exps else value_exponents(csr.data)[1]
-    return max(0, min(hi, lo + w))
+        hi = largest_exponent(csr.data)             # the host: max and min, no temporary
+        w = matrix_window(dtype)
+        if hi is None or -w < hi <= w:
+            return 0
+        exps = value_exponents(csr.data)
+    return exponent_shift(exps, dtype)
 
 
 def scale_matrix(csr, M, dtype):

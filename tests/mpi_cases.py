@@ -362,6 +362,46 @@ def _extreme_b(ctx, ck):
                     f"{what}: the callback saw another scale")
 
 
+@case("extreme-A")
+def _extreme_a(ctx, ck):
+    """A at 2^-900 and 2^900 (float64) and 2^-100, 2^100 (float32): solved as A / 2^f, as the
+    single-GPU front end does: scale 1's iterations and x / 2^k to the bit, with M None and
+    Jacobi, x0 and the callback at the caller's scale. A user's M keeps A as it is."""
+    import dpsolve.distributed as dd
+    for dtype, ks in (("float64", (-900, 900)), ("float32", (-100, 100))):
+        for method, M in (("cg", None), ("cg", "jacobi"), ("bicgstab", None)):
+            A, b = problem(method, dtype)
+            b = b.astype(dtype)
+            DA = dd.DistributedMatrix.from_global(A.astype(dtype), ctx.comm)
+            rtol = 1e-10 if dtype == "float64" else 1e-4
+            x0 = np.full(DA.n_local, 0.25, dtype)
+            x1, info1, rep1 = getattr(dd, method)(DA, mine(b, DA), x0, rtol=rtol, M=M,
+                                                  full_output=True)
+            for k in ks:
+                s = np.ldexp(np.dtype(dtype).type(1), k)
+                DK = dd.DistributedMatrix.from_global(A.astype(dtype) * s, ctx.comm)
+                seen = []
+                x, info, rep = getattr(dd, method)(
+                    DK, mine(b, DA), x0 / s, rtol=rtol, M=M, full_output=True,
+                    callback=lambda xk: seen.append(float(np.max(np.abs(xk))) if xk.size
+                                                    else 0.0))
+                what = (f"{method} {dtype} M={M} A * 2^{k}: info {info} in {rep.iterations}, "
+                        f"{info1} in {rep1.iterations} at 1")
+                ck.that(info == info1 == 0 and rep.iterations == rep1.iterations, what)
+                ck.that(np.array_equal(x, (x1 / s).astype(dtype)), f"{what}: x is not x_1 / 2^k")
+                ck.that(all(m == 0 or abs(np.log2(m) + k) < 20 for m in seen),
+                        f"{what}: the callback saw another scale")
+    from dpsolve.distributed.solvers import _scaled_matrix
+    A, b = problem("cg", "float32")
+    DK = dd.DistributedMatrix.from_global(A.astype("float32") * np.float32(2.0 ** 100), ctx.comm)
+    hi = int(np.frexp(float(abs(A).max()))[1]) + 100          # max|A| * 2^100's exponent
+    for M, f in ((None, hi), ("jacobi", hi), (lambda r: r, 0)):
+        DS, got = _scaled_matrix(ctx.comm, DK, np.dtype("float32"), M)
+        ck.that(got == f, f"M={M}: A scaled by 2^-{got}, expected 2^-{f}")
+        ck.that(np.array_equal(DS.local.data * np.float32(2.0 ** got), DK.local.data),
+                f"M={M}: the scaled values are not A / 2^f exactly")
+
+
 @case("determinism")
 def _determinism(ctx, ck):
     """The same solve twice (a fresh transport, then one held by the caller, reused) gives the

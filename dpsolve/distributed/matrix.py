@@ -174,6 +174,19 @@ class DistributedMatrix:
         return DistributedMatrix(self.comm, self.partition, self.local.astype(dtype),
                                  self.remote.astype(dtype), self.ghosts, self.halo)
 
+    def times_power_of_two(self, e: int) -> "DistributedMatrix":
+        """This matrix times 2^e, values copied (exact where none leaves the normal range: the
+        solvers' scaling of an A far from 1, ``dpsolve._system.exponent_shift``); not
+        collective: the partition, ghosts and halo plan are shared."""
+        from .._system import times_power_of_two
+
+        def scaled(m):
+            m = m.copy()
+            m.data = times_power_of_two(m.data, e)
+            return m
+        return DistributedMatrix(self.comm, self.partition, scaled(self.local),
+                                 scaled(self.remote), self.ghosts, self.halo)
+
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_global(cls, A, comm, root=0, partition=None) -> "DistributedMatrix":

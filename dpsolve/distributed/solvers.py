@@ -64,7 +64,8 @@ import numpy as np
 from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
-from .._system import coerce, exponent_of, in_safe_range, times_power_of_two
+from .._system import (coerce, exponent_of, exponent_shift, in_safe_range, largest_exponent,
+                       matrix_window, times_power_of_two, value_exponents)
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -619,6 +620,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     Aw = A.astype(dtype)
     bw = bv.astype(dtype, copy=True)
     x0w = x0v.astype(dtype, copy=True) if x0v is not None else None
+    Aw, ascale = _scaled_matrix(comm, Aw, dtype, M)      # A solved as A / 2^ascale
+    if ascale and inv_diag is not None:
+        inv_diag = (1.0 / Aw.diagonal()).astype(dtype)
     psolve = rpsolve = None
     if inv_diag is not None:
         inv_h = np.conj(inv_diag)
@@ -633,11 +637,14 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         user_cb = callback
 
         def callback(xk):                 # the caller's scale, as the single-GPU front end
-            return user_cb(times_power_of_two(xk, scale[0]) if scale[0] else xk)
+            e = scale[0] - ascale
+            return user_cb(times_power_of_two(xk, e) if e else xk)
     cb = _guard(space, callback, "the callback", _none) if callback is not None else None
     outcome, tol = None, None
     try:
-        bw, x0w, bnorm, scale[0] = _scaled_rhs(space, comm, bw, x0w)
+        bw, x0s, bnorm, scale[0] = _scaled_rhs(space, comm, bw, None if ascale else x0w)
+        x0w = (times_power_of_two(x0w, ascale - scale[0]) if ascale and x0w is not None
+               else x0s)                  # A / 2^f: x0 * 2^(f - e), in one product
         with np.errstate(over="ignore"):
             tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
         tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
@@ -699,8 +706,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         x = cupy.asarray(x)
     elif not isinstance(x, np.ndarray):           # a GPU variant's x, for NumPy's b
         x = x.get()
+    if scale[0] != ascale:
+        x = times_power_of_two(x, scale[0] - ascale)
     if scale[0]:
-        x = times_power_of_two(x, scale[0])
         outcome.residual_norm = math.ldexp(outcome.residual_norm, scale[0])
     if not full_output:
         return x, outcome.info
@@ -726,6 +734,28 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         report.energy_joules, report.energy_per_gpu, report.energy_note = aggregate_energy(
             [f["energy"] for f in facts], ENERGY_MIN_SECONDS)
     return x, outcome.info, report
+
+
+def _scaled_matrix(comm, Aw, dtype, M):
+    """(A, f) as the solve runs it, as the single-GPU front end does (``_system.scale_matrix``):
+    where the global max|A| leaves the window, A / 2^f (``_system.exponent_shift`` on the
+    global exponents; exact), for M None or "jacobi" (a user's M approximates the unscaled
+    A^-1: A is left as it is). One all-reduce (MAX of this rank's largest exponent; a second
+    for the smallest on the rare path); every rank takes the same branch."""
+    from mpi4py import MPI
+    if M is not None and M != "jacobi":
+        return Aw, 0
+    data = [m.data for m in (Aw.local, Aw.remote) if m.nnz]
+    his = [h for h in (largest_exponent(d) for d in data) if h is not None]
+    none = -(1 << 30)
+    hi = comm.allreduce(max(his) if his else none, op=MPI.MAX)
+    w = matrix_window(dtype)
+    if hi == none or -w < hi <= w:
+        return Aw, 0
+    los = [e[1] for e in (value_exponents(d) for d in data) if e]
+    lo = -comm.allreduce(-min(los) if los else none, op=MPI.MAX)
+    f = exponent_shift((hi, lo), dtype)
+    return (Aw.times_power_of_two(-f), f) if f else (Aw, 0)
 
 
 def _scaled_rhs(space, comm, bw, x0w):
