@@ -743,7 +743,7 @@ def _scaled_matrix(comm, Aw, dtype, M):
     A^-1: A is left as it is). One all-reduce (MAX of this rank's largest exponent; a second
     for the smallest on the rare path); every rank takes the same branch."""
     from mpi4py import MPI
-    if M is not None and M != "jacobi":
+    if not (M is None or (isinstance(M, str) and M == "jacobi")):
         return Aw, 0
     data = [m.data for m in (Aw.local, Aw.remote) if m.nnz]
     his = [h for h in (largest_exponent(d) for d in data) if h is not None]
