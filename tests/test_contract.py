@@ -339,6 +339,19 @@ def test_the_scaling_of_a_matrix_is_exact(variant, small, f):
         np.testing.assert_allclose(x.astype(np.float64), b / d.astype(np.float64), rtol=1e-6)
 
 
+@pytest.mark.parametrize("method,variant", _scale_params())
+def test_a_solution_past_the_largest_float_is_no_success(method, variant):
+    """float32 A * 2^-100 with b * 2^32: x ~ 2^132 * x1 has no float32. The scaled system
+    converges, but the x returned is +-inf where it overflows: info = maxiter (never 0), and the
+    report agrees."""
+    A1, b1 = system_for(method, np.float32)
+    A = sp.csr_array((A1.data * np.float32(2.0 ** -100), A1.indices, A1.indptr), shape=A1.shape)
+    b = b1 * np.float32(2.0 ** 32)
+    x, info, rep = solve(method, A, b, variant, rtol=1e-4, maxiter=300)
+    assert info == 300 and not rep.converged
+    assert np.isinf(x).any() and not np.isnan(x).any()
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_an_extreme_matrix_keeps_its_x0_callback_and_preconditioner(variant):
     """The scaled A's path carries x0 (x0 * 2^f), the callback's iterates (the caller's scale),
