@@ -353,6 +353,27 @@ def test_a_solution_past_the_largest_float_is_no_success(method, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("M", [None, "jacobi", "amg", "chebyshev"])
+def test_an_update_far_from_1_and_back_solves_as_scale_1_does(variant, M):
+    """A prepared system updated to A * 2^100 (float32) and back: each solve is scale 1's, to
+    the bit (the update scales the new values; AMG keeps its aggregates and recomputes the
+    numbers of the scaled A)."""
+    if M in ("amg", "chebyshev") and variant != "host":
+        pytest.skip("AMG and Chebyshev on the GPU variants: tests/test_gpu_precond.py")
+    A1 = sp.csr_array(laplace_2d(40), dtype=np.float32)
+    b = np.random.default_rng(0).standard_normal(A1.shape[0]).astype(np.float32)
+    P = dpsolve.prepare(A1, "cg", M=M, variant=variant)
+    x1, info1 = P.solve(b, rtol=1e-5)
+    P.update(sp.csr_array(A1 * np.float32(2.0 ** 100)))
+    x2, info2 = P.solve(b, rtol=1e-5)
+    P.update(A1)
+    x3, info3 = P.solve(b, rtol=1e-5)
+    assert info1 == info2 == info3 == 0
+    np.testing.assert_array_equal(x2, (x1.astype(np.float64) * 2.0 ** -100).astype(np.float32))
+    np.testing.assert_array_equal(x3, x1)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_an_extreme_matrix_keeps_its_x0_callback_and_preconditioner(variant):
     """The scaled A's path carries x0 (x0 * 2^f), the callback's iterates (the caller's scale),
     Jacobi (bound from A / 2^f) and prepared systems (the fast path steps aside) through, and
