@@ -166,6 +166,13 @@ def matrix_window(dtype) -> int:
     return abi.DPS_MATRIX_WINDOW_F32 if real == np.float32 else abi.DPS_MATRIX_WINDOW_F64
 
 
+def exponent_in_window(hi, dtype) -> bool:
+    """Whether A's largest exponent ``hi`` lies in (-W, W] (``matrix_window``), where A is solved
+    as it is; None (no nonzero value) is inside. The device's twin: ``dps::in_matrix_window``."""
+    w = matrix_window(dtype)
+    return hi is None or -w < hi <= w
+
+
 def value_exponents(data) -> tuple:
     """(largest, smallest) binary exponent of the nonzero components of ``data`` (finite; NumPy
     or, on a rare path, CuPy), as csr_check finds them on the device; ``()`` when all are
@@ -196,8 +203,7 @@ def in_matrix_window(csr, dtype) -> bool:
     where A is solved as it is: what the default call's lane guard tests on the device (its
     matrix must pass it, scaled or not: ``_frontend.solve`` adopts no other)."""
     exps = csr.exponents
-    w = matrix_window(dtype)
-    return not exps or -w < exps[0] <= w
+    return exponent_in_window(exps[0] if exps else None, dtype)
 
 
 def exponent_shift(exps, dtype) -> int:
@@ -209,12 +215,11 @@ def exponent_shift(exps, dtype) -> int:
     if not exps:
         return 0
     hi, lo = exps
-    w = matrix_window(dtype)
-    if -w < hi <= w:
+    if exponent_in_window(hi, dtype):
         return 0
     if hi < 0:
         return hi                                   # scaled up: max|A| -> [1/2, 1), exactly
-    return max(0, min(hi, lo + w))
+    return max(0, min(hi, lo + matrix_window(dtype)))
 
 
 def matrix_shift(csr, dtype) -> int:
@@ -226,8 +231,7 @@ def matrix_shift(csr, dtype) -> int:
         exps = csr.exponents = value_exponents(csr.data)
     if exps is None:
         hi = largest_exponent(csr.data)             # the host: max and min, no temporary
-        w = matrix_window(dtype)
-        if hi is None or -w < hi <= w:
+        if exponent_in_window(hi, dtype):
             return 0
         exps = value_exponents(csr.data)
     return exponent_shift(exps, dtype)

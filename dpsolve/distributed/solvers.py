@@ -64,8 +64,8 @@ import numpy as np
 from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
-from .._system import (coerce, exponent_of, exponent_shift, in_safe_range, largest_exponent,
-                       matrix_window, times_power_of_two, value_exponents)
+from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
+                       largest_exponent, times_power_of_two, value_exponents)
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -747,10 +747,9 @@ def _scaled_matrix(comm, Aw, dtype, M):
         return Aw, 0
     data = [m.data for m in (Aw.local, Aw.remote) if m.nnz]
     his = [h for h in (largest_exponent(d) for d in data) if h is not None]
-    none = -(1 << 30)
+    none = -(1 << 30)                        # (a rank with no nonzero value)
     hi = comm.allreduce(max(his) if his else none, op=MPI.MAX)
-    w = matrix_window(dtype)
-    if hi == none or -w < hi <= w:
+    if exponent_in_window(None if hi == none else hi, dtype):
         return Aw, 0
     los = [e[1] for e in (value_exponents(d) for d in data) if e]
     lo = -comm.allreduce(-min(los) if los else none, op=MPI.MAX)
