@@ -363,10 +363,11 @@ def _extreme_b(ctx, ck):
 
 
 @case("extreme-A")
-def _extreme_a(ctx, ck):
+def _extreme_a(ctx, ck, **kw):
     """A at 2^-900 and 2^900 (float64) and 2^-100, 2^100 (float32): solved as A / 2^f, as the
     single-GPU front end does: scale 1's iterations and x / 2^k to the bit, with M None and
-    Jacobi, x0 and the callback at the caller's scale. A user's M keeps A as it is."""
+    Jacobi, x0 and the callback at the caller's scale. A user's M keeps A as it is. ``kw``: the
+    solver's variant and transport (the GPU case)."""
     import dpsolve.distributed as dd
     for dtype, ks in (("float64", (-900, 900)), ("float32", (-100, 100))):
         for method, M in (("cg", None), ("cg", "jacobi"), ("bicgstab", None)):
@@ -376,13 +377,13 @@ def _extreme_a(ctx, ck):
             rtol = 1e-10 if dtype == "float64" else 1e-4
             x0 = np.full(DA.n_local, 0.25, dtype)
             x1, info1, rep1 = getattr(dd, method)(DA, mine(b, DA), x0, rtol=rtol, M=M,
-                                                  full_output=True)
+                                                  full_output=True, **kw)
             for k in ks:
                 s = np.ldexp(np.dtype(dtype).type(1), k)
                 DK = dd.DistributedMatrix.from_global(A.astype(dtype) * s, ctx.comm)
                 seen = []
                 x, info, rep = getattr(dd, method)(
-                    DK, mine(b, DA), x0 / s, rtol=rtol, M=M, full_output=True,
+                    DK, mine(b, DA), x0 / s, rtol=rtol, M=M, full_output=True, **kw,
                     callback=lambda xk: seen.append(float(np.max(np.abs(xk))) if xk.size
                                                     else 0.0))
                 what = (f"{method} {dtype} M={M} A * 2^{k}: info {info} in {rep.iterations}, "
@@ -1100,6 +1101,8 @@ for _m in ("cg", "bicg", "bicgstab"):
         lambda ctx, ck, m=_m: _gpu_solve_case(ctx, ck, m, "float64", M="jacobi"))
 gpu_case("gpu-complex128-bicgstab")(
     lambda ctx, ck: _gpu_solve_case(ctx, ck, "bicgstab", "complex128"))
+gpu_case("gpu-extreme-A")(
+    lambda ctx, ck: _extreme_a(ctx, ck, variant="cuda", transport=ctx.transport))
 gpu_case("gpu-laplace-cg")(
     lambda ctx, ck: _gpu_solve_case(ctx, ck, "cg", "float64", laplace=20))
 
