@@ -32,8 +32,8 @@ from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
 from ._system import (device_system, divide_rhs, in_matrix_window, in_rhs_window, in_safe_range,
-                      initial_guess_Mb, make_system, scale_rhs, split_x0, sum_of_squares,
-                      times_power_of_two)
+                      initial_guess_Mb, make_system, scale_rhs, solved_x0, split_x0,
+                      sum_of_squares, times_power_of_two)
 from .formats.csr import _is_cupy, array_module
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
@@ -186,8 +186,8 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
         if system.ascale and x0 is not None:    # A / 2^f: x0 * 2^(f - e), in one product
             system.x0 = None
         bnorm = system.bnorm = scale_rhs(system, sq)
-        if system.ascale and x0 is not None:
-            system.x0 = times_power_of_two(x0, system.ascale - system.scale)
+        if system.ascale:
+            system.x0 = solved_x0(x0, system.ascale, system.scale)
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
     e = system.scale

@@ -141,6 +141,14 @@ def scale_rhs(system, sq: float) -> float:
     return vector_norm(system.b)
 
 
+def solved_x0(x0, ascale: int, scale: int):
+    """The caller's x0 as the solve runs it where A is solved as A / 2^ascale and b as
+    b / 2^scale: x0 * 2^(ascale - scale), in one product (either factor alone can leave the
+    dtype's range where the product does not); None stays None."""
+    e = ascale - scale
+    return x0 if x0 is None or not e else times_power_of_two(x0, e)
+
+
 def divide_rhs(system, e: int) -> None:
     """b and x0 divided by 2^e (exact; new arrays), e added to ``system.scale``: the front end
     multiplies x, the residual and the callback's iterates back (``scale_rhs``,
@@ -189,12 +197,21 @@ def value_exponents(data) -> tuple:
 
 
 def largest_exponent(data) -> int | None:
-    """The binary exponent of max|component| of a finite host ``data`` (None: all zero), by
-    max and min (no temporary array)."""
+    """The binary exponent of max|component| of a finite ``data`` (None: all zero): on the host
+    by max and min (no temporary array), on the device by one ``max_abs`` kernel over the
+    components (a complex array viewed as its real pairs) and one read of its result."""
     if not data.size:
         return None
-    parts = (data.real, data.imag) if np.iscomplexobj(data) else (data,)
-    m = max(max(abs(float(p.max())), abs(float(p.min()))) for p in parts)
+    if not isinstance(data, np.ndarray):
+        import cupy
+
+        from .cuda import ops
+        if np.iscomplexobj(data):
+            data = cupy.ascontiguousarray(data).view(data.real.dtype)
+        m = ops.max_abs(data)
+    else:
+        parts = (data.real, data.imag) if np.iscomplexobj(data) else (data,)
+        m = max(max(abs(float(p.max())), abs(float(p.min()))) for p in parts)
     return int(np.frexp(m)[1]) if m else None
 
 
@@ -224,16 +241,15 @@ def exponent_shift(exps, dtype) -> int:
 
 def matrix_shift(csr, dtype) -> int:
     """f: A is solved as A / 2^f (``exponent_shift``). Read from csr_check's words where the
-    device checked A; else on the host by max and min, and the smallest exponent only where A
-    leaves the window."""
+    device checked A; else the largest exponent by ``largest_exponent`` (no copy of the values),
+    and both exponents, read on the host, only where A leaves the window."""
     exps = csr.exponents
-    if exps is None and csr.on_device:
-        exps = csr.exponents = value_exponents(csr.data)
     if exps is None:
-        hi = largest_exponent(csr.data)             # the host: max and min, no temporary
-        if exponent_in_window(hi, dtype):
+        if exponent_in_window(largest_exponent(csr.data), dtype):
             return 0
         exps = value_exponents(csr.data)
+        if csr.on_device:
+            csr.exponents = exps
     return exponent_shift(exps, dtype)
 
 

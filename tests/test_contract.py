@@ -339,6 +339,45 @@ def test_the_scaling_of_a_matrix_is_exact(variant, small, f):
         np.testing.assert_allclose(x.astype(np.float64), b / d.astype(np.float64), rtol=1e-6)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_devices_largest_exponent_is_the_hosts(dtype):
+    """_system.largest_exponent on a CuPy array (one max_abs kernel over the components, no copy
+    of the values) gives the host's exponent: spread values, a strided complex view, zeros and
+    an empty array."""
+    import cupy
+
+    from dpsolve._system import largest_exponent, value_exponents
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal(1001) * np.ldexp(1.0, rng.integers(-30, 30, 1001))
+    if np.dtype(dtype).kind == "c":
+        v = v + 1j * 4 * v[::-1]            # the imaginary parts the larger
+    v = v.astype(dtype)
+    d = cupy.asarray(v)
+    for a, da in ((v, d), (v[::3], d[::3]), (v * 0, d * 0), (v[:0], d[:0])):
+        want = value_exponents(a)
+        assert largest_exponent(da) == largest_exponent(a) == (want[0] if want else None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_the_host_variant_scales_a_cupy_matrix_far_from_1(dtype):
+    """A CuPy matrix (no csr_check words) on the host variant, far from 1: scale 1's iterations
+    and x / 2^k to the bit, its exponents read by largest_exponent's kernel."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A1, b1 = system_for("cg", np.float32)
+    A1, b1 = sp.csr_array(A1, dtype=dtype), b1.astype(dtype)
+    x1, info1, rep1 = solve("cg", csp.csr_matrix(A1), cupy.asarray(b1), "host", rtol=1e-4)
+    for k in (-100, 100):
+        A = csp.csr_matrix(sp.csr_array((A1.data * np.ldexp(np.float32(1), k), A1.indices,
+                                         A1.indptr), shape=A1.shape))
+        x, info, rep = solve("cg", A, cupy.asarray(b1), "host", rtol=1e-4)
+        assert isinstance(x, cupy.ndarray)
+        assert info == info1 == 0 and rep.iterations == rep1.iterations
+        np.testing.assert_array_equal(x.get(), (x1.get() * np.ldexp(1.0, -k)).astype(dtype))
+
+
 @pytest.mark.parametrize("method,variant", _scale_params())
 def test_a_solution_past_the_largest_float_is_no_success(method, variant):
     """float32 A * 2^-100 with b * 2^32: x ~ 2^132 * x1 has no float32. The scaled system

@@ -65,7 +65,7 @@ from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
 from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
-                       largest_exponent, times_power_of_two, value_exponents)
+                       largest_exponent, solved_x0, times_power_of_two, value_exponents)
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -643,8 +643,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     outcome, tol = None, None
     try:
         bw, x0s, bnorm, scale[0] = _scaled_rhs(space, comm, bw, None if ascale else x0w)
-        x0w = (times_power_of_two(x0w, ascale - scale[0]) if ascale and x0w is not None
-               else x0s)                  # A / 2^f: x0 * 2^(f - e), in one product
+        x0w = solved_x0(x0w, ascale, scale[0]) if ascale else x0s
         with np.errstate(over="ignore"):
             tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
         tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
