@@ -210,9 +210,21 @@ def largest_exponent(data) -> int | None:
             data = cupy.ascontiguousarray(data).view(data.real.dtype)
         m = ops.max_abs(data)
     else:
-        parts = (data.real, data.imag) if np.iscomplexobj(data) else (data,)
-        m = max(max(abs(float(p.max())), abs(float(p.min()))) for p in parts)
+        m = largest_magnitude(data)
     return int(np.frexp(m)[1]) if m else None
+
+
+def largest_magnitude(data) -> float:
+    """max|component| of a host ``data`` by its max and min (no temporary array): 0.0 where it
+    is empty or zero, NaN or Inf where it holds one (a finiteness test in the same pass)."""
+    m = 0.0
+    if data.size:
+        for p in ((data.real, data.imag) if np.iscomplexobj(data) else (data,)):
+            hi, lo = float(p.max()), float(p.min())
+            if not (math.isfinite(hi) and math.isfinite(lo)):
+                return math.nan if math.isnan(hi) or math.isnan(lo) else math.inf
+            m = max(m, abs(hi), abs(lo))
+    return m
 
 
 def in_matrix_window(csr, dtype) -> bool:

@@ -65,7 +65,7 @@ from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
 from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
-                       largest_exponent, solved_x0, times_power_of_two, value_exponents)
+                       largest_magnitude, solved_x0, times_power_of_two, value_exponents)
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -412,7 +412,9 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                 problems.append(p)
     if bv is not None:
         dtype = coerce(A.dtype.char, bv.dtype.char)
-    if not (np.isfinite(A.local.data).all() and np.isfinite(A.remote.data).all()):
+    mags = (largest_magnitude(A.local.data), largest_magnitude(A.remote.data))
+    amax = max(mags)                             # (max and min: the scaling's pass too)
+    if not all(map(math.isfinite, mags)):
         problems.append("A contains NaN or Inf in this rank's rows")
     # the preconditioner
     inv_diag = None
@@ -462,7 +464,7 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                              else repr(single_reduction)),
         "problems": "; ".join(problems) or None,
     }
-    return sig, bv, x0v, dtype, inv_diag
+    return sig, bv, x0v, dtype, inv_diag, amax
 
 
 _AGREE = (("method", "method"), ("variant", "variant"), ("transport", "transport"),
@@ -606,8 +608,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     """:func:`solve`'s work, with SIGINT deferred by ``interrupts``."""
     comm = A.comm
     rank, size = comm.Get_rank(), comm.Get_size()
-    sig, bv, x0v, dtype, inv_diag = _check(method, A, b, x0, rtol, atol, maxiter, M, callback,
-                                           variant, transport, energy, single_reduction)
+    sig, bv, x0v, dtype, inv_diag, amax = _check(method, A, b, x0, rtol, atol, maxiter, M,
+                                                 callback, variant, transport, energy,
+                                                 single_reduction)
     _agree_signatures(comm.allgather(sig))
     # every rank is here, checked: the window's device lookup is collective
     window = EnergyWindow(comm) if energy else None
@@ -620,7 +623,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     Aw = A.astype(dtype)
     bw = bv.astype(dtype, copy=True)
     x0w = x0v.astype(dtype, copy=True) if x0v is not None else None
-    Aw, ascale = _scaled_matrix(comm, Aw, dtype, M)      # A solved as A / 2^ascale
+    Aw, ascale = _scaled_matrix(comm, Aw, dtype, M, amax)    # A solved as A / 2^ascale
     if ascale and inv_diag is not None:
         inv_diag = (1.0 / Aw.diagonal()).astype(dtype)
     psolve = rpsolve = None
@@ -735,19 +738,22 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     return x, outcome.info, report
 
 
-def _scaled_matrix(comm, Aw, dtype, M):
+def _scaled_matrix(comm, Aw, dtype, M, amax=None):
     """(A, f) as the solve runs it, as the single-GPU front end does (``_system.scale_matrix``):
     where the global max|A| leaves the window, A / 2^f (``_system.exponent_shift`` on the
     global exponents; exact), for M None or "jacobi" (a user's M approximates the unscaled
     A^-1: A is left as it is). One all-reduce (MAX of this rank's largest exponent; a second
-    for the smallest on the rare path); every rank takes the same branch."""
+    for the smallest on the rare path); every rank takes the same branch. ``amax``: this rank's
+    max|component| of A (``_check``'s pass; the cast to the working dtype only widens), else
+    read here."""
     from mpi4py import MPI
     if not (M is None or (isinstance(M, str) and M == "jacobi")):
         return Aw, 0
     data = [m.data for m in (Aw.local, Aw.remote) if m.nnz]
-    his = [h for h in (largest_exponent(d) for d in data) if h is not None]
+    if amax is None:
+        amax = max(map(largest_magnitude, data), default=0.0)
     none = -(1 << 30)                        # (a rank with no nonzero value)
-    hi = comm.allreduce(max(his) if his else none, op=MPI.MAX)
+    hi = comm.allreduce(int(np.frexp(amax)[1]) if amax else none, op=MPI.MAX)
     if exponent_in_window(None if hi == none else hi, dtype):
         return Aw, 0
     los = [e[1] for e in (value_exponents(d) for d in data) if e]
