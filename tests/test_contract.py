@@ -339,6 +339,32 @@ def test_the_scaling_of_a_matrix_is_exact(variant, small, f):
         np.testing.assert_allclose(x.astype(np.float64), b / d.astype(np.float64), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128,
+                                   np.int64])
+def test_the_largest_magnitude_and_its_finiteness_in_one_pass(dtype):
+    """_system.largest_magnitude (the distributed solvers' finiteness check and scaling, one max
+    and min a part): max|component| of any values, 0 for none or zeros, NaN or Inf (in either
+    part, anywhere) where the values hold one."""
+    from dpsolve._system import largest_magnitude
+    rng = np.random.default_rng(5)
+    v = rng.standard_normal(999) * 1e3
+    if np.dtype(dtype).kind == "c":
+        v = v - 3j * v[::-1]
+    v = v.astype(dtype)
+    parts = np.concatenate([v.real, v.imag]) if np.iscomplexobj(v) else v
+    assert largest_magnitude(v) == float(np.abs(parts).max())
+    assert largest_magnitude(v[:0]) == largest_magnitude(v * 0) == 0.0
+    if np.dtype(dtype).kind == "i":
+        return
+    for bad, want in ((np.nan, "nan"), (np.inf, "inf"), (-np.inf, "inf")):
+        for at in (0, 500, 998):
+            for part in (("real", "imag") if np.iscomplexobj(v) else ("real",)):
+                w = v.copy()
+                w[at] = complex(0, bad) if part == "imag" else bad
+                got = largest_magnitude(w)
+                assert (np.isnan(got) if want == "nan" else got == np.inf), (bad, at, part)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_the_devices_largest_exponent_is_the_hosts(dtype):
