@@ -182,12 +182,9 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
         tol = _get_atol_rtol(method, system.bnorm, atol, rtol)
         return tol, tol
     with _set_up_stream(system):
-        x0 = system.x0
-        if system.ascale and x0 is not None:    # A / 2^f: x0 * 2^(f - e), in one product
-            system.x0 = None
+        x0, system.x0 = system.x0, None         # x0 * 2^(f - e) below, in one product
         bnorm = system.bnorm = scale_rhs(system, sq)
-        if system.ascale:
-            system.x0 = solved_x0(x0, system.ascale, system.scale)
+        system.x0 = solved_x0(x0, system.ascale, system.scale)
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
     e = system.scale

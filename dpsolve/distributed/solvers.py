@@ -645,8 +645,8 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     cb = _guard(space, callback, "the callback", _none) if callback is not None else None
     outcome, tol = None, None
     try:
-        bw, x0s, bnorm, scale[0] = _scaled_rhs(space, comm, bw, None if ascale else x0w)
-        x0w = solved_x0(x0w, ascale, scale[0]) if ascale else x0s
+        bw, bnorm, scale[0] = _scaled_rhs(space, comm, bw)
+        x0w = solved_x0(x0w, ascale, scale[0])           # x0 * 2^(f - e), in one product
         with np.errstate(over="ignore"):
             tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
         tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
@@ -762,23 +762,22 @@ def _scaled_matrix(comm, Aw, dtype, M, amax=None):
     return (Aw.times_power_of_two(-f), f) if f else (Aw, 0)
 
 
-def _scaled_rhs(space, comm, bw, x0w):
-    """(b, x0, ||b||, e) as the solve runs them, as the single-GPU front end does
+def _scaled_rhs(space, comm, bw):
+    """(b, ||b||, e) as the solve runs them, as the single-GPU front end does
     (``_system.scale_rhs``): where the global ||b||^2 leaves the safe range of the working dtype,
-    b and x0 are divided by 2^e, e the exponent of the global max|b| (exact), with one more
-    collective on that rare path only; every rank takes the same branch (||b|| is global).
-    ||b|| == 0 means b is exactly zero."""
+    b is divided by 2^e, e the exponent of the global max|b| (exact; x0 follows through
+    ``_system.solved_x0``), with one more collective on that rare path only; every rank takes
+    the same branch (||b|| is global). ||b|| == 0 means b is exactly zero."""
     bnorm = space.norm(bw)
     if in_safe_range(bnorm * bnorm, space.dtype):
-        return bw, x0w, bnorm, 0
+        return bw, bnorm, 0
     from mpi4py import MPI
     vmax = comm.allreduce(float(np.max(np.abs(bw))) if bw.size else 0.0, op=MPI.MAX)
     if vmax == 0:
-        return bw, x0w, 0.0, 0
+        return bw, 0.0, 0
     e = exponent_of(vmax)
     bw = times_power_of_two(bw, -e)
-    x0w = None if x0w is None else times_power_of_two(x0w, -e)
-    return bw, x0w, space.norm(bw), e
+    return bw, space.norm(bw), e
 
 
 def _make(method):
