@@ -251,13 +251,16 @@ def exponent_shift(exps, dtype) -> int:
     return max(0, min(hi, lo + matrix_window(dtype)))
 
 
-def matrix_shift(csr, dtype) -> int:
+def matrix_shift(csr, dtype, amax=None) -> int:
     """f: A is solved as A / 2^f (``exponent_shift``). Read from csr_check's words where the
-    device checked A; else the largest exponent by ``largest_exponent`` (no copy of the values),
-    and both exponents, read on the host, only where A leaves the window."""
+    device checked A; else the largest exponent from ``amax`` (max|component|, where a pass
+    over the values already found it: ``_host_matrix``'s) or by ``largest_exponent`` (no copy
+    of the values), and both exponents, read on the host, only where A leaves the window."""
     exps = csr.exponents
     if exps is None:
-        if exponent_in_window(largest_exponent(csr.data), dtype):
+        hi = largest_exponent(csr.data) if amax is None else (
+            int(np.frexp(amax)[1]) if amax else None)
+        if exponent_in_window(hi, dtype):
             return 0
         exps = value_exponents(csr.data)
         if csr.on_device:
@@ -265,14 +268,14 @@ def matrix_shift(csr, dtype) -> int:
     return exponent_shift(exps, dtype)
 
 
-def scale_matrix(csr, M, dtype):
+def scale_matrix(csr, M, dtype, amax=None):
     """(csr, f): A as the solve runs it, ``csr / 2^f`` (a new values array; exact), where
     ``matrix_shift`` asks for it and M is dpsolve's own (None, a name, or a preconditioner
     object bound from A, which is then bound from the scaled A); else ``(csr, 0)``. A user's M
     (an operator, a matrix, an inverse diagonal) approximates the unscaled A^-1: A is left as
-    it is. Device arrays are scaled on the current stream."""
+    it is. Device arrays are scaled on the current stream. ``amax``: ``matrix_shift``'s."""
     own = M is None or isinstance(M, str) or (isinstance(M, Preconditioner) and M.needs_matrix)
-    f = matrix_shift(csr, dtype) if SCALE_MATRIX and csr is not None and own else 0
+    f = matrix_shift(csr, dtype, amax) if SCALE_MATRIX and csr is not None and own else 0
     if not f:
         return csr, 0
     out = CSR(csr.indptr, csr.indices, times_power_of_two(csr.data, -f), csr.n, csr.max_row)
@@ -377,14 +380,17 @@ def host_vector(v, dtype, what: str):
 
 
 def _host_matrix(A, is_operator, dtype):
-    """(csr, operator) of a checked A: a LinearOperator as it is, else a checked CSR copy in
-    ``dtype`` (in A's own memory space) with finite values."""
+    """(csr, operator, amax) of a checked A: a LinearOperator as it is, else a checked CSR copy
+    in ``dtype`` (in A's own memory space) with finite values. amax: max|component| of a host
+    A, found by its finiteness test's pass (``largest_magnitude``) for ``scale_matrix``; None
+    for a CuPy A or an operator."""
     if is_operator:
-        return None, A
+        return None, A, None
     csr = to_csr(A, dtype)
-    if not _all_finite(csr.data):
+    amax = None if csr.on_device else largest_magnitude(csr.data)
+    if not (_all_finite(csr.data) if amax is None else math.isfinite(amax)):
         raise ValueError("A contains NaN or Inf")
-    return csr, None
+    return csr, None, amax
 
 
 def split_x0(x0):
@@ -432,8 +438,8 @@ def make_system(method, A, b, x0, M) -> System:
     if x0 is not None:
         x0 = host_vector(check_vector(x0, shape, "x0"), dtype, "x0")
 
-    csr, op = _host_matrix(A, is_operator, dtype)
-    csr, f = scale_matrix(csr, M, dtype)
+    csr, op, amax = _host_matrix(A, is_operator, dtype)
+    csr, f = scale_matrix(csr, M, dtype, amax)
     return System(method, n, dtype, csr, op, b, x0,
                   make_preconditioner(M, csr, n, dtype, method=method), out_cupy, ascale=f)
 
@@ -442,8 +448,8 @@ def host_system(method, A, M, dtype=None) -> System:
     """The System of A alone (b=None) for a prepared host solve: a checked copy of A."""
     A, is_operator, shape = check_matrix(A)
     dtype = working_dtype(A, dtype)
-    csr, op = _host_matrix(A, is_operator, dtype)
-    csr, f = scale_matrix(csr, M, dtype)
+    csr, op, amax = _host_matrix(A, is_operator, dtype)
+    csr, f = scale_matrix(csr, M, dtype, amax)
     n = shape[0]
     return System(method, n, dtype, csr, op, None, None,
                   make_preconditioner(M, csr, n, dtype, snapshot=True, method=method), False,

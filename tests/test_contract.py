@@ -365,6 +365,37 @@ def test_the_largest_magnitude_and_its_finiteness_in_one_pass(dtype):
                 assert (np.isnan(got) if want == "nan" else got == np.inf), (bad, at, part)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("k", [0, -40, 40, -300, 300, -1000])
+def test_a_host_matrix_read_once_for_finiteness_and_scale(dtype, k):
+    """The host system reads a host A's values once for both its finiteness test and its
+    scaling (``_host_matrix``'s amax): the scale is the one ``matrix_shift`` finds by itself,
+    for A * 2^k in and far outside the window (k beyond the dtype's range: A's values round to
+    zero or overflow to Inf, an error that names A), an Inf or NaN in any part is refused."""
+    from dpsolve._system import _host_matrix, make_system, matrix_shift
+    rng = np.random.default_rng(7)
+    A = sp.random(60, 60, density=0.1, random_state=rng) + sp.identity(60) * 4
+    if np.dtype(dtype).kind == "c":
+        A = A + 1j * sp.random(60, 60, density=0.1, random_state=rng)
+    with np.errstate(over="ignore"):
+        A = (A * np.ldexp(1.0, k)).astype(dtype).tocsr()
+    b = np.ones(60, dtype)
+    if not np.isfinite(A.data).all():
+        with pytest.raises(ValueError, match="A contains NaN or Inf"):
+            make_system("cg", A, b, None, None)
+        return
+    csr, _, amax = _host_matrix(A, False, np.dtype(dtype))
+    parts = np.concatenate([csr.data.real, csr.data.imag])
+    assert amax == float(np.abs(parts).max())
+    assert make_system("cg", A, b, None, None).ascale == matrix_shift(csr, np.dtype(dtype))
+    for bad in (np.nan, np.inf):
+        for part in ((1, 1j) if np.dtype(dtype).kind == "c" else (1,)):
+            B = A.copy()
+            B.data[7] = bad * part if part == 1 else complex(0, bad)
+            with pytest.raises(ValueError, match="A contains NaN or Inf"):
+                make_system("cg", B, b, None, None)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_the_devices_largest_exponent_is_the_hosts(dtype):
