@@ -671,19 +671,18 @@ def test_zero_tolerance_on_an_inexact_system_is_non_convergence(variant, method)
 @pytest.mark.parametrize("variant", ["host", pytest.param("cublas", marks=pytest.mark.gpu)])
 def test_gmres_restarts_after_a_happy_breakdown_that_misses_the_tolerance(variant):
     """I + u u^T (a Krylov space of dimension 2), a tiny b and a poor x0: the breakdown solves
-    for the old residual, whose rounding leaves the true one 1,600x over the tolerance; SciPy
-    1.17 returns 0, and so must dpsolve (it gave up after one cycle)."""
+    for the old residual, whose rounding leaves the true one 1,600x over the tolerance: dpsolve
+    restarts and converges (it gave up after one cycle). SciPy's own outcome turns on its
+    rounding, so it is not asserted: 0 where this test was written, 340 (maxiter, its true
+    residual 6e-4 of b's) with SciPy 1.17.0 and 1.17.1 under NumPy 2.4.6."""
     rng = np.random.default_rng(0)
     n = int(rng.integers(2, 40))
     u = rng.standard_normal(n) * 10 ** rng.uniform(-1, 2)
     A = np.eye(n) + np.outer(u, u)
     b = rng.standard_normal(n) * 10 ** rng.uniform(-14, -6)
     x0 = rng.standard_normal(n) * 10 ** rng.uniform(0, 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, info_s = sla.gmres(A, b, x0=x0.copy(), rtol=1e-5, callback_type="x")
     x, info, rep = solve("gmres", A, b, variant, x0=x0, rtol=1e-5)
-    assert info_s == 0 and info == 0 and rep.iterations > 1
+    assert info == 0 and rep.iterations > 1
     assert_contract(A, b, x, info, rep, rtol=1e-5)
 
 
