@@ -814,6 +814,24 @@ def test_levels_table_complexities_and_bytes():
     assert ref.vcycle_bytes(one, 4) == 100 * 100 * 4 + 2 * 100 * 4
 
 
+@pytest.mark.parametrize("degree, pre, post", [
+    (1, (0, 3), (1, 4)),            # from zero no product: b, D^-1 read, x written
+    (2, (1, 3), (2, 10)),           # the first two steps in one launch: A, b, D^-1, x written
+    (3, (2, 9), (3, 16)),           # ... then a step from x: A, x, b, D^-1, d read, x written
+    (5, (4, 21), (5, 28)),
+])
+def test_chebyshev_smoothing_bytes_count_its_first_two_steps_as_one(degree, pre, post):
+    """A Chebyshev smoothing's bytes (vcycle_bytes' part), as (reads of A, vectors moved): from
+    zero the first two steps are one launch (device.chebyshev_launches), which reads b and D^-1
+    once and writes x (and d where a step follows); from x each step reads A, x, b, D^-1 (and
+    d after the first), writes x (and d where a step follows). Before the fused launch, from
+    zero cost 6 vectors more from degree 2 on."""
+    h = dataclasses.replace(ref.setup(poisson((10, 10))), smoother="chebyshev", degree=degree)
+    a, nv = 1000, 7
+    assert ref._smoothing_bytes(h, a, nv, True) == pre[0] * a + pre[1] * nv
+    assert ref._smoothing_bytes(h, a, nv, False) == post[0] * a + post[1] * nv
+
+
 def test_setup_time_poisson_512():
     A = poisson((512, 512))
     t0 = time.perf_counter()

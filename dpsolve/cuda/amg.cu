@@ -40,8 +40,10 @@
 //   vc_residual<T, W>     res = b - A x                 reads A + 2n*s, writes n*s
 //   vc_jacobi<T, W>       y = x + s .* (b - A x)        reads A + 3n*s, writes n*s
 //   vc_cheb<T, W>         q = D^-1 (b - A x); d = c1 d + c2 q (c1 = 0: d = c2 q, the first step);
-//                         y = x + d (x null: x = 0, d = c2 D^-1 b, no product)
-//                                                       reads A + 4n*s, writes 2n*s
+//                         y = x + d                     reads A + 4n*s, writes 2n*s
+//                         x null: the first step from zero (x = d = c0 D^-1 b) fused into the
+//                         second, x gathered as c0 dinv_c b_c   reads A + 2n*s, writes 2n*s;
+//                         x null, c0 = 0: the first step alone (d = y = c2 D^-1 b), no product
 //   vc_prolong<T, W>      x += P xc                     reads P + xc + n*s, writes n*s; with s
 //                         and b given x = s .* b + P xc (x unread): the pre-smoothing from zero
 //                         of a level that restricts by RS (vc_restrict* over RS b: the
@@ -58,8 +60,8 @@
 //   vc_presmooth_residual_ell<T>, vc_residual_ell<T>, vc_jacobi_ell<T>: the same on level 0 when
 //                         the solve holds A in ELL (regular rows, dpsolve.formats.choose_format):
 //                         a thread a row over the solve's own column-major arrays, no second copy
-//   vc_cheb_ell<T>        vc_cheb's steps from a given x over the solve's ELL (level 0, the
-//                         Chebyshev preconditioner)
+//   vc_cheb_ell<T>        vc_cheb's steps over the solve's ELL (level 0, the Chebyshev
+//                         preconditioner): from a given x, or the first two from zero
 //   vc_presmooth_residual_sell<T>, vc_residual_sell<T>, vc_jacobi_sell<T>, vc_cheb_sell<T>,
 //   vc_restrict_sell<T> (bc = R res, and xc = sc .* bc when sc is given), vc_prolong_sell<T>:
 //                         the same over a level's matrices in sliced ELL (SELL-32,
@@ -421,16 +423,57 @@ __device__ __forceinline__ void narrow_group(size_t start, size_t stride, int co
     }
 }
 
-// A Chebyshev step from x at a row, given ax = (A x)_row (vc_cheb, vc_cheb_ell, vc_cheb_sell):
-// q = D^-1 (b - A x), d = c1 d + c2 q (c1 = 0: d unread), y = x + d
-template <typename T>
-__device__ __forceinline__ void cheb_step(int row, T ax, const T* __restrict__ dinv,
-                                          const T* __restrict__ x, const T* __restrict__ b,
-                                          T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+// A Chebyshev step from x at a row, given ax = (A x)_row, x_row and the previous d_row (read
+// only where c1 != 0) (vc_cheb, vc_cheb_ell, vc_cheb_sell): q = D^-1 (b - A x),
+// d = c1 d + c2 q, y = x + d
+template <typename T, typename D>
+__device__ __forceinline__ void cheb_update(int row, T ax, T xr, D dprev,
+                                            const T* __restrict__ dinv, const T* __restrict__ b,
+                                            T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
     const T q = dinv[row] * (b[row] - ax);
-    const T di = (c1 == T(0) ? T(0) : c1 * d[row]) + c2 * q;
+    const T di = (c1 == T(0) ? T(0) : c1 * dprev()) + c2 * q;
     d[row] = di;
-    y[row] = x[row] + di;
+    y[row] = xr + di;
+}
+
+// x_c after the first step from zero, c0 (D^-1 b)_c: what vc_cheb's first step writes, bit for
+// bit; the second step gathers it so (vc_cheb* with x null), the first step unlaunched
+template <typename T>
+struct gather_first {
+    const T* __restrict__ dinv;
+    const T* __restrict__ b;
+    T c0;
+    __device__ __forceinline__ T operator()(int c) const { return c0 * (dinv[c] * b[c]); }
+};
+
+// The loads in flight of a smoothing sweep's row loop (strided_sum's CHUNK) for its gather:
+// fewer for gather_first, which loads two values an entry, a half as many (a quarter for double)
+// (at AMG_SMOOTH_CHUNK, vc_cheb_ell over double spilled 32 bytes at the 32 registers its launch
+// bounds give; at a half, 16 with float16 values)
+template <typename X> struct smooth_chunk { static constexpr int value = AMG_SMOOTH_CHUNK; };
+template <typename T> struct smooth_chunk<gather_first<T>> {
+    static constexpr int part = AMG_SMOOTH_CHUNK / (sizeof(T) > 4 ? 4 : 2);
+    static constexpr int value = part > 1 ? part : 1;
+};
+
+// A step of a Chebyshev application at a row: from x (x given; ax = (A x)_row by `sum` over
+// gather{x}), or, x null, the first two steps in one: x = d = c0 D^-1 b read where gathered
+// (sum over gather_first), the second step's (c1, c2) from it. Saves the first step's launch
+// and 6n values (its x and d written and read back, b and D^-1 read twice): Chebyshev-PCG
+// 2.5-8.6 % faster on an H200, the same bits (BENCHMARKS.md, issue 30, 2026-11-30).
+template <typename T, typename S>
+__device__ __forceinline__ void cheb_step(int row, S sum, const T* __restrict__ dinv,
+                                          const T* __restrict__ x, const T* __restrict__ b,
+                                          T* __restrict__ d, T c0, T c1, T c2,
+                                          T* __restrict__ y) {
+    if (x != nullptr) {
+        cheb_update(row, sum(gather<T>{x}), x[row], [&] { return d[row]; }, dinv, b, d, c1, c2,
+                    y);
+    } else {
+        const T x0 = c0 * (dinv[row] * b[row]);
+        cheb_update(row, sum(gather_first<T>{dinv, b, c0}), x0, [&] { return x0; }, dinv, b, d,
+                    c1, c2, y);
+    }
 }
 
 }  // namespace amg
@@ -807,10 +850,10 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ x,
-        const T* __restrict__ b, T* __restrict__ d, T c1, T c2, T* __restrict__ y,
+        const T* __restrict__ b, T* __restrict__ d, T c0, T c1, T c2, T* __restrict__ y,
         int rows) {
     DPS_PDL();
-    if (x == nullptr) {                                   // from x = 0: no product
+    if (x == nullptr && c0 == T(0)) {                     // the first step alone: no product
         for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n;
              row += gridDim.x * blockDim.x) {
             const T di = c2 * (dinv[row] * b[row]);
@@ -819,9 +862,15 @@ vc_cheb(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
         }
         return;
     }
-    amg::vector_rows<T, W>(rows, n, indptr, indices, data, amg::gather<T>{x}, [&](int row, T ax) {
-        amg::cheb_step(row, ax, dinv, x, b, d, c1, c2, y);
-    });
+    auto step = [&](auto xv) {
+        amg::vector_rows<T, W>(rows, n, indptr, indices, data, xv, [&](int row, T ax) {
+            amg::cheb_step(row, [&](auto) { return ax; }, dinv, x, b, d, c0, c1, c2, y);
+        });
+    };
+    if (x != nullptr)
+        step(amg::gather<T>{x});
+    else
+        step(amg::gather_first<T>{dinv, b, c0});
 }
 
 // x += P xc; with s given, x = s .* b + P xc: the Jacobi pre-smoothing from zero, which the
@@ -1019,18 +1068,20 @@ vc_jacobi_ell(int n, int width, const int* __restrict__ indices,
         y[row] = vc::jacobi_ell_row<T, T>(row, n, width, indices, data, scale, s, x, b);
 }
 
-// a Chebyshev step from x (the first, from zero, reads no matrix: vc_cheb with x null)
+// a Chebyshev step from x, or (x null) the first two from zero (amg::cheb_step); the first
+// alone reads no matrix: vc_cheb with x null and c0 = 0
 template <typename T, bool HALF, bool PACKED = false>
 __global__ void __launch_bounds__(DPS_BLOCK, amg::full_sm<T>::value)
 vc_cheb_ell(int n, int width, const int* __restrict__ indices,
             const amg::cycle_val<T, HALF, PACKED>* __restrict__ data, T scale,
             const T* __restrict__ dinv, const T* __restrict__ x, const T* __restrict__ b,
-            T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+            T* __restrict__ d, T c0, T c1, T c2, T* __restrict__ y) {
     DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
-        amg::cheb_step(row, scale * amg::ell_sum<T, AMG_SMOOTH_CHUNK>(row, n, width, indices, data,
-                                                                      amg::gather<T>{x}),
-                       dinv, x, b, d, c1, c2, y);
+        amg::cheb_step(row, [&](auto xv) {
+                           return scale * amg::ell_sum<T, amg::smooth_chunk<decltype(xv)>::value>(
+                               row, n, width, indices, data, xv);
+                       }, dinv, x, b, d, c0, c1, c2, y);
 }
 
 // Level 0 of a V-cycle run in single precision (AMG precision "auto" / "mixed" / "half"), on the
@@ -1213,13 +1264,14 @@ vc_cheb_sell(int n, SELL_ARGS,
              const amg::cycle_val<T, HALF, PACKED>* __restrict__ val, T scale,
              const int* __restrict__ perm,
              const T* __restrict__ dinv, const T* __restrict__ x, const T* __restrict__ b,
-             T* __restrict__ d, T c1, T c2, T* __restrict__ y) {
+             T* __restrict__ d, T c0, T c1, T c2, T* __restrict__ y) {
     DPS_PDL();
     DPS_ROWS(n) {
-        amg::cheb_step(row, scale * amg::sell_row<T, NARROW, AMG_SMOOTH_CHUNK>(q, sptr, idx, base,
-                                                                               val,
-                                                                               amg::gather<T>{x}),
-                       dinv, x, b, d, c1, c2, y);
+        amg::cheb_step(row, [&](auto xv) {
+                           return scale * amg::sell_row<T, NARROW,
+                                                        amg::smooth_chunk<decltype(xv)>::value>(
+                               q, sptr, idx, base, val, xv);
+                       }, dinv, x, b, d, c0, c1, c2, y);
     }
 }
 

@@ -5,9 +5,9 @@ over [rho / 30, 1.1 rho] with rho the estimate of rho(D^-1 A) (``smoothers.cheby
 polynomial AMG smooths with). M is a fixed polynomial in D^-1 A times D^-1: symmetric for a
 symmetric A, so a CG preconditioner. Each application costs degree - 1 products with A, in
 exchange for fewer iterations (and fewer inner products: the reductions the device-driven
-variants pay most for). Its stream face is amg.cu's ``vc_cheb``, one kernel a step (over the
-solve's own ELL arrays, ``vc_cheb_ell``, where the solve holds A in ELL); the host face is the
-reference recurrence.
+variants pay most for). Its stream face is amg.cu's ``vc_cheb``, one kernel a step, the first
+two in one (over the solve's own ELL arrays, ``vc_cheb_ell``, where the solve holds A in ELL);
+the host face is the reference recurrence.
 """
 from __future__ import annotations
 
@@ -82,9 +82,10 @@ class Chebyshev(Preconditioner):
 
 
 class ChebyshevFace(DeviceFace):
-    """degree vc_cheb kernels (the first from z = 0), alternating between z and a work vector so
-    that the last lands in z; the steps after the first over ``ell`` (the solve's (width,
-    indices, data): ``vc_cheb_ell``, a thread a row) where given."""
+    """degree - 1 vc_cheb kernels (the first two steps, from z = 0, in one:
+    ``device.chebyshev_launches``), alternating between z and a work vector so that the last
+    lands in z; over ``ell`` (the solve's (width, indices, data): ``vc_cheb_ell``, a thread a
+    row) where given."""
 
     def __init__(self, A, inv_diag, coeffs, state, ell=None):
         import cupy
@@ -100,19 +101,19 @@ class ChebyshevFace(DeviceFace):
         from ..cuda import ops
         from ..cuda._loader import get_kernel
         from ..cuda.executor import launch
-        from .amg.device import rows_launch
+        from .amg.device import chebyshev_launches, rows_launch
         A, n = self.A, np.int32(self.A.shape[0])
         kernel = get_kernel("amg", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
         grid, rows = rows_launch(int(n), self.lanes, int(A.nnz))
         steps, cur = len(self.coeffs), None
-        for k, (c1, c2) in enumerate(self.coeffs):
+        for k, c0, c1, c2 in chebyshev_launches(self.coeffs, True):
             dst = (z, self.W)[(steps - 1 - k) % 2]
-            tail = (self.inv_diag, ops._NULL if cur is None else cur, r, self.d, c1, c2, dst)
-            if cur is not None and self.ell is not None:
+            tail = (self.inv_diag, ops._NULL if cur is None else cur, r, self.d, c0, c1, c2, dst)
+            if (cur is not None or c0 != 0) and self.ell is not None:
                 launch(get_kernel("amg", "vc_cheb_ell<{T}, false>", r.dtype),
                        (ops.grid_for(int(n)),), (ops.BLOCK,),
                        (n, *self.ell, r.dtype.type(1), *tail), ex.stream)
-            else:                   # CSR, or the first step (no product, from zero)
+            else:                   # CSR, or the first step alone (no product, from zero)
                 launch(kernel, grid, (ops.BLOCK,),
                        (n, A.indptr, A.indices, A.data, *tail, rows), ex.stream)
             cur = dst

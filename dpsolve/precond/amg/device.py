@@ -776,18 +776,19 @@ class DeviceHierarchy:
         csr = vc_kernel(f"vc_cheb<{{T}}, {lev.lanes}>", dt)
         bufs = (out, lev.Wb)                   # the last step lands in out
         cur = x
-        for k, (c1, c2) in enumerate(lev.cheb):
+        for k, c0, c1, c2 in chebyshev_launches(lev.cheb, x is None):
             dst = bufs[(steps - 1 - k) % 2]
-            tail = (lev.inv_diag, ops._NULL if cur is None else cur, b, lev.d, c1, c2, dst)
-            if cur is not None and lev is self.levels[0] and self.ell0 is not None:
+            tail = (lev.inv_diag, ops._NULL if cur is None else cur, b, lev.d, c0, c1, c2, dst)
+            product = cur is not None or c0 != 0
+            if product and lev is self.levels[0] and self.ell0 is not None:
                 args, half = self.ell_args()                           # the solve's ELL
                 launch(vc_kernel(f"vc_cheb_ell<{{T}}, {half}>", dt), (_grid(lev.n),),
                        (BLOCK,), (n, *args, *tail), stream)
-            elif cur is not None and lev.sell_A is not None:
+            elif product and lev.sell_A is not None:
                 S = lev.sell_A
                 launch(vc_kernel(f"vc_cheb_sell<{{T}}, {S.tmpl}>", dt), (_grid(lev.n),),
                        (BLOCK,), (n, *S.args(dt), *tail), stream)
-            else:                              # CSR, or the first step (no product, from zero)
+            else:                              # CSR, or the first step alone (no product)
                 launch(csr, grid, (BLOCK,), (n, A.indptr, A.indices, A.data, *tail, rows), stream)
             cur = dst
         return out
@@ -1471,6 +1472,20 @@ def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upp
         out.append((t(rho_next * rho_k), t(2 * rho_next / delta)))
         rho_k = rho_next
     return tuple(out)
+
+
+def chebyshev_launches(coeffs, from_zero: bool):
+    """The vc_cheb* launches of one Chebyshev application with ``coeffs`` (``chebyshev_
+    coefficients``): (k, c0, c1, c2) each, k the step it ends with. From zero with two steps or
+    more, the first two in one launch (x null, c0 the first step's c2: amg::cheb_step); c0 = 0
+    otherwise (and, from zero with one step, x null: the first step alone)."""
+    zero = type(coeffs[0][1])(0)
+    first = 0
+    if from_zero and len(coeffs) > 1:
+        yield (1, coeffs[0][1], *coeffs[1])
+        first = 2
+    for k in range(first, len(coeffs)):
+        yield (k, zero, *coeffs[k])
 
 
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",

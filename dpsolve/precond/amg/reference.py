@@ -1142,13 +1142,16 @@ def _matrix_bytes(M, value_bytes: int, index_bytes: int, column_bytes: int | Non
 def _smoothing_bytes(h: Hierarchy, a: int, nv: int, from_zero: bool) -> int:
     """The bytes of one smoothing (pre: from_zero, post: from x) on a level; see vcycle_bytes."""
     steps = 1 if h.smoother == "jacobi" else h.degree
+    # from zero, Chebyshev's first two steps are one launch (device.chebyshev_launches): step 2
+    # gathers step 1's x from b and D^-1, so step 1 moves nothing and step 2 reads no x or d
+    fused = from_zero and steps > 1
     total = 0
-    for k in range(1, steps + 1):
+    for k in range(2 if fused else 1, steps + 1):
         if k > 1 or not from_zero:
-            total += a + nv          # the SpMV: A, and x (read once, for A x and the update)
+            total += a + (0 if fused and k == 2 else nv)   # A, and x (read once, A x and x)
         total += 2 * nv              # b and D^-1
         total += nv                  # write x
-        if k > 1:
+        if k > 1 and not (fused and k == 2):
             total += nv              # read d (Chebyshev)
         if k < steps:
             total += nv              # write d (Chebyshev; the last step's d is not needed)
