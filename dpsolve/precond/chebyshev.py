@@ -83,7 +83,7 @@ class Chebyshev(Preconditioner):
 
 class ChebyshevFace(DeviceFace):
     """degree - 1 vc_cheb kernels (the first two steps, from z = 0, in one:
-    ``device.chebyshev_launches``), alternating between z and a work vector so that the last
+    ``device.chebyshev_launches``; degree 1: one), alternating between z and a work vector so that the last
     lands in z; over ``ell`` (the solve's (width, indices, data): ``vc_cheb_ell``, a thread a
     row) where given."""
 
