@@ -83,9 +83,9 @@ class Chebyshev(Preconditioner):
 
 class ChebyshevFace(DeviceFace):
     """degree - 1 vc_cheb kernels (the first two steps, from z = 0, in one:
-    ``device.chebyshev_launches``; degree 1: one), alternating between z and a work vector so that the last
-    lands in z; over ``ell`` (the solve's (width, indices, data): ``vc_cheb_ell``, a thread a
-    row) where given."""
+    ``device.chebyshev_launches``; degree 1: one), alternating between z and a work vector so
+    that the last lands in z; over ``ell`` (the solve's (width, indices, data): ``vc_cheb_ell``,
+    a thread a row) where given."""
 
     def __init__(self, A, inv_diag, coeffs, state, ell=None):
         import cupy
