@@ -57,6 +57,10 @@ scaled in float64 as its oracle (not SciPy, which shares class 2):
 4. one prepared system shared by threads, and re-entered from its own callback;
 5. a forced restart: runs that claim convergence (some at once) with the true residual above
    the tolerance.
+
+Last, ``test_a_prepared_system_solves_as_the_one_shot_call``: a prepared host system (after an
+``update`` too) gives the one-shot call's x bit for bit, with dpsolve's own M (Jacobi,
+Chebyshev, AMG).
 """
 from __future__ import annotations
 
@@ -499,3 +503,47 @@ def test_class5_forced_restarts(p, lies, at_once):
         x, info, rep = run_both(p, A, b, x0, pre)
     _oracle(Ad, x, b, info, rep, tolerance(p, b))
     assert rep.converged == (rep.residual_norm <= rep.tolerance) or info != 0
+
+
+@settings(FUZZ, max_examples=150)
+@given(p=problems(1.0), name=st.sampled_from([None, "jacobi", "chebyshev", "amg"]),
+       updated=st.booleans())
+def test_a_prepared_system_solves_as_the_one_shot_call(p, name, updated):
+    """``prepare(A, method, M=name, variant="host").solve(b, x0, ...)``, also after an
+    ``update(A)`` from another matrix of A's pattern, gives the one-shot call's x bit for bit
+    and its info, on every kind of system, tolerance and maxiter, with dpsolve's own M (GMRES:
+    none or Jacobi), b and x0 untouched; or, where the one-shot call refuses A with M, the same
+    error (b = 0 excepted: the one-shot call answers x = 0 before it binds M, as SciPy does)."""
+    if p["method"] == "gmres" and name in ("chebyshev", "amg"):
+        name = None
+    A, Ad, b, x0, _ = build(p)
+    A = sp.csr_array(Ad)
+    kw = dict(rtol=p["rtol"], atol=p["atol"], maxiter=p["maxiter"])
+    saved = (b.copy(), None if x0 is None else x0.copy())
+
+    def outcome(call):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return call(), None
+            except (ValueError, TypeError) as e:
+                return None, e
+
+    def prepared():
+        P = dpsolve.prepare(A * 0.5 + sp.diags_array(Ad.diagonal() * 0.5) if updated else A,
+                            p["method"], M=name, variant="host")
+        if updated:
+            P.update(A)
+        return P.solve(b, x0, **kw)
+
+    got, err = outcome(prepared)
+    assert np.array_equal(b, saved[0]) and (x0 is None or np.array_equal(x0, saved[1]))
+    want, werr = outcome(lambda: getattr(dpsolve, p["method"])(A, b, x0, M=name,
+                                                              variant="host", **kw))
+    if err is not None and werr is None and not np.any(b):
+        return
+    if err is not None or werr is not None:
+        assert type(err) is type(werr) and (updated or str(err) == str(werr)), (err, werr)
+        return
+    assert got[1] == want[1], (got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
