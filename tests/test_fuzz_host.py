@@ -330,7 +330,7 @@ def test_a_matrix_far_from_1_solves_as_scale_1_does(p, k):
     Not where an absolute test ends the run at scale 1: a breakdown (info < 0; SciPy's |rho| <
     eps^2, whose rho scales with M = D^-1, so with A), or rtol = atol = 0, where every run ends
     by exhausting the precision in such a test: BiCG with Jacobi on a Hermitian system of order
-    46 took 109 iterations at A, 112 at A * 2^+-400 (solved as A * 2^-10) and 202 at A * 2^-100
+    46 took 109 iterations at A, 112 at A * 2^+-400 (both solved as A * 2^-8) and 202 at A * 2^-100
     (solved as it is), maxiter each time (found by 15x this file's examples, not derandomized)."""
     if p["precond"] not in ("none", "jacobi"):
         return                               # a user's M approximates the unscaled A^-1
@@ -510,10 +510,11 @@ def test_class5_forced_restarts(p, lies, at_once):
        updated=st.booleans())
 def test_a_prepared_system_solves_as_the_one_shot_call(p, name, updated):
     """``prepare(A, method, M=name, variant="host").solve(b, x0, ...)``, also after an
-    ``update(A)`` from another matrix of A's pattern, gives the one-shot call's x bit for bit
-    and its info, on every kind of system, tolerance and maxiter, with dpsolve's own M (GMRES:
-    none or Jacobi), b and x0 untouched; or, where the one-shot call refuses A with M, the same
-    error (b = 0 excepted: the one-shot call answers x = 0 before it binds M, as SciPy does)."""
+    ``update(A)`` from another matrix (A / 2 plus half its diagonal), gives the one-shot call's x
+    bit for bit and its info, on every kind of system, tolerance and maxiter, with dpsolve's
+    own M (GMRES: none or Jacobi), b and x0 untouched; or, where the one-shot call refuses A
+    with M, the same error (b = 0 excepted: the one-shot call answers x = 0 before it binds M,
+    as SciPy does)."""
     if p["method"] == "gmres" and name in ("chebyshev", "amg"):
         name = None
     A, Ad, b, x0, _ = build(p)
