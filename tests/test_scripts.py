@@ -1,6 +1,6 @@
 """The GPU-machine scripts' own logic, on the CPU: argument checks of scripts/sanitize and
-scripts/sanitize-cases (they refuse a bad part or value type before touching a device), and the
-SpMV floor of scripts/bench-spmv."""
+scripts/sanitize-cases (they refuse a bad part or value type before touching a device),
+scripts/gpu-check's parts of the suite, and the SpMV floor of scripts/bench-spmv."""
 from __future__ import annotations
 
 import importlib.machinery
@@ -60,6 +60,38 @@ def test_sanitize_counts_entry_point_lookups_apart(tmp_path, others, rc):
     assert res.returncode == rc, res.stdout + res.stderr
     assert f"memcheck precond: exit {9 if others else 0}" in res.stdout
     assert "of them 3 cuGetProcAddress lookups" in res.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bash script")
+@pytest.mark.parametrize("part", ["gpu", "distributed", "rest", "everything"],
+                         ids=lambda part: f"part={part}")       # (an id "gpu" would mark it gpu)
+def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
+    """SUITE_PART picks the files a device call of 10 minutes can hold: gpu the test_gpu_ files,
+    distributed test_distributed.py, rest every other one (the three together the whole suite,
+    each file once); the arguments (pytest options) come first; an unknown part is refused by
+    name before anything runs. A stand-in Python records the pytest command line."""
+    fake = tmp_path / "fake-python"
+    log = tmp_path / "argv"
+    fake.write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pytest" ] && echo "$@" >> {log}\nexit 0\n')
+    fake.chmod(0o755)
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check"), "-n", "14"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+                              "PYTHON": str(fake), "NO_SANITIZE": "1", "NO_BENCH": "1",
+                              "SUITE_PART": part})
+    if part == "everything":
+        assert res.returncode == 2 and "everything" in res.stderr and "rest" in res.stderr
+        assert not log.exists()
+        return
+    args = log.read_text().split()
+    files = [a for a in args if a.startswith("tests/")]
+    first = args.index(files[0])
+    assert args[first - 2:first] == ["-n", "14"], args
+    every = sorted(f"tests/{f.name}" for f in (ROOT / "tests").glob("test_*.py"))
+    gpu = [f for f in every if f.startswith("tests/test_gpu_")]
+    want = {"gpu": gpu, "distributed": ["tests/test_distributed.py"],
+            "rest": [f for f in every if f not in gpu and f != "tests/test_distributed.py"]}
+    assert sorted(files) == want[part]
 
 
 def test_bench_spmv_floor_counts_what_every_format_must_move():
