@@ -196,13 +196,16 @@ def value_exponents(data) -> tuple:
             int(np.frexp(min(p.min() for p in parts))[1]))
 
 
-def largest_exponent(data) -> int | None:
-    """The binary exponent of max|component| of a finite ``data`` (None: all zero): on the host
-    by max and min (no temporary array), on the device by one ``max_abs`` kernel over the
-    components (a complex array viewed as its real pairs) and one read of its result."""
-    if not data.size:
+def largest_exponent(data, amax=None) -> int | None:
+    """The binary exponent of max|component| of a finite ``data`` (None: all zero): ``amax``
+    where a pass over the values already found it, else on the host by max and min (no
+    temporary array), on the device by one ``max_abs`` kernel over the components (a complex
+    array viewed as its real pairs) and one read of its result."""
+    if amax is not None:
+        m = amax
+    elif not data.size:
         return None
-    if not isinstance(data, np.ndarray):
+    elif not isinstance(data, np.ndarray):
         import cupy
 
         from .cuda import ops
@@ -211,7 +214,7 @@ def largest_exponent(data) -> int | None:
         m = ops.max_abs(data)
     else:
         m = largest_magnitude(data)
-    return int(np.frexp(m)[1]) if m else None
+    return exponent_of(m) if m else None
 
 
 def largest_magnitude(data) -> float:
@@ -258,9 +261,7 @@ def matrix_shift(csr, dtype, amax=None) -> int:
     of the values), and both exponents, read on the host, only where A leaves the window."""
     exps = csr.exponents
     if exps is None:
-        hi = largest_exponent(csr.data) if amax is None else (
-            int(np.frexp(amax)[1]) if amax else None)
-        if exponent_in_window(hi, dtype):
+        if exponent_in_window(largest_exponent(csr.data, amax), dtype):
             return 0
         exps = value_exponents(csr.data)
         if csr.on_device:

@@ -753,7 +753,7 @@ def _scaled_matrix(comm, Aw, dtype, M, amax=None):
     if amax is None:
         amax = max(map(largest_magnitude, data), default=0.0)
     none = -(1 << 30)                        # (a rank with no nonzero value)
-    hi = comm.allreduce(int(np.frexp(amax)[1]) if amax else none, op=MPI.MAX)
+    hi = comm.allreduce(exponent_of(amax) if amax else none, op=MPI.MAX)
     if exponent_in_window(None if hi == none else hi, dtype):
         return Aw, 0
     los = [e[1] for e in (value_exponents(d) for d in data) if e]
