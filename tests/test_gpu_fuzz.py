@@ -20,13 +20,16 @@ of the registry that runs the method (cublas, cuda, merge, dynamic, graph, persi
   (dpsolve.matrices.convdiff_2d, Peclet in [0, 20]) and "rand-nonsym" (diagonally dominant,
   dense-ish from test_fuzz_host up to n = 257 in the real dtypes, sparse otherwise); A as a
   SciPy CSR array or a cupyx CSR matrix;
-* M cycling through None, "jacobi" and, for cg / bicgstab, "amg" (real dtypes, n >= 257). On
-  the variants that fuse only pointwise preconditioners (dynamic, persistent: their backends'
-  ``takes_stream_M`` is False) and for BiCG (which needs M^H) one case per (method, variant)
-  passes M="amg" and asserts the documented refusal: a ValueError naming the variant and
-  M='amg' (dpsolve/backends/_gpu.py, GpuBackend.why_not) or "bicg needs M^H"
-  (dpsolve/precond/__init__.py, make), for b = 0 too (no iteration needed, refused all the
-  same: ``_frontend.solve`` asks the variant before its zero answer);
+* M cycling through None, "jacobi" and, for cg / bicgstab, the preconditioners of kernels:
+  "amg" (real dtypes, n >= 257), "chebyshev" (every dtype and n) and "amg-cheb", AMG with
+  Chebyshev smoothing (``dpsolve.precond.AMG(smoother="chebyshev")``, an object with options;
+  real dtypes, n >= 257). On the variants that fuse only pointwise preconditioners (dynamic,
+  persistent: their backends' ``takes_stream_M`` is False) and for BiCG (which needs M^H) one
+  case per (method, variant) and test passes M="amg" (one-shot) or "chebyshev" (prepared) and
+  asserts the documented refusal: a ValueError naming the variant and M (dpsolve/backends/
+  _gpu.py, GpuBackend.why_not) or "bicg needs M^H" (dpsolve/precond/__init__.py, make), for
+  b = 0 too (no iteration needed, refused all the same: ``_frontend.solve`` asks the variant
+  before its zero answer);
 * b of scale 1, 2^-600 / 2^+600 (2^-70 / 2^+70 in float32 and complex64: squares that under-
   or overflow, which dpsolve scales away) or b = 0; NumPy or CuPy; x0 None or random (at b's
   scale); rtol and atol each in {0, 1e-300, 1e-8 (1e-5 in single precision), 1e-2, inf};
@@ -104,6 +107,7 @@ VARIANTS = {m: [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None
                 and m in get_backend(v).methods] + ["auto"] for m in METHODS}
 # variants that run a preconditioner of kernels (AMG's V-cycle); the others refuse it by name
 STREAM_M = {v for v in VARIANT_NAMES[1:] if getattr(get_backend(v), "takes_stream_M", False)}
+STREAM_PRECONDS = ("amg", "chebyshev", "amg-cheb")     # the case's M: see precond()
 DTYPES = ("float32", "float64", "complex64", "complex128")
 SIZES = (1, 2, 3, 31, 33, 257, 1000, 4097)
 AMG_SIZES = (257, 1000, 4097)
@@ -138,13 +142,19 @@ def _real(dtype) -> str:
 def refusal(method, variant, M):
     """The documented error (a regular expression) for M on this method and variant, or None
     where it runs."""
-    if M != "amg":
+    if M not in STREAM_PRECONDS:
         return None
+    kind = "amg" if M.startswith("amg") else M
     if method_table.get(method).adjoint:            # BiCG needs M^H: precond.make
-        return rf"{method} needs M\^H.*M='amg'"
+        return rf"{method} needs M\^H.*M='{kind}'"
     if variant != "auto" and variant not in STREAM_M:   # GpuBackend.why_not
-        return rf"variant '{variant}' fuses pointwise.*M='amg'"
+        return rf"variant '{variant}' fuses pointwise.*M='{kind}'"
     return None
+
+
+def precond(M):
+    """The case's M as the solvers take it: a name, or "amg-cheb" as an AMG object."""
+    return dpsolve.precond.AMG(smoother="chebyshev") if M == "amg-cheb" else M
 
 
 def has_fast_path(variant, method) -> bool:
@@ -180,15 +190,16 @@ def _draw_solve(rng, dtype, n, first=True):
 
 def _draw(method, variant, i, count, what):
     rng = np.random.default_rng([SEED, zlib.crc32(f"{what}/{method}/{variant}".encode()), i])
-    amg_runs = refusal(method, variant, "amg") is None
-    Ms = (None, "jacobi", "amg") if amg_runs else (None, "jacobi")
+    stream_runs = refusal(method, variant, "amg") is None
+    Ms = (None, "jacobi") + (STREAM_PRECONDS if stream_runs else ())
     M = Ms[i % len(Ms)]
-    if not amg_runs and i == count - 1:
-        M = "amg"                                    # one refusal per (method, variant)
+    if not stream_runs and i == count - 1:           # one refusal per (method, variant, test)
+        M = "amg" if what == "one-shot" else "chebyshev"
     dtype = _pick(rng, DTYPES, (0.3, 0.3, 0.2, 0.2))
-    if M == "amg":
+    amg = M is not None and M.startswith("amg")
+    if amg:
         dtype = _real(dtype)
-    n = int(_pick(rng, AMG_SIZES if M == "amg" else SIZES))
+    n = int(_pick(rng, AMG_SIZES if amg else SIZES))
     kind = _pick(rng, KINDS[method])
     a_kind = _pick(rng, ("scipy", "cupyx"))
     sync = _pick(rng, ("polling", "blocking"), (0.7, 0.3))
@@ -456,7 +467,7 @@ def test_one_shot_call(case):
         on_kind(x0, s["b_kind"])
     saved = dict(A=(A_in, snapshot(A_in)), b=(b_in, snapshot(b_in)), x0=(x0_in, snapshot(x0_in)))
     fn = getattr(dpsolve, method)
-    kw = dict(_solve_args(s), M=M, variant=variant, sync=case["sync"])
+    kw = dict(_solve_args(s), M=precond(M), variant=variant, sync=case["sync"])
     refused = refusal(method, variant, M)
     if refused:
         with pytest.raises(ValueError, match=refused):
@@ -502,11 +513,11 @@ def test_prepared_system(case):
     refused = refusal(method, variant, M)
     if refused:
         with pytest.raises(ValueError, match=refused):
-            dpsolve.prepare(A_in, method, M=M, variant=variant, sync=case["sync"])
+            dpsolve.prepare(A_in, method, M=precond(M), variant=variant, sync=case["sync"])
         assert_untouched(what, A=A_saved)
         return
     with no_fp_warnings():
-        P = dpsolve.prepare(A_in, method, M=M, variant=variant, sync=case["sync"])
+        P = dpsolve.prepare(A_in, method, M=precond(M), variant=variant, sync=case["sync"])
     assert_untouched(what, A=A_saved)
     assert P.method == method and P.n == case["n"] and P.dtype == np.dtype(dtype), \
         f"{what}: prepared {P!r}"
@@ -534,7 +545,7 @@ def test_prepared_system(case):
                                maxiter=args["maxiter"], full_output=True)[:2]
         assert_general_answer(here, got, general, dtype)
         with no_fp_warnings():
-            one = fn(A_in, b_in, M=M, variant=P.variant, format=P.format or "auto",
+            one = fn(A_in, b_in, M=precond(M), variant=P.variant, format=P.format or "auto",
                      sync=case["sync"], full_output=True, **args)
         want = general(1.0)
         assert _bits(one) == _bits(want), \
