@@ -768,7 +768,8 @@ def _scaled_rhs(space, comm, bw):
     b is divided by 2^e, e the exponent of the global max|b| (exact; x0 follows through
     ``_system.solved_x0``), with one more collective on that rare path only; every rank takes
     the same branch (||b|| is global). ||b|| == 0 means b is exactly zero."""
-    bnorm = space.norm(bw)
+    with np.errstate(over="ignore"):            # squares past the range sum to inf: scaled below
+        bnorm = space.norm(bw)
     if in_safe_range(bnorm * bnorm, space.dtype):
         return bw, bnorm, 0
     from mpi4py import MPI
