@@ -32,7 +32,7 @@ from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
 from ._system import (device_system, divide_rhs, in_matrix_window, in_rhs_window, in_safe_range,
-                      initial_guess_Mb, make_system, scale_rhs, solved_x0, split_x0,
+                      initial_guess_Mb, make_system, scale_rhs, solved_x0, split_x0, x0_in_range,
                       sum_of_squares, times_power_of_two)
 from .formats.csr import _is_cupy, array_module
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
@@ -145,11 +145,11 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     backend, fmt = pick(system, variant, format, callback)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
-    if tol_solved is None:
+    if tol_solved is None or system.x0_past is not None:
         # b = 0 needs no iteration, but a variant that cannot take this system refuses it
         # all the same: the answer to a call must not depend on b's values
         backend.refuse(system)
-        return zero_solution(system, report, t0, c0, full_output)
+        return at_once(system, report, t0, c0, full_output)
     state = prepared(backend, system, fmt, sync)
     out = iterate(backend, state, system, tol_solved, maxiter, callback, sync, energy, report,
                   t0, c0, full_output)
@@ -185,6 +185,8 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
         x0, system.x0 = system.x0, None         # x0 * 2^(f - e) below, in one product
         bnorm = system.bnorm = scale_rhs(system, sq)
         system.x0 = solved_x0(x0, system.ascale, system.scale)
+        if not x0_in_range(system.x0, x0):
+            system.x0_past = x0
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
     e = system.scale
@@ -210,18 +212,34 @@ def prepared(backend, system, fmt, sync, wait=False, **kw):
     return state
 
 
-def zero_solution(system, report, t0, c0, full_output):
-    """SciPy: a zero right-hand side returns zeros at once."""
-    if system.out_cupy:
-        import cupy
-        x = cupy.zeros(system.n, dtype=system.dtype)
+def at_once(system, report, t0, c0, full_output):
+    """The answers that need no iteration. SciPy: a zero right-hand side returns zeros at once
+    (``tolerances``: tol_solved None), whatever x0. An x0 that the scaling of b and A carried
+    past the largest float (``System.x0_past``) stops at once with -10, the code of a step that
+    produces a non-finite value, and x = x0, the last finite iterate, as an x0 as far from an
+    unscaled solution stops at its first step; its residual in the solve's frame is not finite,
+    and the report's is NaN (not computed)."""
+    x0 = system.x0_past
+    if x0 is not None and system.bnorm:
+        info, rnorm = -10, math.nan
+        if system.out_cupy:
+            import cupy
+            x = cupy.array(x0)
+        else:
+            x = x0.get() if _is_cupy(x0) else np.array(x0)
     else:
-        x = np.zeros(system.n, dtype=system.dtype)
-    report.iterations, report.info, report.converged, report.residual_norm = 0, 0, True, 0.0
+        info, rnorm = 0, 0.0
+        if system.out_cupy:
+            import cupy
+            x = cupy.zeros(system.n, dtype=system.dtype)
+        else:
+            x = np.zeros(system.n, dtype=system.dtype)
+    report.iterations, report.info, report.converged = 0, info, info == 0
+    report.residual_norm = rnorm
     report.setup_time = report.wall_time = time.perf_counter() - t0
     report.solve_time = 0.0
     report.host_cpu_time = time.process_time() - c0
-    return (x, 0, report) if full_output else (x, 0)
+    return (x, info, report) if full_output else (x, info)
 
 
 def restarted(run_once, residual, tol, maxiter):

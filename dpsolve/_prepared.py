@@ -173,8 +173,8 @@ class PreparedSystem:
             report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
                                  method=self.method, dtype=str(self.dtype), n=self.n,
                                  nnz=self.nnz, tolerance=tol)
-            if tol_solved is None:
-                return fe.zero_solution(system, report, t0, c0, full_output)
+            if tol_solved is None or system.x0_past is not None:
+                return fe.at_once(system, report, t0, c0, full_output)
             return fe.iterate(self._backend, self._state, system, tol_solved, maxiter, callback,
                               self.sync, energy, report, t0, c0, full_output)
 

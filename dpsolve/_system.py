@@ -144,9 +144,21 @@ def scale_rhs(system, sq: float) -> float:
 def solved_x0(x0, ascale: int, scale: int):
     """The caller's x0 as the solve runs it where A is solved as A / 2^ascale and b as
     b / 2^scale: x0 * 2^(ascale - scale), in one product (either factor alone can leave the
-    dtype's range where the product does not); None stays None."""
+    dtype's range where the product does not); None stays None. An x0 that the product carries
+    past the largest float (2^k times the scale that b and A give the solution, k beyond the
+    dtype's range) comes back with non-finite entries, without a warning: the caller tests it
+    (``x0_in_range``)."""
     e = ascale - scale
-    return x0 if x0 is None or not e else times_power_of_two(x0, e)
+    if x0 is None or not e:
+        return x0
+    with np.errstate(over="ignore", invalid="ignore"):    # (complex: inf * 0j is NaN)
+        return times_power_of_two(x0, e)
+
+
+def x0_in_range(solved, given) -> bool:
+    """Whether ``solved = solved_x0(given, ...)`` stayed finite (the caller's x0 is); one pass
+    (a kernel on the device), only where the scaling multiplied x0."""
+    return solved is given or solved is None or _all_finite(solved)
 
 
 def divide_rhs(system, e: int) -> None:
@@ -308,6 +320,8 @@ class System:
     ascale: int = 0              # A is the caller's / 2^ascale (``scale_matrix``): x is the
                                  # caller's * 2^(ascale - scale)
     bnorm: float | None = None   # ||b|| as solved (``_frontend.tolerances``)
+    x0_past: object | None = None  # the caller's x0 where the scaling carried it past the
+                                   # largest float: the call stops at it (``_frontend.at_once``)
 
     @property
     def nnz(self):

@@ -8,6 +8,7 @@ method (the set-up code is shared; the kernels are not). The oracle of every res
 """
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 
@@ -504,6 +505,43 @@ def test_an_extreme_matrix_keeps_its_x0_callback_and_preconditioner(variant):
     for M in (sp.diags_array(1.0 / A.diagonal()), 1.0 / A.diagonal(),
               LinearOperator(A.shape, matvec=lambda r: r, dtype=np.float32)):
         assert make_system("cg", A, b, None, M).ascale == 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex64])
+@pytest.mark.parametrize("where", ["b tiny", "A huge", "both"])
+def test_an_x0_the_scaling_carries_past_the_largest_float_stops_at_once(variant, dtype, where):
+    """x0 far from the solution's scale where b or A is scaled: x0 * 2^(f - e) past the largest
+    float. Before, NumPy warned ("overflow encountered in multiply") and the solve returned an
+    infinite x with info maxiter (or -10). Now: -10 at once, x = x0 bit for bit, no warning,
+    iterations 0, a NaN residual, as NumPy or CuPy after b; the prepared system likewise, and
+    b = 0 still returns zeros."""
+    real = np.finfo(dtype).dtype
+    big = 100 if real == np.float32 else 900
+    A, b1 = system_for("cg", real)
+    A = sp.csr_array(A, dtype=dtype)
+    eb = 0 if where == "A huge" else -big             # the solve runs b * 2^big ...
+    ea = 0 if where == "b tiny" else big              # ... and A / 2^big: x0 * 2^(ea - eb)
+    A = sp.csr_array((A.data * real.type(2.0 ** ea), A.indices, A.indptr), shape=A.shape)
+    b = (b1 * real.type(2.0 ** eb)).astype(dtype)
+    k = np.finfo(real).maxexp + 8 - (ea - eb)         # x0 * 2^(ea - eb) past the largest float
+    x0 = (np.linspace(1, 2, b.size) * 2.0 ** k).astype(dtype)
+    assert np.all(np.isfinite(x0)) and np.all(np.isfinite(b)) and np.any(b)
+    for bb, xx in ((b, x0), (_device(b, variant), _device(x0, variant))):
+        x, info, rep = solve("cg", A, bb, variant, x0=xx, rtol=1e-4)
+        assert type(x) is type(bb) and x.dtype == dtype
+        xh = x.get() if hasattr(x, "get") else x
+        assert info == -10 and rep.info == -10 and not rep.converged and rep.iterations == 0
+        assert math.isnan(rep.residual_norm)
+        np.testing.assert_array_equal(xh, x0)
+    P = dpsolve.prepare(A, "cg", variant=variant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        x, info = P.solve(b, x0, rtol=1e-4)
+        assert info == -10
+        np.testing.assert_array_equal(x, x0)
+        x, info = P.solve(np.zeros_like(b), x0)
+        assert info == 0 and not np.any(x)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
