@@ -370,6 +370,50 @@ def _extreme_b(ctx, ck):
                     f"{what}: the callback saw another scale")
 
 
+@case("scales-apart")
+def _scales_apart(ctx, ck):
+    """A, b and x0 each at 1 or at the edge of the range (2^+-900, float32 2^+-100), the
+    methods (cg, cg1, bicgstab) in float64 and float32, with and without Jacobi and x0: no
+    NumPy floating-point warning escapes (the README's promise: before, ||b||^2, the scaling
+    of x0 and the iterations warned); an x0 that the scaling carries past the largest float
+    stops at once with -10 and x = x0 bit for bit (before: an infinite x and a warning); a
+    solution past the largest float (A tiny, b huge) comes back with info != 0, never 0 (before:
+    "converged" with x = inf; the single-GPU front end's _unscaled_check, over the ranks)."""
+    import itertools
+    import warnings
+
+    import dpsolve.distributed as dd
+    for method, dtype in itertools.product(("cg", "cg1", "bicgstab"), ("float64", "float32")):
+        big = 900 if dtype == "float64" else 100
+        A1, b1 = problem("cg" if method == "cg1" else method, dtype)
+        for ea, eb, ex, M in itertools.product((0, big, -big), (0, big, -big), (None, 0, big),
+                                               (None, "jacobi")):
+            if (ea + eb + (ex or 0)) % 2 and M is None:
+                continue                                 # half the grid: 108 solves a rank
+            A = sp.csr_array(A1 * np.asarray(2.0 ** ea, dtype))
+            DA = dd.DistributedMatrix.from_global(A, ctx.comm)
+            b = mine(b1 * np.asarray(2.0 ** eb, dtype), DA)
+            x0 = None if ex is None else mine(np.linspace(1, 2, A.shape[0]).astype(dtype)
+                                              * np.asarray(2.0 ** ex, dtype), DA)
+            what = f"{method} {dtype} A 2^{ea} b 2^{eb} x0 {ex} M={M}"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                x, info, rep = getattr(dd, "cg" if method == "cg1" else method)(
+                    DA, b, x0, rtol=rtol_of(dtype), maxiter=40, M=M, full_output=True,
+                    single_reduction=True) if method == "cg1" else getattr(dd, method)(
+                    DA, b, x0, rtol=rtol_of(dtype), maxiter=40, M=M, full_output=True)
+            ck.that(not caught, f"{what}: warned {[str(w.message) for w in caught]}")
+            ck.that(same_everywhere(ctx.comm, (info, rep.iterations)), f"{what}: ranks differ")
+            # x0 * 2^(f - e) in the solve, f ~ ea (A / 2^f) and e ~ eb (b / 2^e)
+            past = x0 is not None and ex + ea - eb > np.finfo(dtype).maxexp
+            if past:
+                ck.that(info == -10 and rep.iterations == 0 and np.array_equal(x, x0),
+                        f"{what}: x0 past the range gave info {info} in {rep.iterations}")
+            if not np.isfinite(x).all():
+                ck.that(info != 0 and eb - ea > np.finfo(dtype).maxexp - 8,
+                        f"{what}: a non-finite x with info {info}")
+
+
 @case("extreme-A")
 def _extreme_a(ctx, ck, **kw):
     """A at 2^-900 and 2^900 (float64) and 2^-100, 2^100 (float32): solved as A / 2^f, as the

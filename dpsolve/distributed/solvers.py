@@ -636,17 +636,25 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if hasattr(M, "rmatvec"):
             rpsolve = _guard(space, M.rmatvec, "M^H", _copy, vector_out=True)
     scale = [0]                           # b is solved as b / 2^scale: see _scaled_rhs
-    if callback is not None:
+    errstate = np.geterr()                # the caller's, for the callback: the solve ignores
+    if callback is not None:              # floating-point warnings, as the single-GPU one
         user_cb = callback
 
         def callback(xk):                 # the caller's scale, as the single-GPU front end
             e = scale[0] - ascale
-            return user_cb(times_power_of_two(xk, e) if e else xk)
+            xk = times_power_of_two(xk, e) if e else xk
+            with np.errstate(**errstate):
+                return user_cb(xk)
     cb = _guard(space, callback, "the callback", _none) if callback is not None else None
-    outcome, tol = None, None
+    outcome, tol, past = None, None, False
     try:
         bw, bnorm, scale[0] = _scaled_rhs(space, comm, bw)
+        x0_given = x0w
         x0w = solved_x0(x0w, ascale, scale[0])           # x0 * 2^(f - e), in one product
+        # an x0 that product carries past the largest float stops at once (_frontend.at_once);
+        # one all-reduce, on the scaled path only (every rank has the same f - e)
+        past = ascale != scale[0] and space.any(
+            np.array([x0w is not None and not np.isfinite(x0w).all()]))
         with np.errstate(over="ignore"):
             tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
         tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
@@ -661,8 +669,14 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         try:
             if bnorm == 0:                      # SciPy: a zero b returns zeros at once
                 outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
+            elif past:                          # -10, x = x0 as given (already unscaled)
+                outcome = Outcome(np.zeros(A.n_local, dtype) if x0_given is None
+                                  else x0_given, -10, 0, math.nan)
             else:
-                outcome = VARIANTS[variant](job)
+                with np.errstate(all="ignore"):     # a breakdown is a code, not a warning
+                    outcome = VARIANTS[variant](job)
+                    if ascale != scale[0]:
+                        _unscaled_check(outcome, job, Aw, tr, space, scale[0] - ascale)
         finally:
             if window is not None and window.t_start is not None:
                 window.stop()
@@ -708,8 +722,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         x = cupy.asarray(x)
     elif not isinstance(x, np.ndarray):           # a GPU variant's x, for NumPy's b
         x = x.get()
-    if scale[0] != ascale:
-        x = times_power_of_two(x, scale[0] - ascale)
+    if scale[0] != ascale and not past:
+        with np.errstate(over="ignore", invalid="ignore"):   # past the largest float: inf
+            x = times_power_of_two(x, scale[0] - ascale)
     if scale[0]:
         outcome.residual_norm = math.ldexp(outcome.residual_norm, scale[0])
     if not full_output:
@@ -760,6 +775,22 @@ def _scaled_matrix(comm, Aw, dtype, M, amax=None):
     lo = -comm.allreduce(-min(los) if los else none, op=MPI.MAX)
     f = exponent_shift((hi, lo), dtype)
     return (Aw.times_power_of_two(-f), f) if f else (Aw, 0)
+
+
+def _unscaled_check(outcome, job, A, tr, space, e):
+    """The single-GPU front end's ``_frontend._unscaled_check`` over the ranks: where x * 2^e
+    (the caller's x) rounds on some rank (entries below the normal range, or past the largest
+    float), the true residual of the rounded x decides, not that of the x solved for: an x
+    that comes back infinite is never "converged" (info maxiter, a NaN residual). Scaled
+    solves only: one all-reduce, and a product with A where some rank's x rounds."""
+    x = _host_array(outcome.x)
+    back = times_power_of_two(times_power_of_two(x, e), -e)
+    if not space.any(np.array([not np.array_equal(back, x)])):
+        return
+    rnorm = space.norm(job.b - A.matvec(back, tr))
+    if outcome.info == 0 and not rnorm <= job.tol:
+        outcome.info = job.maxiter
+    outcome.residual_norm = rnorm
 
 
 def _scaled_rhs(space, comm, bw):
