@@ -63,13 +63,14 @@ def test_sanitize_counts_entry_point_lookups_apart(tmp_path, others, rc):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="bash script")
-@pytest.mark.parametrize("part", ["gpu", "distributed", "rest", "everything"],
+@pytest.mark.parametrize("part", ["gpu", "distributed", "rest", "rest1", "rest2", "everything"],
                          ids=lambda part: f"part={part}")       # (an id "gpu" would mark it gpu)
 def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
     """SUITE_PART picks the files a device call of 10 minutes can hold: gpu the test_gpu_ files,
     distributed test_distributed.py, rest every other one (the three together the whole suite,
-    each file once); the arguments (pytest options) come first; an unknown part is refused by
-    name before anything runs. A stand-in Python records the pytest command line."""
+    each file once), rest1 and rest2 rest's files taken alternately (together rest, each file
+    once); the arguments (pytest options) come first; an unknown part is refused by name before
+    anything runs. A stand-in Python records the pytest command line."""
     fake = tmp_path / "fake-python"
     log = tmp_path / "argv"
     fake.write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pytest" ] && echo "$@" >> {log}\nexit 0\n')
@@ -89,8 +90,9 @@ def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
     assert args[first - 2:first] == ["-n", "14"], args
     every = sorted(f"tests/{f.name}" for f in (ROOT / "tests").glob("test_*.py"))
     gpu = [f for f in every if f.startswith("tests/test_gpu_")]
-    want = {"gpu": gpu, "distributed": ["tests/test_distributed.py"],
-            "rest": [f for f in every if f not in gpu and f != "tests/test_distributed.py"]}
+    rest = [f for f in every if f not in gpu and f != "tests/test_distributed.py"]
+    want = {"gpu": gpu, "distributed": ["tests/test_distributed.py"], "rest": rest,
+            "rest1": rest[0::2], "rest2": rest[1::2]}
     assert sorted(files) == want[part]
 
 
