@@ -149,7 +149,7 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
         # b = 0 needs no iteration, but a variant that cannot take this system refuses it
         # all the same: the answer to a call must not depend on b's values
         backend.refuse(system)
-        return at_once(system, report, t0, c0, full_output)
+        return at_once(system, report, t0, c0, full_output, tol_solved)
     state = prepared(backend, system, fmt, sync)
     out = iterate(backend, state, system, tol_solved, maxiter, callback, sync, energy, report,
                   t0, c0, full_output)
@@ -212,16 +212,17 @@ def prepared(backend, system, fmt, sync, wait=False, **kw):
     return state
 
 
-def at_once(system, report, t0, c0, full_output):
+def at_once(system, report, t0, c0, full_output, tol=None):
     """The answers that need no iteration. SciPy: a zero right-hand side returns zeros at once
     (``tolerances``: tol_solved None), whatever x0. An x0 that the scaling of b and A carried
     past the largest float (``System.x0_past``) stops at once with -10, the code of a step that
     produces a non-finite value, and x = x0, the last finite iterate, as an x0 as far from an
     unscaled solution stops at its first step; its residual in the solve's frame is not finite,
-    and the report's is NaN (not computed)."""
+    and the report's is NaN (not computed). An infinite tolerance ``tol`` takes any x: there x0
+    is the answer with info 0, as every solve with one stops at once."""
     x0 = system.x0_past
     if x0 is not None and system.bnorm:
-        info, rnorm = -10, math.nan
+        info, rnorm = (0 if tol == math.inf else -10), math.nan
         if system.out_cupy:
             import cupy
             x = cupy.array(x0)

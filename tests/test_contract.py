@@ -514,8 +514,8 @@ def test_an_x0_the_scaling_carries_past_the_largest_float_stops_at_once(variant,
     """x0 far from the solution's scale where b or A is scaled: x0 * 2^(f - e) past the largest
     float. Before, NumPy warned ("overflow encountered in multiply") and the solve returned an
     infinite x with info maxiter (or -10). Now: -10 at once, x = x0 bit for bit, no warning,
-    iterations 0, a NaN residual, as NumPy or CuPy after b; the prepared system likewise, and
-    b = 0 still returns zeros."""
+    iterations 0, a NaN residual, as NumPy or CuPy after b (info 0 with rtol = inf, which any x
+    meets); the prepared system likewise, and b = 0 still returns zeros."""
     real = np.finfo(dtype).dtype
     big = 100 if real == np.float32 else 900
     A, b1 = system_for("cg", real)
@@ -534,6 +534,9 @@ def test_an_x0_the_scaling_carries_past_the_largest_float_stops_at_once(variant,
         assert info == -10 and rep.info == -10 and not rep.converged and rep.iterations == 0
         assert math.isnan(rep.residual_norm)
         np.testing.assert_array_equal(xh, x0)
+        x, info, rep = solve("cg", A, bb, variant, x0=xx, rtol=np.inf)   # any x meets inf
+        assert info == 0 and rep.converged and rep.iterations == 0
+        np.testing.assert_array_equal(x.get() if hasattr(x, "get") else x, x0)
     P = dpsolve.prepare(A, "cg", variant=variant)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

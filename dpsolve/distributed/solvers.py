@@ -669,9 +669,10 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         try:
             if bnorm == 0:                      # SciPy: a zero b returns zeros at once
                 outcome = Outcome(np.zeros(A.n_local, dtype), 0, 0, 0.0)
-            elif past:                          # -10, x = x0 as given (already unscaled)
+            elif past:                          # -10 (0: tol inf), x = x0 as given
                 outcome = Outcome(np.zeros(A.n_local, dtype) if x0_given is None
-                                  else x0_given, -10, 0, math.nan)
+                                  else x0_given, 0 if tol_solved == math.inf else -10, 0,
+                                  math.nan)
             else:
                 with np.errstate(all="ignore"):     # a breakdown is a code, not a warning
                     outcome = VARIANTS[variant](job)
