@@ -70,7 +70,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from scipy.sparse.linalg import LinearOperator
 
@@ -241,6 +241,9 @@ def run_both(p, A, b, x0, pre):
     Md, Ms, _ = pre
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        warnings.filterwarnings(                # invariant 1: no floating-point warning escapes
+            "error", r"(overflow|invalid value|divide by zero|underflow) encountered",
+            RuntimeWarning)
         x, info, rep = getattr(dpsolve, p["method"])(
             A, b, x0, rtol=p["rtol"], atol=p["atol"], maxiter=p["maxiter"], M=Md,
             variant="host", full_output=True)
@@ -503,6 +506,70 @@ def test_class5_forced_restarts(p, lies, at_once):
         x, info, rep = run_both(p, A, b, x0, pre)
     _oracle(Ad, x, b, info, rep, tolerance(p, b))
     assert rep.converged == (rep.residual_norm <= rep.tolerance) or info != 0
+
+
+@settings(FUZZ, max_examples=150, phases=[Phase.explicit, Phase.generate])     # no shrinking
+@given(p=problems(1.0), ea=st.sampled_from([-600, 0, 600]), eb=st.sampled_from([-900, 0, 900]),
+       ex=st.sampled_from([-1100, -600, 0, 600, 1100]))
+def test_class6_an_x0_at_a_scale_apart(p, ea, eb, ex):
+    """A * 2^ea, b * 2^eb (each far enough to be scaled, or not) and x0 2^ex times the
+    solution's scale 2^(eb - ea): invariants 1 (no floating-point warning either) and 3; x
+    finite, unless the solution itself is past the largest float (eb - ea = 1,500); and an x0
+    that the solve's scaling carries past the largest float (ex = 1,100 where A or b is
+    scaled: x0 * 2^(f - e) ~ 2^(ex + a few)) stops at once: info -10 (0 where the tolerance is
+    infinite: any x meets it), 0 iterations, x = x0 bit for bit, a NaN residual
+    (``_frontend.at_once``). Before that rule, NumPy warned and x came back infinite (found by
+    an ad-hoc sweep, 2026-11-30)."""
+    A1, Ad1, b1, x01, pre = build({**p, "x0": True})
+    if pre is None:
+        return
+    solution = eb - ea
+    if solution + ex + 8 > np.finfo(np.float64).maxexp:
+        return                                  # this x0 cannot be written down at all
+    A = A1 * np.ldexp(1.0, ea)
+    Ad = Ad1 * np.ldexp(1.0, ea)
+    b = b1 * np.ldexp(1.0, eb)
+    x0 = x01 * np.ldexp(1.0, solution + ex)
+    if p["precond"] not in ("none", "jacobi"):
+        pre = make_preconditioner("none", Ad, np.random.default_rng(0))
+    x, info, rep = run_both(p, A, b, x0, pre)
+    if not np.any(b):
+        event("b = 0")
+        assert info == 0 and not np.any(x)
+        return
+    if ex == 1100 and (ea or eb):
+        event("x0 past the range in the solve")
+        want = 0 if tolerance(p, b) == np.inf else -10      # an infinite tolerance takes any x
+        assert (info, rep.iterations) == (want, 0), (info, rep.iterations)
+        np.testing.assert_array_equal(x, x0)
+        assert np.isnan(rep.residual_norm)
+        return
+    if solution < 1000:
+        assert np.all(np.isfinite(x)), f"info {info} with a non-finite x"
+    event(f"info {'0' if info == 0 else '> 0' if info > 0 else '< 0'}")
+    assert rep.converged == (info == 0)
+    if info == 0:
+        res = _residual_apart(Ad, x, b)
+        tol = tolerance(p, b)
+        assert res <= tol * (1 + 1e-6), f"info 0 but ||b - A x|| = {res:.3e} > tol {tol:.3e}"
+
+
+def _residual_apart(Ad, x, b) -> float:
+    """||b - A x|| in float64 where A, x and b may lie 2^1500 apart: A x as (A / 2^a)(x / 2^c),
+    exact powers of two, brought to b's scale 2^e; a product past b's by the range reads inf."""
+    def exp2(v):
+        m = float(np.max(np.abs(v))) if np.size(v) else 0.0
+        return int(np.frexp(m)[1]) if m else 0
+    A = sp.csr_array(Ad, dtype=np.complex128 if np.iscomplexobj(Ad) or np.iscomplexobj(b)
+                     else np.float64)
+    a, c, e = exp2(A.data), exp2(x), exp2(b)
+    y = (A * np.ldexp(1.0, -a)) @ (np.asarray(x, A.dtype) * np.ldexp(1.0, -c))
+
+    def times(v, k):                            # v 2^k, exact, 0 staying 0 (not 0 * inf)
+        return np.ldexp(v.real, k) + (1j * np.ldexp(v.imag, k) if np.iscomplexobj(v) else 0)
+    with np.errstate(over="ignore", under="ignore"):
+        r = times(np.asarray(b, A.dtype), -e) - times(y, a + c - e)
+        return float(np.ldexp(scaled_norm(r), e))
 
 
 @settings(FUZZ, max_examples=150)
