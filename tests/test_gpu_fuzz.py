@@ -30,14 +30,17 @@ of the registry that runs the method (cublas, cuda, merge, dynamic, graph, persi
   _gpu.py, GpuBackend.why_not) or "bicg needs M^H" (dpsolve/precond/__init__.py, make), for
   b = 0 too (no iteration needed, refused all the same: ``_frontend.solve`` asks the variant
   before its zero answer);
-* b of scale 1, 2^-600 / 2^+600 (2^-70 / 2^+70 in float32 and complex64: squares that under-
-  or overflow, which dpsolve scales away) or b = 0; NumPy or CuPy; x0 None or random (at b's
-  scale); rtol and atol each in {0, 1e-300, 1e-8 (1e-5 in single precision), 1e-2, inf};
-  maxiter in {1, 2, 7, None}, except that maxiter=None with a tolerance below what the precision
-  reaches (max(rtol, atol / scale) < 1e-10, or 1e-4 in single precision) is kept to n <= 257
-  (it can run all 10 n iterations, and restarts, before it gives up); sync polling or blocking;
-  ``full_output`` or not. Every one-shot cg case on "auto" or persistent with M=None is drawn
-  as the default call's lane takes it (cupyx A, CuPy b, no x0; invariant 6).
+* b of scale 1, 2^-600 / 2^+600 (2^-70 / 2^+70 in float32 and complex64: squares that under- or
+  overflow, which dpsolve scales away) or b = 0; NumPy or CuPy; x0 None or random (at b's scale;
+  for a tiny b, 3 in 10 of them 2^(maxexp + 6) times that, which the scaling of b carries past the
+  largest float: such a solve stops at once with x = x0 bit for bit, no iteration, and info -10,
+  or 0 where the tolerance is infinite, ``_frontend.at_once``); rtol and atol each in {0, 1e-300,
+  1e-8 (1e-5 in single precision), 1e-2, inf}; maxiter in {1, 2, 7, None}, except that
+  maxiter=None with a tolerance below what the precision reaches (max(rtol, atol / scale) < 1e-10,
+  or 1e-4 in single precision) is kept to n <= 257 (it can run all 10 n iterations, and restarts,
+  before it gives up); sync polling or blocking; ``full_output`` or not. Every one-shot cg case
+  on "auto" or persistent with M=None is drawn as the default call's lane takes it (cupyx A,
+  CuPy b, no x0; invariant 6).
 
 Invariants, on every case:
 
@@ -182,10 +185,11 @@ def _draw_solve(rng, dtype, n, first=True):
         1e-4 if _single(dtype) else 1e-10)
     if maxiter is None and tight and n > DENSE_MAX:
         maxiter = _pick(rng, MAXITERS[:-1])
+    apart = bool(rng.random() < 0.3)
     if not first:
         x0, b_kind = False, "cupy"
     return dict(scale=scale, rtol=rtol, atol=atol, maxiter=maxiter, x0=x0, b_kind=b_kind,
-                seed=seed)
+                seed=seed, x0_apart=x0 and scale == "tiny" and apart)
 
 
 def _draw(method, variant, i, count, what):
@@ -297,6 +301,9 @@ def build_rhs(s, n, dtype):
     scale = _scale(s["scale"], dtype)
     b = (unit() * scale).astype(dtype)
     x0 = unit() * (scale or 1.0)
+    if s.get("x0_apart"):                       # past the largest float once b is scaled
+        k = np.finfo(dtype).maxexp + 6
+        x0 = np.ldexp(x0.real, k) + (1j * np.ldexp(x0.imag, k) if cplx else 0)
     return b, (x0.astype(dtype) if s["x0"] else None)
 
 
@@ -403,6 +410,15 @@ def check_result(what, case, s, A, b, x, info, rep=None, variant=None):
     if not b.any():
         assert info == 0 and not xh.any(), f"{what}: b = 0 gave info {info}, max|x| " \
                                            f"{np.max(np.abs(xh)):.3e}"
+        return
+    if s.get("x0_apart"):                       # _frontend.at_once: x = x0, no iteration
+        wide = np.complex128 if dtype.kind == "c" else np.float64
+        inf = tolerance({"rtol": s["rtol"], "atol": s["atol"]}, b.astype(wide)) == math.inf
+        assert info == (0 if inf else -10), f"{what}: x0 apart gave info {info}"
+        _, x0 = build_rhs(s, n, case["dtype"])
+        assert np.array_equal(xh, x0), f"{what}: x0 apart, x is not x0"
+        if rep is not None:
+            assert rep.iterations == 0, f"{what}: x0 apart, {rep.iterations} iterations"
         return
     if info == 0:
         wide = np.complex128 if dtype.kind == "c" else np.float64
