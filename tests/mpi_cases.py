@@ -396,12 +396,12 @@ def _scales_apart(ctx, ck):
             x0 = None if ex is None else mine(np.linspace(1, 2, A.shape[0]).astype(dtype)
                                               * np.asarray(2.0 ** ex, dtype), DA)
             what = f"{method} {dtype} A 2^{ea} b 2^{eb} x0 {ex} M={M}"
+            fn = dd.cg if method == "cg1" else getattr(dd, method)
+            kw = dict(single_reduction=True) if method == "cg1" else {}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                x, info, rep = getattr(dd, "cg" if method == "cg1" else method)(
-                    DA, b, x0, rtol=rtol_of(dtype), maxiter=40, M=M, full_output=True,
-                    single_reduction=True) if method == "cg1" else getattr(dd, method)(
-                    DA, b, x0, rtol=rtol_of(dtype), maxiter=40, M=M, full_output=True)
+                x, info, rep = fn(DA, b, x0, rtol=rtol_of(dtype), maxiter=40, M=M,
+                                  full_output=True, **kw)
             ck.that(not caught, f"{what}: warned {[str(w.message) for w in caught]}")
             ck.that(same_everywhere(ctx.comm, (info, rep.iterations)), f"{what}: ranks differ")
             # x0 * 2^(f - e) in the solve, f ~ ea (A / 2^f) and e ~ eb (b / 2^e)
