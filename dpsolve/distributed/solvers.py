@@ -65,7 +65,8 @@ from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted
 from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
-                       largest_magnitude, solved_x0, times_power_of_two, value_exponents)
+                       largest_magnitude, solved_x0, times_power_of_two, value_exponents,
+                       x0_in_range)
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..reference._util import _two_product
 from ._collective import describe as _describe
@@ -636,9 +637,10 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if hasattr(M, "rmatvec"):
             rpsolve = _guard(space, M.rmatvec, "M^H", _copy, vector_out=True)
     scale = [0]                           # b is solved as b / 2^scale: see _scaled_rhs
-    errstate = np.geterr()                # the caller's, for the callback: the solve ignores
-    if callback is not None:              # floating-point warnings, as the single-GPU one
+    if callback is not None:
         user_cb = callback
+        errstate = np.geterr()            # the caller's, for the callback: the solve ignores
+                                          # floating-point warnings, as the single-GPU one
 
         def callback(xk):                 # the caller's scale, as the single-GPU front end
             e = scale[0] - ascale
@@ -653,8 +655,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         x0w = solved_x0(x0w, ascale, scale[0])           # x0 * 2^(f - e), in one product
         # an x0 that product carries past the largest float stops at once (_frontend.at_once);
         # one all-reduce, on the scaled path only (every rank has the same f - e)
-        past = ascale != scale[0] and space.any(
-            np.array([x0w is not None and not np.isfinite(x0w).all()]))
+        past = ascale != scale[0] and space.any(np.array([not x0_in_range(x0w, x0_given)]))
         with np.errstate(over="ignore"):
             tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
         tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
