@@ -81,6 +81,55 @@ def test_a_bad_system_keeps_its_own_code(variant):
     assert info.tolist() == [0, batch.ZERO_DIAGONAL]
 
 
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_b_outside_the_range_solves_as_at_scale_1(variant, method, dtype, M):
+    """Systems whose b lies at the edges of the range (squares that under- or overflow: 2^-+900
+    in float64, 2^-+100 in float32) beside ordinary ones: each solved as at scale 1, x = x1 2^k
+    to the bit, the same codes and iterations, tolerance and residual times 2^k (b_i / 2^e_i,
+    exactly: dpsolve.batch.row_exponents; on the device batch_cg_rows does it in its check
+    pass). Before, a float64 b of 2^-900 had ||b|| = 0 and was answered x = 0 with info 0, and
+    2^+900 stopped at once with -10."""
+    mats, B1 = _systems(8, dtype=dtype, nonsym=method == "bicgstab")
+    Ab = batch.from_matrices(mats)
+    real = np.finfo(dtype).dtype
+    big = 100 if real == np.float32 else 900
+    ks = np.array([0, -big, big, 0, -big, big, -big // 2, big // 2])
+    scale = np.ldexp(np.ones(len(ks)), ks).astype(real)[:, None]
+    B = (B1 * scale).astype(dtype)
+    assert np.all(B1 * scale == B)                              # exact, no subnormal
+    rtol = 1e-5 if real == np.float32 else 1e-8
+    kw = dict(rtol=rtol, M=M, full_output=True, variant=variant)
+    X1, info1, rep1 = getattr(batch, method)(Ab, B1, **kw)
+    X, info, rep = getattr(batch, method)(Ab, B, **kw)
+    info1, info = np.asarray(info1), np.asarray(info)
+    assert (info1 == 0).all() and (info == info1).all()
+    np.testing.assert_array_equal(rep.iterations, rep1.iterations)
+    X, X1 = (a.get() if hasattr(a, "get") else a for a in (X, X1))
+    np.testing.assert_array_equal(X, (X1 * scale).astype(dtype))
+    np.testing.assert_array_equal(rep.tolerance, np.ldexp(rep1.tolerance, ks))
+    np.testing.assert_array_equal(rep.residual_norm, np.ldexp(rep1.residual_norm, ks))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_solution_past_the_largest_float_is_not_converged(variant):
+    """A tiny (values 2^-600) with b huge (2^+600): x ~ 2^1200 cannot be returned. Solved
+    scaled, its x multiplied back is infinite: info maxiter, a NaN residual, never info 0; the
+    ordinary system beside it is untouched."""
+    mats, B = _systems(2)
+    k = 600
+    mats[1] = sp.csr_array(mats[1] * np.ldexp(1.0, -k))
+    B[1] = np.ldexp(B[1], k)
+    X, info, rep = batch.cg(batch.from_matrices(mats), B, rtol=1e-8, maxiter=100,
+                            full_output=True, variant=variant)
+    info = np.asarray(info)
+    X = X.get() if hasattr(X, "get") else X
+    assert info[0] == 0 and np.isfinite(X[0]).all()
+    assert info[1] == 100 and np.isnan(rep.residual_norm[1]) and not np.isfinite(X[1]).all()
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_patterns_and_shapes_are_checked(variant):
     mats, B = _systems(3)

@@ -162,7 +162,9 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
     ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
     in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry), the bad mask, D^-1
     (nb, n) or None, each tolerance max(rtol ||b_i||, atol) and the systems to solve (good, b
-    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's), as a mask. Nothing here waits for
+    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's), as a mask, and e (nb,): a b_i
+    outside the safe range is solved as b_i / 2^e_i (``row_exponents``: B and the tolerance
+    here are the scaled system's; ``scaled_back`` returns the caller's). Nothing here waits for
     the device."""
     nb, n = Ab.nb, Ab.n
     values = xp.ascontiguousarray(values.astype(dtype, copy=False))
@@ -180,10 +182,52 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
         bad = bad | zero
         with np.errstate(divide="ignore"):
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
+    e = row_exponents(xp, xp.where(bad[:, None], 0, Bw), dtype)
+    Bw = times_power_of_two(xp, Bw, -e)
     bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw), axis=1)
-    tol = xp.maximum(rtol * bnorm, atol)
+    tol = xp.maximum(rtol * bnorm, xp.ldexp(xp.float64(atol), -e))
     todo = ~bad & (bnorm > 0)
-    return values, Bw, info, bad, dinv, tol, todo
+    return values, Bw, info, bad, dinv, tol, todo, e
+
+
+def row_exponents(xp, B, dtype):
+    """e (nb,) int: system i is solved as b_i / 2^e_i, exactly, where ||b_i||^2 is outside the
+    safe range of ``dtype`` (``_system.in_safe_range``, the single solves' rule: its squares
+    would under- or overflow), e_i the exponent of max|b_i|; 0 elsewhere (b_i as it is). Then x_i,
+    its residual and its tolerance are multiplied back (``scaled_back``): a power of two commutes
+    with every operation of the solve that stays in range, so a system in range keeps its bits
+    and one outside it gets scale 1's. Before, b_i of 2^-900 in float64 had ||b_i|| = 0 and was
+    answered x = 0 with info 0."""
+    from .._system import square_bounds
+    lo, hi = square_bounds(np.dtype(dtype))
+    a = xp.abs(B).astype(np.float64)
+    bmax = a.max(axis=1) if B.shape[1] else xp.zeros(B.shape[0])
+    with np.errstate(over="ignore", under="ignore"):
+        sq = (a * a).sum(axis=1)
+    inside = (bmax == 0) | ((sq >= lo) & (sq <= hi))
+    return xp.where(inside, 0, xp.frexp(xp.where(inside, 1.0, bmax))[1]).astype(np.int32)
+
+
+def times_power_of_two(xp, V, e):
+    """V (nb, n) with row i times 2^e_i (exact where it stays normal; real and imaginary parts
+    apart: ldexp takes no complex)."""
+    k = e[:, None]
+    if V.dtype.kind == "c":
+        return (xp.ldexp(V.real, k) + 1j * xp.ldexp(V.imag, k)).astype(V.dtype)
+    return xp.ldexp(V, k).astype(V.dtype, copy=False)
+
+
+def scaled_back(xp, X, info, res, tol, e, maxiter):
+    """The caller's X, res and tol of systems solved as b_i / 2^e_i (``row_exponents``): times
+    2^e_i. An x past the largest float once multiplied back is not converged (info maxiter, a
+    NaN residual), as ``_frontend._unscaled_check`` has it for the single solves."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        X = times_power_of_two(xp, X, e)
+        res, tol = xp.ldexp(res, e), xp.ldexp(tol, e)
+    lost = (e != 0) & ~xp.isfinite(X).all(axis=1)
+    info = xp.where(lost & (info == 0), maxiter, info)
+    res = xp.where(lost, xp.nan, res)
+    return X, info, res, tol
 
 
 VARIANTS = ("auto", "device", "host")
@@ -232,8 +276,8 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     """The host reference, with the true-residual restart of the kernels."""
     from . import reference
     nb, n = Ab.nb, Ab.n
-    values, Bw, info, bad, dinv, tol, todo = _checks(np, Ab, _host(Ab.values), _host(B), M,
-                                                     dtype, rtol, atol)
+    values, Bw, info, bad, dinv, tol, todo, e = _checks(np, Ab, _host(Ab.values), _host(B), M,
+                                                        dtype, rtol, atol)
     its = np.zeros(nb, dtype=np.int64)
     X = np.zeros((nb, n), dtype=dtype)
     solver = getattr(reference, method)
@@ -258,6 +302,7 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     res[live] = np.linalg.norm(Bw[live] - reference.matvec(values[live], Ab.indptr, Ab.indices,
                                                            X[live]), axis=1)
     res[bad] = np.nan
+    X, info, res, tol = scaled_back(np, X, info, res, tol, e, maxiter)
     return X, info, its, res, tol, "host reference (vectorised NumPy)"
 
 
@@ -280,10 +325,11 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                          if device.DIAGONALS else None)
         return X, info.astype(cupy.int64), its, res, tol, path
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
-    values, Bw, info, bad, dinv, tol, todo = _checks(cupy, Ab, cupy.asarray(Ab.values),
-                                                     cupy.asarray(B), M, dtype, rtol, atol)
+    values, Bw, info, bad, dinv, tol, todo, e = _checks(cupy, Ab, cupy.asarray(Ab.values),
+                                                        cupy.asarray(B), M, dtype, rtol, atol)
     info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,
                                                       info, tol, maxiter, dinv, ~todo & ~bad)
+    X, info, res, tol = scaled_back(cupy, X, info, res, tol, e, maxiter)
     return X, info, its, res, tol, path
 
 

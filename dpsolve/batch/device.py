@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._system import square_bounds
 from ..cuda import ops
 from ..cuda._loader import BATCH_DIAGONALS, BATCH_ROWS, get_kernel
 from ..cuda.executor import launch
@@ -143,7 +144,8 @@ _DIAGONALS_ARG = np.dtype([("bytes", "<i4", (8,))])     # batch.cu's batch::Diag
 def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxiter: int,
                   jacobi: bool, config: tuple, stream=None, shared_values=False, dia=None,
                   x0=None, full=None):
-    """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included:
+    """Batched CG by batch_cg_rows (``config`` = rows_config's (NZ, R)), the checks included
+    (a b outside the safe range solved as b / 2^e_i, as dpsolve.batch.row_exponents has it):
     values (nb, nnz), B and X (nb, n: the solutions, written) C-contiguous of one dtype, as they
     come; ``x0`` (nb, n) the start, or None for zeros (x0 may be X: each system's start is read
     before its solution is written); returns (info (nb,) int32 with every system's code, its
@@ -206,7 +208,7 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
             np.int64(0 if shared_values else values.shape[1]), B,
             ops._NULL if x0 is None else x0, X, np.float64(rtol),
             np.float64(atol), np.int32(maxiter), info, its, res, tol,
-            slot_pos, arg[()], np.int32(pad)),
+            slot_pos, arg[()], np.int32(pad), *(np.float64(v) for v in square_bounds(dt))),
            stream, shared_mem=shared)
     return info, its, res, tol, path
 

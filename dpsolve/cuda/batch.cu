@@ -321,8 +321,11 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
 // products. The checks of dpsolve.batch run here, a system at a time, so that the call is this
 // one launch: a NaN or Inf in a system's values or b (BAD_INPUT), a zero diagonal entry with
 // Jacobi (ZERO_DIAGONAL), the tolerance max(rtol ||b||, atol) (in float64; written to `tol`),
-// b = 0 (x = 0, info 0). X0: the starts (nullptr: zeros; may be X). Every system's info, its, res
-// (NaN for a bad one) and tol are written.
+// b = 0 (x = 0, info 0), and a b whose ||b||^2 leaves [sq_lo, sq_hi]
+// (dpsolve.batch.row_exponents: solved as b / 2^e, e from a block max of ilogb |b|, its x,
+// residual and tolerance multiplied back; an x past the largest float is then not converged).
+// X0: the starts (nullptr: zeros; may be X). Every system's info, its, res (NaN for a bad one)
+// and tol are written.
 //
 // DIA (a pattern of at most NZ / 2 diagonals below the main one and NZ / 2 above: 2-D and 3-D
 // stencils; batch::Diagonals): slot k of every row is the diagonal off_k, a kernel argument, so
@@ -390,6 +393,16 @@ struct Diagonals {
     int bytes[8];
 };
 
+constexpr int NO_EXP = -(1 << 30);             // below every ilogb of a nonzero value
+
+// v * 2^e, exactly where the result stays normal (batch_cg_rows's scaled right-hand sides)
+__device__ __forceinline__ float times_pow2(float v, int e) { return scalbnf(v, e); }
+__device__ __forceinline__ double times_pow2(double v, int e) { return scalbn(v, e); }
+template <typename R>
+__device__ __forceinline__ dps::complex<R> times_pow2(dps::complex<R> v, int e) {
+    return {times_pow2(v.re, e), times_pow2(v.im, e)};
+}
+
 // batch_cg_rows's launch bound: the most threads a block of it has (dpsolve/cuda/_loader.py's
 // BATCH_ROWS gives the host the same numbers)
 template <int NZ, int R>
@@ -403,7 +416,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
               const T* X0, T* X, double rtol, double atol, int maxiter,      // X0 may be X
               int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
               double* __restrict__ tol, const int* __restrict__ slot_pos, batch::Diagonals dia,
-              int pad) {
+              int pad, double sq_lo, double sq_hi) {
     static_assert(!DIA || (NZ > 0 && NZ % 2 == 1 && NZ <= 8), "DIA: an odd NZ, 0 in its middle");
     static_assert(!FULL || DIA, "FULL: the DIA form's");
     // the launch bound: the most threads a block has (FULL: the block's own size)
@@ -420,6 +433,10 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
     }
     __shared__ __align__(16) T s_pq[DPS_WARP], s_rz[DPS_WARP];
     __shared__ __align__(16) double s_rr[DPS_WARP], s_true[DPS_WARP];
+    // b is solved as b / 2^s_exp (0 but on the rare path below, which sets it and puts it back
+    // to 0 after the system; in shared memory, not a register live across the iteration loop),
+    // s_top the rare path's block max of ilogb |b|
+    __shared__ int s_exp, s_top;
     // the most warps a block has (its launch bound): block sums over that many slots, unrolled
     constexpr int NW = NT / DPS_WARP;
     if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
@@ -427,6 +444,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         s_rz[threadIdx.x] = T(0);
         s_rr[threadIdx.x] = 0.0;
         s_true[threadIdx.x] = 0.0;
+        if (threadIdx.x == 0) s_exp = 0;
     }
     __syncthreads();
     constexpr int NR = NZ > 0 ? NZ : 1;           // entries a row in registers (NZ = 0: none)
@@ -498,9 +516,48 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         }
         bad = __syncthreads_or(bad);
         zero = __syncthreads_or(zero) && !bad;
-        const double bnorm = sqrt(dps::sum_everywhere<NW>(bb, s_true));   // after 2 barriers
-        const double atol_s = bad ? atol : fmax(rtol * bnorm, atol);
-        if (threadIdx.x == 0) tol[sys] = atol_s;
+        double bsq = dps::sum_everywhere<NW>(bb, s_true);                // after 2 barriers
+        double atol_s = bad ? atol : fmax(rtol * sqrt(bsq), atol), tol_out = atol_s;
+        // b outside the safe range (its squares under- or overflow: dpsolve.batch.row_exponents,
+        // the single solves' rule): the system is solved as b / 2^e, e the exponent of max|b|,
+        // exactly, and x, its residual and its tolerance multiplied back. A rare path, uniform
+        // in the block (every thread has bsq's bits), that b = 0 takes too (no nonzero entry: e
+        // stays 0): the scaled b is written to this system's rows of X, which hold x only at
+        // the end, each thread its own rows, and read from there. Before, b of 2^-900 in
+        // float64 had ||b|| = 0 and was answered x = 0 with info 0.
+        if (!bad && !zero && !(bsq >= sq_lo && bsq <= sq_hi)) {
+            if (threadIdx.x == 0) s_top = batch::NO_EXP;
+            __syncthreads();
+            int top = batch::NO_EXP;
+#pragma unroll
+            for (int s = 0; s < R; ++s) {
+                const T bs = row[s] < n ? b[row[s]] : T(0);
+                if (bs != T(0)) top = max(top, ilogb((double)fabs(bs)));
+            }
+            if (top != batch::NO_EXP) atomicMax(&s_top, top);
+            __syncthreads();
+            if (s_top != batch::NO_EXP) {              // b is not 0
+                const int e = s_top + 1;              // frexp's: max|b| / 2^e in [1/2, 1)
+                T* bx = X + (size_t)sys * n;
+                bb = 0.0;
+#pragma unroll
+                for (int s = 0; s < R; ++s) {
+                    if (row[s] < n) {
+                        const T bs = batch::times_pow2(b[row[s]], -e);
+                        bx[row[s]] = bs;
+                        bb += (double)dps::abs2(bs);
+                    }
+                    if (X0 != nullptr) xi[s] = batch::times_pow2(xi[s], -e);
+                }
+                b = bx;
+                if (threadIdx.x == 0) s_exp = e;
+                bsq = dps::sum_everywhere<NW>(bb, s_true);    // its barrier publishes s_exp
+                atol_s = fmax(rtol * sqrt(bsq), ldexp(atol, -e));
+                tol_out = ldexp(atol_s, e);
+            }
+        }
+        const double bnorm = sqrt(bsq);
+        if (threadIdx.x == 0) tol[sys] = tol_out;
         if (bad || zero || bnorm == 0.0) {        // nothing to solve: x = 0
 #pragma unroll
             for (int s = 0; s < R; ++s)
@@ -597,17 +654,31 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             // the true residual ||b - A x|| decides, as in batch::for_systems
             store(xi);
             __syncthreads();
-            double e = 0.0;
+            double e2 = 0.0;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
                 const T ax = row_times(s, sp, xi[s]);
-                if (row[s] < n) e += (double)dps::abs2(b[row[s]] - ax);
+                if (row[s] < n) e2 += (double)dps::abs2(b[row[s]] - ax);
             }
-            true_res = sqrt(dps::sum_everywhere<NW>(e, s_true));
+            true_res = sqrt(dps::sum_everywhere<NW>(e2, s_true));
             if (code != 0 || !(true_res > atol_s)) break;
             if (budget <= 0 || h.its == 0) { code = maxiter; break; }
         }
         if (code > 0) code = maxiter;
+        const int e = s_exp;
+        if (e != 0) {                             // x to the caller's scale (uniform branch)
+            bool lost = false;
+#pragma unroll
+            for (int s = 0; s < R; ++s) {
+                xi[s] = batch::times_pow2(xi[s], e);
+                lost |= row[s] < n && !dps::is_finite(xi[s]);
+            }
+            true_res = ldexp(true_res, e);
+            if (__syncthreads_or(lost)) {         // past the largest float: not converged
+                if (code == 0) code = maxiter;
+                true_res = nan("");
+            }
+        }
 #pragma unroll
         for (int s = 0; s < R; ++s)
             if (row[s] < n) X[(size_t)sys * n + row[s]] = xi[s];
@@ -616,6 +687,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             its[sys] = total;
             res[sys] = true_res;
         }
-        __syncthreads();                          // s_true read by all before it is reused
+        __syncthreads();                          // s_true (and s_exp) read by all before reuse
+        if (e != 0 && threadIdx.x == 0) s_exp = 0;
     }
 }
