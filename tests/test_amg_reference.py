@@ -923,3 +923,43 @@ def test_ell_of_takes_only_the_solves_ell_of_its_size_and_type():
     assert device.ell_of(A, 100, np.float32) is None
     assert device.ell_of(SimpleNamespace(format="csr-vector", ell=ell), 100, np.float64) is None
     assert device.ell_of(None, 100, np.float64) is None
+
+
+def _cheb_launch(A, dinv, b, bufs, src, dst, c0, c1, c2):
+    """One vc_cheb* launch in NumPy (amg.cu's cheb_step / cheb_update): from bufs[src], or (src
+    None) from x0 = c0 D^-1 b gathered where read, its previous d x0 too; d and y written."""
+    x = c0 * (dinv * b) if src is None else bufs[src]
+    dprev = x if src is None else bufs["d"]
+    d = (0 if c1 == 0 else c1 * dprev) + c2 * (dinv * (b - A @ x))
+    bufs["d"], bufs[dst] = d, x + d
+
+
+@pytest.mark.parametrize("start", ["zero", "x"])
+@pytest.mark.parametrize("degree", [1, 2, 3, 4, 5])
+def test_chebyshev_steps_are_the_recurrence(degree, start):
+    """device.chebyshev_steps, the launch loop of the AMG Chebyshev smoother and of
+    M="chebyshev": run through a NumPy model of the vc_cheb kernels, its launches give the
+    reference recurrence (smoothers.chebyshev) to rounding, the last step lands in out, each
+    step reads the one before, and only a launch from zero with c0 = 0 (the first step alone)
+    skips the product."""
+    from dpsolve.precond.amg.device import chebyshev_coefficients, chebyshev_steps
+    A = sp.csr_array(poisson((9, 7)))
+    dinv = 1.0 / A.diagonal()
+    rng = np.random.default_rng(degree)
+    b = rng.standard_normal(A.shape[0])
+    x0 = None if start == "zero" else rng.standard_normal(A.shape[0])
+    rho = smoothers.spectral_radius(A, dinv)
+    coeffs = chebyshev_coefficients(rho, degree, np.float64)
+    bufs = {"x": x0, "d": np.full(A.shape[0], np.nan)}
+    steps = list(chebyshev_steps(coeffs, None if x0 is None else "x", "out", "work"))
+    assert steps[-1][1] == "out"
+    assert steps[0][0] == (None if x0 is None else "x")
+    for (_, prev_dst, *_), (src, *_) in zip(steps, steps[1:]):
+        assert src == prev_dst
+    # from zero with two steps or more: the first two in one launch
+    assert len(steps) == (degree - 1 if x0 is None and degree > 1 else degree)
+    for src, dst, c0, c1, c2, product in steps:
+        assert product == (src is not None or c0 != 0)
+        _cheb_launch(A, dinv, b, bufs, src, dst, c0, c1, c2)
+    want = smoothers.chebyshev(A, dinv, rho, degree, x0, b)
+    np.testing.assert_allclose(bufs["out"], want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

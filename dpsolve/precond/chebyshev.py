@@ -101,22 +101,19 @@ class ChebyshevFace(DeviceFace):
         from ..cuda import ops
         from ..cuda._loader import get_kernel
         from ..cuda.executor import launch
-        from .amg.device import chebyshev_launches, rows_launch
+        from .amg.device import chebyshev_steps, rows_launch
         A, n = self.A, np.int32(self.A.shape[0])
         kernel = get_kernel("amg", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
         grid, rows = rows_launch(int(n), self.lanes, int(A.nnz))
-        steps, cur = len(self.coeffs), None
-        for k, c0, c1, c2 in chebyshev_launches(self.coeffs, True):
-            dst = (z, self.W)[(steps - 1 - k) % 2]
-            tail = (self.inv_diag, ops._NULL if cur is None else cur, r, self.d, c0, c1, c2, dst)
-            if (cur is not None or c0 != 0) and self.ell is not None:
+        for src, dst, c0, c1, c2, product in chebyshev_steps(self.coeffs, None, z, self.W):
+            tail = (self.inv_diag, ops._NULL if src is None else src, r, self.d, c0, c1, c2, dst)
+            if product and self.ell is not None:
                 launch(get_kernel("amg", "vc_cheb_ell<{T}, false>", r.dtype),
                        (ops.grid_for(int(n)),), (ops.BLOCK,),
                        (n, *self.ell, r.dtype.type(1), *tail), ex.stream)
             else:                   # CSR, or the first step alone (no product, from zero)
                 launch(kernel, grid, (ops.BLOCK,),
                        (n, A.indptr, A.indices, A.data, *tail, rows), ex.stream)
-            cur = dst
 
     def apply_adjoint(self, ex, r, z):
         raise ValueError("the Chebyshev preconditioner's adjoint is not built; use cg or "

@@ -772,14 +772,9 @@ class DeviceHierarchy:
             launch(vc_kernel(f"vc_jacobi<{{T}}, {lev.lanes}>", dt), grid, (BLOCK,),
                    (n, A.indptr, A.indices, A.data, lev.scale, x, b, out, rows), stream)
             return out
-        steps = len(lev.cheb)
         csr = vc_kernel(f"vc_cheb<{{T}}, {lev.lanes}>", dt)
-        bufs = (out, lev.Wb)                   # the last step lands in out
-        cur = x
-        for k, c0, c1, c2 in chebyshev_launches(lev.cheb, x is None):
-            dst = bufs[(steps - 1 - k) % 2]
-            tail = (lev.inv_diag, ops._NULL if cur is None else cur, b, lev.d, c0, c1, c2, dst)
-            product = cur is not None or c0 != 0
+        for src, dst, c0, c1, c2, product in chebyshev_steps(lev.cheb, x, out, lev.Wb):
+            tail = (lev.inv_diag, ops._NULL if src is None else src, b, lev.d, c0, c1, c2, dst)
             if product and lev is self.levels[0] and self.ell0 is not None:
                 args, half = self.ell_args()                           # the solve's ELL
                 launch(vc_kernel(f"vc_cheb_ell<{{T}}, {half}>", dt), (_grid(lev.n),),
@@ -790,7 +785,6 @@ class DeviceHierarchy:
                        (BLOCK,), (n, *S.args(dt), *tail), stream)
             else:                              # CSR, or the first step alone (no product)
                 launch(csr, grid, (BLOCK,), (n, A.indptr, A.indices, A.data, *tail, rows), stream)
-            cur = dst
         return out
 
 
@@ -1486,6 +1480,19 @@ def chebyshev_launches(coeffs, from_zero: bool):
         first = 2
     for k in range(first, len(coeffs)):
         yield (k, zero, *coeffs[k])
+
+
+def chebyshev_steps(coeffs, x, out, work):
+    """One Chebyshev application from ``x`` (None: zero) as its vc_cheb* launches
+    (``chebyshev_launches``), each (src, dst, c0, c1, c2, product): the step reads src (None: the
+    first from zero) and writes dst, alternating between ``out`` and ``work`` so that the last
+    lands in out; product: whether the launch multiplies by A (src given, or c0 != 0: the first
+    two steps from zero in one). The AMG smoother's and ``M="chebyshev"``'s launch loops."""
+    steps, src = len(coeffs), x
+    for k, c0, c1, c2 in chebyshev_launches(coeffs, x is None):
+        dst = (out, work)[(steps - 1 - k) % 2]
+        yield src, dst, c0, c1, c2, src is not None or c0 != 0
+        src = dst
 
 
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
