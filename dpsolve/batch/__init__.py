@@ -200,7 +200,7 @@ def row_exponents(xp, B, dtype):
     answered x = 0 with info 0."""
     from .._system import square_bounds
     lo, hi = square_bounds(np.dtype(dtype))
-    a = xp.abs(B).astype(np.float64)
+    a = xp.abs(B).astype(np.float64, copy=False)      # float64 B: no second copy
     bmax = a.max(axis=1) if B.shape[1] else xp.zeros(B.shape[0])
     with np.errstate(over="ignore", under="ignore"):
         sq = (a * a).sum(axis=1)
