@@ -130,6 +130,47 @@ def test_a_solution_past_the_largest_float_is_not_converged(variant):
     assert info[1] == 100 and np.isnan(rep.residual_norm[1]) and not np.isfinite(X[1]).all()
 
 
+@pytest.mark.parametrize("maxiter", [1, 2, 3, 4])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_not_converged_is_maxiter_and_no_system_runs_past_it(variant, maxiter):
+    """A 1 x 1 float32 system asked for a residual of 1e-300 (rtol 0): its recurrence claims
+    convergence before its true residual does, and it restarts. Not converged is info maxiter
+    (the caller's, not the iterations a restart had left: the host reference gave 2 for
+    maxiter 3), and it never runs past maxiter; in a batch beside a system that needs more
+    iterations, the same (the host ran every restarted system to the largest budget left). As
+    SciPy's, the iterate of the last iteration is not tested: maxiter with a residual of 0 can
+    happen."""
+    V = np.array([[1.9548631], [1.0]], dtype=np.float32)
+    B = np.array([[0.65914774], [0.3]], dtype=np.float32)
+    for nb in (1, 2):
+        Ab = batch.csr(V[:nb], np.array([0]), np.array([0, 1]))
+        X, info, rep = batch.cg(Ab, B[:nb], rtol=0.0, atol=1e-300, maxiter=maxiter,
+                                full_output=True, variant=variant)
+        info = np.asarray(info)
+        assert set(info.tolist()) <= {0, maxiter}, info
+        assert (rep.iterations <= maxiter).all(), rep.iterations
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_tolerance_reported_is_the_callers(variant, dtype):
+    """report.tolerance is max(rtol ||b||, atol) as the caller means it: at b's range edges an
+    atol of 1e-300 stays 1e-300 (its 2^-e for the scaled solve underflowed to 0, and 0 was
+    reported), and rtol 1e-300 of a float32 b of 0.1 is 1e-301 (the product was taken in
+    float32: 0)."""
+    mats, B1 = _systems(4, dtype=dtype)
+    Ab = batch.from_matrices(mats)
+    big = 100 if dtype == np.float32 else 900
+    B = (B1 * np.ldexp(1.0, np.array([0, big, -big, 0]))[:, None]).astype(dtype)
+    _, _, rep = batch.cg(Ab, B, rtol=0.0, atol=1e-300, maxiter=3, full_output=True,
+                         variant=variant)
+    np.testing.assert_array_equal(rep.tolerance, 1e-300)
+    _, _, rep = batch.cg(Ab, B1, rtol=1e-300, atol=0.0, maxiter=3, full_output=True,
+                         variant=variant)
+    want = 1e-300 * np.linalg.norm(B1.astype(np.float64), axis=1)
+    np.testing.assert_allclose(rep.tolerance, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_patterns_and_shapes_are_checked(variant):
     mats, B = _systems(3)

@@ -180,11 +180,12 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
         zero = ~bad & (diag == 0).any(axis=1)
         info = xp.where(zero, ZERO_DIAGONAL, info)
         bad = bad | zero
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):     # a NaN diagonal: BAD_INPUT
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
     e = row_exponents(xp, xp.where(bad[:, None], 0, Bw), dtype)
     Bw = times_power_of_two(xp, Bw, -e)
-    bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw), axis=1)
+    wide = np.complex128 if Bw.dtype.kind == "c" else np.float64     # as batch_cg_rows: double
+    bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw).astype(wide, copy=False), axis=1)
     tol = xp.maximum(rtol * bnorm, xp.ldexp(xp.float64(atol), -e))
     todo = ~bad & (bnorm > 0)
     return values, Bw, info, bad, dinv, tol, todo, e
@@ -217,13 +218,14 @@ def times_power_of_two(xp, V, e):
     return xp.ldexp(V, k).astype(V.dtype, copy=False)
 
 
-def scaled_back(xp, X, info, res, tol, e, maxiter):
+def scaled_back(xp, X, info, res, tol, e, maxiter, atol):
     """The caller's X, res and tol of systems solved as b_i / 2^e_i (``row_exponents``): times
-    2^e_i. An x past the largest float once multiplied back is not converged (info maxiter, a
-    NaN residual), as ``_frontend._unscaled_check`` has it for the single solves."""
+    2^e_i (the tolerance at least atol: atol 2^-e_i may have underflowed). An x past the largest
+    float once multiplied back is not converged (info maxiter, a NaN residual), as
+    ``_frontend._unscaled_check`` has it for the single solves."""
     with np.errstate(over="ignore", invalid="ignore"):
         X = times_power_of_two(xp, X, e)
-        res, tol = xp.ldexp(res, e), xp.ldexp(tol, e)
+        res, tol = xp.ldexp(res, e), xp.maximum(xp.ldexp(tol, e), atol)
     lost = (e != 0) & ~xp.isfinite(X).all(axis=1)
     info = xp.where(lost & (info == 0), maxiter, info)
     res = xp.where(lost, xp.nan, res)
@@ -284,25 +286,33 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     budget = np.full(nb, maxiter, dtype=np.int64)
     todo = np.flatnonzero(todo)
     while todo.size:
-        sub = solver(values[todo], Ab.indptr, Ab.indices, Bw[todo], X[todo], atol=tol[todo],
-                     maxiter=int(budget[todo].max()), dinv=None if dinv is None else dinv[todo])
-        Xs, inf, it = sub
-        X[todo] = Xs
-        info[todo] = inf
-        its[todo] += it
-        budget[todo] -= it
-        # the recurrence said converged: the true residual decides (restart while it does not)
-        R = Bw[todo] - reference.matvec(values[todo], Ab.indptr, Ab.indices, X[todo])
-        true = np.linalg.norm(R, axis=1)
-        again = (inf == 0) & (true > tol[todo]) & (budget[todo] > 0) & (it > 0)
-        info[todo[(inf == 0) & (true > tol[todo]) & ~again]] = maxiter
-        todo = todo[again]
+        again = []
+        # the systems with the same iterations left run together: none runs past its own
+        for left in np.unique(budget[todo]):
+            grp = todo[budget[todo] == left]
+            Xs, inf, it = solver(values[grp], Ab.indptr, Ab.indices, Bw[grp], X[grp],
+                                 atol=tol[grp], maxiter=int(left),
+                                 dinv=None if dinv is None else dinv[grp])
+            X[grp] = Xs
+            info[grp] = inf
+            its[grp] += it
+            budget[grp] -= it
+            # the recurrence said converged: the true residual decides (restart while it does
+            # not)
+            R = Bw[grp] - reference.matvec(values[grp], Ab.indptr, Ab.indices, X[grp])
+            true = np.linalg.norm(R, axis=1)
+            more = (inf == 0) & (true > tol[grp]) & (budget[grp] > 0) & (it > 0)
+            info[grp[(inf == 0) & (true > tol[grp]) & ~more]] = maxiter
+            again.append(grp[more])
+        todo = np.concatenate(again)
+    # not converged is the caller's maxiter, not a restart's budget (the kernels' rule)
+    info[info > 0] = maxiter
     res = np.zeros(nb)
     live = ~bad
     res[live] = np.linalg.norm(Bw[live] - reference.matvec(values[live], Ab.indptr, Ab.indices,
                                                            X[live]), axis=1)
     res[bad] = np.nan
-    X, info, res, tol = scaled_back(np, X, info, res, tol, e, maxiter)
+    X, info, res, tol = scaled_back(np, X, info, res, tol, e, maxiter, atol)
     return X, info, its, res, tol, "host reference (vectorised NumPy)"
 
 
@@ -329,7 +339,7 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                         cupy.asarray(B), M, dtype, rtol, atol)
     info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,
                                                       info, tol, maxiter, dinv, ~todo & ~bad)
-    X, info, res, tol = scaled_back(cupy, X, info, res, tol, e, maxiter)
+    X, info, res, tol = scaled_back(cupy, X, info, res, tol, e, maxiter, atol)
     return X, info, its, res, tol, path
 
 

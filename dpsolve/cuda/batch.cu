@@ -553,7 +553,7 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 if (threadIdx.x == 0) s_exp = e;
                 bsq = dps::sum_everywhere<NW>(bb, s_true);    // its barrier publishes s_exp
                 atol_s = fmax(rtol * sqrt(bsq), ldexp(atol, -e));
-                tol_out = ldexp(atol_s, e);
+                tol_out = fmax(ldexp(atol_s, e), atol);   // atol 2^-e may underflow
             }
         }
         const double bnorm = sqrt(bsq);
