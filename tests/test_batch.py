@@ -4,6 +4,8 @@ Each system is solved as its single solve would be (its own tolerance, iteration
 a bad system gets its own code and never disturbs the others, the pattern is checked."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -196,6 +198,29 @@ def test_patterns_and_shapes_are_checked(variant):
     Bc, Vc = B.copy(), Ab.values.copy()
     batch.cg(Ab, B, variant=variant)
     assert np.array_equal(B, Bc) and np.array_equal(Ab.values, Vc)   # the caller's untouched
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    (dict(maxiter=2.5), TypeError, "maxiter must be an integer or None, got 2.5"),
+    (dict(maxiter="3"), TypeError, "maxiter must be an integer or None, got '3'"),
+    (dict(maxiter=True), TypeError, "maxiter must be an integer or None, got True"),
+    (dict(maxiter=0), ValueError, "maxiter must be a positive integer"),
+    (dict(rtol="1e-5"), ValueError, "rtol must be a finite real number >= 0, got '1e-5'"),
+    (dict(rtol=np.array([1e-5, 1e-5])), ValueError, "rtol must be a finite real number"),
+    (dict(atol=1e-5 + 0j), ValueError, "atol must be a finite real number"),
+    (dict(atol=-1.0), ValueError, "atol must be a finite real number >= 0, got -1.0"),
+    (dict(rtol=np.inf), ValueError, "rtol must be a finite real number"),
+    (dict(M=np.ones(N)), ValueError, "M=None or 'jacobi', got ndarray"),
+])
+def test_options_are_checked_by_name(kw, error, message):
+    """A bad option is refused with its name, as the single solves refuse it (maxiter of 2.5
+    or "3" ran 2 and 3 iterations; rtol "1e-5", an array or a complex number, and M an array,
+    failed inside NumPy with messages that named nothing)."""
+    mats, B = _systems(2)
+    with pytest.raises(error, match=re.escape(message)):
+        batch.cg(batch.from_matrices(mats), B, **kw)
+    X, info = batch.cg(batch.from_matrices(mats), B, maxiter=np.int64(3), rtol=np.float32(1e-3))
+    assert info.shape == (2,)
 
 
 def test_device_without_a_gpu_is_an_error(monkeypatch):

@@ -25,6 +25,7 @@ CuPy values keeps them on the device.
 """
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -247,12 +248,17 @@ def _solve(method, Ab, B, *, rtol, atol, maxiter, M, full_output, variant):
         B = np.asarray(B)
     if B.ndim != 2 or B.shape != (Ab.nb, Ab.n):
         raise ValueError(f"B must have shape (nb, n) = {(Ab.nb, Ab.n)}, got {tuple(B.shape)}")
-    if M not in (None, "jacobi"):
-        raise ValueError(f"dpsolve.batch takes M=None or 'jacobi', got {M!r}")
+    if not (M is None or (isinstance(M, str) and M == "jacobi")):
+        shown = repr(M) if M is None or isinstance(M, str) else type(M).__name__
+        raise ValueError(f"dpsolve.batch takes M=None or 'jacobi', got {shown}")
     for name, v in (("rtol", rtol), ("atol", atol)):
-        if not np.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) \
+                or v < 0:
+            raise ValueError(f"{name} must be a finite real number >= 0, got {v!r}")
     dtype = np.result_type(Ab.dtype, B.dtype if B.dtype.kind in "fc" else np.float64)
+    if maxiter is not None and (isinstance(maxiter, bool)
+                                or not isinstance(maxiter, numbers.Integral)):
+        raise TypeError(f"maxiter must be an integer or None, got {maxiter!r}")
     maxiter = 10 * Ab.n if maxiter is None else int(maxiter)
     if maxiter < 1 or maxiter > np.iinfo(np.int32).max:
         raise ValueError(f"maxiter must be a positive integer below 2**31, got {maxiter}")
