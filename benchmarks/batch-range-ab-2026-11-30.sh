@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The driver of batch-range-ab-2026-11-30.py: each TAG=DIR (DIR holds a dpsolve/) in turn, one
-# process a turn, ROUNDS rounds, on one machine. Usage:
+# The driver of batch-range-ab-2026-11-30.py (AB_SCRIPT=another of benchmarks/ for another, e.g.
+# batch-checks-ab-2026-11-30.py): each TAG=DIR (DIR holds a dpsolve/) in turn, one process a
+# turn, ROUNDS rounds, on one machine; the CSV header once. Usage:
 #   benchmarks/batch-range-ab-2026-11-30.sh ROUNDS before=DIR after=DIR ... > ab.csv
 rounds=$1; shift
 here=$(cd "$(dirname "$0")/.." && pwd)
-echo "tag,work,dtype,M,ms,its_max,worst_rel_res,path"
+script=$here/benchmarks/${AB_SCRIPT:-batch-range-ab-2026-11-30.py}
+skip=1                                    # the first process's header is kept
 for r in $(seq "$rounds"); do
   for pair in "$@"; do
-    PYTHONPATH=${pair#*=} python3 "$here/benchmarks/batch-range-ab-2026-11-30.py" "${pair%%=*}" \
-      | tail -n +2
+    PYTHONPATH=${pair#*=} python3 "$script" "${pair%%=*}" | tail -n +$skip
+    skip=2
   done
 done
