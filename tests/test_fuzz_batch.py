@@ -31,6 +31,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_fuzz_host import scaled_norm      # ||v|| without over- or underflow, as the oracle
 
 from dpsolve import batch
 
@@ -40,17 +41,6 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True,
 DTYPES = (np.float32, np.float64, np.complex128)
 TOLS = (0.0, 1e-300, 1e-5, 1e-2)
 MAXITERS = (1, 2, 5, None)
-
-
-def scaled_norm(v) -> float:
-    """||v||_2 without overflow or underflow: 2^e ||v / 2^e||, 2^e above max|v| (exact)."""
-    v = np.asarray(v)
-    s = float(np.max(np.abs(v))) if v.size else 0.0
-    if s == 0.0 or not np.isfinite(s):
-        return s
-    e = int(np.frexp(s)[1])
-    w = np.ldexp(v.real, -e) + (1j * np.ldexp(v.imag, -e) if np.iscomplexobj(v) else 0)
-    return float(np.ldexp(np.linalg.norm(w), e))
 
 
 @st.composite
