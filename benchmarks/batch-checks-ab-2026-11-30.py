@@ -17,16 +17,23 @@ and 100 x 2-D 72^2 (5,184 rows: CG past the rows kernel); A_i = A + s_i I (s_i u
 M None and "jacobi". Prints CSV: tag,work,method,dtype,M,ms,its_max,path.
 """
 import csv
+import importlib.util
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import cupy
 import numpy as np
-import scipy.sparse as sp
 
 import dpsolve
 from dpsolve.matrices import laplace_2d, laplace_3d
+
+# the batches of the range A/B (its ``inputs``: the pattern, the shifted values, B), one source
+_spec = importlib.util.spec_from_file_location(
+    "batch_range_ab", Path(__file__).with_name("batch-range-ab-2026-11-30.py"))
+range_ab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(range_ab)
 
 WORKS = (("1k x 2-D 32^2", lambda: laplace_2d(32), 1_000, ("bicgstab",)),
          ("200 x 3-D 16^3", lambda: laplace_3d(16), 200, ("bicgstab",)),
@@ -39,13 +46,7 @@ def main():
     out = csv.writer(sys.stdout)
     out.writerow(["tag", "work", "method", "dtype", "M", "ms", "its_max", "path"])
     for label, make, nb, methods in WORKS:
-        A = sp.csr_array(make())
-        A.sort_indices()
-        rng = np.random.default_rng(0)
-        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-        values = np.tile(A.data, (nb, 1))
-        values[:, A.indices == rows] += rng.random((nb, 1))
-        B = rng.standard_normal((nb, A.shape[0]))
+        A, values, B = range_ab.inputs(make, nb)
         for method in methods:
             solve = getattr(dpsolve.batch, method)
             for dtype in (np.float64, np.float32):
