@@ -179,7 +179,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         return None
     import cupy
 
-    from ._system import square_bounds
+    from ._system import square_bounds, widened
     from .batch import BAD_INPUT, device
     from .formats import row_stats
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
@@ -213,7 +213,10 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
             return None
     else:
         _check_finite(B, "b")
-        if bool(unsafe.any()):
+        # ||b_j||^2 = 0: b_j = 0, or squares that underflow (float32 subnormals among them: the
+        # device reads them as 0, _system.flushes), which the single solves scale
+        zero = sq == 0
+        if bool(unsafe.any()) or (bool(zero.any()) and bool((widened(Bt[zero]) != 0).any())):
             return None
         bnorm = cupy.sqrt(sq)
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))

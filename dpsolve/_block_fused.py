@@ -512,7 +512,8 @@ def solve(P, B, X0, *, rtol, atol, maxiter, t0):
 def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     """The block (n, k) on the prepared system P (``usable``), in passes of at most MAX_K
     columns; returns (X, info, BlockReport), X in B's array module, or None where the block does
-    not run fused (a column's ||b||^2 outside the dtype's safe range: the single solves scale b).
+    not run fused (a column's ||b||^2 outside the dtype's safe range, or 0 where b is not: the
+    single solves scale b).
     Every column's true residual is checked; the columns that miss it restart from it as a
     block, as a single solve would (info 0 only where the true residual meets the tolerance);
     a column that broke down is solved again by P's single solve and reported as that solve
@@ -524,7 +525,7 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     from . import _block
     from . import _frontend as fe
     from ._frontend import MAX_RESTARTS
-    from ._system import in_safe_range
+    from ._system import in_safe_range, widened
     from .formats.csr import _is_cupy
     from .report import SolveReport
     from ._block_bicgstab import DeviceBlockBiCGStab
@@ -534,6 +535,9 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     Bd = cupy.ascontiguousarray(cupy.asarray(B).astype(dt, copy=False))
     sq = column_sq(Bd).get()
     if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
+        return None
+    zero = np.flatnonzero(sq == 0)            # b_j = 0, or squares that underflow (float32
+    if zero.size and bool((widened(Bd[:, cupy.asarray(zero)]) != 0).any()):   # subnormals)
         return None
     tol = np.maximum(float(rtol) * np.sqrt(sq), float(atol))
     X0d = None if X0 is None else cupy.ascontiguousarray(cupy.asarray(X0).astype(dt))

@@ -78,19 +78,70 @@ def exponent_of(vmax: float) -> int:
     return int(np.frexp(vmax)[1])
 
 
+def flushes(v) -> bool:
+    """Whether ``v`` is a float32 or complex64 device array. CuPy compiles every kernel with
+    -ftz=true (cupy/cuda/compiler.py appends it to the caller's options), so on the device any
+    float32 operation -- abs, astype, a product, ldexp, a comparison, a sum -- reads a subnormal
+    (below 2^-126) as 0 and writes one as 0. Where that would change an answer (a b whose every
+    entry is below 2^-126 read as b = 0; x multiplied back below 2^-126), the values go through
+    their bits: ``widened``, ``narrowed``."""
+    return _is_cupy(v) and v.dtype.char in "fF"
+
+
+def widened(v):
+    """v in float64 (complex128), exactly, subnormals included: a float32 device array's
+    subnormal components are read through their bits (``flushes``); else ``astype``."""
+    wide = np.complex128 if v.dtype.kind == "c" else np.float64
+    if not flushes(v):
+        return v.astype(wide, copy=False)
+    import cupy
+    u = cupy.ascontiguousarray(v).view(cupy.int32)          # complex64: its parts, in pairs
+    mag = u & 0x7FFFFFFF
+    sub = (mag.astype(cupy.float64) * 2.0 ** -149)          # a subnormal's value, exactly
+    w = cupy.where(mag < 0x00800000, cupy.where(u < 0, -sub, sub),
+                   u.view(cupy.float32).astype(cupy.float64))
+    return w.view(wide)
+
+
+def narrowed(w, dtype):
+    """float64 (complex128) ``w`` in ``dtype``, rounded to nearest: into a float32 device array,
+    a result below 2^-126 is written through its bits (``flushes``: the conversion would write
+    0), as NumPy's rounds it; else ``astype``."""
+    dtype = np.dtype(dtype)
+    if not (_is_cupy(w) and dtype.char in "fF"):
+        return w.astype(dtype, copy=False)
+    import cupy
+    r = cupy.ascontiguousarray(w).view(cupy.float64)        # complex128: its parts, in pairs
+    a = cupy.abs(r)
+    tiny = a < 2.0 ** -126
+    m = cupy.rint(cupy.where(tiny, a, 0) * 2.0 ** 149).astype(cupy.int32)    # <= 2^23: exact
+    bits = cupy.where(tiny, m | cupy.where(cupy.signbit(r), np.int32(-2 ** 31), np.int32(0)),
+                      r.astype(cupy.float32).view(cupy.int32))
+    return bits.view(dtype)
+
+
 def times_power_of_two(v, e: int):
     """v * 2^e, exactly (a new array; NumPy or CuPy, real or complex), in two factors so that
-    neither over- nor underflows where the product does not (2^e alone can, for |e| > 1022)."""
+    neither over- nor underflows where the product does not (2^e alone can, for |e| > 1022); a
+    float32 device array through float64 (``flushes``), so that its subnormals count."""
     if e == 0:
         return v
+    if flushes(v):
+        return narrowed(times_power_of_two(widened(v), e), v.dtype)
     half = e // 2
     return (v * v.real.dtype.type(2.0 ** half)) * v.real.dtype.type(2.0 ** (e - half))
+
+
+def abs_max(v) -> float:
+    """max |v| (a nonempty NumPy or CuPy array), exactly: a float32 device array's subnormals
+    count (``flushes``)."""
+    return float(abs(widened(v) if flushes(v) else v).max())
 
 
 def scaled_norm(v, xp=np) -> float:
     """||v||_2 of a vector whose squares under- or overflow: max|v| * ||v / 2^e|| with 2^e the
     power of two near max|v| (exact). 0.0 exactly when v is zero."""
-    vmax = float(xp.abs(v).max())
+    vmax = abs_max(v)
     if vmax == 0 or not np.isfinite(vmax):
         return vmax
     e = exponent_of(vmax)
@@ -133,8 +184,7 @@ def scale_rhs(system, sq: float) -> float:
     system.scale = 0
     if not SCALE_RHS or in_safe_range(sq, system.dtype):
         return float(np.sqrt(sq))
-    xp = array_module(system.b)
-    vmax = float(xp.abs(system.b).max())
+    vmax = abs_max(system.b)
     if vmax == 0:
         return 0.0
     divide_rhs(system, exponent_of(vmax))
