@@ -132,6 +132,36 @@ def test_a_solution_past_the_largest_float_is_not_converged(variant):
     assert info[1] == 100 and np.isnan(rep.residual_norm[1]) and not np.isfinite(X[1]).all()
 
 
+
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_an_x_rounded_below_the_normal_range_meets_its_tolerance_or_is_not_converged(
+        variant, method):
+    """float32 b below the normal range (subnormals; the device reads them through their bits:
+    dpsolve._system.flushes): the scaled systems converge, and x multiplied back is a
+    subnormal. At 2^-132 it keeps about 17 bits: rtol 1e-4 is met (info 0, the true residual
+    within the tolerance), 1e-6 is not; at 2^-146 it has a few bits and meets neither: info
+    maxiter, the residual reported that x's (dpsolve.batch.scaled_back; the kernels'
+    batch::scale_back). Before, x was returned with the scaled system's info 0."""
+    mats, B1 = _systems(4, dtype=np.float32, nonsym=method == "bicgstab")
+    ks = np.array([-132, -146, 0, -132])
+    B = np.ldexp(B1 + 0.5, ks[:, None]).astype(np.float32)
+    assert (np.abs(B[[0, 1, 3]]) < np.finfo(np.float32).tiny).all() and B.all()
+    Ab = batch.from_matrices(mats)
+    for rtol, want in ((1e-4, [0, 1, 0, 0]), (1e-6, [1, 1, 0, 1])):
+        X, info, rep = getattr(batch, method)(Ab, B, rtol=rtol, full_output=True,
+                                              variant=variant)
+        X, info = (a.get() if hasattr(a, "get") else a for a in (X, info))
+        for i, M in enumerate(mats):
+            r = np.linalg.norm(np.ldexp(B[i].astype(np.float64), -ks[i])
+                               - M @ np.ldexp(X[i].astype(np.float64), -ks[i])) * 2.0 ** ks[i]
+            bn = np.linalg.norm(B[i].astype(np.float64))   # the residual's float32 rounding
+            assert X[i].any() and np.isclose(rep.residual_norm[i], r, rtol=1e-3, atol=1e-5 * bn)
+            if want[i]:
+                assert info[i] == 10 * N and r > rep.tolerance[i], (i, info, r)
+            else:
+                assert info[i] == 0 and r <= 1.01 * rep.tolerance[i], (i, info, r)
+
 @pytest.mark.parametrize("maxiter", [1, 2, 3, 4])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_not_converged_is_maxiter_and_no_system_runs_past_it(variant, maxiter):

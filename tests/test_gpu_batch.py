@@ -36,8 +36,8 @@ def _device_inputs(Ab, B, rtol, M):
     """What dpsolve.batch's checks (``_checks``, on the device) give the kernel: the values and
     B in the working dtype, preset codes, tolerances, D^-1."""
     import cupy
-    values, dB, info, _, dinv, tol, _, _ = batch._checks(cupy, Ab, cupy.asarray(Ab.values),
-                                                         cupy.asarray(B), M, Ab.dtype, rtol, 0.0)
+    values, dB, info, _, dinv, (tol, _), _, _ = batch._checks(
+        cupy, Ab, cupy.asarray(Ab.values), cupy.asarray(B), M, Ab.dtype, rtol, 0.0)
     return (values, cupy.asarray(Ab.indptr.astype(np.int32)),
             cupy.asarray(Ab.indices.astype(np.int32)), dB, cupy.zeros((Ab.nb, Ab.n), Ab.dtype),
             info.astype(cupy.int32), tol, dinv)

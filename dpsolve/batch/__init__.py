@@ -162,11 +162,12 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
     host and, for the one-launch kernels of ``device.py``, on the device): the values and B in
     ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
     in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry), the bad mask, D^-1
-    (nb, n) or None, each tolerance max(rtol ||b_i||, atol) and the systems to solve (good, b
-    not 0: b = 0 is solved by x = 0 with info 0, as SciPy's), as a mask, and e (nb,): a b_i
-    outside the safe range is solved as b_i / 2^e_i (``row_exponents``: B and the tolerance
-    here are the scaled system's; ``scaled_back`` returns the caller's). Nothing here waits for
-    the device."""
+    (nb, n) or None, each tolerance max(rtol ||b_i||, atol) as a pair (the system's as solved,
+    and the caller's), the systems to solve (good, b not 0: b = 0 is solved by x = 0 with info
+    0, as SciPy's) as a mask, and e (nb,): a b_i outside the safe range is solved as b_i / 2^e_i
+    (``row_exponents``: B here is the scaled system's; ``scaled_back`` and the kernels return
+    the caller's x). Nothing here waits for the device but ``row_exponents`` on a float32
+    batch (one wait)."""
     nb, n = Ab.nb, Ab.n
     values = xp.ascontiguousarray(values.astype(dtype, copy=False))
     Bw = xp.array(B, dtype=dtype, copy=True, order="C")
@@ -184,12 +185,17 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
         with np.errstate(divide="ignore", invalid="ignore"):     # a NaN diagonal: BAD_INPUT
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
     e = row_exponents(xp, xp.where(bad[:, None], 0, Bw), dtype)
-    Bw = times_power_of_two(xp, Bw, -e)
+    if e is None:                               # no row to scale (float32 on the device)
+        e = xp.zeros(nb, np.int32)
+    else:
+        Bw = times_power_of_two(xp, Bw, -e)
     wide = np.complex128 if Bw.dtype.kind == "c" else np.float64     # as batch_cg_rows: double
     bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw).astype(wide, copy=False), axis=1)
-    tol = xp.maximum(rtol * bnorm, xp.ldexp(xp.float64(atol), -e))
+    with np.errstate(over="ignore"):            # atol 2^-e past the largest float: any x meets it
+        tol = xp.maximum(rtol * bnorm, xp.ldexp(xp.float64(atol), -e))
+        tol_out = xp.maximum(xp.ldexp(rtol * bnorm, e), atol)        # the caller's
     todo = ~bad & (bnorm > 0)
-    return values, Bw, info, bad, dinv, tol, todo, e
+    return values, Bw, info, bad, dinv, (tol, tol_out), todo, e
 
 
 def row_exponents(xp, B, dtype):
@@ -199,10 +205,19 @@ def row_exponents(xp, B, dtype):
     its residual and its tolerance are multiplied back (``scaled_back``): a power of two commutes
     with every operation of the solve that stays in range, so a system in range keeps its bits
     and one outside it gets scale 1's. Before, b_i of 2^-900 in float64 had ||b_i|| = 0 and was
-    answered x = 0 with info 0."""
-    from .._system import square_bounds
+    answered x = 0 with info 0; so was a float32 b_i below 2^-126 on the device (its subnormals
+    read as 0: ``_system.flushes``), which is read here through its bits. For a float32 device
+    B, None where every row is in range as the device reads it (its squares summed with the
+    subnormals read as 0, which they then are to rounding): one wait, and no pass through the
+    bits on the usual batch."""
+    from .._system import flushes, square_bounds, widened
     lo, hi = square_bounds(np.dtype(dtype))
-    a = xp.abs(B).astype(np.float64, copy=False)      # float64 B: no second copy
+    if flushes(B):
+        a = xp.abs(B).astype(np.float64)
+        sq = (a * a).sum(axis=1)
+        if bool(((sq >= lo) & (sq <= hi)).all()):
+            return None
+    a = abs(widened(B))                               # float64 B: no second copy
     bmax = a.max(axis=1) if B.shape[1] else xp.zeros(B.shape[0])
     with np.errstate(over="ignore", under="ignore"):
         sq = (a * a).sum(axis=1)
@@ -211,26 +226,40 @@ def row_exponents(xp, B, dtype):
 
 
 def times_power_of_two(xp, V, e):
-    """V (nb, n) with row i times 2^e_i (exact where it stays normal; real and imaginary parts
-    apart: ldexp takes no complex)."""
+    """V (nb, n) with row i times 2^e_i, exactly, rounded to nearest where a result is below the
+    normal range (real and imaginary parts apart: ldexp takes no complex; a float32 device array
+    through float64: ``_system.flushes``)."""
+    from .._system import flushes, narrowed, widened
     k = e[:, None]
-    if V.dtype.kind == "c":
-        return (xp.ldexp(V.real, k) + 1j * xp.ldexp(V.imag, k)).astype(V.dtype)
-    return xp.ldexp(V, k).astype(V.dtype, copy=False)
+    W = widened(V) if flushes(V) else V
+    if W.dtype.kind == "c":
+        return narrowed(xp.ldexp(W.real, k) + 1j * xp.ldexp(W.imag, k), V.dtype)
+    return narrowed(xp.ldexp(W, k), V.dtype)
 
 
-def scaled_back(xp, X, info, res, tol, e, maxiter, atol):
-    """The caller's X, res and tol of systems solved as b_i / 2^e_i (``row_exponents``): times
-    2^e_i (the tolerance at least atol: atol 2^-e_i may have underflowed). An x past the largest
-    float once multiplied back is not converged (info maxiter, a NaN residual), as
-    ``_frontend._unscaled_check`` has it for the single solves."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        X = times_power_of_two(xp, X, e)
-        res, tol = xp.ldexp(res, e), xp.maximum(xp.ldexp(tol, e), atol)
-    lost = (e != 0) & ~xp.isfinite(X).all(axis=1)
-    info = xp.where(lost & (info == 0), maxiter, info)
-    res = xp.where(lost, xp.nan, res)
-    return X, info, res, tol
+def scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter):
+    """The caller's X, info and res (the host's: NumPy) of systems solved as b_i / 2^e_i
+    (``row_exponents``; ``values``, ``Bw`` and ``tol`` the system's as solved): x_i times 2^e_i,
+    exactly, rounded to nearest below the normal range. Where that rounds, the true residual of
+    the rounded x decides (info maxiter where it misses the tolerance), and an x past the
+    largest float is not converged (info maxiter, a NaN residual), as
+    ``_frontend._unscaled_check`` has it for the single solves; batch.cu's kernels do the same
+    on the device."""
+    from . import reference
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        Xc = times_power_of_two(np, X, e)
+        back = times_power_of_two(np, Xc, -e)
+        lost = (e != 0) & ~np.isfinite(Xc).all(axis=1)
+        rounded = np.flatnonzero((e != 0) & ~lost & (back != X).any(axis=1))
+        if rounded.size:
+            R = Bw[rounded] - reference.matvec(values[rounded], Ab.indptr, Ab.indices,
+                                               back[rounded])
+            res[rounded] = np.linalg.norm(R, axis=1)
+            missed = rounded[(info[rounded] == 0) & ~(res[rounded] <= tol[rounded])]
+            info[missed] = maxiter
+        info = np.where(lost & (info == 0), maxiter, info)
+        res = np.where(lost, np.nan, np.ldexp(res, e))
+    return Xc, info, res
 
 
 VARIANTS = ("auto", "device", "host")
@@ -284,8 +313,8 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     """The host reference, with the true-residual restart of the kernels."""
     from . import reference
     nb, n = Ab.nb, Ab.n
-    values, Bw, info, bad, dinv, tol, todo, e = _checks(np, Ab, _host(Ab.values), _host(B), M,
-                                                        dtype, rtol, atol)
+    values, Bw, info, bad, dinv, (tol, tol_out), todo, e = _checks(
+        np, Ab, _host(Ab.values), _host(B), M, dtype, rtol, atol)
     its = np.zeros(nb, dtype=np.int64)
     X = np.zeros((nb, n), dtype=dtype)
     solver = getattr(reference, method)
@@ -318,8 +347,8 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     res[live] = np.linalg.norm(Bw[live] - reference.matvec(values[live], Ab.indptr, Ab.indices,
                                                            X[live]), axis=1)
     res[bad] = np.nan
-    X, info, res, tol = scaled_back(np, X, info, res, tol, e, maxiter, atol)
-    return X, info, its, res, tol, "host reference (vectorised NumPy)"
+    X, info, res = scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter)
+    return X, info, its, res, tol_out, "host reference (vectorised NumPy)"
 
 
 def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
@@ -341,12 +370,13 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                          if device.DIAGONALS else None)
         return X, info.astype(cupy.int64), its, res, tol, path
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
-    values, Bw, info, bad, dinv, tol, todo, e = _checks(cupy, Ab, cupy.asarray(Ab.values),
-                                                        cupy.asarray(B), M, dtype, rtol, atol)
+    values, Bw, info, bad, dinv, (tol, tol_out), todo, e = _checks(
+        cupy, Ab, cupy.asarray(Ab.values), cupy.asarray(B), M, dtype, rtol, atol)
+    # the kernels multiply x and its residual back by 2^e_i and decide on a rounded x
     info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,
-                                                      info, tol, maxiter, dinv, ~todo & ~bad)
-    X, info, res, tol = scaled_back(cupy, X, info, res, tol, e, maxiter, atol)
-    return X, info, its, res, tol, path
+                                                      info, tol, maxiter, dinv, ~todo & ~bad,
+                                                      exps=e)
+    return X, info, its, res, tol_out, path
 
 
 def cg(Ab, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, full_output=False,

@@ -109,30 +109,34 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
 
 
 def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
-             shared_values=False):
+             shared_values=False, exps=None):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too:
     ``solve_skipping_zero`` does it), and returns (its (nb,) int32, res (nb,) float64: the true
     residual norms, NaN for a skipped system, path: where the vectors lived).
 
     values (nb, nnz), B, X (nb, n) C-contiguous of one dtype; indptr (n + 1,), indices (nnz,)
-    int32; tol (nb,) float64; dinv (nb, n) or None; ``shared_values``: as solve_cg_rows's."""
+    int32; tol (nb,) float64; dinv (nb, n) or None; ``shared_values``: as solve_cg_rows's.
+    ``exps`` (nb,) int32 or None: system i is b_i / 2^e_i (dpsolve.batch.row_exponents), its x
+    and residual written multiplied back by 2^e_i, the tolerance met by the x written (x rounded
+    below the normal range: its true residual decides; past the largest float: info maxiter and
+    a NaN residual)."""
     return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-                  shared_values)
+                  shared_values, exps)
 
 
 SKIP = np.iinfo(np.int32).max     # the preset that keeps a system of b = 0 out of the kernels
 
 
 def solve_skipping_zero(method, values, indptr, indices, B, X, info, tol, maxiter: int, dinv,
-                        zero_b, shared_values=False):
+                        zero_b, shared_values=False, exps=None):
     """``solve_<method>`` where the systems of b = 0 (``zero_b``, a mask) are not run but given
     SciPy's answer -- x = 0, info 0, residual 0 -- where the kernels' first step would divide 0
     by 0. ``info``: the other systems' preset codes. Returns (info int64, its, res, path)."""
     import cupy
     code = cupy.where(zero_b, SKIP, info).astype(cupy.int32)
     its, res, path = _solve(method, values, indptr, indices, B, X, code, tol, maxiter, dinv,
-                            None, shared_values)
+                            None, shared_values, exps)
     X[zero_b] = 0
     return (cupy.where(zero_b, 0, code).astype(cupy.int64), its, cupy.where(zero_b, 0.0, res),
             path)
@@ -214,15 +218,15 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
-                   stream=None, shared_values=False):
+                   stream=None, shared_values=False, exps=None):
     """Batched BiCGStab on the device, as :func:`solve_cg` (codes -10 and -11 as the host
     reference's, each breakdown confirmed with the accurate inner product)."""
     return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-                  shared_values)
+                  shared_values, exps)
 
 
 def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-           shared_values=False):
+           shared_values=False, exps=None):
     import cupy
 
     from ..reference._util import breakdown_tol
@@ -233,8 +237,9 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
             raise ValueError(f"solve_{method}: {name} must be C-contiguous {dt}")
     if dinv is not None and (np.dtype(dinv.dtype) != dt or dinv.shape != X.shape):
         raise ValueError(f"solve_{method}: dinv must have X's shape and dtype")
-    if np.dtype(info.dtype) != np.int32 or info.shape != (nb,):
-        raise ValueError(f"solve_{method}: info must be int32 of shape (nb,)")
+    for name, a in (("info", info), ("exps", info if exps is None else exps)):
+        if np.dtype(a.dtype) != np.int32 or a.shape != (nb,):
+            raise ValueError(f"solve_{method}: {name} must be int32 of shape (nb,)")
     its = cupy.zeros(nb, cupy.int32)
     res = cupy.full(nb, np.nan, cupy.float64)
     if nb == 0:
@@ -257,5 +262,6 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     launch(kernel, (grid,), (block,),
            (np.int32(nb), np.int32(n), indptr, indices, values,
             np.int64(0 if shared_values else values.shape[1]), B, X, dinv, tol, np.int32(maxiter),
-            *extra, info, its, res, scratch), stream, shared_mem=shared)
+            *extra, info, its, res, ops._NULL if exps is None else exps, scratch), stream,
+           shared_mem=shared)
     return its, res, f"one launch, a block per system, vectors in {path} memory"

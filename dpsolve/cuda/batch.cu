@@ -16,7 +16,9 @@
 // info on entry: 0 for a system to solve; any other value (the host's own checks: -20 a NaN or
 // Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
 // the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
-// -10), its its iterations, res its true residual norm. batch_cg's inner products are block sums
+// -10), its its iterations, res its true residual norm. `exps` (nullptr: none): system i was
+// scaled by the host's checks to b / 2^e_i (dpsolve.batch.row_exponents); its x and residual are
+// written multiplied back (batch::round_x). batch_cg's inner products are block sums
 // on one barrier each (dps::sum_everywhere, common.cuh: a 64^2 block of right-hand sides runs
 // its columns as 64 blocks of 1,024 threads, where the barriers count); batch_bicgstab's are
 // all_sum's (the order of dps::block_sum). A system's iterates match its single solve to
@@ -52,12 +54,66 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
 
 constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
 
+// v * 2^e, exactly, rounded to nearest where the result is below the normal range: the scaled
+// right-hand sides of dpsolve.batch.row_exponents and their solutions. A float goes through
+// double with its bits read and written by hand (wide, narrow): CuPy compiles every kernel with
+// -ftz=true (dpsolve._system.flushes), so any float operation, a conversion to double included,
+// reads a subnormal as 0 and writes a result below 2^-126 as 0. Before, a float32 b below 2^-126
+// was solved as b = 0 (x = 0, info 0).
+__device__ __forceinline__ double wide(float v) {
+    const unsigned u = __float_as_uint(v);
+    if ((u & 0x7f800000u) != 0u) return (double)v;                // normal, Inf, NaN
+    const double m = (double)(u & 0x7fffffu) * 0x1p-149;           // subnormal or 0, exactly
+    return (u >> 31) != 0u ? -m : m;
+}
+__device__ __forceinline__ float narrow(double d) {
+    const double a = fabs(d);
+    if (!(a < 0x1p-126)) return (float)d;                         // normal, Inf, NaN
+    const unsigned m = __double2uint_rn(a * 0x1p149);              // <= 2^23: 2^-126's bits
+    return __uint_as_float((signbit(d) ? 0x80000000u : 0u) | m);
+}
+__device__ __forceinline__ float times_pow2(float v, int e) { return narrow(scalbn(wide(v), e)); }
+__device__ __forceinline__ double times_pow2(double v, int e) { return scalbn(v, e); }
+template <typename R>
+__device__ __forceinline__ dps::complex<R> times_pow2(dps::complex<R> v, int e) {
+    return {times_pow2(v.re, e), times_pow2(v.im, e)};
+}
+// |v| in double, a float's subnormals included
+__device__ __forceinline__ double magnitude(float v) { return fabs(wide(v)); }
+__device__ __forceinline__ double magnitude(double v) { return fabs(v); }
+template <typename R>
+__device__ __forceinline__ double magnitude(dps::complex<R> v) {
+    return hypot(magnitude(v.re), magnitude(v.im));
+}
+
+// A system solved as b / 2^e (e != 0, uniform in the block) ends with x rounded as the caller
+// gets it: `for_x(f)` calls f on a reference to each of this thread's entries of x as solved,
+// which becomes x 2^e (times_pow2: rounded below the normal range) put back at the solved scale,
+// exactly. Returns whether any entry of the block changed, so that the true residual of the x
+// the caller gets decides its code (the kernels compute it once more); `lost`: x 2^e is past the
+// largest float somewhere (not converged, a NaN residual). dpsolve.batch.scaled_back does the
+// same on the host.
+template <typename ForX>
+__device__ __forceinline__ bool round_x(int e, ForX for_x, bool& lost) {
+    bool rounded = false, gone = false;
+    for_x([&](auto& xi) {
+        const auto back = times_pow2(times_pow2(xi, e), -e);
+        rounded |= back != xi;
+        gone |= !dps::is_finite(back);
+        xi = back;
+    });
+    lost = __syncthreads_or(gone);
+    return __syncthreads_or(rounded) && !lost;
+}
+
 // The systems of this block (grid-stride over them, uniform per block), each to its own
 // tolerance: x loaded from X, then runs of `run` -- the method from the current x with the
 // iterations it has left, returning stop.cuh's Stop -- until the true residual ||b - A x|| (q:
 // scratch) decides. A convergence it does not confirm restarts from x while iterations are left
-// and the run made some, else the system gets info = maxiter (dpsolve.batch's host rule). X,
-// info, its and res are written for every system solved; one preset with info != 0 is skipped.
+// and the run made some, else the system gets info = maxiter (dpsolve.batch's host rule). A
+// system scaled to b / 2^e (`exps`) ends with x rounded as the caller gets it (round_x) and, where
+// that changed x, one more true residual, of that x, which decides. X (x 2^e), info, its and res
+// (times 2^e) are written for every system solved; one preset with info != 0 is skipped.
 // __noinline__: inlined into batch_bicgstab, ptxas (CUDA 13.0, -O1 and above) made spmv read p^
 // before other threads' stores to it were seen -- wrong results from the first iteration, with a
 // single warp too; -Xptxas -O0 or this call boundary gives the reference's iterates. One call a
@@ -70,7 +126,8 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
                                             const T* __restrict__ dinv,
                                             const double* __restrict__ tol, int maxiter,
                                             int* __restrict__ info, int* __restrict__ its,
-                                            double* __restrict__ res, T* x, T* q,
+                                            double* __restrict__ res,
+                                            const int* __restrict__ exps, T* x, T* q,
                                             double* s_real, Run run) {
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
@@ -80,23 +137,44 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
         const double atol = tol[sys];
         for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
         __syncthreads();
-        int code = maxiter, total = 0, budget = maxiter;
+        const int e = exps != nullptr ? exps[sys] : 0;      // b / 2^e: x goes back times 2^e
+        int code = maxiter, total = 0, budget = maxiter, made = 0;
         double true_res = 0.0;
+        bool rounded = false, lost = false;
         while (true) {
-            const dps::Stop h = run(a, b, d, atol, budget);
-            code = h.info;
-            total += h.its;
-            budget -= h.its;
+            if (!rounded) {
+                const dps::Stop h = run(a, b, d, atol, budget);
+                code = h.info;
+                total += h.its;
+                budget -= h.its;
+                made = h.its;
+            }
             spmv(n, indptr, indices, a, x, q);
             __syncthreads();
             double rr = 0.0;
             for (int i = threadIdx.x; i < n; i += blockDim.x) rr += (double)dps::abs2(b[i] - q[i]);
             true_res = sqrt(all_sum(rr, s_real));
-            if (code != 0 || !(true_res > atol)) break;
-            if (budget <= 0 || h.its == 0) { code = maxiter; break; }
+            if (rounded) {                        // the x the caller gets decides
+                if (code == 0 && !(true_res <= atol)) code = maxiter;
+                break;
+            }
+            if (code == 0 && true_res > atol) {   // a restart from x, or not converged
+                if (budget > 0 && made > 0) continue;
+                code = maxiter;
+            }
+            if (e == 0 || !(rounded = round_x(e, [&](auto f) {
+                    for (int i = threadIdx.x; i < n; i += blockDim.x) f(x[i]);
+                }, lost)))
+                break;
         }
         if (code > 0) code = maxiter;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) X[(size_t)sys * n + i] = x[i];
+        if (lost) {                               // x 2^e past the largest float
+            if (code == 0) code = maxiter;
+            true_res = nan("");
+        }
+        true_res = ldexp(true_res, e);
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            X[(size_t)sys * n + i] = e != 0 ? times_pow2(x[i], e) : x[i];
         if (threadIdx.x == 0) {
             info[sys] = code;
             its[sys] = total;
@@ -114,7 +192,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
          const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
          const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
          int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
-         T* __restrict__ scratch) {
+         const int* __restrict__ exps, T* __restrict__ scratch) {
     __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
     __shared__ double s_rr[DPS_WARP], s_real[DPS_WARP];
     extern __shared__ __align__(16) unsigned char s_dyn[];
@@ -130,7 +208,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
     T* p = w + 2 * (size_t)n;
     T* q = w + 3 * (size_t)n;
     batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
-                       its, res, x, q, s_real,
+                       its, res, exps, x, q, s_real,
                        [&](const T* v, const T* b, const T* d, double atol, int budget) {
         // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
         batch::spmv(n, indptr, indices, v, x, q);
@@ -197,7 +275,8 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
                const T* __restrict__ values, long long nnz, const T* __restrict__ B,
                T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
                int maxiter, double bd, int* __restrict__ info, int* __restrict__ its,
-               double* __restrict__ res, T* __restrict__ scratch) {
+               double* __restrict__ res, const int* __restrict__ exps,
+               T* __restrict__ scratch) {
     __shared__ T s_sum[DPS_WARP];
     __shared__ double s_real[DPS_WARP];
     extern __shared__ __align__(16) unsigned char s_dyn[];
@@ -211,7 +290,7 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
     T* ph = w + 6 * (size_t)n;
     T* sh = w + 7 * (size_t)n;
     batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
-                       its, res, x, t, s_real,
+                       its, res, exps, x, t, s_real,
                        [&](const T* a, const T* b, const T* d, double atol, int budget) {
         batch::spmv(n, indptr, indices, a, x, t);                   // t = A x (a temporary)
         __syncthreads();
@@ -395,14 +474,6 @@ struct Diagonals {
 
 constexpr int NO_EXP = -(1 << 30);             // below every ilogb of a nonzero value
 
-// v * 2^e, exactly where the result stays normal (batch_cg_rows's scaled right-hand sides)
-__device__ __forceinline__ float times_pow2(float v, int e) { return scalbnf(v, e); }
-__device__ __forceinline__ double times_pow2(double v, int e) { return scalbn(v, e); }
-template <typename R>
-__device__ __forceinline__ dps::complex<R> times_pow2(dps::complex<R> v, int e) {
-    return {times_pow2(v.re, e), times_pow2(v.im, e)};
-}
-
 // batch_cg_rows's launch bound: the most threads a block of it has (dpsolve/cuda/_loader.py's
 // BATCH_ROWS gives the host the same numbers)
 template <int NZ, int R>
@@ -524,15 +595,16 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         // in the block (every thread has bsq's bits), that b = 0 takes too (no nonzero entry: e
         // stays 0): the scaled b is written to this system's rows of X, which hold x only at
         // the end, each thread its own rows, and read from there. Before, b of 2^-900 in
-        // float64 had ||b|| = 0 and was answered x = 0 with info 0.
+        // float64 had ||b|| = 0 and was answered x = 0 with info 0, and so was a float32 b
+        // below 2^-126 (its squares, sums and comparisons flushed: batch::wide).
         if (!bad && !zero && !(bsq >= sq_lo && bsq <= sq_hi)) {
             if (threadIdx.x == 0) s_top = batch::NO_EXP;
             __syncthreads();
             int top = batch::NO_EXP;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
-                const T bs = row[s] < n ? b[row[s]] : T(0);
-                if (bs != T(0)) top = max(top, ilogb((double)fabs(bs)));
+                const double m = row[s] < n ? batch::magnitude(b[row[s]]) : 0.0;
+                if (m != 0.0) top = max(top, ilogb(m));       // a float's subnormals count
             }
             if (top != batch::NO_EXP) atomicMax(&s_top, top);
             __syncthreads();
@@ -552,8 +624,8 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 b = bx;
                 if (threadIdx.x == 0) s_exp = e;
                 bsq = dps::sum_everywhere<NW>(bb, s_true);    // its barrier publishes s_exp
-                atol_s = fmax(rtol * sqrt(bsq), ldexp(atol, -e));
-                tol_out = fmax(ldexp(atol_s, e), atol);   // atol 2^-e may underflow
+                atol_s = fmax(rtol * sqrt(bsq), ldexp(atol, -e));     // may be Inf: any x
+                tol_out = fmax(ldexp(rtol * sqrt(bsq), e), atol);      // the caller's
             }
         }
         const double bnorm = sqrt(bsq);
@@ -651,13 +723,25 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             code = h.info;
             total += h.its;
             budget -= h.its;
-            // the true residual ||b - A x|| decides, as in batch::for_systems
-            store(xi);
+            // the true residual ||b - A x|| decides, as in batch::for_systems; on the rare path
+            // (b / 2^e) that of x as the caller gets it: x 2^e, rounded below the normal range
+            // (batch::times_pow2), back at the solved scale. A rounded x that misses the
+            // tolerance restarts from x, as any miss does, and where x itself meets it the run
+            // makes no iteration: not converged. The rounding here, not a second product after
+            // the loop as batch::for_systems has it: that made ptxas spill in the iteration loop
+            // (float64 3-D 10^3 with Jacobi: 8 -> 144 bytes, 2.09 -> 2.26 ms on an H200), and
+            // so did e held in a register across the loop: it is read from shared memory here.
+            const int e = s_exp;
+            T xr[R];
+#pragma unroll
+            for (int s = 0; s < R; ++s)
+                xr[s] = e != 0 ? batch::times_pow2(batch::times_pow2(xi[s], e), -e) : xi[s];
+            store(xr);
             __syncthreads();
             double e2 = 0.0;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
-                const T ax = row_times(s, sp, xi[s]);
+                const T ax = row_times(s, sp, xr[s]);
                 if (row[s] < n) e2 += (double)dps::abs2(b[row[s]] - ax);
             }
             true_res = sqrt(dps::sum_everywhere<NW>(e2, s_true));
@@ -673,12 +757,12 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
                 xi[s] = batch::times_pow2(xi[s], e);
                 lost |= row[s] < n && !dps::is_finite(xi[s]);
             }
-            true_res = ldexp(true_res, e);
             if (__syncthreads_or(lost)) {         // past the largest float: not converged
                 if (code == 0) code = maxiter;
                 true_res = nan("");
             }
         }
+        true_res = ldexp(true_res, e);
 #pragma unroll
         for (int s = 0; s < R; ++s)
             if (row[s] < n) X[(size_t)sys * n + row[s]] = xi[s];
