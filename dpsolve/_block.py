@@ -215,8 +215,9 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         _check_finite(B, "b")
         # ||b_j||^2 = 0: b_j = 0, or squares that underflow (float32 subnormals among them: the
         # device reads them as 0, _system.flushes), which the single solves scale
-        zero = sq == 0
-        if bool(unsafe.any()) or (bool(zero.any()) and bool((widened(Bt[zero]) != 0).any())):
+        zero = sq == 0                          # one wait where no column is either
+        if bool((unsafe | zero).any()) and (bool(unsafe.any())
+                                            or bool((widened(Bt[zero]) != 0).any())):
             return None
         bnorm = cupy.sqrt(sq)
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))
