@@ -170,7 +170,7 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
     batch (one wait)."""
     nb, n = Ab.nb, Ab.n
     values = xp.ascontiguousarray(values.astype(dtype, copy=False))
-    Bw = xp.array(B, dtype=dtype, copy=True, order="C")
+    Bw = xp.asarray(B).astype(dtype, copy=False)
     bad = ~(xp.isfinite(values).all(axis=1) & xp.isfinite(Bw).all(axis=1))
     info = xp.where(bad, BAD_INPUT, 0).astype(xp.int64)
     dinv = None
@@ -184,13 +184,16 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
         bad = bad | zero
         with np.errstate(divide="ignore", invalid="ignore"):     # a NaN diagonal: BAD_INPUT
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
-    e = row_exponents(xp, xp.where(bad[:, None], 0, Bw), dtype)
+    # B copied, C-contiguous, a bad system's b as 0 (it is never solved): one pass for both the
+    # exponents and ||b||, which read it so
+    Bw = xp.ascontiguousarray(xp.where(bad[:, None], 0, Bw))
+    e = row_exponents(xp, Bw, dtype)
     if e is None:                               # no row to scale (float32 on the device)
         e = xp.zeros(nb, np.int32)
     else:
         Bw = times_power_of_two(xp, Bw, -e)
     wide = np.complex128 if Bw.dtype.kind == "c" else np.float64     # as batch_cg_rows: double
-    bnorm = xp.linalg.norm(xp.where(bad[:, None], 0, Bw).astype(wide, copy=False), axis=1)
+    bnorm = xp.linalg.norm(Bw.astype(wide, copy=False), axis=1)
     with np.errstate(over="ignore"):            # atol 2^-e past the largest float: any x meets it
         tol = xp.maximum(rtol * bnorm, xp.ldexp(xp.float64(atol), -e))
         tol_out = xp.maximum(xp.ldexp(rtol * bnorm, e), atol)        # the caller's
