@@ -145,7 +145,7 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     backend, fmt = pick(system, variant, format, callback)
     report = SolveReport(variant=backend.name, format=fmt, sync=sync, method=method,
                          dtype=str(system.dtype), n=system.n, nnz=system.nnz, tolerance=tol)
-    if tol_solved is None or system.x0_past is not None:
+    if needs_no_iteration(system, tol_solved):
         # b = 0 needs no iteration, but a variant that cannot take this system refuses it
         # all the same: the answer to a call must not depend on b's values
         backend.refuse(system)
@@ -210,6 +210,12 @@ def prepared(backend, system, fmt, sync, wait=False, **kw):
         from ._setup import wait as wait_stream
         wait_stream(stream, sync)
     return state
+
+
+def needs_no_iteration(system, tol_solved) -> bool:
+    """Whether the call is answered by ``at_once``: b = 0 (``tolerances``' tol_solved None) or an
+    x0 that the scaling carried past the largest float."""
+    return tol_solved is None or system.x0_past is not None
 
 
 def at_once(system, report, t0, c0, full_output, tol=None):

@@ -173,7 +173,7 @@ class PreparedSystem:
             report = SolveReport(variant=self.variant, format=self.format, sync=self.sync,
                                  method=self.method, dtype=str(self.dtype), n=self.n,
                                  nnz=self.nnz, tolerance=tol)
-            if tol_solved is None or system.x0_past is not None:
+            if fe.needs_no_iteration(system, tol_solved):
                 return fe.at_once(system, report, t0, c0, full_output, tol_solved)
             return fe.iterate(self._backend, self._state, system, tol_solved, maxiter, callback,
                               self.sync, energy, report, t0, c0, full_output)
