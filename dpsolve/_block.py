@@ -179,7 +179,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         return None
     import cupy
 
-    from ._system import square_bounds, widened
+    from ._system import abs_max, square_bounds
     from .batch import BAD_INPUT, device
     from .formats import row_stats
     n, k, dt = P.n, B.shape[1], np.dtype(P.dtype)
@@ -216,8 +216,7 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         # ||b_j||^2 = 0: b_j = 0, or squares that underflow (float32 subnormals among them: the
         # device reads them as 0, _system.flushes), which the single solves scale
         zero = sq == 0                          # one wait where no column is either
-        if bool((unsafe | zero).any()) and (bool(unsafe.any())
-                                            or bool((widened(Bt[zero]) != 0).any())):
+        if bool((unsafe | zero).any()) and (bool(unsafe.any()) or abs_max(Bt[zero]) != 0):
             return None
         bnorm = cupy.sqrt(sq)
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))

@@ -525,7 +525,7 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     from . import _block
     from . import _frontend as fe
     from ._frontend import MAX_RESTARTS
-    from ._system import in_safe_range, widened
+    from ._system import abs_max, in_safe_range
     from .formats.csr import _is_cupy
     from .report import SolveReport
     from ._block_bicgstab import DeviceBlockBiCGStab
@@ -537,7 +537,7 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
     if not all(q == 0 or in_safe_range(float(q), dt) for q in sq):
         return None
     zero = np.flatnonzero(sq == 0)            # b_j = 0, or squares that underflow (float32
-    if zero.size and bool((widened(Bd[:, cupy.asarray(zero)]) != 0).any()):   # subnormals)
+    if zero.size and abs_max(Bd[:, cupy.asarray(zero)]) != 0:         # subnormals)
         return None
     tol = np.maximum(float(rtol) * np.sqrt(sq), float(atol))
     X0d = None if X0 is None else cupy.ascontiguousarray(cupy.asarray(X0).astype(dt))
