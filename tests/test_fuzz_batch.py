@@ -33,7 +33,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_fuzz_host import scaled_norm      # ||v|| without over- or underflow, as the oracle
+from test_fuzz_host import scaled_norm, times_power_of_two    # the oracle's, exact
 
 from dpsolve import batch
 
@@ -96,11 +96,6 @@ def batches(draw):
                 B=B, M=M, rtol=rtol, atol=atol, maxiter=draw(st.sampled_from(MAXITERS)))
 
 
-def _times_power_of_two(v, k):
-    """complex128 v times 2^k, exactly where the result is normal (ldexp on each part)."""
-    return np.ldexp(v.real, k) + 1j * np.ldexp(v.imag, k)
-
-
 def _solve(case, V, B, variant):
     Ab = batch.csr(V, case["indices"], case["indptr"])
     return getattr(batch, case["method"])(Ab, B, rtol=case["rtol"], atol=case["atol"],
@@ -158,7 +153,7 @@ def test_batch_contract(variant, case):
         x = X[i].astype(np.complex128)
         assert np.isfinite(x).all()
         e = int(np.frexp(max(np.abs(b).max(), np.abs(x).max()))[1])
-        bs, xs = _times_power_of_two(b, -e), _times_power_of_two(x, -e)
+        bs, xs = times_power_of_two(b, -e), times_power_of_two(x, -e)
         r = float(np.ldexp(scaled_norm(bs - A @ xs), e))
         s = float(np.ldexp(max(scaled_norm(bs), scaled_norm(np.abs(A) @ np.abs(xs))), e))
         rounding = 16 * n * eps * s

@@ -89,6 +89,13 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True,
 
 
 # --------------------------------------------------------------------------- the systems
+def times_power_of_two(v, k):
+    """v times 2^k in complex128, exactly where the result is normal (ldexp on each part): the
+    oracles' way to bring b and a subnormal x to scale 1 before a product with A."""
+    v = np.asarray(v, np.complex128)
+    return np.ldexp(v.real, k) + 1j * np.ldexp(v.imag, k)
+
+
 def scaled_norm(v) -> float:
     """||v||_2 without overflow or underflow (as BLAS nrm2 does): 2^e ||v / 2^e|| with 2^e the
     power of two above max|v|, applied to each part by ldexp (exact). Not v / max|v|: a complex

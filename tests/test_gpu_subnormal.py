@@ -16,17 +16,12 @@ import dpsolve
 from dpsolve import batch
 from dpsolve.backends import VARIANT_NAMES, get_backend
 from dpsolve.matrices import laplace_2d
-from test_fuzz_host import scaled_norm
+from test_fuzz_host import scaled_norm, times_power_of_two
 
 pytestmark = pytest.mark.gpu
 
 GPU_VARIANTS = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None]
 RTOL = 1e-4
-
-
-def _times_power_of_two(v, k):
-    v = np.asarray(v, np.complex128)
-    return np.ldexp(v.real, k) + 1j * np.ldexp(v.imag, k)
 
 
 def _b(kind, dtype, n, seed=0):
@@ -40,7 +35,7 @@ def _b(kind, dtype, n, seed=0):
         v = v + 1j * rng.uniform(0.5, 1.0, n)
     k = np.where(np.arange(n) % 2 == 0, -118, -133) if kind == "some" else np.full(
         n, {"all": -132, "few bits": -146}[kind])
-    w = _times_power_of_two(v, k)
+    w = times_power_of_two(v, k)
     b = (w if np.dtype(dtype).kind == "c" else w.real).astype(dtype)
     if kind != "some":
         assert np.abs(b).max() < np.finfo(np.float32).tiny and b.all()
@@ -50,7 +45,7 @@ def _b(kind, dtype, n, seed=0):
 def _residual(A, b, x):
     """||b - A x|| in complex128 with b and x times 2^-e first (exact): x may be subnormal."""
     e = int(np.frexp(max(np.abs(b).max(), np.abs(x).max()))[1])
-    bs, xs = _times_power_of_two(b, -e), _times_power_of_two(x, -e)
+    bs, xs = times_power_of_two(b, -e), times_power_of_two(x, -e)
     return float(np.ldexp(scaled_norm(bs - A.astype(np.complex128) @ xs), e))
 
 
