@@ -11,13 +11,15 @@ pointer chosen from s_exp at each read instead of kept.
 Works: the batch headline of scripts/bench-many (10,000 x 3-D 10^3 and 1,000 x 2-D 32^2, A_i =
 A + s_i I, s_i uniform in [0, 1), B standard normal, seed 0), CG, rtol 1e-8, values and B on the
 device, in float64 and float32, M=None and "jacobi". A call's time is the median of REPS
-(cupy synchronised), after a warm-up call.
+(cupy synchronised), after a warm-up call. rtol 1e-8 is out of float32's reach: its runs go to
+maxiter (10 n), a measure of the loop alone. AB_WORK=TEXT: only the works whose label holds it.
 
     python3 benchmarks/batch-range-ab-2026-11-30.py TAG [REPS]
 
 Prints CSV: tag,work,dtype,M,ms,its_max,worst_rel_res,path (a header, then a row a config).
 """
 import csv
+import os
 import statistics
 import sys
 import time
@@ -50,6 +52,8 @@ def main():
     out = csv.writer(sys.stdout)
     out.writerow(["tag", "work", "dtype", "M", "ms", "its_max", "worst_rel_res", "path"])
     for label, make, nb in WORKS:
+        if os.environ.get("AB_WORK", "") not in label:
+            continue
         A, values, B = inputs(make, nb)
         for dtype in (np.float64, np.float32):
             dv, dB = cupy.asarray(values.astype(dtype)), cupy.asarray(B.astype(dtype))
