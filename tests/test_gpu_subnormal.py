@@ -185,3 +185,84 @@ def test_a_block_of_right_hand_sides_with_tiny_columns(n_side, dtype, method):
         assert X[:, j].any()
         if ij == 0:
             assert _residual(A, B[:, j], X[:, j]) <= 1.05 * RTOL * scaled_norm(B[:, j])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("kind", ["all", "some"])
+def test_the_devices_value_exponents_read_subnormals(kind, dtype):
+    """csr_check's exponent words and largest_exponent's max_abs kernel give the host's exponents
+    (value_exponents) where the values lie below 2^-126 ("all"; "some": the largest 2^-118, the
+    others subnormal). Before, -ftz=true read them as 0: a float32 CuPy A all below 2^-126 had
+    "no nonzero value", and was not scaled into range."""
+    import cupy
+
+    from dpsolve._setup import csr_check_queue
+    from dpsolve._system import largest_exponent, value_exponents
+    from dpsolve.cuda import abi
+    A = sp.csr_array(laplace_2d(6))
+    data = _b(kind, dtype, A.nnz, seed=4)
+    out = cupy.zeros(4, cupy.int32)
+    csr_check_queue(cupy.asarray(A.indptr), cupy.asarray(A.indices), cupy.asarray(data),
+                    A.shape[0], out)(cupy.cuda.get_current_stream())
+    flags, _, hi, lo = (int(w) for w in out.get())
+    want = value_exponents(data)
+    assert flags == 0 and want[0] < -117
+    assert (hi - abi.DPS_EXP_BIAS, abi.DPS_EXP_BIAS - lo) == want
+    assert largest_exponent(cupy.asarray(data)) == want[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+def test_a_matrix_below_the_normal_range_is_scaled_into_it(variant, dtype):
+    """A float32 CuPy A whose every value lies below 2^-126 (2-D 5^2 times 2^-135, exactly) with
+    a b of subnormals: each variant gives the host variant's code and x on the NumPy A (read as
+    it is), where before the device read A as 0."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A = _tiny_matrix(laplace_2d(5), dtype)
+    b = _b("all", dtype, A.shape[0])
+    host_x, host_info = dpsolve.cg(A, b, rtol=RTOL, variant="host")
+    assert host_info == 0
+    for bb in (b, cupy.asarray(b)):
+        x, info = dpsolve.cg(csp.csr_matrix(A), bb, rtol=RTOL, variant=variant)
+        _check(A, b, cupy.asnumpy(x), info, host_x, host_info)
+
+
+def _tiny_matrix(A, dtype):
+    """A 2^-135 in ``dtype``, exactly: every value a float32 subnormal (2-D Laplacians: 2^-133
+    and -2^-135)."""
+    A = sp.csr_array(A)
+    w = times_power_of_two(A.data, -135)
+    data = (w if np.dtype(dtype).kind == "c" else w.real).astype(dtype)
+    assert np.abs(data).max() < np.finfo(np.float32).tiny and data.all()
+    return sp.csr_array((data, A.indices, A.indptr), shape=A.shape)
+
+
+def test_the_lane_leaves_a_matrix_set_below_the_normal_range():
+    """The default call's lane (test_gpu_lane) adopted on A, then A's values set in place to
+    A 2^-135 (subnormals, copied in as bits) and b to b 2^-20 (||b|| in the range the lane
+    takes): its guard reads csr_check's exponent words, now A's, so the general path answers
+    (A scaled into range), as the host does on the same A. Before, the guard read "every value
+    zero" (inside the window) and the lane ran the kernel on A read as 0."""
+    import cupy
+    from test_gpu_lane import Spy, _system, cg
+
+    from dpsolve import _fast
+    dpsolve.clear_cache()
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(_fast, "ADOPT_AFTER", 1)
+        spy = Spy(mp)
+        A, dA, db = _system(laplace_2d(12), np.float32)
+        assert cg(dA, db, rtol=RTOL)[1] == 0 and len(_fast._lanes) == 1
+        At = _tiny_matrix(A, np.float32)
+        dA.data[...] = cupy.asarray(At.data)               # a copy of bits: no float operation
+        b = np.ldexp(db.get(), -20).astype(np.float32)      # exact
+        x, info = cg(dA, cupy.asarray(b), rtol=RTOL)
+        assert spy.answered == 0
+        host_x, host_info = dpsolve.cg(At, b, rtol=RTOL, variant="host")
+        assert host_info == 0
+        _check(At, b, x.get(), info, host_x, host_info)
+    finally:
+        mp.undo()
+        dpsolve.clear_cache()

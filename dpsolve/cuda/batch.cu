@@ -56,34 +56,16 @@ constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's co
 
 // v * 2^e, exactly, rounded to nearest where the result is below the normal range: the scaled
 // right-hand sides of dpsolve.batch.row_exponents and their solutions. A float goes through
-// double with its bits read and written by hand (wide, narrow): CuPy compiles every kernel with
-// -ftz=true (dpsolve._system.flushes), so any float operation, a conversion to double included,
-// reads a subnormal as 0 and writes a result below 2^-126 as 0. Before, a float32 b below 2^-126
-// was solved as b = 0 (x = 0, info 0).
-__device__ __forceinline__ double wide(float v) {
-    const unsigned u = __float_as_uint(v);
-    if ((u & 0x7f800000u) != 0u) return (double)v;                // normal, Inf, NaN
-    const double m = (double)(u & 0x7fffffu) * 0x1p-149;           // subnormal or 0, exactly
-    return (u >> 31) != 0u ? -m : m;
+// double with its bits read and written by hand (dps::wide, dps::narrow: CuPy's -ftz=true reads
+// and writes a float below 2^-126 as 0). Before, a float32 b below 2^-126 was solved as b = 0
+// (x = 0, info 0).
+__device__ __forceinline__ float times_pow2(float v, int e) {
+    return dps::narrow(scalbn(dps::wide(v), e));
 }
-__device__ __forceinline__ float narrow(double d) {
-    const double a = fabs(d);
-    if (!(a < 0x1p-126)) return (float)d;                         // normal, Inf, NaN
-    const unsigned m = __double2uint_rn(a * 0x1p149);              // <= 2^23: 2^-126's bits
-    return __uint_as_float((signbit(d) ? 0x80000000u : 0u) | m);
-}
-__device__ __forceinline__ float times_pow2(float v, int e) { return narrow(scalbn(wide(v), e)); }
 __device__ __forceinline__ double times_pow2(double v, int e) { return scalbn(v, e); }
 template <typename R>
 __device__ __forceinline__ dps::complex<R> times_pow2(dps::complex<R> v, int e) {
     return {times_pow2(v.re, e), times_pow2(v.im, e)};
-}
-// |v| in double, a float's subnormals included
-__device__ __forceinline__ double magnitude(float v) { return fabs(wide(v)); }
-__device__ __forceinline__ double magnitude(double v) { return fabs(v); }
-template <typename R>
-__device__ __forceinline__ double magnitude(dps::complex<R> v) {
-    return hypot(magnitude(v.re), magnitude(v.im));
 }
 
 // A system solved as b / 2^e (e != 0, uniform in the block) ends with x rounded as the caller
@@ -596,14 +578,14 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         // stays 0): the scaled b is written to this system's rows of X, which hold x only at
         // the end, each thread its own rows, and read from there. Before, b of 2^-900 in
         // float64 had ||b|| = 0 and was answered x = 0 with info 0, and so was a float32 b
-        // below 2^-126 (its squares, sums and comparisons flushed: batch::wide).
+        // below 2^-126 (its squares, sums and comparisons flushed: dps::wide).
         if (!bad && !zero && !(bsq >= sq_lo && bsq <= sq_hi)) {
             if (threadIdx.x == 0) s_top = batch::NO_EXP;
             __syncthreads();
             int top = batch::NO_EXP;
 #pragma unroll
             for (int s = 0; s < R; ++s) {
-                const double m = row[s] < n ? batch::magnitude(b[row[s]]) : 0.0;
+                const double m = row[s] < n ? dps::magnitude(b[row[s]]) : 0.0;
                 if (m != 0.0) top = max(top, ilogb(m));       // a float's subnormals count
             }
             if (top != batch::NO_EXP) atomicMax(&s_top, top);

@@ -152,7 +152,7 @@ max_abs(long long n, const T* __restrict__ x, unsigned long long* __restrict__ o
     unsigned long long m = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        const double a = (double)fabs(x[i]);           // |x|: hypot for a complex x
+        const double a = dps::magnitude(x[i]);   // a float's subnormals too (dps::wide)
         const unsigned long long bits = (unsigned long long)__double_as_longlong(a);
         m = bits > m ? bits : m;
     }

@@ -99,13 +99,45 @@ template <typename R> __device__ __forceinline__ R abs2(complex<R> a) { return a
 template <typename T> __device__ __forceinline__ bool is_finite(T a) { return ::isfinite(a); }
 template <typename R> __device__ __forceinline__ bool is_finite(complex<R> a) { return isfinite(a); }
 
+// A float through its bits. CuPy compiles every kernel with -ftz=true (dpsolve._system.flushes),
+// so any float operation -- a conversion to double, fabs, a comparison, a product -- reads a
+// subnormal (below 2^-126) as 0 and writes a result below 2^-126 as 0; where that would change an
+// answer (a b or an A whose values all lie there read as 0), the values go through these.
+// wide: v in double, exactly; narrow: d in float, rounded to nearest (NumPy's bits).
+__device__ __forceinline__ double wide(float v) {
+    const unsigned u = __float_as_uint(v);
+    if ((u & 0x7f800000u) != 0u) return (double)v;                // normal, Inf, NaN
+    const double m = (double)(u & 0x7fffffu) * 0x1p-149;           // subnormal or 0, exactly
+    return (u >> 31) != 0u ? -m : m;
+}
+__device__ __forceinline__ float narrow(double d) {
+    const double a = ::fabs(d);
+    if (!(a < 0x1p-126)) return (float)d;                         // normal, Inf, NaN
+    const unsigned m = __double2uint_rn(a * 0x1p149);              // <= 2^23: 2^-126's bits
+    return __uint_as_float((::signbit(d) ? 0x80000000u : 0u) | m);
+}
+// |v| in double, a float's subnormals included
+__device__ __forceinline__ double magnitude(float v) { return ::fabs(wide(v)); }
+__device__ __forceinline__ double magnitude(double v) { return ::fabs(v); }
+template <typename R> __device__ __forceinline__ double magnitude(complex<R> v) {
+    return ::hypot(magnitude(v.re), magnitude(v.im));
+}
+
 // The largest and the smallest nonzero magnitude of a value's components folded into (hi, lo)
 // (lo = 0: none yet); csr_check turns them into binary exponents once per thread
-// (``exponent_words``): a compare and a select per entry, no ilogb in the row loop.
+// (``exponent_words``): a compare and a select per entry, no ilogb in the row loop. A float's
+// are compared as their bits (a nonnegative float's order is its bits' order; -ftz=true would
+// read a subnormal as 0: ``wide``); a NaN is passed over by hi, as fmax passes it over.
 template <typename R> __device__ __forceinline__ void magnitude_range_real(R a, R& hi, R& lo) {
     const R m = ::fabs(a);
     hi = ::fmax(hi, m);
     lo = (m != R(0) && (lo == R(0) || m < lo)) ? m : lo;
+}
+__device__ __forceinline__ void magnitude_range_real(float a, float& hi, float& lo) {
+    const unsigned m = __float_as_uint(a) & 0x7fffffffu, h = __float_as_uint(hi),
+                   l = __float_as_uint(lo);
+    hi = m <= 0x7f800000u && m > h ? __uint_as_float(m) : hi;
+    lo = m != 0u && (l == 0u || m < l) ? __uint_as_float(m) : lo;
 }
 template <typename T> __device__ __forceinline__ void magnitude_range(T a, T& hi, T& lo) {
     magnitude_range_real(a, hi, lo);
@@ -117,11 +149,22 @@ __device__ __forceinline__ void magnitude_range(complex<R> a, R& hi, R& lo) {
 }
 // (hi, lo) magnitudes as csr_check's biased words (abi.cuh's DPS_EXP_BIAS): e + BIAS of the
 // largest, BIAS - e of the smallest, with e frexp's exponent (|a| in [2^(e-1), 2^e); ilogb is
-// exact for subnormals); both 0 where there is no nonzero finite value.
-__device__ __forceinline__ int exponent_of(float a) { return ::ilogbf(a) + 1; }
+// exact for a double's subnormals, a float's are read from its bits); both 0 where there is no
+// nonzero finite value.
+__device__ __forceinline__ int exponent_of(float a) {
+    const unsigned u = __float_as_uint(a) & 0x7fffffffu, f = u >> 23;
+    return f != 0u ? (int)f - 126 : -117 - __clz((int)u);          // u: not 0
+}
 __device__ __forceinline__ int exponent_of(double a) { return ::ilogb(a) + 1; }
+template <typename R> __device__ __forceinline__ bool positive_finite(R a) {
+    return a > R(0) && ::isfinite(a);
+}
+__device__ __forceinline__ bool positive_finite(float a) {      // a subnormal too (its bits)
+    const unsigned u = __float_as_uint(a);
+    return u != 0u && u < 0x7f800000u;
+}
 template <typename R> __device__ __forceinline__ void exponent_words(R hi, R lo, int& ehi, int& elo) {
-    if (hi > R(0) && ::isfinite(hi)) {
+    if (positive_finite(hi)) {
         ehi = exponent_of(hi) + DPS_EXP_BIAS;
         elo = DPS_EXP_BIAS - exponent_of(lo);
     } else {
