@@ -96,6 +96,26 @@ def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
     assert sorted(files) == want[part]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="bash script")
+def test_gpu_check_interrupts_pytest_at_its_budget(tmp_path):
+    """PYTEST_BUDGET=S sends pytest SIGINT after S seconds (so that a part cut short by a device
+    call's limit still writes its junit XML and its slowest tests), and says so; pytest asks
+    for its slowest tests (--durations) every run. A stand-in Python that never ends."""
+    fake = tmp_path / "fake-python"
+    log = tmp_path / "argv"
+    fake.write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pytest" ] && echo "$@" >> {log} '
+                    '&& exec sleep 60\nexit 0\n')
+    fake.chmod(0o755)
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check"), "tests/test_units.py"],
+                         capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+                              "PYTHON": str(fake), "NO_SANITIZE": "1", "NO_BENCH": "1",
+                              "PYTEST_BUDGET": "1"})
+    assert "pytest interrupted after PYTEST_BUDGET=1 s" in res.stdout, res.stdout + res.stderr
+    assert "exit codes: pytest 124" in res.stdout and res.returncode == 1
+    assert "--durations=15" in log.read_text().split()
+
+
 def test_bench_spmv_floor_counts_what_every_format_must_move():
     """Values + column indices + x read once at the read bandwidth, y written at the write
     bandwidth; no row pointers (ELL has none, so a floor with them would not bound it)."""
