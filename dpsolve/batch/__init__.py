@@ -21,7 +21,9 @@ error without one), ``"host"`` for the reference. On the GPU the whole batch is 
 (dpsolve/cuda/batch.cu: a block per system; ``device.py`` says which kernel takes which systems)
 and ``report.path`` says which ran. X and info are CuPy arrays when B is one (the call does not
 wait for the GPU unless ``full_output`` asks for the report), NumPy otherwise. A batch built from
-CuPy values keeps them on the device.
+CuPy values keeps them on the device. A b_i whose squares under- or overflow is solved as
+b_i / 2^e_i (``row_exponents``), on the host an A_i far from 1 as A_i / 2^f_i (``matrix_shifts``),
+both exactly, and x_i multiplied back (``scaled_back``).
 """
 from __future__ import annotations
 
@@ -228,6 +230,30 @@ def row_exponents(xp, B, dtype):
     return xp.where(inside, 0, xp.frexp(xp.where(inside, 1.0, bmax))[1]).astype(np.int32)
 
 
+def matrix_shifts(values):
+    """f (nb,) int: system i is solved with A_i / 2^f_i, exactly, by the single solves' rule
+    (``_system.exponent_shift`` on A_i's largest and smallest exponents: 0 where A_i's largest
+    value lies in the window (-W, W], ``matrix_window``; else max|A_i| into [1/2, 1), or, scaling
+    down, no value below 2^-W). ``values`` (nb, nnz) in the working dtype, on the host; a NaN or
+    Inf is passed over (that system is refused). Before, A_i far from 1 went in as it was: a
+    float32 A_i of 2^-120 broke down (info -10) where the single solve converged."""
+    from .._system import matrix_window
+    w = matrix_window(values.dtype)
+    if not values.size:                         # no system, or no stored value
+        return np.zeros(values.shape[0], np.int32)
+    values = np.ascontiguousarray(values)
+    parts = values.view(values.real.dtype) if values.dtype.kind == "c" else values
+    a = np.abs(parts.reshape(values.shape[0], -1))
+    live = np.isfinite(a) & (a != 0)
+    amax = np.where(live, a, 0).max(axis=1, initial=0)
+    amin = np.where(live, a, np.inf).min(axis=1, initial=np.inf)
+    none = amax == 0
+    hi = np.frexp(np.where(none, 1, amax))[1]
+    lo = np.frexp(np.where(none, 1, amin))[1]
+    f = np.where(hi < 0, hi, np.maximum(0, np.minimum(hi, lo + w)))
+    return np.where(none | ((hi > -w) & (hi <= w)), 0, f).astype(np.int32)
+
+
 def times_power_of_two(xp, V, e):
     """V (nb, n) with row i times 2^e_i, exactly, rounded to nearest where a result is below the
     normal range (real and imaginary parts apart: ldexp takes no complex; a float32 device array
@@ -240,20 +266,22 @@ def times_power_of_two(xp, V, e):
     return narrowed(xp.ldexp(W, k), V.dtype)
 
 
-def scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter):
+def scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter, f=None):
     """The caller's X, info and res (the host's: NumPy) of systems solved as b_i / 2^e_i
-    (``row_exponents``; ``values``, ``Bw`` and ``tol`` the system's as solved): x_i times 2^e_i,
-    exactly, rounded to nearest below the normal range. Where that rounds, the true residual of
-    the rounded x decides (info maxiter where it misses the tolerance), and an x past the
-    largest float is not converged (info maxiter, a NaN residual), as
+    (``row_exponents``) with A_i / 2^f_i (``matrix_shifts``; None: A as it is; ``values``,
+    ``Bw`` and ``tol`` the system's as solved): x_i times 2^(e_i - f_i), exactly, rounded to
+    nearest below the normal range, and the residual times 2^e_i. Where that rounds, the true
+    residual of the rounded x decides (info maxiter where it misses the tolerance), and an x
+    past the largest float is not converged (info maxiter, a NaN residual), as
     ``_frontend._unscaled_check`` has it for the single solves; batch.cu's kernels do the same
     on the device."""
     from . import reference
+    d = e if f is None else e - f                   # x's exponent; the residual's is e
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        Xc = times_power_of_two(np, X, e)
-        back = times_power_of_two(np, Xc, -e)
-        lost = (e != 0) & ~np.isfinite(Xc).all(axis=1)
-        rounded = np.flatnonzero((e != 0) & ~lost & (back != X).any(axis=1))
+        Xc = times_power_of_two(np, X, d)
+        back = times_power_of_two(np, Xc, -d)
+        lost = (d != 0) & ~np.isfinite(Xc).all(axis=1)
+        rounded = np.flatnonzero((d != 0) & ~lost & (back != X).any(axis=1))
         if rounded.size:
             R = Bw[rounded] - reference.matvec(values[rounded], Ab.indptr, Ab.indices,
                                                back[rounded])
@@ -316,8 +344,13 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     """The host reference, with the true-residual restart of the kernels."""
     from . import reference
     nb, n = Ab.nb, Ab.n
+    values = _host(Ab.values).astype(dtype, copy=False)
+    f = matrix_shifts(values)                   # A_i far from 1: solved as A_i / 2^f_i
+    if f.any():
+        with np.errstate(invalid="ignore"):
+            values = times_power_of_two(np, values, -f)
     values, Bw, info, bad, dinv, (tol, tol_out), todo, e = _checks(
-        np, Ab, _host(Ab.values), _host(B), M, dtype, rtol, atol)
+        np, Ab, values, _host(B), M, dtype, rtol, atol)
     its = np.zeros(nb, dtype=np.int64)
     X = np.zeros((nb, n), dtype=dtype)
     solver = getattr(reference, method)
@@ -350,7 +383,7 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
     res[live] = np.linalg.norm(Bw[live] - reference.matvec(values[live], Ab.indptr, Ab.indices,
                                                            X[live]), axis=1)
     res[bad] = np.nan
-    X, info, res = scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter)
+    X, info, res = scaled_back(Ab, values, Bw, X, info, res, tol, e, maxiter, f)
     return X, info, its, res, tol_out, "host reference (vectorised NumPy)"
 
 
