@@ -60,6 +60,16 @@ def _check(A, b, x, info, host_x, host_info):
         np.testing.assert_allclose(x, host_x, rtol=0, atol=1e-2 * np.abs(host_x).max())
 
 
+def _tiny_matrix(A, dtype):
+    """A 2^-135 in ``dtype``, exactly: every value a float32 subnormal (2-D Laplacians: 2^-133
+    and -2^-135)."""
+    A = sp.csr_array(A)
+    w = times_power_of_two(A.data, -135)
+    data = (w if np.dtype(dtype).kind == "c" else w.real).astype(dtype)
+    assert np.abs(data).max() < np.finfo(np.float32).tiny and data.all()
+    return sp.csr_array((data, A.indices, A.indptr), shape=A.shape)
+
+
 def test_widened_and_narrowed_are_numpys_conversions():
     """The bit-level conversions give NumPy's bits: every float32 class (zeros, subnormals, the
     normal range's edges, Inf, NaN) widened; float64 values around and below 2^-126, halfway
@@ -228,17 +238,7 @@ def test_a_matrix_below_the_normal_range_is_scaled_into_it(variant, dtype):
         _check(A, b, cupy.asnumpy(x), info, host_x, host_info)
 
 
-def _tiny_matrix(A, dtype):
-    """A 2^-135 in ``dtype``, exactly: every value a float32 subnormal (2-D Laplacians: 2^-133
-    and -2^-135)."""
-    A = sp.csr_array(A)
-    w = times_power_of_two(A.data, -135)
-    data = (w if np.dtype(dtype).kind == "c" else w.real).astype(dtype)
-    assert np.abs(data).max() < np.finfo(np.float32).tiny and data.all()
-    return sp.csr_array((data, A.indices, A.indptr), shape=A.shape)
-
-
-def test_the_lane_leaves_a_matrix_set_below_the_normal_range():
+def test_the_lane_leaves_a_matrix_set_below_the_normal_range(monkeypatch):
     """The default call's lane (test_gpu_lane) adopted on A, then A's values set in place to
     A 2^-135 (subnormals, copied in as bits) and b to b 2^-20 (||b|| in the range the lane
     takes): its guard reads csr_check's exponent words, now A's, so the general path answers
@@ -249,10 +249,9 @@ def test_the_lane_leaves_a_matrix_set_below_the_normal_range():
 
     from dpsolve import _fast
     dpsolve.clear_cache()
-    mp = pytest.MonkeyPatch()
+    monkeypatch.setattr(_fast, "ADOPT_AFTER", 1)
+    spy = Spy(monkeypatch)
     try:
-        mp.setattr(_fast, "ADOPT_AFTER", 1)
-        spy = Spy(mp)
         A, dA, db = _system(laplace_2d(12), np.float32)
         assert cg(dA, db, rtol=RTOL)[1] == 0 and len(_fast._lanes) == 1
         At = _tiny_matrix(A, np.float32)
@@ -264,5 +263,4 @@ def test_the_lane_leaves_a_matrix_set_below_the_normal_range():
         assert host_info == 0
         _check(At, b, x.get(), info, host_x, host_info)
     finally:
-        mp.undo()
-        dpsolve.clear_cache()
+        dpsolve.clear_cache()                               # no lane kept past the test
