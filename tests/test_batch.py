@@ -144,6 +144,36 @@ def test_an_a_far_from_1_solves_as_at_scale_1_on_the_host(method, dtype, M):
     np.testing.assert_array_equal(rep.residual_norm, np.ldexp(rep1.residual_norm, kb))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_matrix_shifts_is_the_single_solves_rule_row_by_row(dtype):
+    """batch.matrix_shifts (the rule vectorised over the systems) gives each row what the single
+    solves' ``_system.exponent_shift`` gives it from ``value_exponents``: rows whose largest and
+    smallest exponents sweep the dtype's range on both sides of the window, spread or not, with
+    zeros, a NaN or an Inf among them, and a row of zeros."""
+    from dpsolve._system import exponent_shift, value_exponents
+    real = np.finfo(dtype)
+    rng = np.random.default_rng(5)
+    rows = []
+    for _ in range(400):
+        hi = int(rng.integers(real.minexp + 30, real.maxexp))
+        lo = int(rng.integers(max(real.minexp + 25, hi - 3 * real.maxexp // 4), hi + 1))
+        v = np.ldexp(rng.uniform(0.5, 1.0, 9), rng.integers(lo, hi + 1, 9)).astype(real.dtype)
+        v[rng.random(9) < 0.2] = 0
+        rows.append((v * rng.choice([-1, 1], 9)).astype(real.dtype))
+    rows.append(np.zeros(9, real.dtype))
+    V = np.array(rows)
+    if np.dtype(dtype).kind == "c":
+        V = (V + 1j * V[::-1]).astype(dtype)
+    want = [exponent_shift(value_exponents(r), dtype) for r in V]
+    V[3, 2], V[4, 5] = np.nan, np.inf                      # passed over: that system is refused
+    f = batch.matrix_shifts(V)
+    assert f.dtype == np.int32
+    keep = np.ones(len(V), bool)
+    keep[[3, 4]] = False
+    np.testing.assert_array_equal(f[keep], np.array(want)[keep])
+    assert (f != 0).sum() > 100 and (f == 0).sum() > 20
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_solution_past_the_largest_float_is_not_converged(variant):
     """A tiny (values 2^-600) with b huge (2^+600): x ~ 2^1200 cannot be returned. Solved
