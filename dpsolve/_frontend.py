@@ -35,6 +35,7 @@ from ._system import (device_system, divide_rhs, in_matrix_window, in_rhs_window
                       initial_guess_Mb, make_system, scale_rhs, solved_x0, split_x0, x0_in_range,
                       sum_of_squares, times_power_of_two)
 from .formats.csr import _is_cupy, array_module
+from .reference._util import ldexp_or_inf
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
 from .formats import FORMATS, choose_format
 from .report import SolveReport
@@ -191,10 +192,10 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
             initial_guess_Mb(system)
     e = system.scale
     with np.errstate(over="ignore"):
-        tol = _get_atol_rtol(method, math.ldexp(bnorm, e), atol, rtol)
+        tol = _get_atol_rtol(method, ldexp_or_inf(bnorm, e), atol, rtol)
         if bnorm == 0:
             return tol, None
-        return tol, max(math.ldexp(float(atol), -e), float(rtol) * bnorm)
+        return tol, max(ldexp_or_inf(float(atol), -e), float(rtol) * bnorm)   # inf: any x
 
 
 def prepared(backend, system, fmt, sync, wait=False, **kw):
@@ -320,7 +321,7 @@ def iterate(backend, state, system, tol, maxiter, callback, sync, energy, report
         if xscale:
             x = _scaled_back(x, xscale)
         if system.scale:
-            rnorm = math.ldexp(rnorm, system.scale)
+            rnorm = ldexp_or_inf(rnorm, system.scale)     # past the largest float: inf
     report.iterations, report.info, report.converged = total, info, info == 0
     report.residual_norm, report.restarts = rnorm, restarts
     if system.M.active:
@@ -356,7 +357,7 @@ def fit_rhs(system, tol):
     with _set_up_stream(system):
         divide_rhs(system, shift)
     system.bnorm = math.ldexp(system.bnorm, -shift)
-    return math.ldexp(tol, -shift)
+    return ldexp_or_inf(tol, -shift)                # a huge atol past the largest float: inf
 
 
 def _scaled_back(x, scale: int):

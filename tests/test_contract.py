@@ -449,6 +449,22 @@ def test_a_solution_past_the_largest_float_is_no_success(method, variant):
     assert np.isinf(x).any() and not np.isnan(x).any()
 
 
+@pytest.mark.parametrize("method,variant", _scale_params())
+@pytest.mark.parametrize("atol", [1e10, 1e300])
+def test_a_huge_atol_with_a_tiny_b_stops_at_once(method, variant, atol):
+    """b ~ 1e-300, solved scaled by 2^997, with an atol that the scaling carries past the
+    largest float: any x meets it, so x = 0 at once, info 0, 0 iterations, the residual ||b||
+    (SciPy's answer where ||b|| < atol). Before, math.ldexp raised OverflowError (found by a
+    fuzz run at 25 times the examples, 2026-11-30; so did a residual past the largest float:
+    test_fuzz_host's class 6 example)."""
+    A, b1 = system_for(method)
+    b = b1 * 1e-300
+    x, info, rep = solve(method, A, b, variant, atol=atol)
+    assert (info, rep.iterations) == (0, 0)
+    assert not np.asarray(x).any()
+    assert math.isclose(rep.residual_norm, scaled_norm(b), rel_tol=1e-12)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("M", [None, "jacobi", "amg", "chebyshev"])
 def test_an_update_far_from_1_and_back_solves_as_scale_1_does(variant, M):

@@ -541,6 +541,25 @@ def test_laplace3d_on_comm_self_is_the_generator():
 
 @needs_mpi4py
 @pytest.mark.parametrize("method", ["cg", "bicg", "bicgstab"])
+def test_one_rank_takes_a_huge_atol_with_a_tiny_b_as_the_serial_solve(method):
+    """b ~ 1e-300 (solved scaled by 2^997) with atol 1e300, which that scaling carries past the
+    largest float: x = 0 at once, info 0, as the serial host solve. Before, math.ldexp raised
+    OverflowError there (test_contract's test of the serial solve)."""
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    A, b = mpi_cases.problem(method, "float64")
+    D = dd.DistributedMatrix.from_global(A, MPI.COMM_SELF)
+    x, info, rep = getattr(dd, method)(D, b * 1e-300, atol=1e300, full_output=True)
+    xs, infos, reps = getattr(dpsolve, method)(A, b * 1e-300, atol=1e300, variant="host",
+                                                full_output=True)
+    assert (info, rep.iterations) == (infos, reps.iterations) == (0, 0)
+    assert not x.any() and not xs.any()
+    assert rep.residual_norm == reps.residual_norm
+
+
+@needs_mpi4py
+@pytest.mark.parametrize("method", ["cg", "bicg", "bicgstab"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
 def test_one_rank_is_the_serial_host_solve(method, dtype):
     """On one rank (COMM_SELF) the distributed host variant is the serial host solve bit for

@@ -68,7 +68,7 @@ from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, 
                        largest_magnitude, solved_x0, times_power_of_two, value_exponents,
                        x0_in_range)
 from ..backends._gpu import ENERGY_MIN_SECONDS
-from ..reference._util import _two_product
+from ..reference._util import _two_product, ldexp_or_inf
 from ._collective import describe as _describe
 from ._collective import disagreement, everywhere, format_problems
 from .matrix import DistributedMatrix
@@ -657,8 +657,8 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         # one all-reduce, on the scaled path only (every rank has the same f - e)
         past = ascale != scale[0] and space.any(np.array([not x0_in_range(x0w, x0_given)]))
         with np.errstate(over="ignore"):
-            tol = max(float(atol), float(rtol) * math.ldexp(bnorm, scale[0]))
-        tol_solved = max(math.ldexp(float(atol), -scale[0]), float(rtol) * bnorm)
+            tol = max(float(atol), float(rtol) * ldexp_or_inf(bnorm, scale[0]))
+        tol_solved = max(ldexp_or_inf(float(atol), -scale[0]), float(rtol) * bnorm)
         job = DistributedJob(method, Aw, bw, x0w, dtype, tol_solved,
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
@@ -728,7 +728,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         with np.errstate(over="ignore", invalid="ignore"):   # past the largest float: inf
             x = times_power_of_two(x, scale[0] - ascale)
     if scale[0]:
-        outcome.residual_norm = math.ldexp(outcome.residual_norm, scale[0])
+        outcome.residual_norm = ldexp_or_inf(outcome.residual_norm, scale[0])
     if not full_output:
         return x, outcome.info
     walls = tuple(f["wall"] for f in facts)

@@ -59,11 +59,11 @@ def dot_accurate(a, b):
             (br, bi), eb = _unit_scaled(b.real, b.imag)
             re = _exact_sum_of_products([(ar, br), (ai, bi)])
             im = _exact_sum_of_products([(ar, bi), (-ai, br)])
-            value = complex(_ldexp_or_inf(re, ea + eb), _ldexp_or_inf(im, ea + eb))
+            value = complex(ldexp_or_inf(re, ea + eb), ldexp_or_inf(im, ea + eb))
         else:
             (a,), ea = _unit_scaled(np.asarray(a, np.float64))
             (b,), eb = _unit_scaled(np.asarray(b, np.float64))
-            value = _ldexp_or_inf(_exact_sum_of_products([(a, b)]), ea + eb)
+            value = ldexp_or_inf(_exact_sum_of_products([(a, b)]), ea + eb)
         value = dt.type(value)
         if np.isfinite(value):
             return value
@@ -83,7 +83,8 @@ def _unit_scaled(*parts):
     return tuple(np.ldexp(p, -e) for p in parts), e
 
 
-def _ldexp_or_inf(v: float, e: int) -> float:
+def ldexp_or_inf(v: float, e: int) -> float:
+    """v 2^e, +-inf past the largest float (math.ldexp raises OverflowError there)."""
     try:
         return math.ldexp(v, e)
     except OverflowError:
