@@ -176,7 +176,10 @@ def test_a_system_far_from_1_gets_its_single_solves_verdict_on_the_host(case, da
     1e-5, no atol, maxiter at its default). Before
     0baa914 the batch took A_i as it was: BiCGStab broke down (-10) on A_i of 2^107 in float32
     or 2^724 in float64, CG on 2^-98, where the single solves, which scale A into range,
-    converged (34 of 778 systems of a differential run). The GPU batch does not scale A_i yet."""
+    converged (34 of 778 systems of a differential run). The GPU batch does not scale A_i yet.
+    Not where the solution lies below the normal range: there the two x round apart, each judged
+    by its own residual (a float32 b of 1e-40, rtol 1e-5: the batch's x 2.05e-45 from b, the
+    single's 1.45e-45, the tolerance 1.71e-45; found with 25 times the examples, 2026-11-30)."""
     import dpsolve
     V, B = case["V"].copy(), case["B"]
     nb, real = V.shape[0], np.finfo(V.dtype).dtype
@@ -194,6 +197,12 @@ def test_a_system_far_from_1_gets_its_single_solves_verdict_on_the_host(case, da
             if not (np.isfinite(V[i]).all() and np.isfinite(B[i]).all()) or info[i] <= -20:
                 continue                                   # a bad system: its own code
             A = sp.csr_array((V[i], indices, indptr), shape=(n, n))
-            _, single = getattr(dpsolve, case["method"])(A, B[i], variant="host", **kw)
+            xs, single = getattr(dpsolve, case["method"])(A, B[i], variant="host", **kw)
+            if np.abs(xs).max(initial=0) < np.finfo(real).tiny and np.any(xs):
+                # an x below the normal range cannot carry rtol's digits: the batch's and the
+                # single solve's x round apart, and each is judged by its own residual (README;
+                # test_batch_contract's oracle holds each to it)
+                event("x below the normal range")
+                continue
             event(f"verdict {np.sign(single)}")
             assert np.sign(info[i]) == np.sign(single), (i, info[i], single)
