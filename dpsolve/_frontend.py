@@ -192,7 +192,8 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
             initial_guess_Mb(system)
     e = system.scale
     with np.errstate(over="ignore"):
-        tol = _get_atol_rtol(method, ldexp_or_inf(bnorm, e), atol, rtol)
+        _get_atol_rtol(method, bnorm, atol, rtol)           # SciPy's errors for bad tolerances
+        tol = max(float(atol), ldexp_or_inf(float(rtol) * bnorm, e))    # ||b|| may overflow
         if bnorm == 0:
             return tol, None
         return tol, max(ldexp_or_inf(float(atol), -e), float(rtol) * bnorm)   # inf: any x

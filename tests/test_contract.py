@@ -465,6 +465,19 @@ def test_a_huge_atol_with_a_tiny_b_stops_at_once(method, variant, atol):
     assert math.isclose(rep.residual_norm, scaled_norm(b), rel_tol=1e-12)
 
 
+@pytest.mark.parametrize("method,variant", _scale_params())
+def test_a_b_whose_norm_overflows_keeps_a_finite_tolerance(method, variant):
+    """b of 1.5e308 in each entry: ||b|| ~ 2^1030 has no float64, rtol ||b|| has. With A times
+    2^8 (x in range) the solve converges, scaled, and the report's tolerance is rtol ||b||,
+    finite, from the scaled norm (before, math.ldexp of the norm raised OverflowError)."""
+    A, _ = system_for(method)
+    A = A * 256.0
+    b = np.full(A.shape[0], 1.5e308)
+    x, info, rep = solve(method, A, b, variant, rtol=1e-5)
+    assert info == 0 and np.isfinite(x).all()
+    assert math.isclose(rep.tolerance, 1e-5 * 1.5e308 * math.sqrt(A.shape[0]), rel_tol=1e-12)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("M", [None, "jacobi", "amg", "chebyshev"])
 def test_an_update_far_from_1_and_back_solves_as_scale_1_does(variant, M):

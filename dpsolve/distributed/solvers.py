@@ -657,7 +657,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         # one all-reduce, on the scaled path only (every rank has the same f - e)
         past = ascale != scale[0] and space.any(np.array([not x0_in_range(x0w, x0_given)]))
         with np.errstate(over="ignore"):
-            tol = max(float(atol), float(rtol) * ldexp_or_inf(bnorm, scale[0]))
+            tol = max(float(atol), ldexp_or_inf(float(rtol) * bnorm, scale[0]))
         tol_solved = max(ldexp_or_inf(float(atol), -scale[0]), float(rtol) * bnorm)
         job = DistributedJob(method, Aw, bw, x0w, dtype, tol_solved,
                              10 * A.n if maxiter is None else int(maxiter),
