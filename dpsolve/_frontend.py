@@ -190,13 +190,18 @@ def tolerances(system, sq, x0_mb, method, atol, rtol):
             system.x0_past = x0
         if x0_mb and bnorm != 0:
             initial_guess_Mb(system)
-    e = system.scale
-    with np.errstate(over="ignore"):
-        _get_atol_rtol(method, bnorm, atol, rtol)           # SciPy's errors for bad tolerances
-        tol = max(float(atol), ldexp_or_inf(float(rtol) * bnorm, e))    # ||b|| may overflow
-        if bnorm == 0:
-            return tol, None
-        return tol, max(ldexp_or_inf(float(atol), -e), float(rtol) * bnorm)   # inf: any x
+    _get_atol_rtol(method, bnorm, atol, rtol)               # SciPy's errors for bad tolerances
+    tol, tol_solved = tolerance_pair(bnorm, system.scale, atol, rtol)
+    return tol, (None if bnorm == 0 else tol_solved)
+
+
+def tolerance_pair(bnorm, e, atol, rtol):
+    """(tol, tol_solved) of a b solved as b / 2^e whose scaled norm is ``bnorm``: SciPy's
+    max(atol, rtol ||b||) at the caller's scale, from the scaled norm (finite where ||b||
+    itself overflows), and at the solved scale; past the largest float either is inf, which
+    any x meets (math.ldexp would raise). The single solves' and dpsolve.distributed's."""
+    return (max(float(atol), ldexp_or_inf(float(rtol) * bnorm, e)),
+            max(ldexp_or_inf(float(atol), -e), float(rtol) * bnorm))
 
 
 def prepared(backend, system, fmt, sync, wait=False, **kw):

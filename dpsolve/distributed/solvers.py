@@ -63,7 +63,7 @@ import numpy as np
 
 from .. import methods as method_table
 from .._errors import DistributedError
-from .._frontend import restarted
+from .._frontend import restarted, tolerance_pair
 from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
                        largest_magnitude, solved_x0, times_power_of_two, value_exponents,
                        x0_in_range)
@@ -656,9 +656,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         # an x0 that product carries past the largest float stops at once (_frontend.at_once);
         # one all-reduce, on the scaled path only (every rank has the same f - e)
         past = ascale != scale[0] and space.any(np.array([not x0_in_range(x0w, x0_given)]))
-        with np.errstate(over="ignore"):
-            tol = max(float(atol), ldexp_or_inf(float(rtol) * bnorm, scale[0]))
-        tol_solved = max(ldexp_or_inf(float(atol), -scale[0]), float(rtol) * bnorm)
+        tol, tol_solved = tolerance_pair(bnorm, scale[0], atol, rtol)
         job = DistributedJob(method, Aw, bw, x0w, dtype, tol_solved,
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
