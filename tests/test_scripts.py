@@ -97,6 +97,32 @@ def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="bash script")
+def test_gpu_check_leaves_the_ci_only_files_out_of_a_part(tmp_path):
+    """CI_ONLY_SKIP=1 with SUITE_PART=rest1 / rest2: the two parts together are rest's files but
+    test_cuda_compile.py and test_mtx_reader.py, each once, neither named (pytest's --ignore does
+    not drop a file named on the command line: before, rest2 ran the nvcc compiles)."""
+    fake = tmp_path / "fake-python"
+    log = tmp_path / "argv"
+    fake.write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pytest" ] && echo "$@" >> {log}\nexit 0\n')
+    fake.chmod(0o755)
+    files = []
+    for part in ("rest1", "rest2"):
+        log.unlink(missing_ok=True)
+        subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check")], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / part),
+                            "PYTHON": str(fake), "NO_SANITIZE": "1", "NO_BENCH": "1",
+                            "SUITE_PART": part, "CI_ONLY_SKIP": "1"})
+        args = log.read_text().split()
+        files += [a for i, a in enumerate(args) if a.startswith("tests/test_")
+                  and (i == 0 or args[i - 1] != "--ignore")]       # not --ignore's own
+    ci_only = {"tests/test_cuda_compile.py", "tests/test_mtx_reader.py"}
+    rest = sorted(f"tests/{f.name}" for f in (ROOT / "tests").glob("test_*.py")
+                  if not f.name.startswith("test_gpu_") and f.name != "test_distributed.py")
+    assert sorted(files) == [f for f in rest if f not in ci_only]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="bash script")
 def test_gpu_check_interrupts_pytest_at_its_budget(tmp_path):
     """PYTEST_BUDGET=S sends pytest SIGINT after S seconds (so that a part cut short by a device
     call's limit still writes its junit XML and its slowest tests), and says so; pytest asks
