@@ -291,3 +291,59 @@ def test_the_full_block_gives_the_same_answers(pattern, dtype, M):
     with pytest.raises(ValueError, match="full is the DIA form's"):
         device.solve_cg_rows(values, indptr, indices, dB, X, rtol, 0.0, 10, False, config,
                              full=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_a_checks_give_the_host_checks(dtype):
+    """device.a_checks (batch_a_checks: one launch over the values) against the host: the codes
+    of dpsolve.batch._checks (a NaN, an Inf, a zero diagonal entry, a row with no diagonal entry
+    in a second pattern), f of batch.matrix_shifts (systems scaled by 2^-+120 / 2^-+60 in
+    float32, 2^-+1000 / 2^-+600 in float64; in float32 one whose every value is subnormal, which
+    CuPy's -ftz=true would read as 0), and D^-1 of A_i / 2^f_i (the reals to the bit)."""
+    import cupy
+
+    from dpsolve.batch import device
+    rng = np.random.default_rng(3)
+    real = np.finfo(dtype).dtype
+    big, mid = (120, 60) if real == np.float32 else (1000, 600)
+    for drop_diagonal in (False, True):
+        A = sp.csr_array(laplace_2d(6))
+        if drop_diagonal:                       # row 7 has no diagonal entry in the pattern
+            A = A.tolil()
+            A[7, 7] = 0
+            A = sp.csr_array(A)
+            A.eliminate_zeros()
+        Ab, _ = _batch(A, 16, dtype, rng)
+        values = Ab.values.copy()
+        k = np.array([0, 0, 0, 0, -big, big, -mid, mid] + [0] * 8)
+        values *= np.ldexp(1.0, k)[:, None].astype(real)
+        values[1, 3], values[2, 5] = np.nan, np.inf
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+        values[3, np.flatnonzero(A.indices == rows)[4]] = 0         # a zero diagonal entry
+        if real == np.float32:                  # every value below the normal range
+            values[9] = (values[9] * np.float32(2.0 ** -135)).astype(dtype)
+            assert np.abs(values[9]).max() < np.finfo(np.float32).tiny
+        Ab = batch.csr(values, A.indices, A.indptr)
+        B = np.ones((16, A.shape[0]), dtype)
+        with np.errstate(over="ignore"):        # 1 / a subnormal diagonal: its codes only
+            _, _, info, _, _, _, _, _ = batch._checks(np, Ab, values, B, "jacobi", dtype, 1e-6,
+                                                      0.0)
+        code, f, dinv = device.a_checks(cupy.asarray(values), Ab.device_diagonal_positions())
+        np.testing.assert_array_equal(code.get(), info)
+        good = np.isfinite(values).all(axis=1)
+        want = batch.matrix_shifts(values)
+        np.testing.assert_array_equal(f.get()[good], want[good])
+        assert (f.get()[~good] == 0).all() and (want[4:8] != 0).all()
+        scaled = batch.times_power_of_two(np, values[good], -want[good])
+        diag = np.zeros((int(good.sum()), A.shape[0]), dtype)
+        on = A.indices == rows
+        diag[:, rows[on]] = scaled[:, on]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            host = np.where(diag != 0, 1 / np.where(diag != 0, diag, 1), 0).astype(dtype)
+        got = dinv.get()[good]
+        if np.dtype(dtype).kind == "c":
+            np.testing.assert_allclose(got, host, rtol=4 * np.finfo(real).eps)
+        else:
+            np.testing.assert_array_equal(got, host)
+        _, f0, d0 = device.a_checks(cupy.zeros((3, 0), dtype))
+        assert (f0 == 0).all() and d0 is None

@@ -21,9 +21,10 @@ error without one), ``"host"`` for the reference. On the GPU the whole batch is 
 (dpsolve/cuda/batch.cu: a block per system; ``device.py`` says which kernel takes which systems)
 and ``report.path`` says which ran. X and info are CuPy arrays when B is one (the call does not
 wait for the GPU unless ``full_output`` asks for the report), NumPy otherwise. A batch built from
-CuPy values keeps them on the device. A b_i whose squares under- or overflow is solved as
-b_i / 2^e_i (``row_exponents``), on the host an A_i far from 1 as A_i / 2^f_i (``matrix_shifts``),
-both exactly, and x_i multiplied back (``scaled_back``).
+CuPy values keeps them on the device. A b_i whose squares under- or overflow is solved as b_i /
+2^e_i (``row_exponents``), an A_i far from 1 as A_i / 2^f_i (``matrix_shifts``; on the device
+``device.a_checks`` finds f_i, and batch_cg_rows, CG's kernel for small systems, takes A_i as it
+is), both exactly, and x_i multiplied back (``scaled_back``; on the device, by the kernels).
 """
 from __future__ import annotations
 
@@ -49,6 +50,19 @@ class BatchMatrix:
     n: int
     _device_pattern: tuple = None
     _diagonals: dict = field(default_factory=dict, repr=False)
+    _diagonal_positions: object = field(default=None, repr=False)
+
+    def device_diagonal_positions(self):
+        """(n,) int32 CuPy array: the position of row r's diagonal entry among a system's values,
+        -1 where the row has none (``device.a_checks``' Jacobi): uploaded once."""
+        if self._diagonal_positions is None:
+            import cupy
+            rows = np.repeat(np.arange(self.n), np.diff(self.indptr))
+            on = self.indices == rows
+            pos = np.full(self.n, -1, np.int32)
+            pos[rows[on]] = np.flatnonzero(on)
+            self._diagonal_positions = cupy.asarray(pos)
+        return self._diagonal_positions
 
     def device_diagonals(self, config):
         """The pattern as batch_cg_rows's DIA form takes it at ``config`` (``device.diagonals``:
@@ -159,7 +173,7 @@ def from_matrices(mats) -> BatchMatrix:
     return csr(values, first.indices, first.indptr)
 
 
-def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
+def _checks(xp, Ab, values, B, M, dtype, rtol, atol, a_codes=None, dinv=None):
     """Every system's checks and constants, with NumPy or CuPy (``xp``: the same code on the
     host and, for the one-launch kernels of ``device.py``, on the device): the values and B in
     ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
@@ -169,14 +183,19 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol):
     0, as SciPy's) as a mask, and e (nb,): a b_i outside the safe range is solved as b_i / 2^e_i
     (``row_exponents``: B here is the scaled system's; ``scaled_back`` and the kernels return
     the caller's x). Nothing here waits for the device but ``row_exponents`` on a float32
-    batch (one wait)."""
+    batch (one wait). ``a_codes`` (and ``dinv`` with Jacobi): A's codes and D^-1 as
+    ``device.a_checks`` found them in one launch, in place of their CuPy operations."""
     nb, n = Ab.nb, Ab.n
     values = xp.ascontiguousarray(values.astype(dtype, copy=False))
     Bw = xp.asarray(B).astype(dtype, copy=False)
-    bad = ~(xp.isfinite(values).all(axis=1) & xp.isfinite(Bw).all(axis=1))
-    info = xp.where(bad, BAD_INPUT, 0).astype(xp.int64)
-    dinv = None
-    if M == "jacobi":
+    if a_codes is not None:                     # A's checked on the device: b's here
+        info = xp.where(xp.isfinite(Bw).all(axis=1), a_codes, BAD_INPUT).astype(xp.int64)
+        bad = info != 0
+    else:
+        bad = ~(xp.isfinite(values).all(axis=1) & xp.isfinite(Bw).all(axis=1))
+        info = xp.where(bad, BAD_INPUT, 0).astype(xp.int64)
+        dinv = None
+    if M == "jacobi" and a_codes is None:
         diag = xp.zeros((nb, n), dtype=dtype)
         rows = np.repeat(np.arange(n), np.diff(Ab.indptr))       # the pattern: on the host
         on = Ab.indices == rows
@@ -406,12 +425,18 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                          if device.DIAGONALS else None)
         return X, info.astype(cupy.int64), its, res, tol, path
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
+    values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
+    # A's checks in one launch: its codes, f_i (A_i far from 1 is solved as A_i / 2^f_i, its
+    # values scaled by the kernels as they read them) and D^-1 of the scaled A_i; no wait
+    a_codes, f, dinv = device.a_checks(
+        values, Ab.device_diagonal_positions() if M == "jacobi" else None)
     values, Bw, info, bad, dinv, (tol, tol_out), todo, e = _checks(
-        cupy, Ab, cupy.asarray(Ab.values), cupy.asarray(B), M, dtype, rtol, atol)
-    # the kernels multiply x and its residual back by 2^e_i and decide on a rounded x
+        cupy, Ab, values, cupy.asarray(B), M, dtype, rtol, atol, a_codes=a_codes, dinv=dinv)
+    # the kernels multiply x back by 2^(e_i - f_i) and its residual by 2^e_i, and decide on x
+    # as the caller gets it
     info, its, res, path = device.solve_skipping_zero(method, values, indptr, indices, Bw, X,
                                                       info, tol, maxiter, dinv, ~todo & ~bad,
-                                                      exps=e)
+                                                      exps=e, fexps=f)
     return X, info, its, res, tol_out, path
 
 

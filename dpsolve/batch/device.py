@@ -13,8 +13,9 @@ in registers: systems of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of
 columns as its diagonals, ``diagonals``; values read once a solve; dpsolve.batch's checks inside
 the kernel, so the call is one launch) and
 ``solve_cg`` runs ``batch_cg`` (vectors in shared or global memory, values read every
-iteration: any other pattern; the checks before it). BiCGStab has the second kind only. The path
-string says which ran.
+iteration: any other pattern; the checks before it, A's by ``a_checks`` in one launch, which
+finds each A_i's scale f_i: the kernels read A_i / 2^f_i). BiCGStab has the second kind only.
+The path string says which ran.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
 
 
 def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
-             shared_values=False, exps=None):
+             shared_values=False, exps=None, fexps=None):
     """Batched CG on the device, in place: X (nb, n) from its start to the solutions, ``info``
     (nb,) int32 preset by the checks (0: solve; a system of b = 0 must be preset too:
     ``solve_skipping_zero`` does it), and returns (its (nb,) int32, res (nb,) float64: the true
@@ -120,23 +121,24 @@ def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, 
     ``exps`` (nb,) int32 or None: system i is b_i / 2^e_i (dpsolve.batch.row_exponents), its x
     and residual written multiplied back by 2^e_i, the tolerance met by the x written (x rounded
     below the normal range: its true residual decides; past the largest float: info maxiter and
-    a NaN residual)."""
+    a NaN residual). ``fexps`` (nb,) int32 or None: system i is A_i / 2^f_i (``a_checks``'; its
+    values scaled as they are read), x written times 2^(e_i - f_i), its residual times 2^e_i."""
     return _solve("cg", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-                  shared_values, exps)
+                  shared_values, exps, fexps)
 
 
 SKIP = np.iinfo(np.int32).max     # the preset that keeps a system of b = 0 out of the kernels
 
 
 def solve_skipping_zero(method, values, indptr, indices, B, X, info, tol, maxiter: int, dinv,
-                        zero_b, shared_values=False, exps=None):
+                        zero_b, shared_values=False, exps=None, fexps=None):
     """``solve_<method>`` where the systems of b = 0 (``zero_b``, a mask) are not run but given
     SciPy's answer -- x = 0, info 0, residual 0 -- where the kernels' first step would divide 0
     by 0. ``info``: the other systems' preset codes. Returns (info int64, its, res, path)."""
     import cupy
     code = cupy.where(zero_b, SKIP, info).astype(cupy.int32)
     its, res, path = _solve(method, values, indptr, indices, B, X, code, tol, maxiter, dinv,
-                            None, shared_values, exps)
+                            None, shared_values, exps, fexps)
     X[zero_b] = 0
     return (cupy.where(zero_b, 0, code).astype(cupy.int64), its, cupy.where(zero_b, 0.0, res),
             path)
@@ -218,15 +220,15 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,
-                   stream=None, shared_values=False, exps=None):
+                   stream=None, shared_values=False, exps=None, fexps=None):
     """Batched BiCGStab on the device, as :func:`solve_cg` (codes -10 and -11 as the host
     reference's, each breakdown confirmed with the accurate inner product)."""
     return _solve("bicgstab", values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-                  shared_values, exps)
+                  shared_values, exps, fexps)
 
 
 def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stream,
-           shared_values=False, exps=None):
+           shared_values=False, exps=None, fexps=None):
     import cupy
 
     from ..reference._util import breakdown_tol
@@ -237,7 +239,8 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
             raise ValueError(f"solve_{method}: {name} must be C-contiguous {dt}")
     if dinv is not None and (np.dtype(dinv.dtype) != dt or dinv.shape != X.shape):
         raise ValueError(f"solve_{method}: dinv must have X's shape and dtype")
-    for name, a in (("info", info), ("exps", info if exps is None else exps)):
+    for name, a in (("info", info), ("exps", info if exps is None else exps),
+                    ("fexps", info if fexps is None else fexps)):
         if np.dtype(a.dtype) != np.int32 or a.shape != (nb,):
             raise ValueError(f"solve_{method}: {name} must be int32 of shape (nb,)")
     its = cupy.zeros(nb, cupy.int32)
@@ -262,6 +265,33 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     launch(kernel, (grid,), (block,),
            (np.int32(nb), np.int32(n), indptr, indices, values,
             np.int64(0 if shared_values else values.shape[1]), B, X, dinv, tol, np.int32(maxiter),
-            *extra, info, its, res, ops._NULL if exps is None else exps, scratch), stream,
+            *extra, info, its, res, ops._NULL if exps is None else exps,
+            ops._NULL if fexps is None else fexps, scratch), stream,
            shared_mem=shared)
     return its, res, f"one launch, a block per system, vectors in {path} memory"
+
+
+def a_checks(values, diag_pos=None, stream=None):
+    """A's checks for ``solve_cg`` and ``solve_bicgstab`` in one launch (batch.cu's
+    batch_a_checks, a block a system): returns (code (nb,) int32: BAD_INPUT where A_i has a NaN or
+    Inf, else ZERO_DIAGONAL where Jacobi finds a zero diagonal entry, else 0; fexps (nb,) int32:
+    A_i is solved as A_i / 2^f_i, dpsolve.batch.matrix_shifts' rule; dinv (nb, n): D^-1 of
+    A_i / 2^f_i, or None). ``values`` (nb, nnz) C-contiguous; ``diag_pos`` (n,) int32 on the
+    device, the position of row r's diagonal entry among a system's values (-1: none), for
+    Jacobi, or None."""
+    import cupy
+    nb, nnz = (int(s) for s in values.shape)
+    if not values.flags.c_contiguous:
+        raise ValueError("a_checks: values must be C-contiguous")
+    n = 0 if diag_pos is None else int(diag_pos.shape[0])
+    code = cupy.zeros(nb, cupy.int32)
+    fexps = cupy.zeros(nb, cupy.int32)
+    dinv = None if diag_pos is None else cupy.empty((nb, n), values.dtype)
+    if nb == 0:
+        return code, fexps, dinv
+    kernel = get_kernel("batch", "batch_a_checks<{T}>", np.dtype(values.dtype))
+    launch(kernel, (min(nb, BLOCKS_PER_SM * ops._sm_count()),), (256,),
+           (np.int32(nb), np.int32(n), np.int64(nnz), values,
+            ops._NULL if diag_pos is None else diag_pos.astype(cupy.int32, copy=False), code,
+            fexps, ops._NULL if dinv is None else dinv), stream)
+    return code, fexps, dinv

@@ -17,12 +17,13 @@
 // Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
 // the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
 // -10), its its iterations, res its true residual norm. `exps` (nullptr: none): system i was
-// scaled by the host's checks to b / 2^e_i (dpsolve.batch.row_exponents); its x and residual are
-// written multiplied back (batch::round_x). batch_cg's inner products are block sums
-// on one barrier each (dps::sum_everywhere, common.cuh: a 64^2 block of right-hand sides runs
-// its columns as 64 blocks of 1,024 threads, where the barriers count); batch_bicgstab's are
-// all_sum's (the order of dps::block_sum). A system's iterates match its single solve to
-// rounding.
+// scaled by the host's checks to b / 2^e_i (dpsolve.batch.row_exponents), and `fexps` (nullptr:
+// none) to A_i / 2^f_i (batch_a_checks, below: its values scaled as they are read); its x is
+// written times 2^(e_i - f_i) and its residual times 2^e_i (batch::round_x). batch_cg's inner
+// products are block sums on one barrier each (dps::sum_everywhere, common.cuh: a 64^2 block of
+// right-hand sides runs its columns as 64 blocks of 1,024 threads, where the barriers count);
+// batch_bicgstab's are all_sum's (the order of dps::block_sum). A system's iterates match its
+// single solve to rounding.
 #include <dpsolve/common.cuh>
 
 namespace batch {
@@ -39,6 +40,47 @@ __device__ __forceinline__ void spmv(int n, const int* __restrict__ indptr,
     for (int row = threadIdx.x; row < n; row += blockDim.x)
         q[row] = dps::gather_dot<8>(indptr[row], indptr[row + 1], indices, v,
                                     [&](int c) { return p[c]; });
+}
+
+// v * 2^k, exactly, where the result is known to be normal (A's values scaled by matrix_shift's
+// f: every nonzero value lands at 2^-W or more), k = h + (k - h) as two powers of two (``pow2s``,
+// each in range where 2^k is not: a double's k reaches 1074): a float read through its bits (its
+// subnormals too) and scaled in double, a double by two products
+struct Pow2s { double p, q; };
+__device__ __forceinline__ Pow2s pow2s(int k) { return {ldexp(1.0, k / 2), ldexp(1.0, k - k / 2)}; }
+__device__ __forceinline__ float scaled_normal(float v, Pow2s k) {
+    return (float)(dps::wide(v) * (k.p * k.q));
+}
+__device__ __forceinline__ double scaled_normal(double v, Pow2s k) { return v * k.p * k.q; }
+template <typename R>
+__device__ __forceinline__ dps::complex<R> scaled_normal(dps::complex<R> v, Pow2s k) {
+    return {scaled_normal(v.re, k), scaled_normal(v.im, k)};
+}
+
+// One system's values as batch_cg and batch_bicgstab solve them: A_i / 2^f (f = 0: A_i as it is;
+// dpsolve.batch.matrix_shifts' rule, found by batch_a_checks)
+template <typename T> struct Scaled {
+    const T* v;
+    int f;
+};
+// q = (A / 2^f) p: spmv where f = 0 (a uniform branch); else each value scaled as it is read,
+// the products summed in spmv's order (gather_dot's: the entries' order), so that the iterates
+// are the scale-1 system's times powers of two, bit for bit
+template <typename T>
+__device__ __forceinline__ void spmv(int n, const int* __restrict__ indptr,
+                                     const int* __restrict__ indices, Scaled<T> a, const T* p,
+                                     T* q) {
+    if (a.f == 0) {
+        spmv(n, indptr, indices, a.v, p, q);
+        return;
+    }
+    const Pow2s k = pow2s(-a.f);
+    for (int row = threadIdx.x; row < n; row += blockDim.x) {
+        T sum = T(0);
+        for (int j = indptr[row]; j < indptr[row + 1]; ++j)
+            sum += scaled_normal(a.v[j], k) * p[indices[j]];
+        q[row] = sum;
+    }
 }
 
 // the block's sum of v, on every thread (smem: 32 values of V)
@@ -109,17 +151,21 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
                                             const double* __restrict__ tol, int maxiter,
                                             int* __restrict__ info, int* __restrict__ its,
                                             double* __restrict__ res,
-                                            const int* __restrict__ exps, T* x, T* q,
+                                            const int* __restrict__ exps,
+                                            const int* __restrict__ fexps, T* x, T* q,
                                             double* s_real, Run run) {
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
         if (info[sys] != 0) continue;
-        const T* a = values + (size_t)sys * nnz;
+        // A_i / 2^f (fexps: batch_a_checks'), b / 2^e (exps): x goes back times 2^(e - f), its
+        // residual times 2^e
+        const Scaled<T> a{values + (size_t)sys * nnz, fexps != nullptr ? fexps[sys] : 0};
         const T* b = B + (size_t)sys * n;
         const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
         const double atol = tol[sys];
         for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
         __syncthreads();
-        const int e = exps != nullptr ? exps[sys] : 0;      // b / 2^e: x goes back times 2^e
+        const int er = exps != nullptr ? exps[sys] : 0;     // the residual's exponent
+        const int e = er - a.f;                               // x's
         int code = maxiter, total = 0, budget = maxiter, made = 0;
         double true_res = 0.0;
         bool rounded = false, lost = false;
@@ -154,7 +200,7 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
             if (code == 0) code = maxiter;
             true_res = nan("");
         }
-        true_res = ldexp(true_res, e);
+        true_res = ldexp(true_res, er);
         for (int i = threadIdx.x; i < n; i += blockDim.x)
             X[(size_t)sys * n + i] = e != 0 ? times_pow2(x[i], e) : x[i];
         if (threadIdx.x == 0) {
@@ -174,7 +220,7 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
          const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
          const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
          int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
-         const int* __restrict__ exps, T* __restrict__ scratch) {
+         const int* __restrict__ exps, const int* __restrict__ fexps, T* __restrict__ scratch) {
     __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
     __shared__ double s_rr[DPS_WARP], s_real[DPS_WARP];
     extern __shared__ __align__(16) unsigned char s_dyn[];
@@ -190,8 +236,8 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
     T* p = w + 2 * (size_t)n;
     T* q = w + 3 * (size_t)n;
     batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
-                       its, res, exps, x, q, s_real,
-                       [&](const T* v, const T* b, const T* d, double atol, int budget) {
+                       its, res, exps, fexps, x, q, s_real,
+                       [&](batch::Scaled<T> v, const T* b, const T* d, double atol, int budget) {
         // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
         batch::spmv(n, indptr, indices, v, x, q);
         __syncthreads();
@@ -258,7 +304,7 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
                T* __restrict__ X, const T* __restrict__ dinv, const double* __restrict__ tol,
                int maxiter, double bd, int* __restrict__ info, int* __restrict__ its,
                double* __restrict__ res, const int* __restrict__ exps,
-               T* __restrict__ scratch) {
+               const int* __restrict__ fexps, T* __restrict__ scratch) {
     __shared__ T s_sum[DPS_WARP];
     __shared__ double s_real[DPS_WARP];
     extern __shared__ __align__(16) unsigned char s_dyn[];
@@ -272,8 +318,8 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
     T* ph = w + 6 * (size_t)n;
     T* sh = w + 7 * (size_t)n;
     batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
-                       its, res, exps, x, t, s_real,
-                       [&](const T* a, const T* b, const T* d, double atol, int budget) {
+                       its, res, exps, fexps, x, t, s_real,
+                       [&](batch::Scaled<T> a, const T* b, const T* d, double atol, int budget) {
         batch::spmv(n, indptr, indices, a, x, t);                   // t = A x (a temporary)
         __syncthreads();
         double rr = 0.0;
@@ -370,6 +416,74 @@ batch_bicgstab(int nb, int n, const int* __restrict__ indptr, const int* __restr
         }
         return h;
     });
+}
+
+namespace batch {
+// f of dpsolve._system.exponent_shift from csr_check's exponent words (hi, lo; 0: no nonzero
+// value): 0 inside the window (dps::in_matrix_window); else max|A| into [1/2, 1) where A is
+// small, and where it is large as near as keeps every nonzero value at 2^-W or more
+template <typename T>
+__device__ __forceinline__ int matrix_shift(int hi_word, int lo_word) {
+    if (dps::in_matrix_window<T>(hi_word)) return 0;
+    constexpr int w = sizeof(dps::real_t<T>) == 4 ? DPS_MATRIX_WINDOW_F32 : DPS_MATRIX_WINDOW_F64;
+    const int hi = hi_word - DPS_EXP_BIAS, lo = DPS_EXP_BIAS - lo_word;
+    return hi < 0 ? hi : max(0, min(hi, lo + w));
+}
+}  // namespace batch
+
+// batch_a_checks<T>: A's checks of dpsolve.batch before batch_cg and batch_bicgstab, a block a
+// system (grid-stride), one pass over its values where CuPy took a dozen launches: code[i] =
+// BAD_INPUT where a value of A_i is NaN or Inf, else ZERO_DIAGONAL where Jacobi (`diag_pos`: the
+// position of row r's diagonal entry among a system's values, -1 where it has none) finds a zero
+// diagonal entry of A_i / 2^f_i, else 0; fexps[i] = f_i, A_i solved as A_i / 2^f_i
+// (dpsolve.batch.matrix_shifts' rule, from csr_check's exponent words of its values: a float's
+// subnormals read through their bits; 0 for a bad system), and with Jacobi dinv (nb x n) the
+// reciprocals of A_i / 2^f_i's diagonal (0 where an entry is 0). Before, the GPU took A_i as it
+// was: a float32 A_i of 2^-120 broke BiCGStab down (info -10) where the single solve converged.
+template <typename T>
+__global__ void __launch_bounds__(256)
+batch_a_checks(int nb, int n, long long nnz, const T* __restrict__ values,
+               const int* __restrict__ diag_pos, int* __restrict__ code, int* __restrict__ fexps,
+               T* __restrict__ dinv) {
+    __shared__ int s_hi, s_lo;
+    for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
+        if (threadIdx.x == 0) s_hi = s_lo = 0;
+        const T* v = values + (size_t)sys * nnz;
+        dps::real_t<T> hi = 0, lo = 0;
+        bool bad = false;
+        for (long long k = threadIdx.x; k < nnz; k += blockDim.x) {
+            const T a = v[k];
+            bad |= !dps::is_finite(a);
+            dps::magnitude_range(a, hi, lo);
+        }
+        int ehi, elo;
+        dps::exponent_words(hi, lo, ehi, elo);
+        ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
+        elo = __reduce_max_sync(DPS_FULL_MASK, elo);
+        bad = __syncthreads_or(bad);                // s_hi and s_lo cleared before the atomics
+        if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
+            atomicMax(&s_hi, ehi);
+            atomicMax(&s_lo, elo);
+        }
+        __syncthreads();
+        const int f = bad ? 0 : batch::matrix_shift<T>(s_hi, s_lo);
+        bool zero = false;
+        if (diag_pos != nullptr) {
+            const batch::Pow2s k = batch::pow2s(-f);
+            for (int r = threadIdx.x; r < n; r += blockDim.x) {
+                const int pos = diag_pos[r];
+                T d = pos >= 0 ? v[pos] : T(0);
+                if (f != 0) d = batch::scaled_normal(d, k);
+                zero |= d == T(0);
+                dinv[(size_t)sys * n + r] = d != T(0) ? T(1) / d : T(0);
+            }
+        }
+        zero = __syncthreads_or(zero);              // s_hi and s_lo read by all
+        if (threadIdx.x == 0) {
+            code[sys] = bad ? batch::BAD_INPUT : zero ? batch::ZERO_DIAGONAL : 0;
+            fexps[sys] = f;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
