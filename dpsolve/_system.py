@@ -306,14 +306,17 @@ def exponent_shift(exps, dtype) -> int:
     down, as near as keeps every nonzero value at 2^-W or more (its reciprocal, D^-1's and
     x's scale, in range; the scaling exact): a matrix whose values spread wider than that is
     scaled less, or not at all. ``dpsolve.distributed`` applies it to global exponents."""
-    if not exps:
-        return 0
-    hi, lo = exps
-    if exponent_in_window(hi, dtype):
-        return 0
-    if hi < 0:
-        return hi                                   # scaled up: max|A| -> [1/2, 1), exactly
-    return max(0, min(hi, lo + matrix_window(dtype)))
+    return int(exponent_shifts(*exps, dtype)) if exps else 0
+
+
+def exponent_shifts(hi, lo, dtype):
+    """``exponent_shift``'s f for arrays of largest and smallest exponents (dpsolve.batch's
+    systems, ``matrix_shifts``), or for one pair."""
+    w = matrix_window(dtype)
+    hi, lo = np.asarray(hi), np.asarray(lo)
+    f = np.where(hi < 0, hi,                        # scaled up: max|A| -> [1/2, 1), exactly
+                 np.maximum(0, np.minimum(hi, lo + w)))
+    return np.where((-w < hi) & (hi <= w), 0, f)    # inside the window: A as it is
 
 
 def matrix_shift(csr, dtype, amax=None) -> int:

@@ -251,13 +251,12 @@ def row_exponents(xp, B, dtype):
 
 def matrix_shifts(values):
     """f (nb,) int: system i is solved with A_i / 2^f_i, exactly, by the single solves' rule
-    (``_system.exponent_shift`` on A_i's largest and smallest exponents: 0 where A_i's largest
+    (``_system.exponent_shifts`` on A_i's largest and smallest exponents: 0 where A_i's largest
     value lies in the window (-W, W], ``matrix_window``; else max|A_i| into [1/2, 1), or, scaling
     down, no value below 2^-W). ``values`` (nb, nnz) in the working dtype, on the host; a NaN or
     Inf is passed over (that system is refused). Before, A_i far from 1 went in as it was: a
     float32 A_i of 2^-120 broke down (info -10) where the single solve converged."""
-    from .._system import matrix_window
-    w = matrix_window(values.dtype)
+    from .._system import exponent_shifts
     if not values.size:                         # no system, or no stored value
         return np.zeros(values.shape[0], np.int32)
     values = np.ascontiguousarray(values)
@@ -269,8 +268,7 @@ def matrix_shifts(values):
     none = amax == 0
     hi = np.frexp(np.where(none, 1, amax))[1]
     lo = np.frexp(np.where(none, 1, amin))[1]
-    f = np.where(hi < 0, hi, np.maximum(0, np.minimum(hi, lo + w)))
-    return np.where(none | ((hi > -w) & (hi <= w)), 0, f).astype(np.int32)
+    return np.where(none, 0, exponent_shifts(hi, lo, values.dtype)).astype(np.int32)
 
 
 def times_power_of_two(xp, V, e):
