@@ -215,8 +215,9 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
         _check_finite(B, "b")
         # ||b_j||^2 = 0: b_j = 0, or squares that underflow (float32 subnormals among them: the
         # device reads them as 0, _system.flushes), which the single solves scale
-        zero = sq == 0                          # one wait where no column is either
-        if bool((unsafe | zero).any()) and (bool(unsafe.any()) or abs_max(Bt[zero]) != 0):
+        zero = sq == 0                          # one wait for both; a second where b_j = 0
+        any_unsafe, any_zero = (bool(v) for v in cupy.stack((unsafe.any(), zero.any())).get())
+        if any_unsafe or any_zero and abs_max(Bt[zero]) != 0:
             return None
         bnorm = cupy.sqrt(sq)
         tol = cupy.maximum(float(rtol) * bnorm, float(atol))
