@@ -53,7 +53,8 @@ _COMMON_DOC = """
         if the specified tolerance has not been achieved. Must be positive.
     M : {{sparse matrix or array, ndarray, LinearOperator, "jacobi", 1-D array}}, optional
         Preconditioner approximating the inverse of `A`. ``"jacobi"`` builds ``D^-1`` from the
-        diagonal of `A` (a zero diagonal entry raises ``ValueError`` naming the row); a 1-D array
+        diagonal of `A` (a zero diagonal entry, or one whose reciprocal is past the largest
+        float, raises ``ValueError`` naming the row); a 1-D array
         is taken as ``D^-1`` itself.
     callback : function, optional
         User-supplied function to call after each iteration. It is called as ``callback(xk)``,

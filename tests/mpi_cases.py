@@ -749,6 +749,15 @@ def _bad_values(ctx, ck):
     expect_error(comm, ck, ValueError,
                  lambda: dd.bicgstab(DZ, np.ones(DZ.n_local), M="jacobi"),
                  f"rank {owner}: Jacobi", "global row 40")
+    # a float32 diagonal entry whose reciprocal is past the largest float32: named the same way
+    A = sp.lil_array(nonsym("float32"))
+    A[40, 40] = 1e-39
+    DR = dd.DistributedMatrix.from_global(sp.csr_array(A) if ctx.rank == 0 else None, comm)
+    owner = DR.partition.owner(40)
+    expect_error(comm, ck, ValueError,
+                 lambda: dd.bicgstab(DR, np.ones(DR.n_local, np.float32), M="jacobi"),
+                 f"rank {owner}: Jacobi", "reciprocal is past the largest float32",
+                 "global row 40")
     still_works(comm, ck)
 
 

@@ -68,6 +68,7 @@ from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, 
                        largest_magnitude, solved_x0, times_power_of_two, value_exponents,
                        x0_in_range)
 from ..backends._gpu import ENERGY_MIN_SECONDS
+from ..precond.jacobi import inverse_diagonal
 from ..reference._util import _two_product, ldexp_or_inf
 from ._collective import describe as _describe
 from ._collective import disagreement, everywhere, format_problems
@@ -431,16 +432,10 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
             problems.append(f"unknown preconditioner M={M!r}; expected None, 'jacobi' or a "
                             f"callable on this rank's vectors")
         elif dtype is not None:
-            d = A.diagonal().astype(dtype)
-            zero = np.flatnonzero(d == 0)
-            if zero.size:
-                rows = ", ".join(str(int(i) + start) for i in zero[:10]) + \
-                    (", ..." if zero.size > 10 else "")
-                problems.append(f"Jacobi preconditioner needs a nonzero diagonal, but A has "
-                                f"{zero.size} zero diagonal entr{'y' if zero.size == 1 else 'ies'} "
-                                f"(global row{'s' if zero.size > 1 else ''} {rows})")
-            else:
-                inv_diag = (1.0 / d).astype(dtype)
+            inv_diag, why = inverse_diagonal(A.diagonal().astype(dtype), dtype,
+                                             label="global row", start=start)
+            if why:
+                problems.append(why)
     elif callable(M) or hasattr(M, "matvec"):
         kind = "callable"
         if method == "bicg" and not hasattr(M, "rmatvec"):

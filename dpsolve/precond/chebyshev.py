@@ -15,6 +15,7 @@ import numpy as np
 
 from . import register, smoothers
 from .base import DeviceFace, Preconditioner
+from .jacobi import reciprocal, rows_text
 
 
 @register
@@ -52,7 +53,11 @@ class Chebyshev(Preconditioner):
         d = A.diagonal()
         if np.any(d == 0) or not np.all(np.isfinite(d)):
             raise ValueError("M='chebyshev' needs a nonzero, finite diagonal")
-        inv = (1.0 / d).astype(self.dtype)
+        inv, big = reciprocal(d, self.dtype)
+        if big.size:
+            name = np.finfo(self.dtype).dtype.name
+            raise ValueError(f"M='chebyshev' needs 1 / A[i, i] within {name}'s range, but the "
+                             f"reciprocal is past the largest {name} in {rows_text(big)}")
         rho = smoothers._positive_rho(smoothers.spectral_radius(A, inv), "M='chebyshev'")
         self.rho = rho
 

@@ -87,6 +87,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from dpsolve.precond.jacobi import reciprocal
 from dpsolve.precond.smoothers import _positive_rho, chebyshev, jacobi_sweep, spectral_radius
 
 __all__ = ["Level", "Hierarchy", "setup", "vcycle", "as_operator", "levels_table",
@@ -279,7 +280,12 @@ def _check_level(A: sp.csr_array, level: int) -> np.ndarray:
         what = ("a negative diagonal entry" if d.dtype.kind != "c"
                 else "a diagonal entry with a non-positive real part")
         raise ValueError(f"AMG needs a positive diagonal: {name} has {what} in {_rows_text(neg)}")
-    return (1 / d).astype(A.dtype)
+    inv, big = reciprocal(d, A.dtype)
+    if big.size:
+        raise ValueError(f"{name} has a diagonal entry whose reciprocal is past the largest "
+                         f"{np.finfo(A.dtype).dtype.name} in {_rows_text(big)}: AMG's smoothers "
+                         f"divide by it")
+    return inv
 
 
 def _as_csr(A, wd) -> sp.csr_array:
