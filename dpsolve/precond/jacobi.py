@@ -17,8 +17,9 @@ def _host(a):
 
 def reciprocal(d, dtype):
     """(1 / d in ``dtype``, the rows where that is not finite), with no NumPy warning: a nonzero
-    d_i whose reciprocal is past the largest float (a float32 |d_i| below 2^-128) is one. Before,
-    D^-1 held Inf there: the solve broke down (info -10) and NumPy's overflow warning escaped."""
+    d_i whose reciprocal is past the largest float (a float32 |d_i| of 2^-128 or less) is one.
+    Before, D^-1 held Inf there: the solve broke down (info -10) and NumPy's overflow warning
+    escaped."""
     d = np.asarray(d)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         inv = (1.0 / d).astype(dtype)
