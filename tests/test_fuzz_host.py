@@ -359,7 +359,8 @@ def test_a_matrix_far_from_1_solves_as_scale_1_does(p, k):
         return
     x, info, rep = run_both(p, A, b, x0, pre)
     assert (info, rep.iterations) == (info1, rep1.iterations)
-    expect = x1 / s
+    with np.errstate(over="ignore"):        # x1 / s past the largest float: not compared
+        expect = x1 / s
     parts = np.abs(np.concatenate([expect.real, expect.imag]))
     if np.all(np.isfinite(x1)) and parts.max() < np.finfo(np.float64).max / 4 and \
             np.all((parts == 0) | (parts > np.finfo(np.float64).tiny)):
