@@ -69,6 +69,21 @@ def make(M, csr, n: int, dtype, *, snapshot: bool = False, method: str | None = 
     return pc
 
 
+def _in_dtype(inv, dtype, what: str):
+    """A finite inverse diagonal ``inv`` as a new array in the working ``dtype``, or a
+    ValueError naming the rows where the cast goes past the largest float (a float64 M of 1e39
+    for a float32 solve: before, NumPy's overflow warning escaped, and D^-1 held Inf)."""
+    from .jacobi import rows_text
+    with np.errstate(over="ignore"):
+        out = np.array(inv, dtype=dtype, copy=True)
+    big = np.flatnonzero(~np.isfinite(out))
+    if big.size:
+        name = np.finfo(dtype).dtype.name
+        raise ValueError(f"{what} has {big.size} entr{'y' if big.size == 1 else 'ies'} past the "
+                         f"largest {name}, the working dtype ({rows_text(big)})")
+    return out
+
+
 def _make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
     """``M`` as the solvers take it, bound to the system (A as ``csr``, or None for an operator
     A; ``n``; the working ``dtype``), checked: an error names the problem. ``snapshot``: a dense
@@ -100,10 +115,10 @@ def _make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
         if M.shape != (n,):
             raise ValueError(f"M as a 1-D inverse diagonal must have shape ({n},), got {M.shape}")
         check_cast(M.dtype, dtype, "M", fix)
-        inv = (M.get() if _is_cupy(M) else np.asarray(M)).astype(dtype, copy=True)
+        inv = (M.get() if _is_cupy(M) else np.asarray(M))
         if not np.isfinite(inv).all():
             raise ValueError("M (inverse diagonal) contains NaN or Inf")
-        return Jacobi.from_inverse_diagonal(inv)
+        return Jacobi.from_inverse_diagonal(_in_dtype(inv, dtype, "M (inverse diagonal)"))
     if sp.issparse(M) or _is_cupy(M):
         if tuple(M.shape) != (n, n):
             raise ValueError("matrix and preconditioner have different shapes")
@@ -116,7 +131,7 @@ def _make(M, csr, n: int, dtype, *, snapshot: bool = False) -> Preconditioner:
         if not np.isfinite(Mh.data).all():
             raise ValueError("M contains NaN or Inf")
         if bool((Mh.row == Mh.col).all()):                      # diagonal: a Jacobi application
-            return Jacobi.from_inverse_diagonal(Mh.diagonal().astype(dtype))
+            return Jacobi.from_inverse_diagonal(_in_dtype(Mh.diagonal(), dtype, "M (diagonal)"))
         M = Mh
     elif isinstance(M, np.ndarray):
         if snapshot:
