@@ -441,10 +441,22 @@ def matrix_char(A) -> str:
 def host_vector(v, dtype, what: str):
     """A checked b or x0 as a private 1-D copy in ``dtype`` (where it lives), finite: the
     caller's array is never touched."""
-    v = v.astype(dtype, copy=True).ravel()
-    if not _all_finite(v):
-        raise ValueError(f"{what} contains NaN or Inf")
-    return v
+    with np.errstate(over="ignore"):
+        w = v.astype(dtype, copy=True).ravel()
+    if not _all_finite(w):
+        raise ValueError(_not_finite(v, dtype, what))
+    return w
+
+
+def _not_finite(given, dtype, what: str) -> str:
+    """The error for an input whose copy in the working ``dtype`` is not finite: a NaN or Inf
+    in what the caller passed, or a finite value past the dtype's largest (a float64 b of 1e39
+    for a prepared float32 system: before, NumPy's overflow warning escaped and the error said
+    NaN or Inf)."""
+    if not _all_finite(given):
+        return f"{what} contains NaN or Inf"
+    return (f"{what} has a value past the largest {np.finfo(dtype).dtype.name}, the working "
+            f"dtype: solve in a wider dtype")
 
 
 def _host_matrix(A, is_operator, dtype):
@@ -454,10 +466,12 @@ def _host_matrix(A, is_operator, dtype):
     for a CuPy A or an operator."""
     if is_operator:
         return None, A, None
-    csr = to_csr(A, dtype)
+    with np.errstate(over="ignore"):            # a value past dtype's largest: the error below
+        csr = to_csr(A, dtype)
     amax = None if csr.on_device else largest_magnitude(csr.data)
     if not (_all_finite(csr.data) if amax is None else math.isfinite(amax)):
-        raise ValueError("A contains NaN or Inf")
+        raise ValueError(_not_finite(A.data if hasattr(A, "data") and not isinstance(
+            A, np.ndarray) else A, dtype, "A"))
     return csr, None, amax
 
 

@@ -249,6 +249,47 @@ def test_M_inverse_diagonal_nonfinite():
         call(spd(), np.ones(N), M=inv)
 
 
+@pytest.mark.parametrize("what", ["b", "x0", "B", "A", "dense A", "update"])
+def test_a_value_past_the_working_dtype_is_named(what):
+    """A finite float64 value past the largest float32 given to a float32 prepared system (b,
+    x0, a block B; A at prepare or update, sparse or dense): a ValueError saying so, with no
+    NumPy warning. Before, NumPy's "overflow encountered in cast" escaped and the error said
+    "contains NaN or Inf"."""
+    A = sp.csr_array(spd())
+    big = np.ones(N)
+    big[1] = 1e39
+    Abig = A.copy()
+    Abig.data[0] = 1e39
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = dpsolve.prepare(A.astype(np.float32), "cg", dtype="float32", variant="host")
+        calls = {"b": lambda: P.solve(big), "x0": lambda: P.solve(np.ones(N), x0=big),
+                 "B": lambda: P.solve(np.column_stack([np.ones(N), big])),
+                 "A": lambda: dpsolve.prepare(Abig, "cg", dtype="float32", variant="host"),
+                 "dense A": lambda: dpsolve.prepare(Abig.toarray(), "cg", dtype="float32",
+                                                    variant="host"),
+                 "update": lambda: P.update(Abig)}
+        with pytest.raises(ValueError, match=r"past the largest float32, the working dtype"):
+            calls[what]()
+        x, info = P.solve(np.ones(N))                     # the system serves the next call
+    assert info == 0
+
+
+@pytest.mark.parametrize("form", ["1-D", "sparse"])
+def test_M_inverse_diagonal_past_the_working_dtype(form):
+    """A finite float64 inverse diagonal with an entry past the largest float32, for a float32
+    solve: a ValueError naming the row, with no NumPy warning. Before, the 1-D form said
+    "NaN or Inf" after NumPy's overflow warning escaped, and the sparse form ran with Inf in
+    D^-1 (info -10)."""
+    inv = np.full(N, 0.5)
+    inv[2] = 1e39
+    M = inv if form == "1-D" else sp.diags_array(inv).tocsr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"past the largest float32.*\(row 2\)"):
+            call(spd().astype(np.float32), np.ones(N, np.float32), M=M)
+
+
 @pytest.mark.parametrize("stored", [True, False], ids=["explicit-zero", "missing-entry"])
 def test_jacobi_zero_diagonal_names_row(stored):
     A = spd().toarray()
