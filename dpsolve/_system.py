@@ -470,8 +470,7 @@ def _host_matrix(A, is_operator, dtype):
         csr = to_csr(A, dtype)
     amax = None if csr.on_device else largest_magnitude(csr.data)
     if not (_all_finite(csr.data) if amax is None else math.isfinite(amax)):
-        raise ValueError(_not_finite(A.data if hasattr(A, "data") and not isinstance(
-            A, np.ndarray) else A, dtype, "A"))
+        raise ValueError(_not_finite(A.data if hasattr(A, "format") else A, dtype, "A"))
     return csr, None, amax
 
 
