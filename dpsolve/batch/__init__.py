@@ -51,18 +51,25 @@ class BatchMatrix:
     _device_pattern: tuple = None
     _diagonals: dict = field(default_factory=dict, repr=False)
     _diagonal_positions: object = field(default=None, repr=False)
+    _device_diagonal_positions: object = field(default=None, repr=False)
 
-    def device_diagonal_positions(self):
-        """(n,) int32 CuPy array: the position of row r's diagonal entry among a system's values,
-        -1 where the row has none (``device.a_checks``' Jacobi): uploaded once."""
+    def diagonal_positions(self) -> np.ndarray:
+        """(n,) int32: the position of row r's diagonal entry among a system's values, -1 where
+        the row has none (Jacobi's D, on the host and in ``device.a_checks``): found once."""
         if self._diagonal_positions is None:
-            import cupy
             rows = np.repeat(np.arange(self.n), np.diff(self.indptr))
             on = self.indices == rows
             pos = np.full(self.n, -1, np.int32)
             pos[rows[on]] = np.flatnonzero(on)
-            self._diagonal_positions = cupy.asarray(pos)
+            self._diagonal_positions = pos
         return self._diagonal_positions
+
+    def device_diagonal_positions(self):
+        """``diagonal_positions`` as a CuPy array: uploaded once."""
+        if self._device_diagonal_positions is None:
+            import cupy
+            self._device_diagonal_positions = cupy.asarray(self.diagonal_positions())
+        return self._device_diagonal_positions
 
     def device_diagonals(self, config):
         """The pattern as batch_cg_rows's DIA form takes it at ``config`` (``device.diagonals``:
@@ -197,9 +204,9 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol, a_codes=None, dinv=None):
         dinv = None
     if M == "jacobi" and a_codes is None:
         diag = xp.zeros((nb, n), dtype=dtype)
-        rows = np.repeat(np.arange(n), np.diff(Ab.indptr))       # the pattern: on the host
-        on = Ab.indices == rows
-        diag[:, xp.asarray(rows[on])] = values[:, xp.asarray(on)]
+        pos = Ab.diagonal_positions()                            # the pattern: on the host
+        has = np.flatnonzero(pos >= 0)
+        diag[:, xp.asarray(has)] = values[:, xp.asarray(pos[has])]
         zero = ~bad & (diag == 0).any(axis=1)
         info = xp.where(zero, ZERO_DIAGONAL, info)
         bad = bad | zero
