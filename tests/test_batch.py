@@ -5,6 +5,7 @@ a bad system gets its own code and never disturbs the others, the pattern is che
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -81,6 +82,16 @@ def test_a_bad_system_keeps_its_own_code(variant):
     Ab = batch.from_matrices([mats[0], z])                      # an explicit zero: one pattern
     X, info = batch.cg(Ab, B[:2], M="jacobi", variant=variant)
     assert info.tolist() == [0, batch.ZERO_DIAGONAL]
+    # one whose reciprocal is past the largest float64: Jacobi cannot be formed, the same code
+    # (before: D^-1 held Inf, x came back NaN with -10, and NumPy's overflow warning escaped)
+    t = z.copy()
+    t.data[t.data == 0] = 1e-310
+    Ab = batch.from_matrices([mats[0], t])
+    for method in ("cg", "bicgstab"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            X, info = getattr(batch, method)(Ab, B[:2], M="jacobi", variant=variant)
+        assert np.asarray(info).tolist() == [0, batch.ZERO_DIAGONAL] and not X[1].any()
 
 
 @pytest.mark.parametrize("M", [None, "jacobi"])

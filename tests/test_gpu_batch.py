@@ -193,7 +193,7 @@ def test_the_rows_kernel_takes_each_row_length(monkeypatch, n, w, config):
 def test_the_rows_kernel_checks_each_system(M, dtype):
     """The checks inside batch_cg_rows give each bad system the host's code, beside good ones:
     NaN in values, Inf in b, b = 0 (x = 0, info 0, residual 0), a zero diagonal entry (Jacobi
-    only), too small a maxiter."""
+    only), with Jacobi one whose reciprocal is past the largest float, too small a maxiter."""
     rng = np.random.default_rng(13)
     Ab, B = _batch(laplace_2d(10, 9), 8, dtype, rng)
     rows = np.repeat(np.arange(Ab.n), np.diff(Ab.indptr))
@@ -201,6 +201,9 @@ def test_the_rows_kernel_checks_each_system(M, dtype):
     B[2, 7] = np.inf
     B[3] = 0
     Ab.values[4, np.flatnonzero(Ab.indices == rows)[5]] = 0          # a zero on the diagonal
+    if M:                                       # 1 / a_66 past the largest float
+        Ab.values[5, np.flatnonzero(Ab.indices == rows)[6]] = (
+            1e-39 if np.finfo(dtype).bits == 32 else 1e-310)
     for maxiter in (None, 3):
         X, info, rep = batch.cg(Ab, B, rtol=1e-5, M=M, maxiter=maxiter, full_output=True,
                                 variant="device")
@@ -210,6 +213,7 @@ def test_the_rows_kernel_checks_each_system(M, dtype):
         np.testing.assert_array_equal(info, info_r)
         assert info[1] == info[2] == batch.BAD_INPUT and info[3] == 0
         assert info[4] == (batch.ZERO_DIAGONAL if M else (0 if maxiter is None else 3))
+        assert not M or info[5] == batch.ZERO_DIAGONAL
         assert not X[[1, 2, 3]].any() and rep.residual_norm[3] == 0
         assert np.isnan(rep.residual_norm[[1, 2]]).all()
         np.testing.assert_array_equal(np.isnan(rep.residual_norm), np.isnan(rep_r.residual_norm))
@@ -297,9 +301,11 @@ def test_the_full_block_gives_the_same_answers(pattern, dtype, M):
 def test_a_checks_give_the_host_checks(dtype):
     """device.a_checks (batch_a_checks: one launch over the values) against the host: the codes
     of dpsolve.batch._checks (a NaN, an Inf, a zero diagonal entry, a row with no diagonal entry
-    in a second pattern), f of batch.matrix_shifts (systems scaled by 2^-+120 / 2^-+60 in
-    float32, 2^-+1000 / 2^-+600 in float64; in float32 one whose every value is subnormal, which
-    CuPy's -ftz=true would read as 0), and D^-1 of A_i / 2^f_i (the reals to the bit)."""
+    in a second pattern, a diagonal entry whose reciprocal is past the largest float), f of
+    batch.matrix_shifts (systems scaled by 2^-+120 / 2^-+60 in float32, 2^-+1000 / 2^-+600 in
+    float64; in float32 one whose every value is subnormal, which CuPy's -ftz=true would read as
+    0), and D^-1 of A_i / 2^f_i (the reals to the bit; a real subnormal diagonal entry just above
+    the reciprocal's edge taken, as the host takes it)."""
     import cupy
 
     from dpsolve.batch import device
@@ -323,14 +329,22 @@ def test_a_checks_give_the_host_checks(dtype):
         if real == np.float32:                  # every value below the normal range
             values[9] = (values[9] * np.float32(2.0 ** -135)).astype(dtype)
             assert np.abs(values[9]).max() < np.finfo(np.float32).tiny
+        # a diagonal entry whose reciprocal is past the largest float, beside values near 1
+        values[10, np.flatnonzero(A.indices == rows)[2]] = 1e-39 if real == np.float32 else 1e-310
+        if np.dtype(dtype).kind == "f":         # the next float above that edge: taken, subnormal
+            edge = np.ldexp(real.type(1), -128 if real == np.float32 else -1024)
+            values[11, np.flatnonzero(A.indices == rows)[3]] = np.nextafter(edge, real.type(1))
         Ab = batch.csr(values, A.indices, A.indptr)
         B = np.ones((16, A.shape[0]), dtype)
-        with np.errstate(over="ignore"):        # 1 / a subnormal diagonal: its codes only
-            _, _, info, _, _, _, _, _ = batch._checks(np, Ab, values, B, "jacobi", dtype, 1e-6,
-                                                      0.0)
+        with np.errstate(invalid="ignore"):     # the host's order (_on_host): A_i / 2^f_i checked
+            shifted = batch.times_power_of_two(np, values, -batch.matrix_shifts(values))
+        _, _, info, _, _, _, _, _ = batch._checks(np, Ab, shifted, B, "jacobi", dtype, 1e-6, 0.0)
         code, f, dinv = device.a_checks(cupy.asarray(values), Ab.device_diagonal_positions())
         np.testing.assert_array_equal(code.get(), info)
+        assert info[3] == info[10] == batch.ZERO_DIAGONAL
+        assert drop_diagonal or info[9] == info[11] == 0
         good = np.isfinite(values).all(axis=1)
+        good[10] = False                        # its D^-1 holds 1 / 1e-39: never used
         want = batch.matrix_shifts(values)
         np.testing.assert_array_equal(f.get()[good], want[good])
         assert (f.get()[~good] == 0).all() and (want[4:8] != 0).all()
@@ -347,3 +361,28 @@ def test_a_checks_give_the_host_checks(dtype):
             np.testing.assert_array_equal(got, host)
         _, f0, d0 = device.a_checks(cupy.zeros((3, 0), dtype))
         assert (f0 == 0).all() and d0 is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_reciprocal_edge_is_the_hosts(dtype):
+    """ZERO_DIAGONAL for a diagonal entry whose reciprocal is past the largest float, at the
+    edge: batch.cu's no_reciprocal (one compare, |d| <= 2^-128 in float32, 2^-1024 in float64)
+    in batch_cg_rows (CG with Jacobi) and batch_a_checks (BiCGStab) gives the host's codes
+    (NumPy's 1 / d): the edge and minus it refused, the next float above it taken."""
+    real = np.finfo(dtype)
+    edge = np.ldexp(dtype(1), -128 if real.bits == 32 else -1024)
+    A = sp.csr_array(laplace_2d(6))
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    values = np.tile(A.data.astype(dtype), (4, 1))
+    d5 = np.flatnonzero(A.indices == rows)[5]
+    values[1, d5], values[2, d5] = edge, -edge
+    values[3, d5] = np.nextafter(edge, dtype(1))
+    Ab = batch.csr(values, A.indices, A.indptr)
+    B = np.ones((4, A.shape[0]), dtype)
+    for method in ("cg", "bicgstab"):
+        _, info, rep = getattr(batch, method)(Ab, B, M="jacobi", maxiter=5, variant="device",
+                                              full_output=True)
+        _, info_h = getattr(batch, method)(Ab, B, M="jacobi", maxiter=5, variant="host")
+        assert method == "bicgstab" or "in registers" in rep.path
+        assert info[1] == info[2] == info_h[1] == info_h[2] == batch.ZERO_DIAGONAL, (info, info_h)
+        assert info[3] != batch.ZERO_DIAGONAL and info_h[3] != batch.ZERO_DIAGONAL

@@ -967,6 +967,33 @@ def test_level_check_in_one_pass(dtype):
     assert B[5, 5] == 0 and 5 not in B.indices[B.indptr[5]:B.indptr[6]]
     with pytest.raises(ValueError, match="level 1's Galerkin matrix has 1 zero.*rows 5\\)"):
         device._check_level(csp.csr_matrix(B), 1)
+    # a diagonal entry whose reciprocal is past the largest float (before: Inf in D^-1); in
+    # float32 one just above the edge, 2^-127, a subnormal whose reciprocal fits (CuPy's
+    # division read it as 0): kept, 2^127 as NumPy's
+    real = np.finfo(dtype).dtype
+    B = A.copy()
+    tiny = 2.0 ** (-130 if real == np.float32 else -1030)
+    B.data[B.indptr[7] + np.flatnonzero(B.indices[B.indptr[7]:B.indptr[8]] == 7)] = tiny
+    with pytest.raises(ValueError, match="reciprocal is past the largest .*rows 7\\)"):
+        device._check_level(csp.csr_matrix(B), 0)
+    if dtype == np.float32:
+        B.data[B.indptr[7] + np.flatnonzero(B.indices[B.indptr[7]:B.indptr[8]] == 7)] = 2.0 ** -127
+        got = device._check_level(csp.csr_matrix(B), 0).get()
+        assert got[7] == np.float32(2.0 ** 127)
+        np.testing.assert_array_equal(np.delete(got, 7), np.delete(want.get(), 7))
+
+
+@pytest.mark.parametrize("M", ["amg", "chebyshev"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_diagonal_whose_reciprocal_overflows_is_refused_on_the_device(dtype, M):
+    """M="amg" and M="chebyshev" on the GPU (device._check_level) refuse a diagonal entry whose
+    reciprocal is past the largest float, naming the row, as the host variant does
+    (tests/test_validation.py); before, D^-1 held Inf and the solve broke down."""
+    import dpsolve
+    A = laplace_2d(20).toarray().astype(dtype)
+    A[3, 3] = 1e-39 if dtype == np.float32 else 1e-310
+    with pytest.raises(ValueError, match="reciprocal is past the largest .*rows 3\\)"):
+        dpsolve.cg(sp.csr_array(A), np.ones(400, dtype), M=M, variant="cuda")
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)

@@ -13,7 +13,8 @@ system never fails the batch, it gets its code:
     > 0        not converged after that many iterations (maxiter)
     -10, -11   breakdown (SciPy's codes, and dpsolve's non-finite stop), as the single solvers
     -20        NaN or Inf in the system's values or its b (nothing solved; x = 0)
-    -21        M="jacobi" with a zero diagonal entry in this system (nothing solved; x = 0)
+    -21        M="jacobi" with a zero diagonal entry in this system, or one whose reciprocal is
+               past the largest float (nothing solved; x = 0)
 
 Where: ``variant="auto"`` (the default) runs the batch on the GPU when one is usable, else the
 host reference (``reference.py``, vectorised over the batch); ``"device"`` asks for the GPU (an
@@ -184,14 +185,15 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol, a_codes=None, dinv=None):
     """Every system's checks and constants, with NumPy or CuPy (``xp``: the same code on the
     host and, for the one-launch kernels of ``device.py``, on the device): the values and B in
     ``dtype`` (B copied), info (nb,) int64 with each bad system's code (BAD_INPUT: a NaN or Inf
-    in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry), the bad mask, D^-1
-    (nb, n) or None, each tolerance max(rtol ||b_i||, atol) as a pair (the system's as solved,
-    and the caller's), the systems to solve (good, b not 0: b = 0 is solved by x = 0 with info
-    0, as SciPy's) as a mask, and e (nb,): a b_i outside the safe range is solved as b_i / 2^e_i
-    (``row_exponents``: B here is the scaled system's; ``scaled_back`` and the kernels return
-    the caller's x). Nothing here waits for the device but ``row_exponents`` on a float32
-    batch (one wait). ``a_codes`` (and ``dinv`` with Jacobi): A's codes and D^-1 as
-    ``device.a_checks`` found them in one launch, in place of their CuPy operations."""
+    in its values or b; ZERO_DIAGONAL: M="jacobi" and a zero diagonal entry, or one whose
+    reciprocal is past the largest float), the bad mask, D^-1 (nb, n) or None, each tolerance
+    max(rtol ||b_i||, atol) as a pair (the system's as solved, and the caller's), the systems to
+    solve (good, b not 0: b = 0 is solved by x = 0 with info 0, as SciPy's) as a mask, and e
+    (nb,): a b_i outside the safe range is solved as b_i / 2^e_i (``row_exponents``: B here is
+    the scaled system's; ``scaled_back`` and the kernels return the caller's x). Nothing here
+    waits for the device but ``row_exponents`` on a float32 batch (one wait). ``a_codes`` (and
+    ``dinv`` with Jacobi): A's codes and D^-1 as ``device.a_checks`` found them in one launch,
+    in place of their CuPy operations."""
     nb, n = Ab.nb, Ab.n
     values = xp.ascontiguousarray(values.astype(dtype, copy=False))
     Bw = xp.asarray(B).astype(dtype, copy=False)
@@ -207,11 +209,13 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol, a_codes=None, dinv=None):
         pos = Ab.diagonal_positions()                            # the pattern: on the host
         has = np.flatnonzero(pos >= 0)
         diag[:, xp.asarray(has)] = values[:, xp.asarray(pos[has])]
-        zero = ~bad & (diag == 0).any(axis=1)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # NaN: BAD_INPUT
+            dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
+        # Jacobi cannot be formed: a zero diagonal entry, or one whose reciprocal is past the
+        # largest float (the single solves' ValueError, precond.jacobi.inverse_diagonal)
+        zero = ~bad & ((diag == 0) | ~xp.isfinite(dinv)).any(axis=1)
         info = xp.where(zero, ZERO_DIAGONAL, info)
         bad = bad | zero
-        with np.errstate(divide="ignore", invalid="ignore"):     # a NaN diagonal: BAD_INPUT
-            dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
     # B copied, C-contiguous, a bad system's b as 0 (it is never solved): one pass for both the
     # exponents and ||b||, which read it so
     Bw = xp.ascontiguousarray(xp.where(bad[:, None], 0, Bw))

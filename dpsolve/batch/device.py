@@ -274,11 +274,11 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
 def a_checks(values, diag_pos=None, stream=None):
     """A's checks for ``solve_cg`` and ``solve_bicgstab`` in one launch (batch.cu's
     batch_a_checks, a block a system): returns (code (nb,) int32: BAD_INPUT where A_i has a NaN or
-    Inf, else ZERO_DIAGONAL where Jacobi finds a zero diagonal entry, else 0; fexps (nb,) int32:
-    A_i is solved as A_i / 2^f_i, dpsolve.batch.matrix_shifts' rule; dinv (nb, n): D^-1 of
-    A_i / 2^f_i, or None). ``values`` (nb, nnz) C-contiguous; ``diag_pos`` (n,) int32 on the
-    device, the position of row r's diagonal entry among a system's values (-1: none), for
-    Jacobi, or None."""
+    Inf, else ZERO_DIAGONAL where Jacobi finds a zero diagonal entry, or one whose reciprocal is
+    past the largest float, else 0; fexps (nb,) int32: A_i is solved as A_i / 2^f_i,
+    dpsolve.batch.matrix_shifts' rule; dinv (nb, n): D^-1 of A_i / 2^f_i, or None). ``values``
+    (nb, nnz) C-contiguous; ``diag_pos`` (n,) int32 on the device, the position of row r's
+    diagonal entry among a system's values (-1: none), for Jacobi, or None."""
     import cupy
     nb, nnz = (int(s) for s in values.shape)
     if not values.flags.c_contiguous:

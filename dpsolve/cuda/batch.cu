@@ -2,9 +2,10 @@
 // a block per system (grid-stride over the systems). The pattern (indptr, indices) is shared by
 // every system and read through L1 / L2; each system has its own values (nb x nnz, row-major; the
 // `nnz` argument is their stride, 0 where every system has one matrix's values: dpsolve._block's
-// right-hand sides), b and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared memory when 4 n values
-// fit (the host sizes it), else in 4 n values of global scratch a block (`scratch` given); the
-// host's report says which path ran. batch_bicgstab (below) likewise, with eight vectors.
+// right-hand sides), b and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared
+// memory when 4 n values fit (the host sizes it), else in 4 n values of global scratch a block
+// (`scratch` given); the host's report says which path ran. batch_bicgstab (below) likewise,
+// with eight vectors.
 //
 //   batch_cg<T>   dpsolve/batch/reference.py's cg for each system: SciPy's CG (Jacobi: z = D^-1 r
 //                 with D^-1 from `dinv`, nb x n, or none), its own tolerance tol_i, dpsolve's
@@ -14,7 +15,7 @@
 //                 cannot (no iterations left, or none made) gets info = maxiter.
 //
 // info on entry: 0 for a system to solve; any other value (the host's own checks: -20 a NaN or
-// Inf in its values or b, -21 a zero diagonal with Jacobi; b = 0 is solved by x = 0 there) skips
+// Inf in its values or b, -21 a diagonal Jacobi cannot take; b = 0 is solved by x = 0 there) skips
 // the system and is kept. On exit, for every solved system: X its x, info its code (0, maxiter,
 // -10), its its iterations, res its true residual norm. `exps` (nullptr: none): system i was
 // scaled by the host's checks to b / 2^e_i (dpsolve.batch.row_exponents), and `fexps` (nullptr:
@@ -95,6 +96,33 @@ __device__ __forceinline__ V all_sum(V v, V* smem) {
 }
 
 constexpr int BAD_INPUT = -20, ZERO_DIAGONAL = -21;        // dpsolve.batch's codes (tested)
+
+// Whether Jacobi cannot take the diagonal entry v (ZERO_DIAGONAL): 0, or 1 / v past the largest
+// float. For a real v one compare, as cheap as v == 0's (a test of 1 / v in batch_cg_rows's load
+// loop made ptxas spill): 1 / v rounds to Inf exactly where |v| <= 2^-128 (float) or 2^-1024
+// (double); NaN is caught by the finite checks first. A float is read through its bits
+// (dps::magnitude: CuPy's -ftz=true reads a float below 2^-126 as 0, and refused a subnormal v
+// in (2^-128, 2^-126) whose reciprocal the host, and the single solves, take). A complex v's
+// test reads `inv`, reciprocal(v) below, computed once for both
+__device__ __forceinline__ bool no_reciprocal(float v, float) {
+    return !(dps::magnitude(v) > 0x1p-128);
+}
+__device__ __forceinline__ bool no_reciprocal(double v, double) { return !(fabs(v) > 0x1p-1024); }
+template <typename R>
+__device__ __forceinline__ bool no_reciprocal(dps::complex<R>, dps::complex<R> inv) {
+    return !dps::is_finite(inv);
+}
+
+// 1 / v, D^-1's entry, where no_reciprocal(v) is false: NumPy's, to the bit. A float through
+// double (dps::wide, dps::narrow: -ftz=true would read a subnormal v as 0, and write a result
+// below 2^-126, of a v past 2^126, as 0; a float's quotient rounded twice through double is the
+// float's correctly rounded one)
+__device__ __forceinline__ float reciprocal(float v) { return dps::narrow(1.0 / dps::wide(v)); }
+__device__ __forceinline__ double reciprocal(double v) { return 1.0 / v; }
+template <typename R>
+__device__ __forceinline__ dps::complex<R> reciprocal(dps::complex<R> v) {
+    return dps::complex<R>{R(1), R(0)} / v;
+}
 
 // v * 2^e, exactly, rounded to nearest where the result is below the normal range: the scaled
 // right-hand sides of dpsolve.batch.row_exponents and their solutions. A float goes through
@@ -435,10 +463,11 @@ __device__ __forceinline__ int matrix_shift(int hi_word, int lo_word) {
 // system (grid-stride), one pass over its values where CuPy took a dozen launches: code[i] =
 // BAD_INPUT where a value of A_i is NaN or Inf, else ZERO_DIAGONAL where Jacobi (`diag_pos`: the
 // position of row r's diagonal entry among a system's values, -1 where it has none) finds a zero
-// diagonal entry of A_i / 2^f_i, else 0; fexps[i] = f_i, A_i solved as A_i / 2^f_i
-// (dpsolve.batch.matrix_shifts' rule, from csr_check's exponent words of its values: a float's
-// subnormals read through their bits; 0 for a bad system), and with Jacobi dinv (nb x n) the
-// reciprocals of A_i / 2^f_i's diagonal (0 where an entry is 0). Before, the GPU took A_i as it
+// diagonal entry of A_i / 2^f_i or one whose reciprocal is past the largest float, else 0;
+// fexps[i] = f_i, A_i solved as A_i / 2^f_i (dpsolve.batch.matrix_shifts' rule, from
+// csr_check's exponent words of its values: a float's subnormals read through their bits; 0 for
+// a bad system), and with Jacobi dinv (nb x n) the reciprocals of A_i / 2^f_i's diagonal, the
+// host's to the bit (0 where no_reciprocal refuses an entry). Before, the GPU took A_i as it
 // was: a float32 A_i of 2^-120 broke BiCGStab down (info -10) where the single solve converged.
 template <typename T>
 __global__ void __launch_bounds__(256)
@@ -469,13 +498,14 @@ batch_a_checks(int nb, int n, long long nnz, const T* __restrict__ values,
         const int f = bad ? 0 : batch::matrix_shift<T>(s_hi, s_lo);
         bool zero = false;
         if (diag_pos != nullptr) {
-            const batch::Pow2s k = batch::pow2s(-f);
             for (int r = threadIdx.x; r < n; r += blockDim.x) {
                 const int pos = diag_pos[r];
                 T d = pos >= 0 ? v[pos] : T(0);
-                if (f != 0) d = batch::scaled_normal(d, k);
-                zero |= d == T(0);
-                dinv[(size_t)sys * n + r] = d != T(0) ? T(1) / d : T(0);
+                if (f != 0) d = batch::times_pow2(d, -f);   // the host's bits, subnormals kept
+                const T inv = batch::reciprocal(d);
+                const bool none = batch::no_reciprocal(d, inv);
+                zero |= none;
+                dinv[(size_t)sys * n + r] = none ? T(0) : inv;
             }
         }
         zero = __syncthreads_or(zero);              // s_hi and s_lo read by all
@@ -495,10 +525,11 @@ batch_a_checks(int nb, int n, long long nnz, const T* __restrict__ values,
 // every iteration), x, r, z and p in registers too, and p in shared memory (n values) for the
 // products. The checks of dpsolve.batch run here, a system at a time, so that the call is this
 // one launch: a NaN or Inf in a system's values or b (BAD_INPUT), a zero diagonal entry with
-// Jacobi (ZERO_DIAGONAL), the tolerance max(rtol ||b||, atol) (in float64; written to `tol`),
-// b = 0 (x = 0, info 0), and a b whose ||b||^2 leaves [sq_lo, sq_hi]
-// (dpsolve.batch.row_exponents: solved as b / 2^e, e from a block max of ilogb |b|, its x,
-// residual and tolerance multiplied back; an x past the largest float is then not converged).
+// Jacobi, or one whose reciprocal is past the largest float (ZERO_DIAGONAL), the tolerance
+// max(rtol ||b||, atol) (in float64; written to `tol`), b = 0 (x = 0, info 0), and a b whose
+// ||b||^2 leaves [sq_lo, sq_hi] (dpsolve.batch.row_exponents: solved as b / 2^e, e from a block
+// max of ilogb |b|, its x, residual and tolerance multiplied back; an x past the largest float
+// is then not converged).
 // X0: the starts (nullptr: zeros; may be X). Every system's info, its, res (NaN for a bad one)
 // and tol are written.
 //
@@ -677,8 +708,9 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
             const T bs = live ? b[row[s]] : T(0);
             bad |= !dps::is_finite(bs);
             bb += (double)dps::abs2(bs);
-            zero |= JAC && live && dg == T(0);
-            if (JAC && live) sd[row[s]] = dg != T(0) ? T(1) / dg : T(1);
+            const T inv = batch::reciprocal(dg);                // a ZERO_DIAGONAL one: unused
+            zero |= JAC && live && batch::no_reciprocal(dg, inv);
+            if (JAC && live) sd[row[s]] = inv;
             xi[s] = live && X0 != nullptr ? X0[(size_t)sys * n + row[s]] : T(0);
         }
         bad = __syncthreads_or(bad);

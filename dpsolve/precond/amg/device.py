@@ -1122,17 +1122,28 @@ def spgemm_pattern(A, B, C):
 
 
 def _check_level(A, level: int):
-    """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal): the
-    diagonal and the count of bad rows in one pass (amg.cu's diag_check), one host wait."""
+    """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal, or one
+    whose reciprocal is past the largest float): the diagonal and the count of bad rows in one
+    pass (amg.cu's diag_check), one host wait. Before, a float32 diagonal entry below ~3e-39
+    beside values near 1 left Inf in D^-1 (CuPy's 1 / d also read a float32 subnormal as 0:
+    ``_system.widened``)."""
     import cupy
+
+    from ..._system import narrowed, widened
     n = int(A.shape[0])
     d = cupy.empty(n, A.dtype)
     bad = cupy.zeros(1, cupy.int32)
     launch(get_kernel("amg", "diag_check<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
            (np.int32(n), A.indptr, A.indices, A.data, d, bad), None)
-    if not int(bad.get()[0]):
-        return (1.0 / d).astype(A.dtype)
-    bad_zero = cupy.flatnonzero((d == 0) | ~cupy.isfinite(d))
+    dw = widened(d)                             # float32: its subnormals as they are
+    # a real float32 1 / d through float64 is the correctly rounded quotient (CuPy's division,
+    # bit for bit, where d is normal); complex64 keeps CuPy's division
+    inv = narrowed(1.0 / dw, A.dtype) if d.dtype.char == "f" else (1.0 / d).astype(A.dtype)
+    big = ~cupy.isfinite(inv)
+    n_bad, n_big = (int(v) for v in cupy.stack((bad[0].astype(cupy.int64), big.sum())).get())
+    if not n_bad and not n_big:
+        return inv
+    bad_zero = cupy.flatnonzero((dw == 0) | ~cupy.isfinite(dw))
     where = "A" if level == 0 else f"level {level}'s Galerkin matrix"
     if bad_zero.size:
         rows = bad_zero[:10].get()
@@ -1141,14 +1152,22 @@ def _check_level(A, level: int):
                          f"{'y' if bad_zero.size == 1 else 'ies'} (rows "
                          f"{', '.join(str(int(r)) for r in rows)}"
                          f"{', ...' if bad_zero.size > 10 else ''})")
-    neg = cupy.flatnonzero(d.real <= 0)
+    neg = cupy.flatnonzero(dw.real <= 0)
     if neg.size:
         rows = neg[:10].get()
         raise ValueError(f"AMG needs a positive diagonal, but {where} has {int(neg.size)} "
                          f"non-positive diagonal entr{'y' if neg.size == 1 else 'ies'} (rows "
                          f"{', '.join(str(int(r)) for r in rows)}"
                          f"{', ...' if neg.size > 10 else ''})")
-    return (1.0 / d).astype(A.dtype)
+    rows = cupy.flatnonzero(big)
+    if not rows.size:                           # a row diag_check counted, passed here
+        return inv
+    name = np.finfo(A.dtype).dtype.name
+    raise ValueError(f"AMG needs 1 / A[i, i] within {name}'s range, but {where} has "
+                     f"{int(rows.size)} diagonal entr{'y' if rows.size == 1 else 'ies'} whose "
+                     f"reciprocal is past the largest {name} (rows "
+                     f"{', '.join(str(int(r)) for r in rows[:10].get())}"
+                     f"{', ...' if rows.size > 10 else ''})")
 
 
 # A level of at most this many entries runs its power steps in one cooperative launch (amg.cu's
