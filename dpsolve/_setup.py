@@ -333,16 +333,18 @@ def queue_norm2(v, rb: Readback) -> int:
     return k
 
 
-def square_sum(rb: Readback, k: int, v, what: str) -> float:
+def square_sum(rb: Readback, k: int, v, what: str, given=None) -> float:
     """||v||^2 from its slot, as the working dtype summed it. A non-finite sum is NaN/Inf in
-    ``v`` (ValueError naming ``what``) or squares that overflow (the caller then scales: see
-    ``_system.in_safe_range``)."""
+    ``v`` (ValueError naming ``what``; ``given``: v before its cast to the working dtype, which
+    tells a caller's NaN / Inf from a value past the dtype's largest) or squares that overflow
+    (the caller then scales: see ``_system.in_safe_range``)."""
     sq = float(np.real(rb.value(k, v.dtype)))
     if not np.isfinite(sq):
+        from ._system import _not_finite
         from .cuda import ops
         with rb.stream:
             if not ops.all_finite(v):
-                raise ValueError(f"{what} contains NaN or Inf")
+                raise ValueError(_not_finite(v if given is None else given, v.dtype, what))
     return sq
 
 
@@ -372,20 +374,23 @@ class PendingVectors:
 
     def __init__(self, b, x0, up_b, up_x, dtype, rb: Readback):
         self.rb = rb
+        # b and x0 as given (uploaded), kept for the error's words until finish()
+        self.given_b = None if b is None else (up_b if up_b is not None else b.ravel())
+        self.given_x = None if x0 is None else (up_x if up_x is not None else x0.ravel())
         with rb.stream:
-            self.b = None if b is None else (up_b if up_b is not None else b.ravel()).astype(
-                dtype, copy=False)
-            self.x0 = None if x0 is None else (up_x if up_x is not None else x0.ravel()).astype(
-                dtype, copy=False)
+            self.b = None if b is None else self.given_b.astype(dtype, copy=False)
+            self.x0 = None if x0 is None else self.given_x.astype(dtype, copy=False)
             self.kb = queue_norm2(self.b, rb) if self.b is not None else None
             self.kx = queue_norm2(self.x0, rb) if self.x0 is not None else None
 
     def finish(self):
         """||b||^2 as summed (None without b); NaN or Inf in b, then in x0, raise ValueError
         naming it."""
-        sq = square_sum(self.rb, self.kb, self.b, "b") if self.kb is not None else None
+        sq = (square_sum(self.rb, self.kb, self.b, "b", self.given_b) if self.kb is not None
+              else None)
         if self.kx is not None:
-            square_sum(self.rb, self.kx, self.x0, "x0")
+            square_sum(self.rb, self.kx, self.x0, "x0", self.given_x)
+        self.given_b = self.given_x = None
         return sq
 
 
@@ -438,6 +443,7 @@ class PendingCSR:
         self.n, self.dtype, self.rb = n, np.dtype(dtype), rb
         with rb.stream:
             shared = [indptr, indices, data]
+            self.given = data                  # as passed: the error's words (finish)
             indptr, indices = _index_types(indptr, indices)
             data = data.astype(self.dtype, copy=False)
             if copy:          # whatever astype did not already copy
@@ -454,8 +460,11 @@ class PendingCSR:
         flags, longest, exps = check_result(self.rb, self.slot)
         nnz = int(self.data.shape[0])
         raise_for_flags(flags, self.n, nnz)
-        if flags & CHECK_NONFINITE:
-            raise ValueError("A contains NaN or Inf")
+        given, self.given = self.given, None
+        if flags & CHECK_NONFINITE:             # a NaN / Inf, or a value past the dtype's
+            from ._system import _not_finite    # largest in the cast
+            with self.rb.stream:
+                raise ValueError(_not_finite(given, self.dtype, "A"))
         with self.rb.stream:
             ip = self.indptr.astype(np.int32, copy=False)
             ix = self.indices.astype(np.int32, copy=False)

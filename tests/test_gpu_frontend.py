@@ -36,6 +36,38 @@ def test_cupy_nan_rejected():
         dpsolve.cg(A, b, variant="host")
 
 
+@pytest.mark.parametrize("what", ["b", "x0", "A", "cupy A", "cupy b", "nan b", "nan A"])
+def test_a_value_past_the_working_dtype_is_named_on_the_device(what):
+    """The device's checks (PendingVectors, PendingCSR: the cast on the device) tell a value
+    past the largest float32 in a float64 input to a float32 system from a NaN or Inf, as the
+    host's do (tests/test_validation.py); no NumPy warning either way. Before, both read "NaN
+    or Inf"."""
+    import warnings
+
+    import cupy
+    import cupyx.scipy.sparse as csp
+    A = sp.csr_array(laplace_2d(5))
+    big = np.ones(25)
+    big[3] = np.nan if what.startswith("nan") else 1e39
+    Abig = A.copy()
+    Abig.data[0] = big[3]
+    match = "contains NaN or Inf" if what.startswith("nan") else \
+        "past the largest float32, the working dtype"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = dpsolve.prepare(A.astype(np.float32), "cg", dtype="float32", variant="cuda")
+        calls = {"b": lambda: P.solve(big), "x0": lambda: P.solve(np.ones(25), x0=big),
+                 "cupy b": lambda: P.solve(cupy.asarray(big)), "nan b": lambda: P.solve(big),
+                 "A": lambda: dpsolve.prepare(Abig, "cg", dtype="float32", variant="cuda"),
+                 "nan A": lambda: dpsolve.prepare(Abig, "cg", dtype="float32", variant="cuda"),
+                 "cupy A": lambda: dpsolve.prepare(csp.csr_matrix(sp.csr_matrix(Abig)), "cg",
+                                                   dtype="float32", variant="cuda")}
+        with pytest.raises(ValueError, match=match):
+            calls[what]()
+        x, info = P.solve(np.ones(25))
+    assert info == 0
+
+
 def test_variants_report_gpu_present():
     from dpsolve._device import status
     st = status()
