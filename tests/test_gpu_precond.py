@@ -695,10 +695,10 @@ def test_awkward_inputs():
     # zero and negative diagonals: clear errors
     A3 = sp.lil_array(laplace_2d(30))
     A3[7, 7] = 0
-    with pytest.raises(ValueError, match="nonzero, finite diagonal.*rows 7"):
+    with pytest.raises(ValueError, match=r"nonzero diagonal.*\(row 7\)"):
         dpsolve.cg(sp.csr_array(A3), np.ones(900), M="amg", variant="cuda")
     A3[7, 7] = -4
-    with pytest.raises(ValueError, match="positive diagonal.*rows 7"):
+    with pytest.raises(ValueError, match=r"positive diagonal.*\(row 7\)"):
         dpsolve.cg(sp.csr_array(A3), np.ones(900), M="amg", variant="cuda")
     # complex Hermitian
     Ac = sp.csr_array(laplace_2d(30)).astype(np.complex128)
@@ -949,8 +949,8 @@ def test_level_check_in_one_pass(dtype):
     got = device._check_level(csp.csr_matrix(A), 0)
     want = (1.0 / cp.asarray(A.diagonal())).astype(dtype)
     assert got.dtype == np.dtype(dtype) and cp.array_equal(got, want)
-    cases = [(0.0, "nonzero, finite diagonal.*rows 3, 11"), (np.nan, "nonzero, finite"),
-             (np.inf, "nonzero, finite"), (-1.0, "positive diagonal.*rows 3, 11")]
+    cases = [(0.0, "nonzero diagonal.*rows 3, 11"), (np.nan, "finite values.*rows 3, 11"),
+             (np.inf, "finite values"), (-1.0, "positive diagonal.*rows 3, 11")]
     if np.dtype(dtype).kind == "c":
         cases.append((-1.0 + 5j, "positive diagonal"))
     for value, match in cases:                              # stored
@@ -965,7 +965,8 @@ def test_level_check_in_one_pass(dtype):
     B = sp.csr_array(B)
     B.eliminate_zeros()
     assert B[5, 5] == 0 and 5 not in B.indices[B.indptr[5]:B.indptr[6]]
-    with pytest.raises(ValueError, match="level 1's Galerkin matrix has 1 zero.*rows 5\\)"):
+    with pytest.raises(ValueError,
+                       match=r"the level-1 coarse matrix \(R A P\) has 1 zero.*\(row 5\)"):
         device._check_level(csp.csr_matrix(B), 1)
     # a diagonal entry whose reciprocal is past the largest float (before: Inf in D^-1); in
     # float32 one just above the edge, 2^-127, a subnormal whose reciprocal fits (CuPy's
@@ -974,7 +975,7 @@ def test_level_check_in_one_pass(dtype):
     B = A.copy()
     tiny = 2.0 ** (-130 if real == np.float32 else -1030)
     B.data[B.indptr[7] + np.flatnonzero(B.indices[B.indptr[7]:B.indptr[8]] == 7)] = tiny
-    with pytest.raises(ValueError, match="reciprocal is past the largest .*rows 7\\)"):
+    with pytest.raises(ValueError, match=r"reciprocal is past the largest .*\(row 7\)"):
         device._check_level(csp.csr_matrix(B), 0)
     if dtype == np.float32:
         B.data[B.indptr[7] + np.flatnonzero(B.indices[B.indptr[7]:B.indptr[8]] == 7)] = 2.0 ** -127
@@ -992,8 +993,38 @@ def test_a_diagonal_whose_reciprocal_overflows_is_refused_on_the_device(dtype, M
     import dpsolve
     A = laplace_2d(20).toarray().astype(dtype)
     A[3, 3] = 1e-39 if dtype == np.float32 else 1e-310
-    with pytest.raises(ValueError, match="reciprocal is past the largest .*rows 3\\)"):
+    with pytest.raises(ValueError, match=r"reciprocal is past the largest .*\(row 3\)"):
         dpsolve.cg(sp.csr_array(A), np.ones(400, dtype), M=M, variant="cuda")
+
+
+@pytest.mark.parametrize("M", ["amg", "chebyshev"])
+@pytest.mark.parametrize("problem, value", [("zero", 0.0), ("negative", -4.0),
+                                            ("reciprocal", 1e-39), ("missing", None)])
+def test_the_device_refuses_a_diagonal_in_the_hosts_words(M, problem, value):
+    """device._check_level words a bad diagonal as the host variant does, to the letter
+    (dpsolve.precond.diagonal.refusal, naming M and the rows), for AMG and Chebyshev; Chebyshev
+    takes a negative diagonal on both (-A solves). Before, the GPU said "AMG needs a nonzero,
+    finite diagonal" to M="chebyshev", and named AMG's levels otherwise than the host."""
+    A = sp.lil_array(laplace_2d(20).astype(np.float32))
+    for r in (3, 17):
+        A[r, r] = 0 if value is None else value
+    A = sp.csr_array(A)
+    if value is None:
+        A.eliminate_zeros()                                   # not stored at all
+    b = np.ones(400, np.float32)
+    if problem == "negative" and M == "chebyshev":
+        for variant in ("host", "cuda"):
+            x, info = dpsolve.bicgstab(sp.csr_array(-laplace_2d(20).astype(np.float32)), b,
+                                       M=M, rtol=1e-5, variant=variant)
+            assert info == 0, variant
+        return
+    words = []
+    for variant in ("host", "cuda"):
+        with pytest.raises(ValueError) as e:
+            dpsolve.bicgstab(A, b, M=M, variant=variant)
+        words.append(str(e.value))
+    assert words[0] == words[1] and "rows 3, 17)" in words[0], words
+    assert ("AMG" if M == "amg" else "M='chebyshev'") in words[0]
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)

@@ -330,10 +330,49 @@ def test_a_diagonal_whose_reciprocal_overflows_names_row(method, M, dtype, tiny)
     assert np.isfinite(x).all()
 
 
+WHO = {"jacobi": "Jacobi preconditioner", "chebyshev": "M='chebyshev'", "amg": "AMG"}
+
+
+@pytest.mark.parametrize("M", ["jacobi", "chebyshev", "amg"])
+@pytest.mark.parametrize("problem, value", [("zero", 0.0), ("negative", -4.0),
+                                            ("reciprocal", 1e-39)])
+def test_every_preconditioner_refuses_a_diagonal_in_one_set_of_words(M, problem, value):
+    """Jacobi, Chebyshev and AMG word a diagonal they cannot take by dpsolve.precond.diagonal's
+    refusal, naming themselves and the rows (the GPU set-up the same: test_gpu_precond.py).
+    Before, M="chebyshev" said "needs a nonzero, finite diagonal" with no rows, and AMG's host and
+    GPU set-ups used two other sets of words. A negative diagonal is AMG's refusal only: Jacobi
+    and Chebyshev take it (-A solves)."""
+    from dpsolve.precond.diagonal import refusal
+    A = spd(40).toarray().astype(np.float32)
+    A[[3, 17], [3, 17]] = value
+    b = np.ones(40, np.float32)
+    if problem == "negative" and M != "amg":
+        x, info = call(sp.csr_array(-spd(40).astype(np.float32)), b, "bicgstab", M=M, rtol=1e-5)
+        assert info == 0
+        return
+    want = refusal(problem, np.array([3, 17]), WHO[M], dtype=np.float32)
+    assert "rows 3, 17" in want and WHO[M] in want
+    with pytest.raises(ValueError, match="^" + re.escape(want) + "$"):
+        call(sp.csr_array(A), b, "bicgstab", M=M)
+
+
+def test_refusal_names_rows_and_how_many_more():
+    from dpsolve.precond.diagonal import refusal, rows_text
+    assert rows_text(np.array([4])) == "row 4"
+    assert rows_text(np.arange(12), "global row", 100) == \
+        "global rows 100, 101, 102, 103, 104, 105, 106, 107, 108, 109 and 2 more"
+    assert refusal("negative", [1], "AMG", "the level-2 coarse matrix (R A P)", np.complex64) \
+        == ("AMG needs a positive diagonal, but the level-2 coarse matrix (R A P) has 1 diagonal "
+            "entry with a non-positive real part (row 1)")
+    with pytest.raises(ValueError, match="problem must be one of"):
+        refusal("odd", [1], "AMG")
+
+
 def test_jacobi_zero_diagonal_bayer10(matrix_dir):
     A = read_matrix(matrix_dir / "bayer10.mtx.gz")
     b = np.ones(A.shape[0])
-    with pytest.raises(ValueError, match=r"13433 zero diagonal entries \(rows 0, 1, 2, .*\.\.\.\)"):
+    with pytest.raises(ValueError,
+                       match=r"13433 zero diagonal entries \(rows 0, 1, 2, .* and 13423 more\)"):
         dpsolve.bicgstab(A, b, M="jacobi", variant="host")
 
 

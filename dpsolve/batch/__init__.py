@@ -212,7 +212,7 @@ def _checks(xp, Ab, values, B, M, dtype, rtol, atol, a_codes=None, dinv=None):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # NaN: BAD_INPUT
             dinv = xp.where(diag != 0, 1.0 / xp.where(diag != 0, diag, 1), 0).astype(dtype)
         # Jacobi cannot be formed: a zero diagonal entry, or one whose reciprocal is past the
-        # largest float (the single solves' ValueError, precond.jacobi.inverse_diagonal)
+        # largest float (the single solves' ValueError, precond.diagonal.inverse_diagonal)
         zero = ~bad & ((diag == 0) | ~xp.isfinite(dinv)).any(axis=1)
         info = xp.where(zero, ZERO_DIAGONAL, info)
         bad = bad | zero

@@ -68,7 +68,7 @@ from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, 
                        largest_magnitude, solved_x0, times_power_of_two, value_exponents,
                        x0_in_range)
 from ..backends._gpu import ENERGY_MIN_SECONDS
-from ..precond.jacobi import inverse_diagonal
+from ..precond.diagonal import inverse_diagonal
 from ..reference._util import _two_product, ldexp_or_inf
 from ._collective import describe as _describe
 from ._collective import disagreement, everywhere, format_problems

@@ -73,7 +73,7 @@ def _in_dtype(inv, dtype, what: str):
     """A finite inverse diagonal ``inv`` as a new array in the working ``dtype``, or a
     ValueError naming the rows where the cast goes past the largest float (a float64 M of 1e39
     for a float32 solve: before, NumPy's overflow warning escaped, and D^-1 held Inf)."""
-    from .jacobi import rows_text
+    from .diagonal import rows_text
     with np.errstate(over="ignore"):
         out = np.array(inv, dtype=dtype, copy=True)
     big = np.flatnonzero(~np.isfinite(out))

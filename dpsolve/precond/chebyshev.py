@@ -15,7 +15,7 @@ import numpy as np
 
 from . import register, smoothers
 from .base import DeviceFace, Preconditioner
-from .jacobi import reciprocal, rows_text
+from .diagonal import inverse_diagonal
 
 
 @register
@@ -50,14 +50,9 @@ class Chebyshev(Preconditioner):
 
     def host(self):
         A = self.csr.to_scipy()
-        d = A.diagonal()
-        if np.any(d == 0) or not np.all(np.isfinite(d)):
-            raise ValueError("M='chebyshev' needs a nonzero, finite diagonal")
-        inv, big = reciprocal(d, self.dtype)
-        if big.size:
-            name = np.finfo(self.dtype).dtype.name
-            raise ValueError(f"M='chebyshev' needs 1 / A[i, i] within {name}'s range, but the "
-                             f"reciprocal is past the largest {name} in {rows_text(big)}")
+        inv, why = inverse_diagonal(A.diagonal(), self.dtype, who="M='chebyshev'")
+        if why:
+            raise ValueError(why)
         rho = smoothers._positive_rho(smoothers.spectral_radius(A, inv), "M='chebyshev'")
         self.rho = rho
 
@@ -70,7 +65,7 @@ class Chebyshev(Preconditioner):
         c = self.csr.to_device()
         A = device._csr(c.data, c.indices, c.indptr, (c.n, c.n))
         with state.stream:
-            inv = device._check_level(A, 0)
+            inv = device._check_level(A, 0, who="M='chebyshev'", positive=False)
             rho = smoothers._positive_rho(device.spectral_radius(A, inv), "M='chebyshev'")
         self.rho = rho
         coeffs = device.chebyshev_coefficients(rho, self.degree, state.dtype, self.lower,

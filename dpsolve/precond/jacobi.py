@@ -9,50 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .base import DeviceFace, Preconditioner
+from .diagonal import inverse_diagonal
 
 
 def _host(a):
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
-
-
-def reciprocal(d, dtype):
-    """(1 / d in ``dtype``, the rows where that is not finite), with no NumPy warning: a nonzero
-    d_i whose reciprocal is past the largest float (a float32 |d_i| of 2^-128 or less) is one.
-    Before, D^-1 held Inf there: the solve broke down (info -10) and NumPy's overflow warning
-    escaped."""
-    d = np.asarray(d)
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        inv = (1.0 / d).astype(dtype)
-    return inv, np.flatnonzero(~np.isfinite(inv))
-
-
-def rows_text(idx, label="row", start=0) -> str:
-    """"row 3", "rows 1, 4, ..." (at most ten; ``start`` added to each: a rank's global rows)."""
-    shown = ", ".join(str(int(i) + start) for i in idx[:10])
-    return f"{label}{'s' if idx.size > 1 else ''} {shown}{', ...' if idx.size > 10 else ''}"
-
-
-def inverse_diagonal(d, dtype, label="row", start=0):
-    """(D^-1, None) for Jacobi from A's diagonal ``d``, or (None, the ValueError's text naming
-    the rows where it cannot be formed: a zero entry, or one whose reciprocal is past the largest
-    float of ``dtype``). ``label`` and ``start``: how rows are named and numbered (a distributed
-    rank's global rows)."""
-    def rows(idx):
-        return rows_text(idx, label, start)
-
-    def entries(k):
-        return f"entr{'y' if k == 1 else 'ies'}"
-    zero = np.flatnonzero(np.asarray(d) == 0)
-    if zero.size:
-        return None, (f"Jacobi preconditioner needs a nonzero diagonal, but A has {zero.size} "
-                      f"zero diagonal {entries(zero.size)} ({rows(zero)})")
-    inv, big = reciprocal(d, dtype)
-    if big.size:
-        name = np.finfo(dtype).dtype.name
-        return None, (f"Jacobi preconditioner needs 1 / A[i, i] within {name}'s range, but A "
-                      f"has {big.size} diagonal {entries(big.size)} whose reciprocal is past "
-                      f"the largest {name} ({rows(big)})")
-    return inv, None
 
 
 class Jacobi(Preconditioner):

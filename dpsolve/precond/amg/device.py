@@ -1121,15 +1121,18 @@ def spgemm_pattern(A, B, C):
                 canonical=getattr(C, "_has_canonical_format", None))
 
 
-def _check_level(A, level: int):
-    """D^-1 of A_l, or the reference's errors (zero, non-finite or non-positive diagonal, or one
-    whose reciprocal is past the largest float): the diagonal and the count of bad rows in one
-    pass (amg.cu's diag_check), one host wait. Before, a float32 diagonal entry below ~3e-39
-    beside values near 1 left Inf in D^-1 (CuPy's 1 / d also read a float32 subnormal as 0:
-    ``_system.widened``)."""
+def _check_level(A, level: int, who: str = "AMG", positive: bool = True):
+    """D^-1 of A_l, or the reference's errors in its words (``diagonal.refusal``: a zero or
+    non-finite diagonal entry, a non-positive one where ``positive``, or one whose reciprocal is
+    past the largest float): the diagonal and the count of bad rows in one pass (amg.cu's
+    diag_check), one host wait. ``who`` names the preconditioner (M="chebyshev" runs here too,
+    and takes a negative diagonal: ``positive`` False, as its host face). Before, a float32
+    diagonal entry below ~3e-39 beside values near 1 left Inf in D^-1 (CuPy's 1 / d also read a
+    float32 subnormal as 0: ``_system.widened``)."""
     import cupy
 
     from ..._system import narrowed, widened
+    from ..diagonal import refusal
     n = int(A.shape[0])
     d = cupy.empty(n, A.dtype)
     bad = cupy.zeros(1, cupy.int32)
@@ -1143,31 +1146,15 @@ def _check_level(A, level: int):
     n_bad, n_big = (int(v) for v in cupy.stack((bad[0].astype(cupy.int64), big.sum())).get())
     if not n_bad and not n_big:
         return inv
-    bad_zero = cupy.flatnonzero((dw == 0) | ~cupy.isfinite(dw))
-    where = "A" if level == 0 else f"level {level}'s Galerkin matrix"
-    if bad_zero.size:
-        rows = bad_zero[:10].get()
-        raise ValueError(f"AMG needs a nonzero, finite diagonal, but {where} has "
-                         f"{int(bad_zero.size)} zero or non-finite diagonal entr"
-                         f"{'y' if bad_zero.size == 1 else 'ies'} (rows "
-                         f"{', '.join(str(int(r)) for r in rows)}"
-                         f"{', ...' if bad_zero.size > 10 else ''})")
-    neg = cupy.flatnonzero(dw.real <= 0)
-    if neg.size:
-        rows = neg[:10].get()
-        raise ValueError(f"AMG needs a positive diagonal, but {where} has {int(neg.size)} "
-                         f"non-positive diagonal entr{'y' if neg.size == 1 else 'ies'} (rows "
-                         f"{', '.join(str(int(r)) for r in rows)}"
-                         f"{', ...' if neg.size > 10 else ''})")
-    rows = cupy.flatnonzero(big)
-    if not rows.size:                           # a row diag_check counted, passed here
-        return inv
-    name = np.finfo(A.dtype).dtype.name
-    raise ValueError(f"AMG needs 1 / A[i, i] within {name}'s range, but {where} has "
-                     f"{int(rows.size)} diagonal entr{'y' if rows.size == 1 else 'ies'} whose "
-                     f"reciprocal is past the largest {name} (rows "
-                     f"{', '.join(str(int(r)) for r in rows[:10].get())}"
-                     f"{', ...' if rows.size > 10 else ''})")
+    checks = [("nonfinite", ~cupy.isfinite(dw)), ("zero", dw == 0)]     # the reference's order
+    if positive:
+        checks.append(("negative", dw.real <= 0))
+    for problem, mask in checks + [("reciprocal", big)]:
+        rows = cupy.flatnonzero(mask)
+        if rows.size:
+            raise ValueError(refusal(problem, rows.get(), who, reference.level_name(level),
+                                     A.dtype))
+    return inv                                  # a row diag_check counted, passed here
 
 
 # A level of at most this many entries runs its power steps in one cooperative launch (amg.cu's

@@ -87,7 +87,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from dpsolve.precond.jacobi import reciprocal
+from dpsolve.precond.diagonal import reciprocal, refusal
 from dpsolve.precond.smoothers import _positive_rho, chebyshev, jacobi_sweep, spectral_radius
 
 __all__ = ["Level", "Hierarchy", "setup", "vcycle", "as_operator", "levels_table",
@@ -246,15 +246,8 @@ def _working_dtype(A_dtype, dtype) -> np.dtype:
     return wd
 
 
-def _rows_text(rows) -> str:
-    """At most ten row numbers, and how many more there are."""
-    rows = np.asarray(rows)
-    shown = ", ".join(str(int(r)) for r in rows[:10])
-    more = f" and {rows.size - 10} more" if rows.size > 10 else ""
-    return f"row{'s' if rows.size > 1 else ''} {shown}{more}"
-
-
-def _level_name(level: int) -> str:
+def level_name(level: int) -> str:
+    """How errors name level ``level``'s matrix (the host's set-up and the GPU's)."""
     return "A" if level == 0 else f"the level-{level} coarse matrix (R A P)"
 
 
@@ -265,26 +258,19 @@ def _check_level(A: sp.csr_array, level: int) -> np.ndarray:
     data): damped Jacobi and Chebyshev divide by it and assume D^-1 A has a positive spectrum.
     Coarse levels are checked too, since a nonsymmetric or indefinite A can produce a bad R A P.
     """
-    name = _level_name(level)
+    name = level_name(level)
     bad = ~np.isfinite(A.data)
     if bad.any():
         rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))[bad]
-        raise ValueError(f"{name} has NaN or Inf entries, in {_rows_text(np.unique(rows))}")
+        raise ValueError(refusal("nonfinite", np.unique(rows), "AMG", name, A.dtype))
     d = A.diagonal()
-    zero = np.flatnonzero(d == 0)
-    if zero.size:
-        raise ValueError(f"{name} has a zero (or missing) diagonal entry in {_rows_text(zero)}: "
-                         f"AMG's smoothers divide by the diagonal")
-    neg = np.flatnonzero(d.real <= 0)
-    if neg.size:
-        what = ("a negative diagonal entry" if d.dtype.kind != "c"
-                else "a diagonal entry with a non-positive real part")
-        raise ValueError(f"AMG needs a positive diagonal: {name} has {what} in {_rows_text(neg)}")
+    for problem, idx in (("zero", np.flatnonzero(d == 0)),
+                         ("negative", np.flatnonzero(d.real <= 0))):
+        if idx.size:
+            raise ValueError(refusal(problem, idx, "AMG", name, A.dtype))
     inv, big = reciprocal(d, A.dtype)
     if big.size:
-        raise ValueError(f"{name} has a diagonal entry whose reciprocal is past the largest "
-                         f"{np.finfo(A.dtype).dtype.name} in {_rows_text(big)}: AMG's smoothers "
-                         f"divide by it")
+        raise ValueError(refusal("reciprocal", big, "AMG", name, A.dtype))
     return inv
 
 
