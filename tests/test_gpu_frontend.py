@@ -36,7 +36,8 @@ def test_cupy_nan_rejected():
         dpsolve.cg(A, b, variant="host")
 
 
-@pytest.mark.parametrize("what", ["b", "x0", "A", "cupy A", "cupy b", "nan b", "nan A"])
+@pytest.mark.parametrize("what", ["b", "x0", "A", "cupy A", "cupy dense A", "cupy b", "nan b",
+                                  "nan A"])
 def test_a_value_past_the_working_dtype_is_named_on_the_device(what):
     """The device's checks (PendingVectors, PendingCSR: the cast on the device) tell a value
     past the largest float32 in a float64 input to a float32 system from a NaN or Inf, as the
@@ -61,7 +62,9 @@ def test_a_value_past_the_working_dtype_is_named_on_the_device(what):
                  "A": lambda: dpsolve.prepare(Abig, "cg", dtype="float32", variant="cuda"),
                  "nan A": lambda: dpsolve.prepare(Abig, "cg", dtype="float32", variant="cuda"),
                  "cupy A": lambda: dpsolve.prepare(csp.csr_matrix(sp.csr_matrix(Abig)), "cg",
-                                                   dtype="float32", variant="cuda")}
+                                                   dtype="float32", variant="cuda"),
+                 "cupy dense A": lambda: dpsolve.prepare(cupy.asarray(Abig.toarray()), "cg",
+                                                         dtype="float32", variant="cuda")}
         with pytest.raises(ValueError, match=match):
             calls[what]()
         x, info = P.solve(np.ones(25))

@@ -861,9 +861,10 @@ def test_half_round_is_the_references_rounding():
         bits = device.half_round(cp.asarray(v), scale, bits=True).get()
         vals = device.half_round(cp.asarray(v), scale).get()
         assert bits.dtype == np.float16 and vals.dtype == np.float32
-        assert np.array_equal(bits.view(np.uint16), reference.half_bits(v, scale).view(np.uint16))
-        assert np.array_equal(vals.view(np.uint32),
-                              reference.half_values(v, scale).view(np.uint32))
+        with np.errstate(over="ignore"):    # a few of base past float16's largest: Inf on both
+            want_bits, want = reference.half_bits(v, scale), reference.half_values(v, scale)
+        assert np.array_equal(bits.view(np.uint16), want_bits.view(np.uint16))
+        assert np.array_equal(vals.view(np.uint32), want.view(np.uint32))
 
 
 def test_power_steps_over_the_solves_ell_give_the_references_rho():
