@@ -91,9 +91,11 @@ def test_widened_and_narrowed_are_numpys_conversions():
         np.testing.assert_array_equal(got[~nan].view(f"u{got.itemsize}"),
                                       want[~nan].view(f"u{want.itemsize}"))
 
-    same(widened(cupy.asarray(f)).get(), f.astype(np.float64))
     c = f[: f.size // 2 * 2].view(np.complex64)
-    same(widened(cupy.asarray(c)).get(), c.astype(np.complex128))
+    with np.errstate(invalid="ignore"):         # NumPy's cast of a signalling NaN flags it
+        want_f, want_c = f.astype(np.float64), c.astype(np.complex128)
+    same(widened(cupy.asarray(f)).get(), want_f)
+    same(widened(cupy.asarray(c)).get(), want_c)
     m = rng.integers(0, 2 ** 24, 3000)
     d = np.concatenate([np.ldexp(m + 0.5, -150), np.ldexp(m + rng.random(3000), -150),
                         np.ldexp(rng.random(2000), -126 + rng.integers(-30, 10, 2000)),
