@@ -455,8 +455,19 @@ def _not_finite(given, dtype, what: str) -> str:
     NaN or Inf)."""
     if not _all_finite(given):
         return f"{what} contains NaN or Inf"
-    return (f"{what} has a value past the largest {np.finfo(dtype).dtype.name}, the working "
-            f"dtype: solve in a wider dtype")
+    return past_the_dtype(what, dtype)
+
+
+def past_the_dtype(what: str, dtype, rows=None) -> str:
+    """The words for ``what`` holding a finite value past the largest float of the working
+    ``dtype`` (``_not_finite``'s for b, x0 and A; ``precond._in_dtype``'s, with the ``rows`` of a
+    diagonal M named)."""
+    from .precond.diagonal import rows_text
+    name = np.finfo(dtype).dtype.name
+    where = "a value" if rows is None else f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}"
+    named = "" if rows is None else f" ({rows_text(rows)})"
+    return f"{what} has {where} past the largest {name}, the working dtype{named}: solve in a " \
+        f"wider dtype"
 
 
 def _host_matrix(A, is_operator, dtype):

@@ -286,7 +286,10 @@ def test_M_inverse_diagonal_past_the_working_dtype(form):
     M = inv if form == "1-D" else sp.diags_array(inv).tocsr()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(ValueError, match=r"past the largest float32.*\(row 2\)"):
+        what = "M (inverse diagonal)" if form == "1-D" else "M (diagonal)"
+        with pytest.raises(ValueError, match="^" + re.escape(
+                f"{what} has 1 entry past the largest float32, the working dtype (row 2): "
+                f"solve in a wider dtype") + "$"):     # b's, x0's and A's words, rows named
             call(spd().astype(np.float32), np.ones(N, np.float32), M=M)
 
 

@@ -73,14 +73,12 @@ def _in_dtype(inv, dtype, what: str):
     """A finite inverse diagonal ``inv`` as a new array in the working ``dtype``, or a
     ValueError naming the rows where the cast goes past the largest float (a float64 M of 1e39
     for a float32 solve: before, NumPy's overflow warning escaped, and D^-1 held Inf)."""
-    from .diagonal import rows_text
+    from .._system import past_the_dtype
     with np.errstate(over="ignore"):
         out = np.array(inv, dtype=dtype, copy=True)
     big = np.flatnonzero(~np.isfinite(out))
     if big.size:
-        name = np.finfo(dtype).dtype.name
-        raise ValueError(f"{what} has {big.size} entr{'y' if big.size == 1 else 'ies'} past the "
-                         f"largest {name}, the working dtype ({rows_text(big)})")
+        raise ValueError(past_the_dtype(what, dtype, big))
     return out
 
 
