@@ -417,16 +417,17 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
 
 def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
     """The batch's one launch (``device.py``): CG by batch_cg_rows, the checks inside it, where
-    the pattern fits; else the checks as CuPy kernels, then batch_cg / batch_bicgstab."""
+    the pattern fits; else A's checks in one launch (``device.a_checks``) and b's as CuPy
+    kernels, then batch_cg / batch_bicgstab."""
     import cupy
 
     from . import device
     indptr, indices, row_max = Ab.device_pattern()
     config = (device.rows_config(Ab.n, row_max, dtype) if method == "cg" and device.ROWS
               else None)
+    values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
     if config is not None:                   # the kernel writes every x (from x0 = 0)
         X = cupy.empty((Ab.nb, Ab.n), dtype=dtype)
-        values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
         Bw = cupy.ascontiguousarray(cupy.asarray(B).astype(dtype, copy=False))
         info, its, res, tol, path = device.solve_cg_rows(values, indptr, indices, Bw, X, rtol,
                                                          atol, maxiter, M == "jacobi", config,
@@ -434,7 +435,6 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                          if device.DIAGONALS else None)
         return X, info.astype(cupy.int64), its, res, tol, path
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
-    values = cupy.ascontiguousarray(cupy.asarray(Ab.values).astype(dtype, copy=False))
     # A's checks in one launch: its codes, f_i (A_i far from 1 is solved as A_i / 2^f_i, its
     # values scaled by the kernels as they read them) and D^-1 of the scaled A_i; no wait
     a_codes, f, dinv = device.a_checks(
