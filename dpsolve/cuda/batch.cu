@@ -493,6 +493,53 @@ __device__ __forceinline__ int matrix_shift(int hi_word, int lo_word) {
     const int hi = hi_word - DPS_EXP_BIAS, lo = DPS_EXP_BIAS - lo_word;
     return hi < 0 ? hi : max(0, min(hi, lo + w));
 }
+
+// One system's f (matrix_shift's, from the exponent words of its nnz values v), by the whole
+// block: `bad` (every thread's) whether a value is NaN or Inf (f is then 0). `words`: two ints
+// of shared memory, read by all on return: the caller's next barrier frees them.
+template <typename T>
+__device__ __forceinline__ int system_shift(const T* __restrict__ v, long long nnz, int* words,
+                                            bool& bad) {
+    if (threadIdx.x == 0) words[0] = words[1] = 0;
+    dps::real_t<T> hi = 0, lo = 0;
+    bool nonfinite = false;
+    for (long long k = threadIdx.x; k < nnz; k += blockDim.x) {
+        const T a = v[k];
+        nonfinite |= !dps::is_finite(a);
+        dps::magnitude_range(a, hi, lo);
+    }
+    int ehi, elo;
+    dps::exponent_words(hi, lo, ehi, elo);
+    ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
+    elo = __reduce_max_sync(DPS_FULL_MASK, elo);
+    bad = __syncthreads_or(nonfinite);          // the words cleared before the atomics
+    if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
+        atomicMax(&words[0], ehi);
+        atomicMax(&words[1], elo);
+    }
+    __syncthreads();
+    return bad ? 0 : matrix_shift<T>(words[0], words[1]);
+}
+
+// Jacobi's D^-1 of A_i / 2^f into out[0, n) (diag_pos: the position of row r's diagonal entry
+// among the values v, -1 where it has none), the host's to the bit (subnormals kept; 0 where
+// no_reciprocal refuses an entry); whether this thread's rows hold one it refuses
+template <typename T>
+__device__ __forceinline__ bool scaled_dinv(const T* __restrict__ v,
+                                            const int* __restrict__ diag_pos, int n, int f,
+                                            T* out) {
+    bool zero = false;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        const int pos = diag_pos[r];
+        T d = pos >= 0 ? v[pos] : T(0);
+        if (f != 0) d = times_pow2(d, -f);
+        const T inv = reciprocal(d);
+        const bool none = no_reciprocal(d, inv);
+        zero |= none;
+        out[r] = none ? T(0) : inv;
+    }
+    return zero;
+}
 }  // namespace batch
 
 // batch_a_checks<T>: A's checks of dpsolve.batch before batch_cg and batch_bicgstab, a block a
@@ -510,43 +557,16 @@ __global__ void __launch_bounds__(256)
 batch_a_checks(int nb, int n, long long nnz, const T* __restrict__ values,
                const int* __restrict__ diag_pos, int* __restrict__ code, int* __restrict__ fexps,
                T* __restrict__ dinv) {
-    __shared__ int s_hi, s_lo;
+    __shared__ int s_words[2];
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (threadIdx.x == 0) s_hi = s_lo = 0;
         const T* v = values + (size_t)sys * nnz;
-        dps::real_t<T> hi = 0, lo = 0;
-        bool bad = false;
-        for (long long k = threadIdx.x; k < nnz; k += blockDim.x) {
-            const T a = v[k];
-            bad |= !dps::is_finite(a);
-            dps::magnitude_range(a, hi, lo);
-        }
-        int ehi, elo;
-        dps::exponent_words(hi, lo, ehi, elo);
-        ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
-        elo = __reduce_max_sync(DPS_FULL_MASK, elo);
-        bad = __syncthreads_or(bad);                // s_hi and s_lo cleared before the atomics
-        if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
-            atomicMax(&s_hi, ehi);
-            atomicMax(&s_lo, elo);
-        }
-        __syncthreads();
-        const int f = bad ? 0 : batch::matrix_shift<T>(s_hi, s_lo);
-        bool zero = false;
-        if (diag_pos != nullptr) {
-            for (int r = threadIdx.x; r < n; r += blockDim.x) {
-                const int pos = diag_pos[r];
-                T d = pos >= 0 ? v[pos] : T(0);
-                if (f != 0) d = batch::times_pow2(d, -f);   // the host's bits, subnormals kept
-                const T inv = batch::reciprocal(d);
-                const bool none = batch::no_reciprocal(d, inv);
-                zero |= none;
-                dinv[(size_t)sys * n + r] = none ? T(0) : inv;
-            }
-        }
-        zero = __syncthreads_or(zero);              // s_hi and s_lo read by all
+        bool bad;
+        const int f = batch::system_shift(v, nnz, s_words, bad);
+        const bool zero = diag_pos != nullptr
+                          && batch::scaled_dinv(v, diag_pos, n, f, dinv + (size_t)sys * n);
+        const bool refused = __syncthreads_or(zero);    // the words read by all
         if (threadIdx.x == 0) {
-            code[sys] = bad ? batch::BAD_INPUT : zero ? batch::ZERO_DIAGONAL : 0;
+            code[sys] = bad ? batch::BAD_INPUT : refused ? batch::ZERO_DIAGONAL : 0;
             fexps[sys] = f;
         }
     }
@@ -957,15 +977,16 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
 // a batch with nothing to solve again costs a launch and a load a thread (H200, float64, medians
 // of 30 calls, BENCHMARKS.md: 1,000 x 2-D 32^2 0.332-0.333 -> 0.334-0.337 ms, with Jacobi
 // 0.374-0.376 -> 0.380-0.383; 10,000 x 3-D 10^3 1.747-1.756 -> 1.752-1.756; before that exit,
-// 0.349-0.356 -> 0.364-0.366). RedoRun::pick reads them again, blockDim at a time. The block's
-// vectors x, r, p, q, b_i / 2^e_i and D^-1 (6 n values) sit in dynamic shared memory, or in
-// global scratch (`scratch`: 6 n values a block).
+// 0.349-0.356 -> 0.364-0.366); a block that goes on reads each code again (RedoRun::pick), and
+// finds f_i and D^-1 as batch_a_checks does (system_shift, scaled_dinv). The block's vectors x,
+// r, p, q, b_i / 2^e_i and D^-1 (6 n values) sit in dynamic shared memory, or in global scratch
+// (`scratch`: 6 n values a block).
 namespace batch {
 // batch_cg_redo's run for for_systems<..., REDO = true>: CG (cg_method's lambda) and pick, which
 // chooses the systems to solve again and sets each up (System)
 template <typename T, typename Cg> struct RedoRun {
     Cg cg;                                        // cg_method's
-    int nb, n;
+    int n;
     const T* __restrict__ values;
     long long nnz;
     const T* __restrict__ B;
@@ -975,61 +996,25 @@ template <typename T, typename Cg> struct RedoRun {
     int *info, *its;
     double* res;
     T *bs, *ds;                                   // b_i / 2^e_i, D^-1 of A_i / 2^f_i
-    unsigned* s_mask;                             // the chunk's systems to solve again
     int* s_words;                                 // hi and lo exponent words, max ilogb |b|
     double* s_real;
     __device__ __forceinline__ dps::Stop operator()(Scaled<T> v, const T* b, const T* d,
                                                     double tol, int budget) const {
         return cg(v, b, d, tol, budget);
     }
-    // whether system sys is solved again, and how (s); a chunk's codes read at its first
+    // whether system sys is solved again, and how (s)
     __device__ bool pick(int sys, System<T>& s) const {
-        const int j = (sys - (int)blockIdx.x) / (int)gridDim.x;      // this block's j-th
-        const int t = j % (int)blockDim.x;
-        if (t == 0) {                             // a new chunk: a thread reads a code each
-            __syncthreads();                      // the last chunk's mask read by all
-            const long long mine = sys + (long long)threadIdx.x * gridDim.x;
-            const int code = mine < nb ? info[mine] : 0;
-            const unsigned again = __ballot_sync(DPS_FULL_MASK, code != 0 && code != BAD_INPUT);
-            if (threadIdx.x % DPS_WARP == 0) s_mask[threadIdx.x / DPS_WARP] = again;
-            __syncthreads();
-        }
-        if (!((s_mask[t / DPS_WARP] >> (t % DPS_WARP)) & 1u)) return false;
+        const int code = info[sys];
+        if (code == 0 || code == BAD_INPUT) return false;          // solved, or bad
         const T* v = values + (size_t)sys * nnz;
-        // f: batch_a_checks' (the values are finite: batch_cg_rows checked them)
-        if (threadIdx.x == 0) {
-            s_words[0] = s_words[1] = 0;
-            s_words[2] = NO_EXP;
-        }
-        __syncthreads();
-        dps::real_t<T> hi = 0, lo = 0;
-        for (long long k = threadIdx.x; k < nnz; k += blockDim.x)
-            dps::magnitude_range(v[k], hi, lo);
-        int ehi, elo;
-        dps::exponent_words(hi, lo, ehi, elo);
-        ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
-        elo = __reduce_max_sync(DPS_FULL_MASK, elo);
-        if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
-            atomicMax(&s_words[0], ehi);
-            atomicMax(&s_words[1], elo);
-        }
-        __syncthreads();
-        const int f = matrix_shift<T>(s_words[0], s_words[1]);
+        if (threadIdx.x == 0) s_words[2] = NO_EXP;      // b's max ilogb: system_shift's barriers
+        bool bad;                                 // false: batch_cg_rows checked the values
+        const int f = system_shift(v, nnz, s_words, bad);
         if (f == 0) {                             // A_i in range: batch_cg_rows's answer stands
             __syncthreads();                      // the words read by all before the next reset
             return false;
         }
-        bool zero = false;
-        if (diag_pos != nullptr) {
-            for (int r = threadIdx.x; r < n; r += blockDim.x) {
-                const int pos = diag_pos[r];
-                const T d = times_pow2(pos >= 0 ? v[pos] : T(0), -f);   // the host's bits
-                const T inv = reciprocal(d);
-                const bool none = no_reciprocal(d, inv);
-                zero |= none;
-                ds[r] = none ? T(0) : inv;
-            }
-        }
+        bool zero = diag_pos != nullptr && scaled_dinv(v, diag_pos, n, f, ds);
         // b: batch_cg_rows's rule; x from 0, in this system's row of X
         const T* b = B + (size_t)sys * n;
         double bb = 0.0;
@@ -1084,7 +1069,6 @@ batch_cg_redo(int nb, int n, const int* __restrict__ indptr, const int* __restri
     }
     if (!__syncthreads_or(any)) return;
     __shared__ double s_real[DPS_WARP];
-    __shared__ unsigned s_mask[DPS_WARP];
     __shared__ int s_words[3];
     extern __shared__ __align__(16) unsigned char s_dyn[];
     T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 6 * n : reinterpret_cast<T*>(s_dyn);
@@ -1096,7 +1080,7 @@ batch_cg_redo(int nb, int n, const int* __restrict__ indptr, const int* __restri
     batch::for_systems<T, batch::RedoRun<T, decltype(cg)>, true>(
         nb, n, indptr, indices, values, nnz, B, X, nullptr, nullptr, maxiter, info, its, res,
         nullptr, nullptr, x, q, s_real,
-        batch::RedoRun<T, decltype(cg)>{cg, nb, n, values, nnz, B, X, diag_pos, rtol, atol,
+        batch::RedoRun<T, decltype(cg)>{cg, n, values, nnz, B, X, diag_pos, rtol, atol,
                                         sq_lo, sq_hi, info, its, res, w + 4 * (size_t)n,
-                                        w + 5 * (size_t)n, s_mask, s_words, s_real});
+                                        w + 5 * (size_t)n, s_words, s_real});
 }
