@@ -7,8 +7,8 @@ kernel's answers (cupy events around the host call: the host's time is inside th
 
 Works: scripts/bench-many's batch headline (10,000 x 3-D 10^3 and 1,000 x 2-D 32^2, A_i = A +
 s_i I, s_i uniform in [0, 1), B standard normal, seed 0), CG, float64, rtol 1e-8, M None and
-"jacobi", values and B on the device. Session 49 (2026-11-30): the csv beside it is this script's
-output, the first form of the kernel (its block sums' slots passed as pointers), H200.
+"jacobi", values and B on the device. The csv beside it: this script's output on the final form
+of the kernel (session 51, 2026-11-30, H200; session 49's, on the first form, is in git history).
 
     python3 benchmarks/batch-redo-cost-2026-11-30.py
 """
