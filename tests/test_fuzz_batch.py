@@ -166,10 +166,12 @@ def test_batch_contract(variant, case):
         np.testing.assert_array_equal(Xi[0], X[i])
 
 
-@pytest.mark.parametrize("variant", ["host", pytest.param("device", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("variant,rows", [("host", False),
+                                          pytest.param("device", False, marks=pytest.mark.gpu),
+                                          pytest.param("device", True, marks=pytest.mark.gpu)])
 @settings(FUZZ, max_examples=300)
 @given(case=batches(), data=st.data())
-def test_a_system_far_from_1_gets_its_single_solves_verdict(variant, case, data):
+def test_a_system_far_from_1_gets_its_single_solves_verdict(variant, rows, case, data):
     """Each good system's A_i times 2^k_i (k_i 0, +-edge or +-edge / 2, 0 three times in seven;
     edge 120 in float32, 1000 in float64), b_i at its own scale as ``batches`` draws it: the
     batch's verdict -- converged, not converged, broken down: the sign of info -- is that of the
@@ -178,8 +180,10 @@ def test_a_system_far_from_1_gets_its_single_solves_verdict(variant, case, data)
     0baa914 the batch took A_i as it was: BiCGStab broke down (-10) on A_i of 2^107 in float32
     or 2^724 in float64, CG on 2^-98, where the single solves, which scale A into range,
     converged (34 of 778 systems of a differential run). On the device, batch_cg and
-    batch_bicgstab (A's checks by batch_a_checks): CG's kernel for small systems, batch_cg_rows,
-    takes A_i as it is (README), and is turned off here.
+    batch_bicgstab (A's checks by batch_a_checks; ``rows`` False), and CG's kernel for small
+    systems, batch_cg_rows, which takes A_i as it is, then batch_cg_redo, which solves again as
+    A_i / 2^f_i a system it did not solve (``rows``; before it, batch_cg_rows broke down or
+    refused such systems).
     Not where the solution lies below the normal range: there the two x round apart, each judged
     by its own residual (a float32 b of 1e-40, rtol 1e-5: the batch's x 2.05e-45 from b, the
     single's 1.45e-45, the tolerance 1.71e-45; found with 25 times the examples, 2026-11-30)."""
@@ -195,7 +199,7 @@ def test_a_system_far_from_1_gets_its_single_solves_verdict(variant, case, data)
     kw = dict(rtol=max(case["rtol"], 1e-5), M=case["M"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rows, device.ROWS = device.ROWS, False
+        rows, device.ROWS = device.ROWS, rows
         try:
             _, info = getattr(batch, case["method"])(batch.csr(V, indices, indptr), B,
                                                      variant=variant, **kw)

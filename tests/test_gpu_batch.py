@@ -386,3 +386,68 @@ def test_the_reciprocal_edge_is_the_hosts(dtype):
         assert method == "bicgstab" or "in registers" in rep.path
         assert info[1] == info[2] == info_h[1] == info_h[2] == batch.ZERO_DIAGONAL, (info, info_h)
         assert info[3] != batch.ZERO_DIAGONAL and info_h[3] != batch.ZERO_DIAGONAL
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+def test_the_rows_kernel_solves_an_a_far_from_1_again(dtype, M, monkeypatch):
+    """batch_cg_rows takes A_i as it is; batch_cg_redo, the launch after it, solves again as
+    A_i / 2^f_i each system it did not solve whose A_i is far from 1, as batch_cg does after
+    batch_a_checks (ROWS off): A_i times 2^k (float32 2^-+120 and 2^-+60, float64 2^-+1000 and
+    2^-+600), b_i with it or at 1, and in the reals a system whose every value is a float32
+    subnormal (A_i times 2^-140) or a float64 one (2^-1060). Each system gets the host's code;
+    one the first launch solved keeps its answer to the bit; one it did not (in float32 A_i of
+    2^-120 with its b broke down, -10, and with Jacobi the subnormal A_i was refused, -21) gets
+    batch_cg's code and iterations (within 1) and an x that meets its tolerance."""
+    import cupy
+
+    from dpsolve.batch import device
+    A = sp.csr_array(laplace_2d(6, 5))
+    A.sort_indices()
+    real = np.finfo(dtype).dtype
+    big, mid, low = (120, 60, -140) if real == np.float32 else (1000, 600, -1060)
+    k = np.array([0, -big, big, -mid, mid, 0, -mid, mid, low])
+    kb = np.array([0, -big, big, -mid, mid, 0, 0, 0, 0])
+    rng = np.random.default_rng(7)
+    nb, n = k.size, A.shape[0]
+    V = np.empty((nb, A.nnz), dtype)
+    for i in range(nb):
+        shift = real.type(np.ldexp(1.0, int(k[i])))
+        V[i] = (A.data * (1 + rng.random())).astype(dtype) * shift
+    B = rng.standard_normal((nb, n)) + (1j * rng.standard_normal((nb, n)) if real != dtype
+                                        else 0)
+    B = (B * np.ldexp(1.0, kb)[:, None]).astype(dtype)
+    assert V[-1].any() and np.abs(V[-1]).max() < np.finfo(dtype).tiny
+    Ab = batch.csr(V, A.indices, A.indptr)
+    rtol = 1e-5 if real == np.float32 else 1e-8
+    kw = dict(rtol=rtol, M=M, full_output=True, variant="device")
+
+    def run(rows, redo):
+        monkeypatch.setattr(device, "ROWS", rows)
+        monkeypatch.setattr(device, "REDO", redo)
+        X, info, rep = batch.cg(Ab, B, **kw)
+        return cupy.asnumpy(X), cupy.asnumpy(info), rep
+
+    X, info, rep = run(True, True)
+    X1, info1, rep1 = run(True, False)          # the first launch alone
+    Xg, info_g, rep_g = run(False, True)        # batch_a_checks, then batch_cg
+    _, info_h = batch.cg(Ab, B, rtol=rtol, M=M, variant="host")
+    assert "a thread" in rep.path and "second launch" in rep.path, rep.path
+    assert "second launch" not in rep1.path
+    np.testing.assert_array_equal(info, info_h)
+    np.testing.assert_array_equal(info, info_g)
+    again = info1 != 0
+    kept = ~again
+    np.testing.assert_array_equal(X[kept], X1[kept])
+    np.testing.assert_array_equal(rep.iterations[kept], rep1.iterations[kept])
+    np.testing.assert_array_equal(rep.residual_norm[kept], rep1.residual_norm[kept])
+    # batch_cg's iterations (its tolerance from ||b|| in float64, the rows kernel's from the
+    # squares in the working precision: a last bit apart)
+    assert (np.abs(rep.iterations[again] - rep_g.iterations[again]) <= 1).all()
+    for i in np.flatnonzero(again & (info == 0)):
+        assert rep.residual_norm[i] <= rep.tolerance[i], i
+        np.testing.assert_allclose(X[i], Xg[i], rtol=0, atol=50 * rtol * np.abs(Xg[i]).max())
+    np.testing.assert_array_equal(rep.tolerance, rep1.tolerance)
+    if real == np.float32:                      # the cases the first launch fails (README)
+        assert again.any() and (M is None or dtype != np.float32
+                                or info1[-1] == batch.ZERO_DIAGONAL), info1

@@ -24,8 +24,9 @@ and ``report.path`` says which ran. X and info are CuPy arrays when B is one (th
 wait for the GPU unless ``full_output`` asks for the report), NumPy otherwise. A batch built from
 CuPy values keeps them on the device. A b_i whose squares under- or overflow is solved as b_i /
 2^e_i (``row_exponents``), an A_i far from 1 as A_i / 2^f_i (``matrix_shifts``; on the device
-``device.a_checks`` finds f_i, and batch_cg_rows, CG's kernel for small systems, takes A_i as it
-is), both exactly, and x_i multiplied back (``scaled_back``; on the device, by the kernels).
+``device.a_checks`` finds f_i; batch_cg_rows, CG's kernel for small systems, takes A_i as it is,
+and the launch after it, batch_cg_redo, solves again as A_i / 2^f_i a system it did not solve),
+both exactly, and x_i multiplied back (``scaled_back``; on the device, by the kernels).
 """
 from __future__ import annotations
 
@@ -416,9 +417,10 @@ def _on_host(method, Ab, B, rtol, atol, maxiter, M, dtype):
 
 
 def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
-    """The batch's one launch (``device.py``): CG by batch_cg_rows, the checks inside it, where
-    the pattern fits; else A's checks in one launch (``device.a_checks``) and b's as CuPy
-    kernels, then batch_cg / batch_bicgstab."""
+    """The batch on the GPU (``device.py``): CG by batch_cg_rows, the checks inside it, where
+    the pattern fits, then batch_cg_redo (A_i far from 1: see ``device.solve_cg_redo``); else
+    A's checks in one launch (``device.a_checks``) and b's as CuPy kernels, then batch_cg /
+    batch_bicgstab."""
     import cupy
 
     from . import device
@@ -433,6 +435,10 @@ def _on_device(method, Ab, B, rtol, atol, maxiter, M, dtype):
                                                          atol, maxiter, M == "jacobi", config,
                                                          dia=Ab.device_diagonals(config)
                                                          if device.DIAGONALS else None)
+        if device.REDO:                 # it took A_i as it is: A_i / 2^f_i where that failed
+            path += device.solve_cg_redo(
+                values, indptr, indices, Bw, X, info, its, res, rtol, atol, maxiter,
+                Ab.device_diagonal_positions() if M == "jacobi" else None)
         return X, info.astype(cupy.int64), its, res, tol, path
     X = cupy.zeros((Ab.nb, Ab.n), dtype=dtype)
     # A's checks in one launch: its codes, f_i (A_i far from 1 is solved as A_i / 2^f_i, its

@@ -11,9 +11,10 @@ true-residual restart), which the GPU tests hold them to.
 CG has two kernels: ``solve_cg_rows`` runs ``batch_cg_rows`` (rows a thread, each row's entries
 in registers: systems of n <= 1,024 rows of at most 8 entries, 512 of 16, 256 of 32; a stencil's
 columns as its diagonals, ``diagonals``; values read once a solve; dpsolve.batch's checks inside
-the kernel, so the call is one launch) and
-``solve_cg`` runs ``batch_cg`` (vectors in shared or global memory, values read every
-iteration: any other pattern; the checks before it, A's by ``a_checks`` in one launch, which
+the kernel; then ``solve_cg_redo``: batch_cg_redo solves again, as A_i / 2^f_i, a system it did
+not solve whose A_i is far from 1, a near-empty launch where there is none) and ``solve_cg``
+runs ``batch_cg`` (vectors in shared or global memory, values read every iteration: any other
+pattern; the checks before it, A's by ``a_checks`` in one launch, which
 finds each A_i's scale f_i: the kernels read A_i / 2^f_i). BiCGStab has the second kind only.
 The path string says which ran.
 """
@@ -30,6 +31,7 @@ VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
 ROWS = True                       # False: CG always takes batch_cg (the tests compare the two)
+REDO = True                       # False: no batch_cg_redo after batch_cg_rows (the tests)
 ROWS_PER_THREAD = (4, 2, 1)       # batch_cg_rows's R, in order of preference where it fits
 #                                   (H100, 10,000 systems of 3-D 10^3: R = 4 4.0 ms, R = 2 5.2,
 #                                   R = 1 8.0; batch.cu says why)
@@ -217,6 +219,52 @@ def solve_cg_rows(values, indptr, indices, B, X, rtol: float, atol: float, maxit
             slot_pos, arg[()], np.int32(pad), *(np.float64(v) for v in square_bounds(dt))),
            stream, shared_mem=shared)
     return info, its, res, tol, path
+
+
+_REDO_PLANS = {}                  # batch_cg_redo's (kernel, grid, block, shared) a (dtype, n, nb)
+
+
+def _redo_plan(dt, n: int, nb: int):
+    """batch_cg_redo's launch for nb systems of order n: its vectors (6 n values) in dynamic
+    shared memory at two blocks an SM, else in global scratch at one (``shared`` 0). Kept."""
+    key = (dt, n, nb, SHARED_MAX, ops._sm_count())   # (the tests and sanitizer change them)
+    if key not in _REDO_PLANS:
+        kernel = get_kernel("batch", "batch_cg_redo<{T}>", dt)
+        shared = 6 * n * dt.itemsize                  # x, r, p, q, b_i / 2^e_i, D^-1
+        fits = shared <= SHARED_MAX
+        if fits:
+            try:
+                ops.allow_shared(kernel, shared)
+            except Exception:                         # not granted: global scratch
+                fits = False
+        grid, shared = min(nb, (2 if fits else 1) * ops._sm_count()), shared if fits else 0
+        block = min(threads(n), int(kernel.max_threads_per_block) // 32 * 32)
+        _REDO_PLANS[key] = (kernel, grid, block, shared)
+    return _REDO_PLANS[key]
+
+
+def solve_cg_redo(values, indptr, indices, B, X, info, its, res, rtol: float, atol: float,
+                  maxiter: int, diag_pos=None, stream=None):
+    """After ``solve_cg_rows`` (its info, its and res, and X, updated in place): batch_cg_redo
+    solves again, as A_i / 2^f_i, each system batch_cg_rows did not solve (info neither 0 nor
+    BAD_INPUT) whose A_i is far from 1 (``a_checks``' f_i != 0), as ``a_checks`` then
+    ``solve_cg`` would (``diag_pos``: Jacobi's, as ``a_checks`` takes it, or None); the others
+    keep their answers. One launch of a few blocks an SM, whatever nb; waits for nothing.
+    values (nb, nnz) and B (nb, n) as solve_cg_rows had them. Returns the path's words."""
+    import cupy
+    nb, n = (int(s) for s in X.shape)
+    dt = np.dtype(X.dtype)
+    if nb == 0:
+        return ""
+    kernel, grid, block, shared = _redo_plan(dt, n, nb)
+    scratch = cupy.empty(grid * 6 * n, dt) if shared == 0 else ops._NULL
+    launch(kernel, (grid,), (block,),
+           (np.int32(nb), np.int32(n), indptr, indices, values, np.int64(values.shape[1]), B, X,
+            ops._NULL if diag_pos is None else diag_pos, np.float64(rtol), np.float64(atol),
+            np.int32(maxiter), info, its, res, *(np.float64(v) for v in square_bounds(dt)),
+            scratch), stream, shared_mem=shared)
+    return ("; a second launch solves again, as A_i / 2^f_i, a system the first did not solve "
+            "whose A_i is far from 1")
 
 
 def solve_bicgstab(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None,

@@ -129,7 +129,8 @@ SOURCES = {
                                    "spgemm_pattern_dense<{T}>", "spgemm_rows_small<{T}, 0>",
                                    "spgemm_rows_small<{T}, 1>", "spgemm_pattern_small<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
-    "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>", "batch_a_checks<{T}>")
+    "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>", "batch_a_checks<{T}>",
+                                 "batch_cg_redo<{T}>")
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}>" for nz, r in BATCH_ROWS
                            for j in ("false", "true"))
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}, true{f}>"

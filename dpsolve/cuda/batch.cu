@@ -5,7 +5,8 @@
 // right-hand sides), b and x (nb x n). The block keeps its vectors x, r, p, q in dynamic shared
 // memory when 4 n values fit (the host sizes it), else in 4 n values of global scratch a block
 // (`scratch` given); the host's report says which path ran. batch_bicgstab (below) likewise,
-// with eight vectors.
+// with eight vectors; batch_cg_rows (below) holds each system in registers, and batch_cg_redo
+// (last) solves again as A_i / 2^f_i a system batch_cg_rows, which takes A_i as it is, did not.
 //
 //   batch_cg<T>   dpsolve/batch/reference.py's cg for each system: SciPy's CG (Jacobi: z = D^-1 r
 //                 with D^-1 from `dinv`, nb x n, or none), its own tolerance tol_i, dpsolve's
@@ -158,6 +159,16 @@ __device__ __forceinline__ bool round_x(int e, ForX for_x, bool& lost) {
     return __syncthreads_or(rounded) && !lost;
 }
 
+// One system as batch_cg_redo solves it (RedoRun::pick): A_i / 2^f (a), b_i / 2^er as solved
+// (b), D^-1 or nullptr (d), the tolerance at that scale (atol)
+template <typename T> struct System {
+    Scaled<T> a;
+    const T* b;
+    const T* d;
+    double atol;
+    int er;
+};
+
 // The systems of this block (grid-stride over them, uniform per block), each to its own
 // tolerance: x loaded from X, then runs of `run` -- the method from the current x with the
 // iterations it has left, returning stop.cuh's Stop -- until the true residual ||b - A x|| (q:
@@ -165,12 +176,13 @@ __device__ __forceinline__ bool round_x(int e, ForX for_x, bool& lost) {
 // and the run made some, else the system gets info = maxiter (dpsolve.batch's host rule). A
 // system scaled to b / 2^e (`exps`) ends with x rounded as the caller gets it (round_x) and, where
 // that changed x, one more true residual, of that x, which decides. X (x 2^e), info, its and res
-// (times 2^e) are written for every system solved; one preset with info != 0 is skipped.
+// (times 2^e) are written for every system solved; one preset with info != 0 is skipped (REDO:
+// batch_cg_redo's run.pick(sys, s) says which it solves, and how).
 // __noinline__: inlined into batch_bicgstab, ptxas (CUDA 13.0, -O1 and above) made spmv read p^
 // before other threads' stores to it were seen -- wrong results from the first iteration, with a
 // single warp too; -Xptxas -O0 or this call boundary gives the reference's iterates. One call a
 // system costs nothing against its iterations.
-template <typename T, typename Run>
+template <typename T, typename Run, bool REDO = false>
 __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ indptr,
                                             const int* __restrict__ indices,
                                             const T* __restrict__ values, long long nnz,
@@ -183,16 +195,27 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
                                             const int* __restrict__ fexps, T* x, T* q,
                                             double* s_real, Run run) {
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (info[sys] != 0) continue;
         // A_i / 2^f (fexps: batch_a_checks'), b / 2^e (exps): x goes back times 2^(e - f), its
         // residual times 2^e
-        const Scaled<T> a{values + (size_t)sys * nnz, fexps != nullptr ? fexps[sys] : 0};
-        const T* b = B + (size_t)sys * n;
-        const T* d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
-        const double atol = tol[sys];
+        Scaled<T> a;
+        const T* b;
+        const T* d;
+        double atol;
+        int er;                                               // the residual's exponent
+        if constexpr (REDO) {                     // batch_cg_redo: run.pick says (RedoRun)
+            System<T> s;
+            if (!run.pick(sys, s)) continue;
+            a = s.a, b = s.b, d = s.d, atol = s.atol, er = s.er;
+        } else {
+            if (info[sys] != 0) continue;
+            a = {values + (size_t)sys * nnz, fexps != nullptr ? fexps[sys] : 0};
+            b = B + (size_t)sys * n;
+            d = dinv != nullptr ? dinv + (size_t)sys * n : nullptr;
+            atol = tol[sys];
+            er = exps != nullptr ? exps[sys] : 0;
+        }
         for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = X[(size_t)sys * n + i];
         __syncthreads();
-        const int er = exps != nullptr ? exps[sys] : 0;     // the residual's exponent
         const int e = er - a.f;                               // x's
         int code = maxiter, total = 0, budget = maxiter, made = 0;
         double true_res = 0.0;
@@ -240,32 +263,25 @@ __device__ __noinline__ void for_systems(int nb, int n, const int* __restrict__ 
     }
 }
 
-}  // namespace batch
-
+// batch_cg's method, from the current x with `budget` iterations left (batch_cg_redo runs it
+// too): SciPy's CG, z = D^-1 r (d: D^-1, or nullptr), the loop head stop.cuh's; x, r, p, q: the
+// block's vectors (n each). A lambda over the kernel's own variables (references to them) and
+// its block sums' slots, function-static shared memory it reads by name (passed in, they were
+// generic pointers: batch_cg's block sums went through generic loads), set to 0 here (slots
+// past the last warp stay 0): called by every thread of the block, once, before the systems.
 template <typename T>
-__global__ void __launch_bounds__(1024)
-batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-         const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
-         const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
-         int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
-         const int* __restrict__ exps, const int* __restrict__ fexps, T* __restrict__ scratch) {
+__device__ __forceinline__ auto cg_method(const int& n, const int* __restrict__ const& indptr,
+                                          const int* __restrict__ const& indices, T* const& x,
+                                          T* const& r, T* const& p, T* const& q) {
     __shared__ T s_pq[DPS_WARP], s_rz[DPS_WARP];
-    __shared__ double s_rr[DPS_WARP], s_real[DPS_WARP];
-    extern __shared__ __align__(16) unsigned char s_dyn[];
-    if (threadIdx.x < DPS_WARP) {                 // slots past the last warp stay 0
+    __shared__ double s_rr[DPS_WARP];
+    if (threadIdx.x < DPS_WARP) {
         s_pq[threadIdx.x] = T(0);
         s_rz[threadIdx.x] = T(0);
         s_rr[threadIdx.x] = 0.0;
     }
     __syncthreads();
-    T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 4 * n : reinterpret_cast<T*>(s_dyn);
-    T* x = w;
-    T* r = w + n;
-    T* p = w + 2 * (size_t)n;
-    T* q = w + 3 * (size_t)n;
-    batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
-                       its, res, exps, fexps, x, q, s_real,
-                       [&](batch::Scaled<T> v, const T* b, const T* d, double atol, int budget) {
+    return [&](Scaled<T> v, const T* b, const T* d, double atol, int budget) {
         // r = b - A x, z = D^-1 r, p = z, sigma = <r, z>, tau = ||r||
         batch::spmv(n, indptr, indices, v, x, q);
         __syncthreads();
@@ -316,7 +332,27 @@ batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ 
             h = dps::head_test(j + 1, tau, atol, budget);
         }
         return h;
-    });
+    };
+}
+}  // namespace batch
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+batch_cg(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+         const T* __restrict__ values, long long nnz, const T* __restrict__ B, T* __restrict__ X,
+         const T* __restrict__ dinv, const double* __restrict__ tol, int maxiter,
+         int* __restrict__ info, int* __restrict__ its, double* __restrict__ res,
+         const int* __restrict__ exps, const int* __restrict__ fexps, T* __restrict__ scratch) {
+    __shared__ double s_real[DPS_WARP];
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 4 * n : reinterpret_cast<T*>(s_dyn);
+    T* x = w;
+    T* r = w + n;
+    T* p = w + 2 * (size_t)n;
+    T* q = w + 3 * (size_t)n;
+    batch::for_systems(nb, n, indptr, indices, values, nnz, B, X, dinv, tol, maxiter, info,
+                       its, res, exps, fexps, x, q, s_real,
+                       batch::cg_method<T>(n, indptr, indices, x, r, p, q));
 }
 
 // batch_bicgstab<T>: dpsolve/batch/reference.py's bicgstab for each system (SciPy's BiCGStab,
@@ -457,6 +493,53 @@ __device__ __forceinline__ int matrix_shift(int hi_word, int lo_word) {
     const int hi = hi_word - DPS_EXP_BIAS, lo = DPS_EXP_BIAS - lo_word;
     return hi < 0 ? hi : max(0, min(hi, lo + w));
 }
+
+// One system's f (matrix_shift's, from the exponent words of its nnz values v), by the whole
+// block: `bad` (every thread's) whether a value is NaN or Inf (f is then 0). `words`: two ints
+// of shared memory, read by all on return: the caller's next barrier frees them.
+template <typename T>
+__device__ __forceinline__ int system_shift(const T* __restrict__ v, long long nnz, int* words,
+                                            bool& bad) {
+    if (threadIdx.x == 0) words[0] = words[1] = 0;
+    dps::real_t<T> hi = 0, lo = 0;
+    bool nonfinite = false;
+    for (long long k = threadIdx.x; k < nnz; k += blockDim.x) {
+        const T a = v[k];
+        nonfinite |= !dps::is_finite(a);
+        dps::magnitude_range(a, hi, lo);
+    }
+    int ehi, elo;
+    dps::exponent_words(hi, lo, ehi, elo);
+    ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
+    elo = __reduce_max_sync(DPS_FULL_MASK, elo);
+    bad = __syncthreads_or(nonfinite);          // the words cleared before the atomics
+    if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
+        atomicMax(&words[0], ehi);
+        atomicMax(&words[1], elo);
+    }
+    __syncthreads();
+    return bad ? 0 : matrix_shift<T>(words[0], words[1]);
+}
+
+// Jacobi's D^-1 of A_i / 2^f into out[0, n) (diag_pos: the position of row r's diagonal entry
+// among the values v, -1 where it has none), the host's to the bit (subnormals kept; 0 where
+// no_reciprocal refuses an entry); whether this thread's rows hold one it refuses
+template <typename T>
+__device__ __forceinline__ bool scaled_dinv(const T* __restrict__ v,
+                                            const int* __restrict__ diag_pos, int n, int f,
+                                            T* out) {
+    bool zero = false;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        const int pos = diag_pos[r];
+        T d = pos >= 0 ? v[pos] : T(0);
+        if (f != 0) d = times_pow2(d, -f);
+        const T inv = reciprocal(d);
+        const bool none = no_reciprocal(d, inv);
+        zero |= none;
+        out[r] = none ? T(0) : inv;
+    }
+    return zero;
+}
 }  // namespace batch
 
 // batch_a_checks<T>: A's checks of dpsolve.batch before batch_cg and batch_bicgstab, a block a
@@ -474,43 +557,16 @@ __global__ void __launch_bounds__(256)
 batch_a_checks(int nb, int n, long long nnz, const T* __restrict__ values,
                const int* __restrict__ diag_pos, int* __restrict__ code, int* __restrict__ fexps,
                T* __restrict__ dinv) {
-    __shared__ int s_hi, s_lo;
+    __shared__ int s_words[2];
     for (int sys = blockIdx.x; sys < nb; sys += gridDim.x) {       // uniform per block
-        if (threadIdx.x == 0) s_hi = s_lo = 0;
         const T* v = values + (size_t)sys * nnz;
-        dps::real_t<T> hi = 0, lo = 0;
-        bool bad = false;
-        for (long long k = threadIdx.x; k < nnz; k += blockDim.x) {
-            const T a = v[k];
-            bad |= !dps::is_finite(a);
-            dps::magnitude_range(a, hi, lo);
-        }
-        int ehi, elo;
-        dps::exponent_words(hi, lo, ehi, elo);
-        ehi = __reduce_max_sync(DPS_FULL_MASK, ehi);
-        elo = __reduce_max_sync(DPS_FULL_MASK, elo);
-        bad = __syncthreads_or(bad);                // s_hi and s_lo cleared before the atomics
-        if (threadIdx.x % DPS_WARP == 0 && ehi != 0) {
-            atomicMax(&s_hi, ehi);
-            atomicMax(&s_lo, elo);
-        }
-        __syncthreads();
-        const int f = bad ? 0 : batch::matrix_shift<T>(s_hi, s_lo);
-        bool zero = false;
-        if (diag_pos != nullptr) {
-            for (int r = threadIdx.x; r < n; r += blockDim.x) {
-                const int pos = diag_pos[r];
-                T d = pos >= 0 ? v[pos] : T(0);
-                if (f != 0) d = batch::times_pow2(d, -f);   // the host's bits, subnormals kept
-                const T inv = batch::reciprocal(d);
-                const bool none = batch::no_reciprocal(d, inv);
-                zero |= none;
-                dinv[(size_t)sys * n + r] = none ? T(0) : inv;
-            }
-        }
-        zero = __syncthreads_or(zero);              // s_hi and s_lo read by all
+        bool bad;
+        const int f = batch::system_shift(v, nnz, s_words, bad);
+        const bool zero = diag_pos != nullptr
+                          && batch::scaled_dinv(v, diag_pos, n, f, dinv + (size_t)sys * n);
+        const bool refused = __syncthreads_or(zero);    // the words read by all
         if (threadIdx.x == 0) {
-            code[sys] = bad ? batch::BAD_INPUT : zero ? batch::ZERO_DIAGONAL : 0;
+            code[sys] = bad ? batch::BAD_INPUT : refused ? batch::ZERO_DIAGONAL : 0;
             fexps[sys] = f;
         }
     }
@@ -902,4 +958,129 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
         __syncthreads();                          // s_true (and s_exp) read by all before reuse
         if (e != 0 && threadIdx.x == 0) s_exp = 0;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// batch_cg_redo<T>: the launch after batch_cg_rows, which takes A_i as it is (finding A_i's
+// scale in its load loop cost it 4-15 %: BENCHMARKS.md). A system it did not solve -- info
+// neither 0 nor BAD_INPUT: broken down, not converged, or a diagonal it refused -- whose A_i is
+// far from 1 (f_i != 0, batch_a_checks' rule from the exponent words of its values) is solved
+// again as A_i / 2^f_i, as batch_cg solves it after batch_a_checks: Jacobi's D^-1 of A_i / 2^f_i
+// (ZERO_DIAGONAL, x = 0, where it refuses an entry), b_i / 2^e_i by batch_cg_rows's rule (e_i
+// from max|b_i| where ||b_i||^2 leaves [sq_lo, sq_hi]), x from 0, batch_cg's cg_method. Every other
+// system keeps what batch_cg_rows wrote. Before, a float32 A_i of 2^-120 with its b broke down
+// (-10), and one whose every value is a float32 subnormal was refused with Jacobi (-21), where
+// the host batch and the single solves converge.
+//
+// The grid is small (the host: two blocks an SM); block k takes systems k, k + grid, ..., and
+// reads their codes first, a thread each: a block with nothing to solve again ends there, so that
+// a batch with nothing to solve again costs a launch and a load a thread (H200, float64, medians
+// of 30 calls, BENCHMARKS.md: 1,000 x 2-D 32^2 0.332-0.333 -> 0.334-0.337 ms, with Jacobi
+// 0.374-0.376 -> 0.380-0.383; 10,000 x 3-D 10^3 1.747-1.756 -> 1.752-1.756; before that exit,
+// 0.349-0.356 -> 0.364-0.366); a block that goes on reads each code again (RedoRun::pick), and
+// finds f_i and D^-1 as batch_a_checks does (system_shift, scaled_dinv). The block's vectors x,
+// r, p, q, b_i / 2^e_i and D^-1 (6 n values) sit in dynamic shared memory, or in global scratch
+// (`scratch`: 6 n values a block).
+namespace batch {
+// batch_cg_redo's run for for_systems<..., REDO = true>: CG (cg_method's lambda) and pick, which
+// chooses the systems to solve again and sets each up (System)
+template <typename T, typename Cg> struct RedoRun {
+    Cg cg;                                        // cg_method's
+    int n;
+    const T* __restrict__ values;
+    long long nnz;
+    const T* __restrict__ B;
+    T* X;
+    const int* __restrict__ diag_pos;
+    double rtol, atol, sq_lo, sq_hi;
+    int *info, *its;
+    double* res;
+    T *bs, *ds;                                   // b_i / 2^e_i, D^-1 of A_i / 2^f_i
+    int* s_words;                                 // hi and lo exponent words, max ilogb |b|
+    double* s_real;
+    __device__ __forceinline__ dps::Stop operator()(Scaled<T> v, const T* b, const T* d,
+                                                    double tol, int budget) const {
+        return cg(v, b, d, tol, budget);
+    }
+    // whether system sys is solved again, and how (s)
+    __device__ bool pick(int sys, System<T>& s) const {
+        const int code = info[sys];
+        if (code == 0 || code == BAD_INPUT) return false;          // solved, or bad
+        const T* v = values + (size_t)sys * nnz;
+        if (threadIdx.x == 0) s_words[2] = NO_EXP;      // b's max ilogb: system_shift's barriers
+        bool bad;                                 // false: batch_cg_rows checked the values
+        const int f = system_shift(v, nnz, s_words, bad);
+        if (f == 0) {                             // A_i in range: batch_cg_rows's answer stands
+            __syncthreads();                      // the words read by all before the next reset
+            return false;
+        }
+        bool zero = diag_pos != nullptr && scaled_dinv(v, diag_pos, n, f, ds);
+        // b: batch_cg_rows's rule; x from 0, in this system's row of X
+        const T* b = B + (size_t)sys * n;
+        double bb = 0.0;
+        int top = NO_EXP;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            bb += (double)dps::abs2(b[i]);
+            const double m = dps::magnitude(b[i]);
+            if (m != 0.0) top = max(top, ilogb(m));   // a float's subnormals count
+            X[(size_t)sys * n + i] = T(0);
+        }
+        if (top != NO_EXP) atomicMax(&s_words[2], top);
+        zero = __syncthreads_or(zero);
+        double bsq = all_sum(bb, s_real);         // s_words[2] read by all after it
+        const int top_b = s_words[2];
+        const int e = !(bsq >= sq_lo && bsq <= sq_hi) && top_b != NO_EXP ? top_b + 1 : 0;
+        bb = 0.0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const T bi = e != 0 ? times_pow2(b[i], -e) : b[i];
+            bs[i] = bi;
+            bb += (double)dps::abs2(bi);
+        }
+        if (e != 0) bsq = all_sum(bb, s_real);
+        __syncthreads();                          // bs, ds and x's row written; words read
+        if (zero) {                               // nothing solved: x = 0
+            if (threadIdx.x == 0) {
+                info[sys] = ZERO_DIAGONAL;
+                its[sys] = 0;
+                res[sys] = nan("");
+            }
+            return false;
+        }
+        s = {{v, f}, bs, diag_pos != nullptr ? ds : nullptr,
+             e != 0 ? fmax(rtol * sqrt(bsq), ldexp(atol, -e)) : fmax(rtol * sqrt(bsq), atol), e};
+        return true;
+    }
+};
+}  // namespace batch
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+batch_cg_redo(int nb, int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+              const T* __restrict__ values, long long nnz, const T* __restrict__ B,
+              T* __restrict__ X, const int* __restrict__ diag_pos, double rtol, double atol,
+              int maxiter, int* __restrict__ info, int* __restrict__ its,
+              double* __restrict__ res, double sq_lo, double sq_hi, T* __restrict__ scratch) {
+    // nothing to solve again among this block's systems (the common case): a load a thread
+    bool any = false;
+    for (long long sys = blockIdx.x + (long long)threadIdx.x * gridDim.x; sys < nb;
+         sys += (long long)blockDim.x * gridDim.x) {
+        const int code = info[sys];
+        any |= code != 0 && code != batch::BAD_INPUT;
+    }
+    if (!__syncthreads_or(any)) return;
+    __shared__ double s_real[DPS_WARP];
+    __shared__ int s_words[3];
+    extern __shared__ __align__(16) unsigned char s_dyn[];
+    T* w = scratch != nullptr ? scratch + (size_t)blockIdx.x * 6 * n : reinterpret_cast<T*>(s_dyn);
+    T* x = w;
+    T* r = w + n;
+    T* p = w + 2 * (size_t)n;
+    T* q = w + 3 * (size_t)n;
+    const auto cg = batch::cg_method<T>(n, indptr, indices, x, r, p, q);
+    batch::for_systems<T, batch::RedoRun<T, decltype(cg)>, true>(
+        nb, n, indptr, indices, values, nnz, B, X, nullptr, nullptr, maxiter, info, its, res,
+        nullptr, nullptr, x, q, s_real,
+        batch::RedoRun<T, decltype(cg)>{cg, n, values, nnz, B, X, diag_pos, rtol, atol,
+                                        sq_lo, sq_hi, info, its, res, w + 4 * (size_t)n,
+                                        w + 5 * (size_t)n, s_words, s_real});
 }
