@@ -17,38 +17,22 @@ Prints CSV: round,tag,work,method,dtype,M,ms,path.
 """
 import csv
 import importlib
+import importlib.util
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import cupy
-import numpy as np
-import scipy.sparse as sp
 
+# the inputs of the range A/B (``inputs``: the pattern, the shifted values, B) and its
+# matrices; it imports a dpsolve (PYTHONPATH's), dropped by load before any timing
+_spec = importlib.util.spec_from_file_location(
+    "batch_range_ab", Path(__file__).with_name("batch-range-ab-2026-11-30.py"))
+range_ab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(range_ab)
 REPS = 7
 RTOL = {"float64": 1e-8, "float32": 1e-5}
-
-
-def laplacian(n, dims):
-    """The (2 or 3)-D 5- or 7-point Laplacian on an n^dims grid (dpsolve.matrices' own)."""
-    e = np.ones(n)
-    T, eye = sp.diags([-e[:-1], 2 * e, -e[:-1]], [-1, 0, 1]), sp.identity(n)
-    terms = []
-    for d in range(dims):
-        term = sp.identity(1)
-        for k in range(dims):
-            term = sp.kron(term, T if k == d else eye)
-        terms.append(term)
-    return sp.csr_array(sum(terms))
-
-
-def inputs(A, nb):
-    A.sort_indices()
-    rng = np.random.default_rng(0)
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    values = np.tile(A.data, (nb, 1))
-    values[:, A.indices == rows] += rng.random((nb, 1))
-    return A, values, rng.standard_normal((nb, A.shape[0]))
 
 
 def load(path, trees):
@@ -65,9 +49,12 @@ def load(path, trees):
 def main():
     rounds = int(sys.argv[1])
     trees = [a.split("=", 1) for a in sys.argv[2:]]
-    works = (("100 x 2-D 72^2", inputs(laplacian(72, 2), 100), ("cg", "bicgstab")),
-             ("1k x 2-D 32^2", inputs(laplacian(32, 2), 1_000), ("cg", "bicgstab")),
-             ("200 x 3-D 16^3", inputs(laplacian(16, 3), 200), ("bicgstab",)))
+    works = (("100 x 2-D 72^2", range_ab.inputs(lambda: range_ab.laplace_2d(72), 100),
+              ("cg", "bicgstab")),
+             ("1k x 2-D 32^2", range_ab.inputs(lambda: range_ab.laplace_2d(32), 1_000),
+              ("cg", "bicgstab")),
+             ("200 x 3-D 16^3", range_ab.inputs(lambda: range_ab.laplace_3d(16), 200),
+              ("bicgstab",)))
     out = csv.writer(sys.stdout)
     out.writerow(["round", "tag", "work", "method", "dtype", "M", "ms", "path"])
     for r in range(rounds):
