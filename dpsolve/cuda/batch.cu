@@ -975,9 +975,10 @@ batch_cg_rows(int nb, int n, const int* __restrict__ indptr, const int* __restri
 // The grid is small (the host: two blocks an SM); block k takes systems k, k + grid, ..., and
 // reads their codes first, a thread each: a block with nothing to solve again ends there, so that
 // a batch with nothing to solve again costs a launch and a load a thread (H200, BENCHMARKS.md:
-// 1,000 x 2-D 32^2 +6-8 us a call, 1-3 %, main's tree beside it in one process; level at 10,000
-// x 3-D 10^3; before that exit, +4 % at 1,000 x 32^2); a block that goes on reads each code again
-// (RedoRun::pick), and finds f_i and D^-1 as batch_a_checks does (system_shift, scaled_dinv).
+// 1,000 x 2-D 32^2 +6-8 us a call, 1-3 %, against main's tree in one process; 10,000 x 3-D 10^3
+// level with the redo off; before that exit, +4 % at 1,000 x 32^2); a block that goes on reads
+// each code again (RedoRun::pick), and finds f_i and D^-1 as batch_a_checks does (system_shift,
+// scaled_dinv).
 // The block's vectors x, r, p, q, b_i / 2^e_i and D^-1 (6 n values) sit in dynamic shared
 // memory, or in global scratch (`scratch`: 6 n values a block).
 namespace batch {
