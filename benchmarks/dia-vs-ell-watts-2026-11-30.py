@@ -6,8 +6,9 @@ offsets packed with float16 values, as the V-cycle's level-0 copy is)? r = b - A
 dia64), each kernel a CUDA graph of 40 launches replayed for WIN s under NVML's energy counter,
 after 12 s of warming, in the order jacobi, amg, kernels, back, and again, with Jacobi-CG and
 AMG-PCG prepared solves (graph, rtol 1e-8, x* = ones) as anchors. Each kernel's answer is checked
-against SciPy's first (stderr). Session 51 (2026-11-30), H200: the csv
-dia-vs-ell-watts-2026-11-30.csv is its stdout.
+against SciPy's first (stderr). The six kernels are written out as they ran, not as templates:
+dia16 reads its values with plain loads, the others with __ldcs (streaming). Session 51
+(2026-11-30), H200: the csv dia-vs-ell-watts-2026-11-30.csv is its stdout.
 
     python3 benchmarks/dia-vs-ell-watts-2026-11-30.py [N] [WIN] > out.csv
 """
