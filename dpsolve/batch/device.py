@@ -27,7 +27,9 @@ from ..cuda import ops
 from ..cuda._loader import BATCH_DIAGONALS, BATCH_ROWS, get_kernel
 from ..cuda.executor import launch
 
-VECTORS = {"cg": 4, "bicgstab": 8}  # a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^
+# a block's vectors: x, r, p, q; x, r, r~, p, v, t, p^, s^; batch_cg_redo's CG's and b_i / 2^e_i,
+# D^-1
+VECTORS = {"cg": 4, "bicgstab": 8, "redo": 6}
 SHARED_MAX = 200 << 10            # what this launcher asks for at most (the H100 allows 227 KB)
 BLOCKS_PER_SM = 8                 # resident blocks the grid aims at when vectors are global
 ROWS = True                       # False: CG always takes batch_cg (the tests compare the two)
@@ -109,6 +111,17 @@ def vector_path(n: int, dtype, method: str = "cg") -> tuple:
     method's vectors in shared memory when they fit SHARED_MAX, else in global scratch."""
     need = VECTORS[method] * n * np.dtype(dtype).itemsize
     return ("shared", need) if need <= SHARED_MAX else ("global", 0)
+
+
+def granted_path(kernel, n: int, dtype, method: str) -> tuple:
+    """``vector_path``'s (path, shared bytes), with ``kernel`` granted that shared memory; where
+    it is not, the vectors go to global memory ("global", 0)."""
+    path, shared = vector_path(n, dtype, method)
+    try:
+        ops.allow_shared(kernel, shared)
+    except Exception:                         # not granted
+        return "global", 0
+    return path, shared
 
 
 def solve_cg(values, indptr, indices, B, X, info, tol, maxiter: int, dinv=None, stream=None,
@@ -230,14 +243,8 @@ def _redo_plan(dt, n: int, nb: int):
     key = (dt, n, nb, SHARED_MAX, ops._sm_count())   # (the tests and sanitizer change them)
     if key not in _REDO_PLANS:
         kernel = get_kernel("batch", "batch_cg_redo<{T}>", dt)
-        shared = 6 * n * dt.itemsize                  # x, r, p, q, b_i / 2^e_i, D^-1
-        fits = shared <= SHARED_MAX
-        if fits:
-            try:
-                ops.allow_shared(kernel, shared)
-            except Exception:                         # not granted: global scratch
-                fits = False
-        grid, shared = min(nb, (2 if fits else 1) * ops._sm_count()), shared if fits else 0
+        path, shared = granted_path(kernel, n, dt, "redo")
+        grid = min(nb, (2 if path == "shared" else 1) * ops._sm_count())
         block = min(threads(n), int(kernel.max_threads_per_block) // 32 * 32)
         _REDO_PLANS[key] = (kernel, grid, block, shared)
     return _REDO_PLANS[key]
@@ -257,7 +264,7 @@ def solve_cg_redo(values, indptr, indices, B, X, info, its, res, rtol: float, at
     if nb == 0:
         return ""
     kernel, grid, block, shared = _redo_plan(dt, n, nb)
-    scratch = cupy.empty(grid * 6 * n, dt) if shared == 0 else ops._NULL
+    scratch = cupy.empty(grid * VECTORS["redo"] * n, dt) if shared == 0 else ops._NULL
     launch(kernel, (grid,), (block,),
            (np.int32(nb), np.int32(n), indptr, indices, values, np.int64(values.shape[1]), B, X,
             ops._NULL if diag_pos is None else diag_pos, np.float64(rtol), np.float64(atol),
@@ -299,12 +306,8 @@ def _solve(method, values, indptr, indices, B, X, info, tol, maxiter, dinv, stre
     indices = indices.astype(cupy.int32, copy=False)
     tol = tol.astype(cupy.float64, copy=False)
     dinv = dinv if dinv is not None else ops._NULL
-    path, shared = vector_path(n, dt, method)
     kernel = get_kernel("batch", f"batch_{method}<{{T}}>", dt)
-    try:
-        ops.allow_shared(kernel, shared)
-    except Exception:                         # not granted: the vectors go to global memory
-        path, shared = "global", 0
+    path, shared = granted_path(kernel, n, dt, method)
     sms = ops._sm_count()
     grid = min(nb, BLOCKS_PER_SM * sms) if path == "global" else nb
     scratch = (cupy.empty(grid * VECTORS[method] * n, dt) if path == "global" else ops._NULL)

@@ -1047,7 +1047,7 @@ template <typename T, typename Cg> struct RedoRun {
             return false;
         }
         s = {{v, f}, bs, diag_pos != nullptr ? ds : nullptr,
-             e != 0 ? fmax(rtol * sqrt(bsq), ldexp(atol, -e)) : fmax(rtol * sqrt(bsq), atol), e};
+             fmax(rtol * sqrt(bsq), ldexp(atol, -e)), e};                // ldexp(atol, 0): atol
         return true;
     }
 };
