@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import time
+import weakref
 import zlib
 
 import numpy as np
@@ -68,8 +69,32 @@ class GraphState(GpuState):
         self.params_host = HostScalars(4, np.float64)    # params' (atol, maxiter, rtol, -)
         self.result_host = HostScalars(ops.DYNAMIC_STATUS, np.float64)
         self.body_stream = cupy.cuda.Stream(non_blocking=True)
-        self.exec = None
+        self.graph = self.exec = None
+        self._free = None             # frees graph and exec once this state is dropped
         self.build_time = None        # seconds of the last build, reported by the next run
+
+    def adopt_graph(self, graph, exec_) -> None:
+        """Keep a captured graph and its executable, freeing those kept before. CUDA never
+        frees them on its own: a state evicted from the cache, or a solve's state not cached,
+        would leak them, and a graph holding NCCL calls would keep its communicator from being
+        destroyed (ncclCommDestroy waits for every graph that captured it)."""
+        self.release()
+        self.graph, self.exec = graph, exec_
+        self._free = weakref.finalize(self, _destroy_graph, graph, exec_)
+        self._free.atexit = False      # the process's end frees them with the context
+
+    def release(self) -> None:
+        """Free the graph and its executable now (a launch in flight completes first)."""
+        if self._free is not None:
+            self._free()
+        self._free = None
+        self.graph = self.exec = None
+
+
+def _destroy_graph(graph, exec_) -> None:
+    rt = _rt()
+    rt.cudaGraphExecDestroy(exec_)     # in flight: freed on completion (CUDA's documentation)
+    rt.cudaGraphDestroy(graph)
 
 
 class GraphBackend(MergeBackend):
@@ -200,8 +225,19 @@ def capture_while(st, setup, body):
             st.result_host.copy_async(st.result, stream)
     finally:
         graph = _ok(rt.cudaStreamEndCapture(stream.ptr), "cudaStreamEndCapture")
-    st.graph = graph
-    st.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+    _instantiate(st, graph)
+
+
+def _instantiate(st, graph) -> None:
+    """Instantiate a captured graph into ``st`` (which frees it later); free it if CUDA
+    refuses it."""
+    rt = _rt()
+    try:
+        exec_ = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+    except BaseException:
+        rt.cudaGraphDestroy(graph)
+        raise
+    st.adopt_graph(graph, exec_)
 
 
 def start_graph(st, atol, maxiter, rtol=-1.0):

@@ -515,9 +515,13 @@ def run_graph(job):
         return info, its
 
     t1 = time.perf_counter()
-    with st.ex, st.stream:
-        info, total, rnorm, restarts = restarted(
-            run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
+    try:
+        with st.ex, st.stream:
+            info, total, rnorm, restarts = restarted(
+                run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
+    finally:
+        st.stream.synchronize()
+        st.release()            # the graph holds the communicator: free it with the solve
     out = _outcome(st, tr, x, (info, total, rnorm, restarts), t1, fmt)
     out.build_time = build
     out.comm_timed = False
