@@ -30,6 +30,7 @@ confirms across ranks.
 """
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 
@@ -89,12 +90,23 @@ class _EventTimer:
         return total
 
 
+GRAPH_MIXING = "NCCL_GRAPH_MIXING_SUPPORT"
+
+
 class NcclTransport(Transport):
     """NCCL between GPUs (``cupy.cuda.nccl``), one rank per GPU: all-reduces and halo send/recv on
     a CUDA stream (``self.stream``, set by the executor), no host wait. The communicator is made
     collectively from the mpi4py communicator (rank 0's unique id, broadcast) and destroyed by
     ``close`` (a run that does not close it can hang at exit). NCCL refuses two ranks on one GPU:
     ranks sharing a GPU use the ``mpi`` transport.
+
+    NCCL's graph mixing support is turned off (``NCCL_GRAPH_MIXING_SUPPORT=0``) unless the
+    environment sets it: with it on, NCCL adds event waits to each captured call, which CUDA
+    refuses inside the conditional WHILE node of variant ``graph`` (its instantiation failed on
+    two H200, NCCL 2.28). dpsolve's NCCL calls are issued in order on one stream, never from
+    graphs running at the same time, so they need no mixing. NCCL reads the variable once, at
+    the process's first communicator: the setting holds for every communicator the process
+    makes.
 
     ``stats``: calls and bytes as they are issued; the seconds (device time between events
     around each call, waiting for the peers included) are added by ``settle()``."""
@@ -107,6 +119,7 @@ class NcclTransport(Transport):
         self.mpi = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.device = select_device(comm)      # the communicator binds to the current GPU
+        os.environ.setdefault(GRAPH_MIXING, "0")          # see the class's docstring
         uid = comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0)
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
         self.stream = cupy.cuda.get_current_stream()
@@ -501,6 +514,15 @@ def run_graph(job):
     try:
         with st.ex:
             capture_while(st, setup, body)
+    except RuntimeError as e:
+        if "cudaGraphInstantiate" not in str(e) or tr.size == 1:
+            raise
+        raise RuntimeError(
+            f"variant 'graph' on {tr.size} ranks: CUDA refused the captured graph ({e}). "
+            f"NCCL's graph mixing support adds event waits that a conditional WHILE node "
+            f"cannot hold: set {GRAPH_MIXING}=0 before the process's first NCCL communicator "
+            f"(dpsolve's nccl transport does when the variable is unset; here it is "
+            f"{os.environ.get(GRAPH_MIXING)!r}), or use variant 'cuda'") from e
     finally:
         tr.timing = True
     tr.stats.add(tr.stats.since(before), -1)      # captured, not run: counted per replay below

@@ -351,10 +351,6 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         problems.append(f"transport 'nccl' moves device arrays: use variant "
                         f"{' or '.join(map(repr, GPU_VARIANTS))}, or transport 'mpi'")
     if variant == "graph":
-        if A.comm.Get_size() > 1:
-            problems.append("variant 'graph' runs on one rank only: on two H200 (NV18) a "
-                            "2-rank solve with the NCCL halo captured in its graph hung; use "
-                            "variant 'cuda' on several ranks")
         if tname != "nccl":
             problems.append(f"variant 'graph' captures the NCCL calls into a CUDA graph: it "
                             f"needs transport 'nccl', not {tname} (whose host calls cannot be "
@@ -848,8 +844,9 @@ def _make(method):
     variant : "host" (the reference solvers), "cuda" (the cuda variant's loops on each
         rank's GPU: all-reduces and halo exchanges through the transport) or "graph" (cg with
         transport "nccl": one CUDA graph per rank holding the kernels and the NCCL calls, the
-        loop's control on the device; its communication is counted, not timed; ONE rank only
-        for now: with two, on two H200, it hung).
+        loop's control on the device; its communication is counted, not timed; on several
+        ranks it needs NCCL's graph mixing off, as the nccl transport sets it: see
+        ``NcclTransport``).
     transport : "mpi", "nccl" (variants "cuda" and "graph", one GPU per rank) or a Transport
         instance (left open; a named one is made for the call and closed at its end).
     format : the local part's SpMV format on the GPU ("auto": from its row statistics).
