@@ -247,3 +247,62 @@ def test_the_measured_path_calibrates_at_its_own_k():
                           9.0, 8, "test")
     assert "cannot calibrate" in said[0]
     assert {r["k"]: r for r in proj["rows"]}[2]["allreduce_us"]["ring"] == pytest.approx(6.95)
+
+
+# --- scripts/bench-scaling --summarize --------------------------------------------------------
+
+def _summarize(tmp_path, *runs):
+    files = []
+    for i, r in enumerate(runs):
+        f = tmp_path / f"run{i}.json"
+        f.write_text("some line before\n" + json.dumps(r) + "\n")
+        files.append(str(f))
+    block = tmp_path / "block"
+    for name in ("cupy", "mpi4py"):
+        (block / name).mkdir(parents=True, exist_ok=True)
+        (block / name / "__init__.py").write_text(f"raise ImportError('{name} blocked')\n")
+    return subprocess.run([sys.executable, str(SCRIPT), "--summarize", *files],
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(block)})
+
+
+def _run_json(ranks, side, weak, t, t_graph=None, transport="nccl", method="cg", proj=None):
+    n = side ** 3 * (ranks if weak else 1)
+    return {"ranks": ranks, "transport": transport, "method": method, "weak": weak,
+            "side": side, "n": n, "rows_per_rank": n // ranks, "t_iter_us": t,
+            "t_iter_graph_us": t_graph, "projection": proj}
+
+
+def test_summarize_sets_the_runs_side_by_side(tmp_path):
+    proj = {"rows": [{"k": 2, "weak_efficiency": {"ring/2": 0.95},
+                      "a252_speedup": {"ring/2": 1.9}}]}
+    res = _summarize(tmp_path,
+                     _run_json(1, 200, False, 480.0, 430.0, proj=proj),
+                     _run_json(2, 200, True, 600.0, 440.0),         # weak: 80 %, 97.7 %
+                     _run_json(1, 252, False, 960.0, 900.0, proj=proj),
+                     _run_json(2, 252, False, 500.0, 540.0),        # A252: 1.92x, 1.67x
+                     _run_json(2, 252, False, 700.0, transport="mpi"),  # t(1): nccl's
+                     _run_json(2, 100, False, 50.0))                # no one-rank run
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout.splitlines()[-1])["summarize"]
+    got = {(r["scaling"], r["transport"], r["variant"]): r for r in rows}
+    weak = got["weak", "nccl", "cuda"]
+    assert weak["measured"] == pytest.approx(0.8) and weak["target"] == 0.92
+    assert weak["projected"] == pytest.approx(0.95)
+    assert got["weak", "nccl", "graph"]["measured"] == pytest.approx(430 / 440)
+    assert got["weak", "nccl", "graph"]["projected"] is None
+    strong = got["strong", "nccl", "cuda"]
+    assert strong["measured"] == pytest.approx(1.92) and strong["target"] == 1.8
+    assert strong["projected"] == pytest.approx(1.9) and strong["n"] == 252 ** 3
+    assert got["strong", "nccl", "graph"]["measured"] == pytest.approx(900 / 540)
+    assert got["strong", "mpi", "cuda"]["t_iter_1_us"] == 960.0
+    assert len(rows) == 5
+    text = res.stdout
+    assert ">= 92% MISSED" in text and ">= 92% met" in text and ">= 1.8x met" in text
+    assert ">= 1.8x MISSED" in text and "(t(1): nccl)" in text
+    assert "no one-rank run of this problem" in text
+
+
+def test_summarize_refuses_what_is_not_a_run(tmp_path):
+    res = _summarize(tmp_path, {"model_only": True, "n": 200})
+    assert res.returncode == 2 and "--summarize" in res.stderr and "ranks" in res.stderr
