@@ -80,12 +80,15 @@ class _EventTimer:
         return a, b
 
     def settle(self) -> float:
+        """The pairs' device time, each at least 0 (a pair on two streams whose second event
+        came first: nothing was waited for)."""
         import cupy
         total = 0.0
         for i in range(0, self.used, 2):
             a, b = self.pool[i], self.pool[i + 1]
+            a.synchronize()
             b.synchronize()
-            total += cupy.cuda.get_elapsed_time(a, b) * 1e-3
+            total += max(0.0, cupy.cuda.get_elapsed_time(a, b) * 1e-3)
         self.used = 0
         return total
 
@@ -108,8 +111,13 @@ class NcclTransport(Transport):
     the process's first communicator: the setting holds for every communicator the process
     makes.
 
-    ``stats``: calls and bytes as they are issued; the seconds (device time between events
-    around each call, waiting for the peers included) are added by ``settle()``."""
+    ``stats``: calls and bytes as they are issued; the seconds are added by ``settle()``: for an
+    all-reduce, the device time between events around the call (its wait for the peers
+    included); for a halo exchange of a :class:`HaloMatrix`, what ``CommStats`` says: the wait,
+    the time from the local product's end to the halo's arrival, 0 when the exchange ended
+    under it (``exposed_pair``). Events bracketing the send/recv counted their queueing behind
+    the local product on the other stream: up to 813 us a 578 us iteration on two H200.
+    """
     name = "nccl"
 
     def __init__(self, comm):
@@ -147,13 +155,21 @@ class NcclTransport(Transport):
         self.stats.allreduce_calls += 1
         self.stats.bytes_sent += buf.nbytes
 
-    def halo_start(self, plan, send, recv):
+    def exposed_pair(self):
+        """Two events (``wait``, ``arrived``) whose device time ``settle`` adds to the halo's
+        seconds: record ``arrived`` on the exchange's stream once it is issued and ``wait`` on
+        the local product's stream before it waits for ``arrived``. (None, None) untimed."""
+        return self._halo_t.pair() if self.timing else (None, None)
+
+    def halo_start(self, plan, send, recv, timed=True):
+        """Send and receive the halo on ``self.stream``; ``timed``: bracket the calls with
+        events (a caller that overlaps them times its own wait instead: ``exposed_pair``)."""
         from cupy.cuda import nccl
         s_real, dt = _real_view(send)
         r_real, _ = _real_view(recv)
         k = 2 if send.dtype.kind == "c" else 1           # reals per value
         isz = s_real.itemsize
-        a, b = self._halo_t.pair() if self.timing else (None, None)
+        a, b = self._halo_t.pair() if self.timing and timed else (None, None)
         if a is not None:
             a.record(self.stream)
         nccl.groupStart()
@@ -312,6 +328,7 @@ class HaloMatrix:
         if self.device_side:
             self.comm_stream = cupy.cuda.Stream(non_blocking=True)
             self.packed, self.arrived = cupy.cuda.Event(), cupy.cuda.Event()
+            self._wait, self._arrived = None, self.arrived
         else:                                  # MPI: pinned host copies of both buffers
             self._mem = [cupy.cuda.alloc_pinned_memory(max(1, k * self.dtype.itemsize))
                          for k in (self.plan.n_send, self.plan.n_ghost)]
@@ -339,14 +356,17 @@ class HaloMatrix:
 
     def _start(self, stream) -> None:
         if self.device_side:
+            tr = self.transport
             self.packed.record(stream)
             self.comm_stream.wait_event(self.packed)
-            self.transport.stream = self.comm_stream
+            tr.stream = self.comm_stream
             try:
-                self.transport.halo_start(self.plan, self.send, self.ghost)
+                tr.halo_start(self.plan, self.send, self.ghost, timed=False)
             finally:
-                self.transport.stream = stream
-            self.arrived.record(self.comm_stream)
+                tr.stream = stream
+            self._wait, arrived = tr.exposed_pair()     # timed: the wait _finish makes
+            self._arrived = arrived or self.arrived
+            self._arrived.record(self.comm_stream)
             return
         import cupy
         rt = cupy.cuda.runtime
@@ -361,7 +381,9 @@ class HaloMatrix:
 
     def _finish(self, stream) -> None:
         if self.device_side:
-            stream.wait_event(self.arrived)
+            if self._wait is not None:
+                self._wait.record(stream)       # the local product's end
+            stream.wait_event(self._arrived)
             return
         import cupy
         self.transport.halo_finish(self._handle)
