@@ -455,6 +455,34 @@ def _extreme_a(ctx, ck, **kw):
                 f"M={M}: the scaled values are not A / 2^f exactly")
 
 
+@case("solve-time-skew", min_ranks=2)
+def _solve_time_skew(ctx, ck):
+    """A rank that starts its iterations late (here: 0.5 s asleep where its set-up would run)
+    makes the others wait at the first all-reduce, inside their solve time; the report's
+    solve_time is the min over ranks, the solve's own time, without that skew."""
+    import time
+
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import solvers
+    DA = dd.DistributedMatrix.laplace3d(4, 4, 4, ctx.comm)
+    host = solvers.VARIANTS["host"]
+
+    def late(job):
+        if ctx.rank == 0:
+            time.sleep(0.5)
+        return host(job)
+    solvers.VARIANTS["host"] = late
+    try:
+        _, info, rep = dd.cg(DA, np.ones(DA.n_local), rtol=1e-10, full_output=True)
+    finally:
+        solvers.VARIANTS["host"] = host
+    times = rep.solve_times
+    ck.that(info == 0 and len(times) == ctx.size, f"info {info}, {len(times)} solve times")
+    ck.that(rep.solve_time == min(times), f"solve_time {rep.solve_time} is not the min of {times}")
+    ck.that(max(times) - min(times) >= 0.25, f"the others did not wait for rank 0: {times}")
+    ck.that(rep.solve_time <= rep.wall_time, "solve_time above the wall time")
+
+
 @case("determinism")
 def _determinism(ctx, ck):
     """The same solve twice (a fresh transport, then one held by the caller, reused) gives the

@@ -685,8 +685,8 @@ def test_graph_variant_says_what_it_needs(call, message):
 
 @needs_mpi4py
 def test_report_splits_the_solve_from_the_set_up():
-    """report.solve_time: the iterations' seconds (without the set-up), per rank and max; at
-    most the wall time; None for a zero b (nothing solved)."""
+    """report.solve_time: the iterations' seconds (without the set-up), per rank and the min
+    over ranks; at most the wall time; None for a zero b (nothing solved)."""
     from mpi4py import MPI
 
     import dpsolve.distributed as dd

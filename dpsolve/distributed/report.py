@@ -28,7 +28,10 @@ class DistributedReport:
     solve_times: tuple = field(default_factory=tuple)  # s, per rank: the iterations (restarts
     #                                      and the true residual included), without the set-up
     wall_time: float | None = None       # s, max over ranks
-    solve_time: float | None = None      # s, max over ranks (None: a zero b, nothing solved)
+    solve_time: float | None = None      # s, MIN over ranks (None: a zero b): the ranks end
+    #                                      together, and one whose set-up ended first waits for
+    #                                      the others at the first all-reduce; the last to start
+    #                                      waited for none (the max held the set-ups' skew)
     comm_time: float | None = None       # s, max over ranks (None: not timed, variant graph)
     allreduce_calls: int = 0             # per rank (every rank makes the same calls)
     halo_calls: int = 0                  # per rank, each an exchange with all of its neighbours
@@ -66,8 +69,9 @@ class DistributedReport:
         return (f"{method}/{self.variant}/{self.transport} {self.ranks} rank"
                 f"{'s' if self.ranks != 1 else ''} {self.dtype} n={self.n} nnz={self.nnz}: "
                 f"info={self.info} it={self.iterations} |r|={num(self.residual_norm)} "
-                f"wall={human_time(self.wall_time)} (solve {human_time(self.solve_time)}) comm="
-                f"{'not timed' if self.comm_time is None else human_time(self.comm_time)}{share} "
+                f"wall={human_time(self.wall_time)} (solve {human_time(self.solve_time)}, min) "
+                f"comm={'not timed' if self.comm_time is None else human_time(self.comm_time)}"
+                f"{share} "
                 f"(max over ranks) allreduce={self.allreduce_calls} halo={self.halo_calls} "
                 f"sent={_human_bytes(self.bytes_sent)}{energy}")
 

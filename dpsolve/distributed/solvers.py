@@ -729,7 +729,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         single_reduction=bool(single_reduction),
         info=outcome.info, converged=outcome.info == 0, residual_norm=outcome.residual_norm,
         tolerance=tol, restarts=outcome.restarts, wall_times=walls, comm_times=comms,
-        solve_times=solves, solve_time=None if None in solves else max(solves),
+        solve_times=solves, solve_time=None if None in solves else min(solves),
         wall_time=max(walls), comm_time=None if None in comms else max(comms),
         allreduce_calls=mine["allreduce_calls"], halo_calls=mine["halo_calls"],
         allreduce_seconds=tuple(f["allreduce_seconds"] for f in facts),
