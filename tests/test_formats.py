@@ -126,6 +126,63 @@ def test_to_csr_keeps_explicit_zeros_and_does_not_touch_input():
     assert to_csr(Z, np.dtype(np.float64)).nnz == 2     # a stored zero is a stored entry
 
 
+@pytest.mark.parametrize("name", list(INPUTS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_to_csr_without_copy_gives_the_same_matrix(name, dtype):
+    """copy=False: the same checked matrix as a copy, the input untouched."""
+    A = INPUTS[name]()
+    saved = sp.csr_array(A, copy=True).toarray()
+    got = to_csr(A, np.dtype(dtype), copy=False)
+    want = to_csr(A, np.dtype(dtype))
+    for a, b in zip((got.indptr, got.indices, got.data), (want.indptr, want.indices, want.data)):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    np.testing.assert_array_equal(sp.csr_array(A).toarray(), saved)
+
+
+def test_to_csr_without_copy_reads_a_canonical_csr_in_place_read_only():
+    """A canonical CSR of the dtype: its own arrays, read-only (a write raises, never reaching
+    the caller's matrix); one needing a change (unsorted, another dtype): new arrays."""
+    A = sp.csr_array(_dense_of_dup_unsorted())
+    csr = to_csr(A, np.dtype(np.float64), copy=False)
+    assert np.shares_memory(csr.data, A.data) and np.shares_memory(csr.indices, A.indices)
+    for arr in (csr.indptr, csr.indices, csr.data):
+        assert not arr.flags.writeable
+    with pytest.raises(ValueError):
+        csr.data[0] = 42.0
+    assert A.data.flags.writeable and A.data[0] != 42.0
+    assert not np.shares_memory(to_csr(A, np.dtype(np.float32), copy=False).data, A.data)
+    B = _dup_unsorted_csr()
+    kept = B.indices.copy()
+    csr = to_csr(B, np.dtype(np.float64), copy=False)
+    assert not np.shares_memory(csr.indices, B.indices) and csr.indices.flags.writeable
+    np.testing.assert_array_equal(B.indices, kept)
+    assert not np.shares_memory(to_csr(A, np.dtype(np.float64)).data, A.data)   # copy=True
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_to_csr_sorts_a_csr_whose_cached_flag_is_stale(copy):
+    """SciPy caches has_canonical_format; indices permuted in place after it was computed are
+    still sorted (the flag is not trusted), and the caller's arrays stay as they are."""
+    A = sp.csr_array(_dense_of_dup_unsorted())
+    assert A.has_canonical_format                    # computed and cached
+    row0 = slice(int(A.indptr[0]), int(A.indptr[1]))
+    A.indices[row0] = A.indices[row0][::-1].copy()   # row 0 unsorted; the flag says sorted
+    A.data[row0] = A.data[row0][::-1].copy()
+    kept = A.indices.copy()
+    csr = to_csr(A, np.dtype(np.float64), copy=copy)
+    csr.validate()
+    np.testing.assert_array_equal(csr.to_scipy().toarray(), _dense_of_dup_unsorted())
+    np.testing.assert_array_equal(A.indices, kept)
+
+
+@pytest.mark.parametrize("name", ["index-negative", "index-too-large"])
+def test_validate_canonical_still_checks_the_range(name):
+    change, message = CORRUPT[name]
+    with pytest.raises(FormatError, match=message):
+        CSR(**{**_good(), **change}).validate(canonical=True)
+
+
 def test_to_csr_empty_rows_and_zero_matrix():
     A = sp.csr_array((4, 4))
     csr = to_csr(A, np.dtype(np.float64))

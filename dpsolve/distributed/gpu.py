@@ -404,7 +404,8 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
     from ..backends.cuda import CudaBackend
     from ..formats import choose_format
     from ..formats.csr import to_csr
-    local = to_csr(dist.local.tocsr(), job.dtype)
+    # the rows only read and uploaded here: the rank's own arrays where they are canonical
+    local = to_csr(dist.local.tocsr(), job.dtype, copy=False)
     fmt = choose_format(local, fmt, allowed=CudaBackend.formats)
     M = (Jacobi.from_inverse_diagonal(np.asarray(job.inv_diag, job.dtype))
          if job.precond == "jacobi" else Identity().bind(None, dist.n_local, job.dtype))
@@ -421,7 +422,8 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
         st.A = HaloMatrix(st.A, dist, st.dtype, transport)
         if method_table.get(job.method).adjoint:
             AH = dist.conj_transpose()
-            local_h = ops.DeviceMatrix.build(to_csr(AH.local.tocsr(), job.dtype), fmt)
+            local_h = ops.DeviceMatrix.build(to_csr(AH.local.tocsr(), job.dtype, copy=False),
+                                             fmt)
             st.AH = HaloMatrix(local_h, AH, st.dtype, transport)
     if job.method != "cg":
         st.krylov_vectors()

