@@ -455,6 +455,72 @@ def _extreme_a(ctx, ck, **kw):
                 f"M={M}: the scaled values are not A / 2^f exactly")
 
 
+def _prepared_against_one_shot(ctx, ck, DA, method, solves, **opts):
+    """``dd.prepare(DA, method, **opts)`` solving each (b, x0, kw) of ``solves`` in turn gives
+    the one-shot call's x, info and iterations, bit for bit; the caller's b and x0 untouched."""
+    import dpsolve.distributed as dd
+    with dd.prepare(DA, method, **opts) as P:
+        for b, x0, kw in solves:
+            keep = (b.copy(), None if x0 is None else x0.copy())
+            xp, ip, rp = P.solve(b, x0, full_output=True, **kw)
+            xo, io, ro = getattr(dd, method)(DA, b, x0, full_output=True, **opts, **kw)
+            what = f"{method} {opts} {np.asarray(b).dtype} {kw}"
+            ck.that(ip == io and rp.iterations == ro.iterations,
+                    f"{what}: prepared info {ip} it {rp.iterations}, one-shot {io} "
+                    f"it {ro.iterations}")
+            ck.that(xp.dtype == xo.dtype and np.array_equal(xp, xo),
+                    f"{what}: prepared x differs from the one-shot x")
+            ck.that(np.array_equal(b, keep[0]) and (x0 is None or np.array_equal(x0, keep[1])),
+                    f"{what}: b or x0 modified")
+            ck.that(rp.allreduce_calls == ro.allreduce_calls
+                    and rp.halo_calls == ro.halo_calls,
+                    f"{what}: counts {rp.allreduce_calls}/{rp.halo_calls}, one-shot "
+                    f"{ro.allreduce_calls}/{ro.halo_calls}")
+        return P
+
+
+@case("prepared")
+def _prepared(ctx, ck):
+    """dd.prepare: each solve as the one-shot call (CG with Jacobi, BiCGStab with an x0, a
+    float32 and a complex b changing the working dtype, BiCG); A is a snapshot; a bad b is the
+    one-shot call's error on every rank and the system still solves; closed, it refuses."""
+    import dpsolve.distributed as dd
+    A, b = problem("cg", "float64")
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+    b1 = mine(b, DA).copy()
+    b2 = np.cos(np.arange(DA.n_local, dtype=np.float64) + DA.partition.rows(ctx.rank)[0])
+    kw = dict(rtol=1e-10)
+    _prepared_against_one_shot(ctx, ck, DA, "cg", [(b1, None, kw), (b2, None, kw),
+                                                   (b1.astype(np.float32), None, kw),
+                                                   (b2 + 1j * b1, None, kw), (b1, None, kw)],
+                               M="jacobi")
+    _prepared_against_one_shot(ctx, ck, DA, "bicgstab", [(b1, b2, kw), (b2, None, kw)])
+    _prepared_against_one_shot(ctx, ck, DA, "bicg", [(b2, b1, kw)], M="jacobi")
+    D32 = DA.astype(np.float32)                   # the working dtype from b: float32, then 64
+    _prepared_against_one_shot(ctx, ck, D32, "cg", [(b1.astype(np.float32), None, {}),
+                                                    (b1, None, kw),
+                                                    (b2.astype(np.float32), None, {})])
+    P = dd.prepare(DA, "cg", M="jacobi")
+    x_before = P.solve(b1, rtol=1e-10)[0]
+    kept = DA.local.data.copy()
+    DA.local.data *= 3.0                          # the caller changes A: not the system's
+    try:
+        ck.that(np.array_equal(P.solve(b1, rtol=1e-10)[0], x_before),
+                "the prepared system followed a change to A's arrays")
+    finally:
+        DA.local.data[:] = kept
+    bad = b1.copy()
+    if ctx.rank == 0 and bad.size:
+        bad[0] = np.nan
+    expect_error(ctx.comm, ck, ValueError, lambda: P.solve(bad), "b contains NaN or Inf")
+    ck.that(np.array_equal(P.solve(b1, rtol=1e-10)[0], x_before),
+            "after the error the prepared system solved differently")
+    P.close()
+    P.close()                                     # a second close does nothing
+    expect_error(ctx.comm, ck, RuntimeError, lambda: P.solve(b1), "closed")
+    expect_error(ctx.comm, ck, TypeError, lambda: dd.prepare(A, "cg"), "DistributedMatrix")
+
+
 @case("solve-time-skew", min_ranks=2)
 def _solve_time_skew(ctx, ck):
     """A rank that starts its iterations late (here: 0.5 s asleep where its set-up would run)
@@ -1251,6 +1317,33 @@ gpu_case("gpu-graph-cg-float64")(lambda ctx, ck: _graph_case(ctx, ck, "float64")
 gpu_case("gpu-graph-cg-float32")(lambda ctx, ck: _graph_case(ctx, ck, "float32"))
 gpu_case("gpu-graph-jacobi")(lambda ctx, ck: _graph_case(ctx, ck, "float64", M="jacobi"))
 gpu_case("gpu-graph-laplace")(lambda ctx, ck: _graph_case(ctx, ck, "float64", laplace=20))
+
+
+@gpu_case("gpu-prepared")
+def _gpu_prepared(ctx, ck):
+    """dd.prepare on the GPU variants (cuda; graph with NCCL): the rows, halo and graph kept
+    between solves, each solve the one-shot call's x, info and counts bit for bit (b changing,
+    b of another dtype, an x0); closed, nothing kept."""
+    _, b, DA = _gpu_system(ctx, "cg", "float64", laplace=12)
+    b1 = mine(b, DA).copy()
+    b2 = np.cos(np.arange(DA.n_local, dtype=np.float64) + DA.partition.rows(ctx.rank)[0])
+    kw = dict(rtol=1e-10)
+    solves = [(b1, None, kw), (b2, None, kw), (b1.astype(np.float32), None, kw), (b2, b1, kw),
+              (b1, None, kw)]
+    variants = ["cuda"] + (["graph"] if ctx.transport.name == "nccl" else [])
+    for variant in variants:
+        for M in (None, "jacobi"):
+            P = _prepared_against_one_shot(ctx, ck, DA, "cg", solves, M=M, variant=variant,
+                                           transport=ctx.transport)
+            ck.that(not P.cache.states, f"{variant}: closed, yet states are kept")
+    P = _prepared_against_one_shot(ctx, ck, DA, "bicgstab", solves[:2], variant="cuda",
+                                   transport=ctx.transport)
+    D32 = DA.astype(np.float32)                   # the working dtype from b: float32, then 64
+    for variant in variants:
+        _prepared_against_one_shot(ctx, ck, D32, "cg", [(b1.astype(np.float32), None, {}),
+                                                        (b1, None, kw)],
+                                   variant=variant, transport=ctx.transport)
+    ck.note(f"variants {variants}")
 
 
 @gpu_case("gpu-graph-refuses")

@@ -24,6 +24,8 @@ Pieces (each its own module):
 * :func:`cg`, :func:`bicg`, :func:`bicgstab` (``solvers.py``): SciPy's semantics on local vectors,
   running the reference solvers of ``dpsolve.reference`` through :class:`DistributedSpace`;
   ``VARIANTS`` maps a variant name to its implementation (``"host"`` today).
+* :func:`prepare` (``prepared.py``): a :class:`DistributedSystem` set up once (A's checks, A
+  in the working dtype, a GPU variant's rows, halo and graph) and solved per right-hand side.
 * :class:`DistributedReport` (``report.py``), :class:`~dpsolve.DistributedError`.
 
 Every collective checks its inputs collectively: a bad input on one rank is the same error on
@@ -34,6 +36,7 @@ from .._errors import DistributedError
 from .halo import HaloPlan
 from .matrix import DistributedMatrix, gather, scatter
 from .partition import Partition
+from .prepared import DistributedSystem, prepare
 from .report import DistributedReport
 from .solvers import (METHODS, VARIANTS, DistributedJob, DistributedSpace, Outcome, bicg,
                       bicgstab, cg, run_host, solve)
@@ -42,4 +45,4 @@ from .transport import TRANSPORTS, CommStats, MpiTransport, Transport
 __all__ = ["Partition", "HaloPlan", "DistributedMatrix", "scatter", "gather", "Transport",
            "MpiTransport", "CommStats", "TRANSPORTS", "cg", "bicg", "bicgstab", "solve",
            "METHODS", "VARIANTS", "DistributedJob", "DistributedSpace", "Outcome", "run_host",
-           "DistributedReport", "DistributedError"]
+           "DistributedReport", "DistributedError", "prepare", "DistributedSystem"]

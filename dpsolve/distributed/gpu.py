@@ -431,6 +431,29 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
     return st, fmt
 
 
+def cached_state(job, State=None):
+    """(state, format, entry) of this solve: a prepared system's (``job.cache``: the rows, halo
+    and vectors uploaded once; b uploaded into it now, its counters reset), made and kept on
+    its first solve; or, without a cache, a new one (``_device_state``) and entry None. The
+    entry (a dict) keeps what a variant adds (variant graph's captured graph)."""
+    from ..backends._gpu import GpuState
+    cache = job.cache
+    if cache is None:
+        st, fmt = _device_state(job, job.A, job.format, job.transport, State=State)
+        return st, fmt, None
+    key = ((State or GpuState).__name__, np.dtype(job.dtype).str, job.method, job.format,
+           job.precond, bool(job.single_reduction), id(job.A), id(job.transport))
+    entry = cache.states.get(key)
+    if entry is None:
+        st, fmt = _device_state(job, job.A, job.format, job.transport, State=State)
+        entry = cache.states[key] = {"state": st, "format": fmt}
+        return st, fmt, entry
+    st = entry["state"]
+    st.ex.space, st.ex.launches, st.confirm_n = job.space, 0, 0
+    st.b.set(np.ascontiguousarray(job.b, st.dtype), stream=st.stream)
+    return st, entry["format"], entry
+
+
 def run_cuda(job, *, sync: str = "polling"):
     """The ``cuda`` variant of a distributed solve (``solvers.VARIANTS["cuda"]``): the cuda
     variant's loop for the method over this rank's state; dpsolve's restarts from the true
@@ -444,7 +467,7 @@ def run_cuda(job, *, sync: str = "polling"):
     if job.precond not in ("none", "jacobi"):
         raise ValueError("variant 'cuda' of a distributed solve takes M=None or 'jacobi'")
     select_device(job.A.comm)
-    st, fmt = _device_state(job, job.A, job.format, job.transport)
+    st, fmt, _ = cached_state(job)
     fn = (method_table.resolve("dpsolve.methods.cg1.gpu:cg1_cuda") if job.single_reduction
           else method_table.implementation(job.method, "cuda"))
     with st.stream:                      # ordered before the solve's kernels
@@ -489,8 +512,9 @@ def _true_residual(st, x, job) -> float:
 def run_graph(job):
     """The ``graph`` variant of a distributed CG (``solvers.VARIANTS["graph"]``): per rank, one
     conditional-WHILE CUDA graph whose body holds the iteration's kernels AND its NCCL calls
-    (the two all-reduces, the halo send/recv on a forked stream), captured once per solve and
-    launched once per run: the host launches once and waits once, on every rank.
+    (the two all-reduces, the halo send/recv on a forked stream), captured once per solve (once
+    per prepared system: ``job.cache``) and launched once per run: the host launches once and
+    waits once, on every rank.
 
     The set-up and the iteration are the ``cuda`` variant's own (``CudaBackend.cg_iteration``,
     ``GpuState.cg_setup``), the loop control graph.cu's (the host loop's stop rule on the
@@ -500,8 +524,7 @@ def run_graph(job):
     import cupy
 
     from .._frontend import restarted
-    from ..backends.cuda import CudaBackend
-    from ..backends.graph import GraphBackend, GraphState, capture_while, launch_graph
+    from ..backends.graph import GraphBackend, GraphState, launch_graph
     tr = job.transport
     if not isinstance(tr, NcclTransport):
         raise ValueError("variant 'graph' captures the NCCL calls into a CUDA graph: it needs "
@@ -510,12 +533,50 @@ def run_graph(job):
     if not ok:
         raise RuntimeError(f"variant 'graph' is not available here: {why}")
     select_device(job.A.comm)
-    st, fmt = _device_state(job, job.A, job.format, tr, State=GraphState)
+    st, fmt, entry = cached_state(job, State=GraphState)
+    with st.stream:
+        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
+    captured = entry.get("captured") if entry is not None else None
+    build = 0.0
+    if captured is None:
+        captured, build = _capture(job, st, tr)
+        if entry is not None:                  # a prepared system's: launched again next solve
+            entry["captured"] = captured
+
+    def run_once(budget):
+        finish = launch_graph(st, x, job.tol, budget)
+        st.stream.synchronize()
+        info, its, _ = finish()
+        tr.stats.add(captured["setup"])
+        tr.stats.add(captured["body"], int(st.ctl.get()[0]))     # the body's replays
+        return info, its
+
+    t1 = time.perf_counter()
+    try:
+        with st.ex, st.stream:
+            info, total, rnorm, restarts = restarted(
+                run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
+    finally:
+        st.stream.synchronize()
+        if entry is None:       # the graph holds the communicator: free it with the solve
+            st.release()
+    out = _outcome(st, tr, x, (info, total, rnorm, restarts), t1, fmt)
+    out.build_time = build
+    out.comm_timed = False
+    return out
+
+
+def _capture(job, st, tr):
+    """Capture variant graph's CG into ``st`` (its set-up and the WHILE body with the NCCL
+    calls): returns (the NCCL calls of the set-up and of one body, seconds)."""
+    import cupy
+
+    from ..backends.cuda import CudaBackend
+    from ..backends.graph import capture_while
     with st.stream:
         body_comm = cupy.cuda.Stream(non_blocking=True)    # the halo's stream in the body
-        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
     iteration = CudaBackend.cg_iteration(st, st.x)
-    captured = {}
+    captured = {"body_comm": body_comm}
 
     def setup():
         before = tr.stats.copy()
@@ -549,26 +610,5 @@ def run_graph(job):
             f"{os.environ.get(GRAPH_MIXING)!r}), or use variant 'cuda'") from e
     finally:
         tr.timing = True
-    tr.stats.add(tr.stats.since(before), -1)      # captured, not run: counted per replay below
-    build = time.perf_counter() - t0
-
-    def run_once(budget):
-        finish = launch_graph(st, x, job.tol, budget)
-        st.stream.synchronize()
-        info, its, _ = finish()
-        tr.stats.add(captured["setup"])
-        tr.stats.add(captured["body"], int(st.ctl.get()[0]))     # the body's replays
-        return info, its
-
-    t1 = time.perf_counter()
-    try:
-        with st.ex, st.stream:
-            info, total, rnorm, restarts = restarted(
-                run_once, lambda: _true_residual(st, x, job), job.tol, job.maxiter)
-    finally:
-        st.stream.synchronize()
-        st.release()            # the graph holds the communicator: free it with the solve
-    out = _outcome(st, tr, x, (info, total, rnorm, restarts), t1, fmt)
-    out.build_time = build
-    out.comm_timed = False
-    return out
+    tr.stats.add(tr.stats.since(before), -1)      # captured, not run: counted per replay
+    return captured, time.perf_counter() - t0

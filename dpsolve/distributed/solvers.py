@@ -228,6 +228,7 @@ class DistributedJob:
     space: DistributedSpace
     format: str = "auto"          # the GPU variants' SpMV format of the local part
     single_reduction: bool = False   # cg: the single-reduction CG (dpsolve/methods/cg1)
+    cache: object = None          # a prepared system's SetupCache (dpsolve/distributed/prepared.py)
 
     def initial_x(self):
         return self.x0.copy() if self.x0 is not None else np.zeros(self.A.n_local, self.dtype)
@@ -327,10 +328,17 @@ def _digest(partition) -> str:
     return hashlib.sha1(partition.offsets.tobytes()).hexdigest()[:12]
 
 
+def magnitudes(A) -> tuple:
+    """max|component| of this rank's local and remote values (inf or NaN where one is not
+    finite): :func:`_check`'s pass over A, made once by a prepared system."""
+    return largest_magnitude(A.local.data), largest_magnitude(A.remote.data)
+
+
 def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
-           energy=False, single_reduction=False):
+           energy=False, single_reduction=False, mags=None):
     """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag).
-    Never raises: the problems go into the signature, for :func:`_agree_signatures`."""
+    Never raises: the problems go into the signature, for :func:`_agree_signatures`.
+    ``mags``: :func:`magnitudes` of A where already known."""
     problems = []
     n_local = A.n_local
     if method not in METHODS:
@@ -410,7 +418,7 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                 problems.append(p)
     if bv is not None:
         dtype = coerce(A.dtype.char, bv.dtype.char)
-    mags = (largest_magnitude(A.local.data), largest_magnitude(A.remote.data))
+    mags = magnitudes(A) if mags is None else mags
     amax = max(mags)                             # (max and min: the scaling's pass too)
     if not all(map(math.isfinite, mags)):
         problems.append("A contains NaN or Inf in this rank's rows")
@@ -583,26 +591,33 @@ def _copy(v):
 
 def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           variant="host", transport="mpi", format="auto", full_output=False, energy=False,
-          single_reduction=False):
+          single_reduction=False, cache=None):
     """The distributed solve of ``method`` (see the module docstring). Collective.
-    ``single_reduction`` (cg only): Chronopoulos & Gear's CG, one all-reduce per iteration."""
+    ``single_reduction`` (cg only): Chronopoulos & Gear's CG, one all-reduce per iteration.
+    ``cache``: a prepared system's ``SetupCache`` (``prepared.py``): what depends on A alone
+    is made once and kept there."""
     t0 = time.perf_counter()
     if not isinstance(A, DistributedMatrix):
         raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
                         f"{type(A).__name__}")
     with _Interrupts() as interrupts:
         return _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
-                      format, full_output, energy, single_reduction, t0, interrupts)
+                      format, full_output, energy, single_reduction, t0, interrupts, cache)
 
 
 def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport, format,
-           full_output, energy, single_reduction, t0, interrupts):
+           full_output, energy, single_reduction, t0, interrupts, cache=None):
     """:func:`solve`'s work, with SIGINT deferred by ``interrupts``."""
     comm = A.comm
     rank, size = comm.Get_rank(), comm.Get_size()
+    mags = None
+    if cache is not None:
+        if cache.mags is None:
+            cache.mags = magnitudes(A)
+        mags = cache.mags
     sig, bv, x0v, dtype, inv_diag, amax = _check(method, A, b, x0, rtol, atol, maxiter, M,
                                                  callback, variant, transport, energy,
-                                                 single_reduction)
+                                                 single_reduction, mags)
     _agree_signatures(comm.allgather(sig))
     # every rank is here, checked: the window's device lookup is collective
     window = EnergyWindow(comm) if energy else None
@@ -612,10 +627,15 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     space = DistributedSpace(tr, rank, size, dtype)
     interrupts.attach(space)
     out_device = hasattr(b, "__cuda_array_interface__") and not isinstance(b, np.ndarray)
-    Aw = A.astype(dtype)
     bw = bv.astype(dtype, copy=True)
     x0w = x0v.astype(dtype, copy=True) if x0v is not None else None
-    Aw, ascale = _scaled_matrix(comm, Aw, dtype, M, amax)    # A solved as A / 2^ascale
+    scaling = M is None or (isinstance(M, str) and M == "jacobi")    # _scaled_matrix's rule
+    if cache is not None and (dtype, scaling) in cache.matrices:      # every rank alike
+        Aw, ascale = cache.matrices[dtype, scaling]
+    else:
+        Aw, ascale = _scaled_matrix(comm, A.astype(dtype), dtype, M, amax)  # A / 2^ascale
+        if cache is not None:
+            cache.matrices[dtype, scaling] = Aw, ascale
     if ascale and inv_diag is not None:
         inv_diag = (1.0 / Aw.diagonal()).astype(dtype)
     psolve = rpsolve = None
@@ -653,7 +673,7 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                              "jacobi" if inv_diag is not None else
                              ("callable" if psolve is not None else "none"),
                              inv_diag, psolve, rpsolve, cb, tr, space, format,
-                             bool(single_reduction))
+                             bool(single_reduction), cache)
         if window is not None:      # just after the all-reduce of ||b||: the windows open together
             window.start()
         try:
@@ -696,6 +716,8 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if owned:
             tr.close()
     errors = [f["error"] for f in facts]
+    if any(errors) and cache is not None:
+        cache.drop_states()          # on every rank (the errors are everyone's): built anew
     if any(errors):
         err = everywhere(DistributedError(f"dpsolve.distributed.{method}: "
                                           f"{format_problems(errors)}"))
