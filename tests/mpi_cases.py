@@ -495,7 +495,16 @@ def _prepared(ctx, ck):
                                                    (b2 + 1j * b1, None, kw), (b1, None, kw)],
                                M="jacobi")
     _prepared_against_one_shot(ctx, ck, DA, "bicgstab", [(b1, b2, kw), (b2, None, kw)])
-    _prepared_against_one_shot(ctx, ck, DA, "bicg", [(b2, b1, kw)], M="jacobi")
+    made = []                                     # A^H (collective): once for the system
+    transpose = dd.DistributedMatrix.conj_transpose
+    dd.DistributedMatrix.conj_transpose = lambda self: made.append(1) or transpose(self)
+    try:
+        _prepared_against_one_shot(ctx, ck, DA, "bicg", [(b2, b1, kw), (b1, None, kw)],
+                                   M="jacobi")
+    finally:
+        dd.DistributedMatrix.conj_transpose = transpose
+    ck.that(len(made) == 3, f"A^H made {len(made)} times for 2 prepared and 2 one-shot BiCG "
+                            f"solves (expected 1 + 2)")
     D32 = DA.astype(np.float32)                   # the working dtype from b: float32, then 64
     _prepared_against_one_shot(ctx, ck, D32, "cg", [(b1.astype(np.float32), None, {}),
                                                     (b1, None, kw),

@@ -27,12 +27,14 @@ class SetupCache:
     the collectives they skip are skipped on every rank).
 
     ``mags``: ``solvers.magnitudes(A)``; ``matrices``: (dtype, scales) -> (A in the working
-    dtype as the solve runs it, its scaling exponent); ``states``: key -> a GPU variant's
-    state (``gpu.cached_state``)."""
+    dtype as the solve runs it, its scaling exponent); ``adjoints``: id of such an A -> its
+    A^H (the host variant's BiCG, ``solvers._adjoint``); ``states``: key -> a GPU variant's
+    state (``gpu.cached_state``; BiCG's holds its A^H)."""
 
     def __init__(self):
         self.mags = None
         self.matrices = {}
+        self.adjoints = {}
         self.states = {}
 
     def drop_states(self) -> None:

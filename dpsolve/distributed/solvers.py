@@ -257,7 +257,7 @@ def run_host(job: DistributedJob) -> Outcome:
         return A.matvec(v, tr)
     kw = dict(psolve=job.psolve, callback=job.callback, space=space)
     if method_table.get(job.method).adjoint:
-        AH = A.conj_transpose()
+        AH = _adjoint(job)
         kw.update(rmatvec=lambda v: AH.matvec(v, tr), rpsolve=job.rpsolve)
     x = job.initial_x()
 
@@ -271,6 +271,18 @@ def run_host(job: DistributedJob) -> Outcome:
     out = Outcome(x, info, total, rnorm, restarts)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _adjoint(job: DistributedJob) -> DistributedMatrix:
+    """A^H of the job's A (collective: an all-to-all of the entries), kept in a prepared
+    system's cache for its later solves (every rank alike)."""
+    cache = job.cache
+    if cache is None:
+        return job.A.conj_transpose()
+    key = id(job.A)                  # the cache holds A too (``matrices``): the id stays its own
+    if key not in cache.adjoints:
+        cache.adjoints[key] = job.A.conj_transpose()
+    return cache.adjoints[key]
 
 
 # variant name -> fn(job) -> Outcome; GPU variants register themselves here
