@@ -69,3 +69,56 @@ def test_a_failed_instantiation_frees_the_graph(rt, monkeypatch):
     with pytest.raises(RuntimeError, match="cudaGraphInstantiate"):
         graph._instantiate(st, "g")
     assert calls == ["g"] and fake.freed == [("graph", "g")] and st.exec is None
+
+
+def _nccl_transport(log):
+    """An NcclTransport without NCCL (CPU): its close's order of work recorded in ``log``."""
+    import weakref
+    from types import SimpleNamespace
+
+    from dpsolve.distributed.gpu import NcclTransport
+    tr = NcclTransport.__new__(NcclTransport)
+    tr.comm = SimpleNamespace(destroy=lambda: log.append("ncclCommDestroy"))
+    tr.stream = SimpleNamespace(synchronize=lambda: None)
+    tr._holders = weakref.WeakSet()
+    return tr
+
+
+class _Holder:
+    """A prepared system's part that NcclTransport.close touches: its cache's drop_states."""
+
+    def __init__(self, log, name):
+        self.cache = type("Cache", (), {"drop_states": lambda _: log.append(name)})()
+
+
+def test_closing_an_nccl_transport_first_frees_the_prepared_systems_graphs():
+    """A prepared distributed system keeps graphs that captured the communicator, and
+    ncclCommDestroy waits for every such graph: the transport's close frees them first (each
+    system noted by ``held_by``), and holds no system alive."""
+    log = []
+    tr = _nccl_transport(log)
+    a, b, gone = _Holder(log, "a"), _Holder(log, "b"), _Holder(log, "gone")
+    for h in (a, b, gone):
+        tr.held_by(h)
+    del gone, h                                 # (the loop variable held it too)
+    gc.collect()
+    tr.close()
+    assert sorted(log[:2]) == ["a", "b"] and log[2:] == ["ncclCommDestroy"]
+    tr.close()                                  # closed: nothing more
+    assert len(log) == 3
+
+
+def test_a_prepared_system_is_held_by_its_nccl_transport():
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI
+
+    import dpsolve.distributed as dd
+    log = []
+    tr = _nccl_transport(log)
+    A = dd.DistributedMatrix.laplace3d(3, 3, 3, MPI.COMM_SELF)
+    P = dd.prepare(A, "cg", variant="cuda", transport=tr)
+    assert list(tr._holders) == [P]
+    tr.close()
+    assert log == ["ncclCommDestroy"] and not P.cache.states
+    P.close()                                   # the caller's transport: not closed again
+    assert log == ["ncclCommDestroy"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -134,6 +135,7 @@ class NcclTransport(Transport):
         self._reduce_t, self._halo_t = _EventTimer(), _EventTimer()
         self.timing = True            # off while a graph is captured: its calls are not timed
         self._host = MpiTransport(comm)       # host buffers: the solvers' few host-side sums
+        self._holders = weakref.WeakSet()     # prepared systems that may keep graphs of it
 
     def allreduce(self, buf) -> None:
         """A device array: NCCL on ``self.stream``. A NumPy array (the error flag, ||b||, the
@@ -198,8 +200,18 @@ class NcclTransport(Transport):
     def barrier(self) -> None:
         self.mpi.Barrier()
 
+    def held_by(self, holder) -> None:
+        """Note a prepared system (``prepared.DistributedSystem``) whose cache may keep graphs
+        that captured this communicator: ``close`` frees them first."""
+        self._holders.add(holder)
+
     def close(self) -> None:
+        """Destroy the communicator, first freeing the graphs that prepared systems still keep
+        of it (ncclCommDestroy would wait for them for ever; those systems rebuild their device
+        state at their next solve, which a closed transport then refuses)."""
         if self.comm is not None:
+            for holder in list(self._holders):
+                holder.cache.drop_states()
             self.stream.synchronize()
             self.comm.destroy()
             self.comm = None

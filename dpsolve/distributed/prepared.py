@@ -12,8 +12,9 @@ call makes, collectively, and gives the one-shot call's x and info bit for bit.
 A is a snapshot: ``prepare`` copies this rank's values, so changing A's arrays afterwards does
 not reach the system. Collective: ``prepare``, ``solve`` and ``close`` are called on every rank,
 in the same order. ``close()`` (or a ``with`` block) frees the device state and graphs, and a
-transport the system made from a name; a graph holds the NCCL communicator, so close the system
-before a transport of your own.
+transport the system made from a name. A graph holds the NCCL communicator (ncclCommDestroy
+waits for every graph that captured it): closing a transport of your own first frees the
+graphs of the systems prepared on it (``NcclTransport.held_by``), never a hang.
 """
 from __future__ import annotations
 
@@ -68,6 +69,8 @@ class DistributedSystem:
                                        else (transport, False))
         self.cache = SetupCache()
         self._closed = False
+        if hasattr(self.transport, "held_by"):    # NCCL: its close frees this system's graphs
+            self.transport.held_by(self)
 
     def solve(self, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, callback=None,
               full_output=False, energy=False):
