@@ -527,6 +527,12 @@ def _prepared(ctx, ck):
     P.close()
     P.close()                                     # a second close does nothing
     expect_error(ctx.comm, ck, RuntimeError, lambda: P.solve(b1), "closed")
+    tr = dd.MpiTransport(ctx.comm)
+    P = dd.prepare(DA, "cg", transport=tr)
+    tr.close()                                    # the caller's transport, closed under it
+    expect_error(ctx.comm, ck, ValueError, lambda: P.solve(b1), "mpi transport passed is closed")
+    expect_error(ctx.comm, ck, ValueError, lambda: dd.cg(DA, b1, transport=tr), "is closed")
+    P.close()
     expect_error(ctx.comm, ck, TypeError, lambda: dd.prepare(A, "cg"), "DistributedMatrix")
 
 

@@ -361,6 +361,9 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                         f"are: {', '.join(VARIANTS)}")
     if isinstance(transport, Transport):
         tname = transport.name
+        if transport.closed:
+            problems.append(f"the {tname} transport passed is closed; make a new one (or pass "
+                            f"its name: a transport made for the call)")
     elif isinstance(transport, str) and transport in TRANSPORTS:
         tname = transport
     else:

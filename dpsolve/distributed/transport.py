@@ -95,6 +95,11 @@ class Transport:
         """Release what the transport holds (a transport a solver made for one solve is closed
         at its end; one passed in by the caller is left open)."""
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has run (a solve then refuses the transport by name)."""
+        return getattr(self, "comm", True) is None
+
 
 def _is_device(a) -> bool:
     """A CuPy (or other CUDA) array: staged through host memory by :class:`MpiTransport`."""
