@@ -449,16 +449,15 @@ def cached_state(job, State=None):
     its first solve; or, without a cache, a new one (``_device_state``) and entry None. The
     entry (a dict) keeps what a variant adds (variant graph's captured graph)."""
     from ..backends._gpu import GpuState
-    cache = job.cache
-    if cache is None:
-        st, fmt = _device_state(job, job.A, job.format, job.transport, State=State)
-        return st, fmt, None
-    key = ((State or GpuState).__name__, np.dtype(job.dtype).str, job.method, job.format,
-           job.precond, bool(job.single_reduction), id(job.A), id(job.transport))
-    entry = cache.states.get(key)
+    cache, entry = job.cache, None
+    if cache is not None:
+        key = ((State or GpuState).__name__, np.dtype(job.dtype).str, job.method, job.format,
+               job.precond, bool(job.single_reduction), id(job.A), id(job.transport))
+        entry = cache.states.get(key)
     if entry is None:
         st, fmt = _device_state(job, job.A, job.format, job.transport, State=State)
-        entry = cache.states[key] = {"state": st, "format": fmt}
+        if cache is not None:
+            entry = cache.states[key] = {"state": st, "format": fmt}
         return st, fmt, entry
     st = entry["state"]
     st.ex.space, st.ex.launches, st.confirm_n = job.space, 0, 0
