@@ -1361,6 +1361,65 @@ def _gpu_prepared(ctx, ck):
     ck.note(f"variants {variants}")
 
 
+@gpu_case("gpu-device-vectors")
+def _gpu_device_vectors(ctx, ck):
+    """CuPy b and x0 on the GPU variants (one-shot and prepared): solved where they are, x
+    comes back as CuPy, bit for bit the NumPy call's x, the caller's arrays untouched; a float16
+    CuPy b (solved in float32 on a float32 A); a NaN in one rank's CuPy b or x0 is the same
+    error on every rank; the host variant takes a CuPy b too (x as CuPy)."""
+    import cupy
+
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import gpu
+    gpu.select_device(ctx.comm)
+    _, b, DA = _gpu_system(ctx, "cg", "float64", laplace=10)
+    b1 = mine(b, DA).copy()
+    x0 = np.cos(np.arange(DA.n_local, dtype=np.float64) + DA.partition.rows(ctx.rank)[0])
+    bd, x0d = cupy.asarray(b1), cupy.asarray(x0)
+    keep = (bd.copy(), x0d.copy())
+    variants = ["cuda"] + (["graph"] if ctx.transport.name == "nccl" else [])
+    for variant in variants:
+        kw = dict(rtol=1e-10, variant=variant, transport=ctx.transport, full_output=True)
+        with dd.prepare(DA, "cg", variant=variant, transport=ctx.transport) as P:
+            for guess_h, guess_d in ((None, None), (x0, x0d)):
+                xh, ih, rh = dd.cg(DA, b1, guess_h, **kw)
+                xd, i_d, rd = dd.cg(DA, bd, guess_d, **kw)
+                xp, ip, rp = P.solve(bd, guess_d, rtol=1e-10, full_output=True)
+                what = f"{variant} x0={'given' if guess_d is not None else None}"
+                ck.that(isinstance(xd, cupy.ndarray) and isinstance(xp, cupy.ndarray)
+                        and isinstance(xh, np.ndarray), f"{what}: CuPy in, CuPy out")
+                ck.that(ih == i_d == ip == 0 and rh.iterations == rd.iterations
+                        == rp.iterations, f"{what}: info {ih}/{i_d}/{ip}, iterations "
+                        f"{rh.iterations}/{rd.iterations}/{rp.iterations}")
+                ck.that(np.array_equal(xh, xd.get()) and np.array_equal(xh, xp.get()),
+                        f"{what}: the CuPy b's x differs from the NumPy b's")
+                ck.that(bool((bd == keep[0]).all()) and bool((x0d == keep[1]).all()),
+                        f"{what}: the caller's CuPy b or x0 was modified")
+    D32, half = DA.astype(np.float32), b1.astype(np.float16)
+    xf, info, rep = dd.cg(D32, cupy.asarray(half), variant="cuda", transport=ctx.transport,
+                          full_output=True)
+    xn, info_n, rep_n = dd.cg(D32, half, variant="cuda", transport=ctx.transport,
+                              full_output=True)
+    ck.that(isinstance(xf, cupy.ndarray) and info == info_n == 0 and rep.dtype == rep_n.dtype
+            and xf.dtype == xn.dtype and np.array_equal(xf.get(), xn),
+            f"float16 b: CuPy {xf.dtype} info {info} ({rep.dtype}), NumPy {xn.dtype} info "
+            f"{info_n} ({rep_n.dtype})")
+    for name in ("b", "x0"):
+        bad = (bd if name == "b" else x0d).copy()
+        if ctx.rank == ctx.size - 1 and bad.size:
+            bad[0] = cupy.nan
+        args = (bad, None) if name == "b" else (bd, bad)
+        expect_error(ctx.comm, ck, ValueError,
+                     lambda a=args: dd.cg(DA, *a, variant="cuda", transport=ctx.transport),
+                     f"{name} contains NaN or Inf", f"rank {ctx.size - 1}")
+    if ctx.transport.name == "mpi":
+        xh = dd.cg(DA, bd, rtol=1e-10)[0]
+        ck.that(isinstance(xh, cupy.ndarray)
+                and np.array_equal(xh.get(), dd.cg(DA, b1, rtol=1e-10)[0]),
+                "host variant: a CuPy b gives the NumPy b's x, as CuPy")
+    ck.note(f"variants {variants}")
+
+
 @gpu_case("gpu-graph-refuses")
 def _graph_refuses(ctx, ck):
     """bicgstab, a callback: variant graph says what to use instead, on every rank."""

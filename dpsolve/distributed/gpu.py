@@ -439,7 +439,7 @@ def _device_state(job, dist, fmt: str, transport: Transport, State=None):
             st.AH = HaloMatrix(local_h, AH, st.dtype, transport)
     if job.method != "cg":
         st.krylov_vectors()
-    st.b.set(np.ascontiguousarray(job.b, st.dtype), stream=st.stream)
+    st.load(system)                       # b into the state's own, on its stream
     return st, fmt
 
 
@@ -461,7 +461,7 @@ def cached_state(job, State=None):
         return st, fmt, entry
     st = entry["state"]
     st.ex.space, st.ex.launches, st.confirm_n = job.space, 0, 0
-    st.b.set(np.ascontiguousarray(job.b, st.dtype), stream=st.stream)
+    st.load(SimpleNamespace(b=job.b, out_cupy=True, options={}))
     return st, entry["format"], entry
 
 
@@ -469,7 +469,6 @@ def run_cuda(job, *, sync: str = "polling"):
     """The ``cuda`` variant of a distributed solve (``solvers.VARIANTS["cuda"]``): the cuda
     variant's loop for the method over this rank's state; dpsolve's restarts from the true
     residual as the single-GPU front end makes them. Returns the solvers' ``Outcome``."""
-    import cupy
 
     from .. import methods as method_table
     from .._frontend import restarted
@@ -477,12 +476,11 @@ def run_cuda(job, *, sync: str = "polling"):
     from ..backends.cuda import CudaBackend
     if job.precond not in ("none", "jacobi"):
         raise ValueError("variant 'cuda' of a distributed solve takes M=None or 'jacobi'")
-    select_device(job.A.comm)
     st, fmt, _ = cached_state(job)
     fn = (method_table.resolve("dpsolve.methods.cg1.gpu:cg1_cuda") if job.single_reduction
           else method_table.implementation(job.method, "cuda"))
     with st.stream:                      # ordered before the solve's kernels
-        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
+        x = job.initial_x()              # on the device, made on the solve's stream
     backend = CudaBackend()
     t0 = time.perf_counter()
     with SyncMode(sync) as sm, st.ex, st.stream:
@@ -532,7 +530,6 @@ def run_graph(job):
     device), the capture ``backends.graph.capture_while``. The NCCL calls inside the graph are
     not timed (the report's communication time is None); they are counted: the captured set-up
     and body calls times the body's replays (read back from the graph's counter)."""
-    import cupy
 
     from .._frontend import restarted
     from ..backends.graph import GraphBackend, GraphState, launch_graph
@@ -543,10 +540,9 @@ def run_graph(job):
     ok, why = GraphBackend._probe()
     if not ok:
         raise RuntimeError(f"variant 'graph' is not available here: {why}")
-    select_device(job.A.comm)
     st, fmt, entry = cached_state(job, State=GraphState)
     with st.stream:
-        x = cupy.array(job.initial_x(), dtype=st.dtype, copy=True)
+        x = job.initial_x()               # on the device, made on the solve's stream
     captured = entry.get("captured") if entry is not None else None
     build = 0.0
     if captured is None:

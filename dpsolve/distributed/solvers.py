@@ -64,9 +64,10 @@ import numpy as np
 from .. import methods as method_table
 from .._errors import DistributedError
 from .._frontend import restarted, tolerance_pair
-from .._system import (coerce, exponent_in_window, exponent_of, exponent_shift, in_safe_range,
-                       largest_magnitude, solved_x0, times_power_of_two, value_exponents,
-                       x0_in_range)
+from .._system import (_all_finite, abs_max, coerce, exponent_in_window, exponent_of,
+                       exponent_shift, in_safe_range, largest_magnitude, solved_x0,
+                       times_power_of_two, value_exponents, x0_in_range)
+from ..formats.csr import _is_cupy, array_module
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..precond.diagonal import inverse_diagonal
 from ..reference._util import _two_product, ldexp_or_inf
@@ -144,8 +145,12 @@ class DistributedSpace:
         return [type(c)(s[i]) for i, c in enumerate(local)]
 
     def norm(self, r):
-        # np.linalg.norm's own sum of squares, so one rank gives exactly the serial norm
-        if self.complex:
+        # np.linalg.norm's own sum of squares, so one rank gives exactly the serial norm; a GPU
+        # variant's device vector (b): CuPy's, as its true residual (gpu._true_residual)
+        if _is_cupy(r):
+            import cupy
+            sq = float(cupy.vdot(r, r).real) if r.size else 0.0
+        elif self.complex:
             re, im = r.real, r.imag
             sq = re.dot(re) + im.dot(im)
         else:
@@ -204,18 +209,19 @@ def _expansion(pairs) -> list:
 class DistributedJob:
     """A checked solve, as a variant gets it (``VARIANTS[name](job) -> Outcome``).
 
-    ``A`` is in the working dtype; ``b`` (and ``x0``, or None) are private 1-D NumPy copies of
-    this rank's rows in it; ``tol`` is max(atol, rtol * ||b||) with the global norm;
-    ``precond`` is "none", "jacobi" (``inv_diag`` this rank's D^-1) or "callable"
-    (``psolve``/``rpsolve``, already guarded); ``callback`` (guarded) takes the local x.
+    ``A`` is in the working dtype; ``b`` (and ``x0``, or None) are private 1-D copies of this
+    rank's rows in it (NumPy; CuPy on this rank's GPU for the GPU variants); ``tol`` is
+    max(atol, rtol * ||b||) with the global norm; ``precond`` is "none", "jacobi" (``inv_diag``
+    this rank's D^-1) or "callable" (``psolve``/``rpsolve``, already guarded); ``callback``
+    (guarded) takes the local x.
     ``space`` carries the error flag: a variant's own collectives should all-reduce through
     ``space.reduce`` (or set and send the flag likewise) so that an error stops every rank.
     ``single_reduction`` (cg only): run Chronopoulos & Gear's CG, one all-reduce per iteration.
     """
     method: str
     A: DistributedMatrix
-    b: np.ndarray
-    x0: np.ndarray | None
+    b: object                     # np.ndarray, or a CuPy array (GPU variants)
+    x0: object
     dtype: np.dtype
     tol: float
     maxiter: int
@@ -231,7 +237,10 @@ class DistributedJob:
     cache: object = None          # a prepared system's SetupCache (dpsolve/distributed/prepared.py)
 
     def initial_x(self):
-        return self.x0.copy() if self.x0 is not None else np.zeros(self.A.n_local, self.dtype)
+        """x0 (a copy), or zeros: where b is (NumPy, or CuPy for a GPU variant)."""
+        if self.x0 is not None:
+            return self.x0.copy()
+        return array_module(self.b).zeros(self.A.n_local, self.dtype)
 
 
 @dataclass
@@ -302,6 +311,7 @@ def run_graph(job: DistributedJob) -> Outcome:
 
 VARIANTS = {"host": run_host, "cuda": run_cuda, "graph": run_graph}
 GPU_VARIANTS = ("cuda", "graph")
+DEVICE_VECTORS = ("cuda", "graph")     # the variants whose job holds b and x0 on the GPU (CuPy)
 
 
 # --------------------------------------------------------------------------- checks
@@ -311,9 +321,11 @@ def _host_array(v):
     return np.asarray(v)
 
 
-def _local_vector(v, n_local, what):
-    """(array or None, problem or None): ``v`` as a checked 1-D NumPy array (not yet cast)."""
-    v = _host_array(v)
+def _local_vector(v, n_local, what, device=False):
+    """(array or None, problem or None): ``v`` as a checked 1-D array (not yet cast): NumPy, or
+    for a GPU variant (``device``) a CuPy ``v`` where it is, its entries tested there."""
+    if not (device and _is_cupy(v)):
+        v = _host_array(v)
     if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
         return None, f"{what} has unsupported dtype {v.dtype}"
     if v.ndim == 2 and v.shape[0] == n_local and v.shape[1] != 1:
@@ -324,9 +336,29 @@ def _local_vector(v, n_local, what):
         return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
                       f"(pass each rank's own rows of {what})")
     v = v.reshape(-1)
-    if not np.isfinite(v).all():
+    if not _finite(v):
         return None, f"{what} contains NaN or Inf"
     return v, None
+
+
+def _finite(v) -> bool:
+    """Whether every entry of a 1-D NumPy or CuPy vector is finite (a CuPy one on its own
+    device: dpsolve's one-kernel test; float16, which it has no kernel for, through CuPy)."""
+    if not _is_cupy(v):
+        return bool(np.isfinite(v).all())
+    import cupy
+    with v.device:
+        return bool(cupy.isfinite(v).all()) if v.dtype.char == "e" else _all_finite(v)
+
+
+def _working(v, dtype, device):
+    """A private copy of a checked b or x0 in the working ``dtype``: for a GPU variant
+    (``device``) on this rank's GPU (a NumPy vector uploaded, a CuPy one copied device to
+    device, on the caller's current stream), else in host memory."""
+    if not device:
+        return v.astype(dtype, copy=True)
+    import cupy
+    return cupy.array(v, dtype=dtype, copy=True)
 
 
 def _tolerance_problem(name, value):
@@ -420,7 +452,8 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
                         f"{stop - start}")
     # b, x0 and the working dtype
     dtype = None
-    bv, p = _local_vector(b, n_local, "b")
+    device = isinstance(variant, str) and variant in DEVICE_VECTORS
+    bv, p = _local_vector(b, n_local, "b", device)
     if p:
         problems.append(p)
     x0v = None
@@ -428,7 +461,7 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if isinstance(x0, str):
             problems.append(f"x0={x0!r} is not supported; pass an array or None")
         else:
-            x0v, p = _local_vector(x0, n_local, "x0")
+            x0v, p = _local_vector(x0, n_local, "x0", device)
             if p:
                 problems.append(p)
     if bv is not None:
@@ -642,8 +675,12 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     space = DistributedSpace(tr, rank, size, dtype)
     interrupts.attach(space)
     out_device = hasattr(b, "__cuda_array_interface__") and not isinstance(b, np.ndarray)
-    bw = bv.astype(dtype, copy=True)
-    x0w = x0v.astype(dtype, copy=True) if x0v is not None else None
+    device = variant in DEVICE_VECTORS        # b and x0 on the GPU from here: a CuPy b never
+    if device:                                # leaves it, a NumPy b is uploaded once
+        from .gpu import select_device
+        select_device(comm)                   # (collective: every rank has this variant)
+    bw = _working(bv, dtype, device)
+    x0w = _working(x0v, dtype, device) if x0v is not None else None
     scaling = M is None or (isinstance(M, str) and M == "jacobi")    # _scaled_matrix's rule
     if cache is not None and (dtype, scaling) in cache.matrices:      # every rank alike
         Aw, ascale = cache.matrices[dtype, scaling]
@@ -683,6 +720,9 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         # one all-reduce, on the scaled path only (every rank has the same f - e)
         past = ascale != scale[0] and space.any(np.array([not x0_in_range(x0w, x0_given)]))
         tol, tol_solved = tolerance_pair(bnorm, scale[0], atol, rtol)
+        if device:           # b and x0 were made on the caller's stream, which the variant's
+            import cupy      # own (non-blocking) stream does not follow: finished here (the
+            cupy.cuda.get_current_stream().synchronize()     # norm of b waited for them)
         job = DistributedJob(method, Aw, bw, x0w, dtype, tol_solved,
                              10 * A.n if maxiter is None else int(maxiter),
                              "jacobi" if inv_diag is not None else
@@ -815,7 +855,7 @@ def _unscaled_check(outcome, job, A, tr, space, e):
     back = times_power_of_two(times_power_of_two(x, e), -e)
     if not space.any(np.array([not np.array_equal(back, x)])):
         return
-    rnorm = space.norm(job.b - A.matvec(back, tr))
+    rnorm = space.norm(_host_array(job.b) - A.matvec(back, tr))
     if outcome.info == 0 and not rnorm <= job.tol:
         outcome.info = job.maxiter
     outcome.residual_norm = rnorm
@@ -832,7 +872,7 @@ def _scaled_rhs(space, comm, bw):
     if in_safe_range(bnorm * bnorm, space.dtype):
         return bw, bnorm, 0
     from mpi4py import MPI
-    vmax = comm.allreduce(float(np.max(np.abs(bw))) if bw.size else 0.0, op=MPI.MAX)
+    vmax = comm.allreduce(abs_max(bw) if bw.size else 0.0, op=MPI.MAX)
     if vmax == 0:
         return bw, 0.0, 0
     e = exponent_of(vmax)
