@@ -230,7 +230,8 @@ def _batch_path(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy,
     X = cupy.ascontiguousarray(Xt.T)
     info = info_h.astype(np.int64)
     if not _is_cupy(B):
-        X = X.get()
+        from ._setup import download
+        X = download(X)
     if not full_output:
         return X, info
     its, res, tol = its.get(), res.get(), tol.get()

@@ -601,5 +601,6 @@ def _solve(P, B, X0, *, rtol, atol, maxiter, t0, stream):
         report.path += f"; column(s) {', '.join(map(str, handed))} finished by single solves"
     report.wall_time = time.perf_counter() - t0
     if not _is_cupy(B):
-        X = X.get()
+        from ._setup import download
+        X = download(X)
     return X, info, report

@@ -246,6 +246,39 @@ def _upload_chunked(h, stream, res: Resources):
     return dev
 
 
+def download(v, stream=None, res: Resources | None = None) -> np.ndarray:
+    """A NumPy copy of the device array ``v``, after the work queued on ``stream`` (default: the
+    current one). Contiguous arrays over PACK_MAX bytes move in CHUNK-byte pieces through the two
+    pinned staging buffers, the host copy out of one piece overlapping the DMA of the next (a
+    pageable copy, CuPy's ``get``, moved 3.6 GB/s on the H200 machines); others by ``get``."""
+    import cupy
+    stream = stream if stream is not None else cupy.cuda.get_current_stream()
+    if v.nbytes <= PACK_MAX or not v.flags.c_contiguous:
+        return v.get(stream=stream)
+    res = res or resources()
+    out = np.empty(v.shape, v.dtype)
+    dst = out.reshape(-1).view(np.uint8)
+    bufs = res.staging(min(CHUNK, v.nbytes))
+    size = min(CHUNK, res._stage_size)
+    pending = None                               # (buffer, offset, bytes) of the piece in flight
+
+    def land(i, off, n):
+        res.stage_done[i].synchronize()          # its DMA is done
+        _copy_into(dst[off:off + n], np.frombuffer(bufs[i], np.uint8, n))
+
+    for k, off in enumerate(range(0, v.nbytes, size)):
+        n, i = min(size, v.nbytes - off), k % 2
+        res.stage_done[i].synchronize()          # an upload's DMA may still read buffer i
+        cupy.cuda.runtime.memcpyAsync(bufs[i].ptr, v.data.ptr + off, n,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        res.stage_done[i].record(stream)
+        if pending is not None:
+            land(*pending)                       # the piece before, while this one moves
+        pending = (i, off, n)
+    land(*pending)
+    return out
+
+
 # --------------------------------------------------------------------------- checks
 class Readback:
     """Queue results into the readback slots; ``fetch()`` copies them all and waits once."""

@@ -144,6 +144,32 @@ def test_uploads_small_packed_and_large_chunked():
 
 
 @gpu
+def test_downloads_small_direct_and_large_chunked():
+    """download: a small array, a non-contiguous one (both by get), arrays of one piece, of
+    three pieces with a short last one, 2-D and complex, each after work queued on the stream
+    (the stream's order, not a finished device), the same bits; the staging buffers shared with
+    upload (an upload between two downloads)."""
+    import cupy
+    res = _setup.resources()
+    rng = np.random.default_rng(1)
+    piece = _setup.CHUNK // 8
+    hosts = [rng.standard_normal(1000), rng.standard_normal(_setup.PACK_MAX // 8 + 5),
+             rng.standard_normal(piece * 2 + 123),
+             rng.standard_normal((piece // 16 + 1, 40)),
+             (rng.standard_normal(piece + 7) + 1j * rng.standard_normal(piece + 7)).astype(
+                 np.complex64)]
+    for h in hosts:
+        with res.stream:
+            d = cupy.asarray(h) * 2                       # queued on the stream, then read back
+        got = _setup.download(d, res.stream, res)
+        assert isinstance(got, np.ndarray) and got.dtype == h.dtype and got.shape == h.shape
+        np.testing.assert_array_equal(got, h * 2)
+        _setup.upload([h], res.stream, res)               # the buffers' other user in between
+    strided = cupy.arange(_setup.PACK_MAX // 2, dtype=np.float64)[::3]
+    np.testing.assert_array_equal(_setup.download(strided), strided.get())
+
+
+@gpu
 def test_one_host_wait_per_prepared_device_driven_solve():
     """A prepared persistent solve waits for the host twice: ||b|| and the solve with its true
     residual; the run itself reports one."""

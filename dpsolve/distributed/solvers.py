@@ -358,7 +358,10 @@ def _working(v, dtype, device):
     if not device:
         return v.astype(dtype, copy=True)
     import cupy
-    return cupy.array(v, dtype=dtype, copy=True)
+    if _is_cupy(v):
+        return cupy.array(v, dtype=dtype, copy=True)
+    from .._setup import upload             # through pinned staging (a pageable copy: 4 GB/s)
+    return upload([np.asarray(v, dtype)], cupy.cuda.get_current_stream())[0]
 
 
 def _tolerance_problem(name, value):
@@ -789,7 +792,8 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         import cupy
         x = cupy.asarray(x)
     elif not isinstance(x, np.ndarray):           # a GPU variant's x, for NumPy's b
-        x = x.get()
+        from .._setup import download
+        x = download(x)
     if scale[0] != ascale and not past:
         with np.errstate(over="ignore", invalid="ignore"):   # past the largest float: inf
             x = times_power_of_two(x, scale[0] - ascale)
