@@ -115,6 +115,7 @@ def test_distributed_refuses_a_block_by_name():
     from dpsolve.distributed.solvers import _local_vector
     v, problem = _local_vector(np.ones((10, 3)), 10, "b")
     assert v is None and "takes one right-hand side (n_local,) for now" in problem
+    assert "dpsolve.distributed.prepare" in problem         # where a loop of columns starts
 
 
 GPU_VARIANTS = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None]

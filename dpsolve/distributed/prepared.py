@@ -19,6 +19,7 @@ graphs of the systems prepared on it (``NcclTransport.held_by``), never a hang.
 from __future__ import annotations
 
 from .matrix import DistributedMatrix
+from .solvers import require_distributed, solve
 from .transport import TRANSPORTS, make_transport
 
 
@@ -55,9 +56,7 @@ class DistributedSystem:
 
     def __init__(self, method, A, *, M=None, variant="host", transport="mpi", format="auto",
                  single_reduction=False):
-        if not isinstance(A, DistributedMatrix):
-            raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
-                            f"{type(A).__name__}")
+        require_distributed(A)                 # before the snapshot reads A
         self.method, self.M, self.variant, self.format = method, M, variant, format
         self.single_reduction = single_reduction
         self.A = DistributedMatrix(A.comm, A.partition, A.local.copy(), A.remote.copy(),
@@ -77,7 +76,6 @@ class DistributedSystem:
         """``dd.<method>(A, b, x0, ...)`` on the prepared A (collective)."""
         if self._closed:
             raise RuntimeError("this distributed system is closed; prepare it again")
-        from .solvers import solve
         return solve(self.method, self.A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter,
                      M=self.M, callback=callback, variant=self.variant,
                      transport=self.transport, format=self.format, full_output=full_output,

@@ -331,7 +331,8 @@ def _local_vector(v, n_local, what, device=False):
     if v.ndim == 2 and v.shape[0] == n_local and v.shape[1] != 1:
         return None, (f"{what} has shape {v.shape}: dpsolve.distributed takes one right-hand "
                       f"side (n_local,) for now; a block of {v.shape[1]} runs on one GPU "
-                      f"(dpsolve.cg(A, B)) or column by column here")
+                      f"(dpsolve.cg(A, B)) or column by column here, A set up once by "
+                      f"dpsolve.distributed.prepare")
     if v.shape not in ((n_local,), (n_local, 1)):
         return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
                       f"(pass each rank's own rows of {what})")
@@ -640,6 +641,14 @@ def _copy(v):
     return v.copy()
 
 
+def require_distributed(A) -> None:
+    """TypeError unless ``A`` is a DistributedMatrix (raised by this rank alone: the
+    communicator comes from A)."""
+    if not isinstance(A, DistributedMatrix):
+        raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
+                        f"{type(A).__name__}")
+
+
 def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           variant="host", transport="mpi", format="auto", full_output=False, energy=False,
           single_reduction=False, cache=None):
@@ -648,9 +657,7 @@ def solve(method, A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     ``cache``: a prepared system's ``SetupCache`` (``prepared.py``): what depends on A alone
     is made once and kept there."""
     t0 = time.perf_counter()
-    if not isinstance(A, DistributedMatrix):
-        raise TypeError(f"A must be a DistributedMatrix (on every rank), got "
-                        f"{type(A).__name__}")
+    require_distributed(A)
     with _Interrupts() as interrupts:
         return _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
                       format, full_output, energy, single_reduction, t0, interrupts, cache)
