@@ -536,6 +536,67 @@ def _prepared(ctx, ck):
     expect_error(ctx.comm, ck, TypeError, lambda: dd.prepare(A, "cg"), "DistributedMatrix")
 
 
+@case("block")
+def _block_of_columns(ctx, ck):
+    """A block b (n_local, k): each column the one-shot solve of that column, bit for bit (CG
+    with Jacobi and an x0 block, BiCGStab; one-shot and prepared), info an array, A set up
+    once for the block; the callback gets X (n_local, k); zero columns; a NaN in one rank's
+    column, an x0 of another shape and a rank passing one vector are the same error on every
+    rank; the caller's arrays untouched."""
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import solvers
+    A, b = problem("cg", "float64")
+    DA = dd.DistributedMatrix.from_global(A if ctx.rank == 0 else None, ctx.comm)
+    n, start = DA.n_local, DA.partition.rows(ctx.rank)[0]
+    rows = np.arange(n, dtype=np.float64) + start
+    B = np.stack([mine(b, DA), np.cos(rows), np.sin(3 * rows), np.ones(n)], axis=1)
+    X0 = np.stack([np.cos(2 * rows + j) for j in range(4)], axis=1)
+    keep = B.copy(), X0.copy()
+    kw = dict(rtol=1e-10)
+    made = []
+    scaled = solvers._scaled_matrix
+    solvers._scaled_matrix = lambda *a, **k: made.append(1) or scaled(*a, **k)
+    try:
+        for method, M, x0 in (("cg", "jacobi", X0), ("cg", None, None), ("bicgstab", None, X0)):
+            made.clear()
+            X, info, rep = getattr(dd, method)(DA, B, x0, M=M, full_output=True, **kw)
+            ck.that(len(made) == 1, f"{method}: A set up {len(made)} times for one block")
+            ck.that(X.shape == B.shape and isinstance(info, np.ndarray) and info.shape == (4,)
+                    and rep.k == 4 and (rep.info == info).all(),
+                    f"{method}: X {X.shape}, info {info!r}, report {rep.k} columns")
+            for j in range(4):
+                xj, ij, rj = getattr(dd, method)(DA, B[:, j].copy(),
+                                                 None if x0 is None else x0[:, j].copy(), M=M,
+                                                 full_output=True, **kw)
+                ck.that(np.array_equal(X[:, j], xj) and info[j] == ij
+                        and rep.columns[j].iterations == rj.iterations,
+                        f"{method} M={M}: column {j} differs from its one-shot solve")
+            with dd.prepare(DA, method, M=M) as P:
+                Xp, ip = P.solve(B, x0, **kw)
+                ck.that(np.array_equal(Xp, X) and np.array_equal(ip, info),
+                        f"{method}: the prepared block differs from the one-shot block")
+    finally:
+        solvers._scaled_matrix = scaled
+    ck.that(np.array_equal(B, keep[0]) and np.array_equal(X0, keep[1]), "B or X0 modified")
+    seen = []
+    dd.cg(DA, B[:, :2], rtol=1e-6, callback=lambda X: seen.append((X.shape, X.copy())))
+    ck.that(seen and all(shape == (n, 2) for shape, _ in seen),
+            f"the callback got {[shape for shape, _ in seen[:3]]}, not X (n_local, 2)")
+    X, info = dd.cg(DA, np.zeros((n, 0)))
+    ck.that(X.shape == (n, 0) and info.shape == (0,), f"zero columns: {X.shape}, {info.shape}")
+    bad = B.copy()
+    if ctx.rank == ctx.size - 1 and n:
+        bad[0, 2] = np.nan
+    expect_error(ctx.comm, ck, ValueError, lambda: dd.cg(DA, bad), "b contains NaN or Inf in "
+                 "column 2", f"rank {ctx.size - 1}")
+    expect_error(ctx.comm, ck, ValueError, lambda: dd.cg(DA, B, X0[:, :3]), "x0 has shape")
+    if ctx.size > 1:
+        mixed = B if ctx.rank else B[:, 0].copy()
+        expect_error(ctx.comm, ck, ValueError, lambda: dd.cg(DA, mixed),
+                     "ranks disagree on the right-hand sides")
+    ck.note(f"iterations {rep.iterations.tolist()}")
+
+
 @case("solve-time-skew", min_ranks=2)
 def _solve_time_skew(ctx, ck):
     """A rank that starts its iterations late (here: 0.5 s asleep where its set-up would run)
@@ -1417,6 +1478,33 @@ def _gpu_device_vectors(ctx, ck):
         ck.that(isinstance(xh, cupy.ndarray)
                 and np.array_equal(xh.get(), dd.cg(DA, b1, rtol=1e-10)[0]),
                 "host variant: a CuPy b gives the NumPy b's x, as CuPy")
+    ck.note(f"variants {variants}")
+
+
+@gpu_case("gpu-block")
+def _gpu_block(ctx, ck):
+    """A block b (n_local, 3) on the GPU variants (cuda; graph with NCCL), NumPy and CuPy: each
+    column the one-shot solve of that column bit for bit, X of b's kind, one set-up."""
+    import cupy
+
+    import dpsolve.distributed as dd
+    from dpsolve.distributed import gpu
+    gpu.select_device(ctx.comm)
+    _, b, DA = _gpu_system(ctx, "cg", "float64", laplace=10)
+    rows = np.arange(DA.n_local, dtype=np.float64) + DA.partition.rows(ctx.rank)[0]
+    B = np.stack([mine(b, DA), np.cos(rows), np.ones(DA.n_local)], axis=1)
+    variants = ["cuda"] + (["graph"] if ctx.transport.name == "nccl" else [])
+    for variant in variants:
+        kw = dict(rtol=1e-10, variant=variant, transport=ctx.transport)
+        for kind, rhs in (("numpy", B), ("cupy", cupy.asarray(B))):
+            X, info, rep = dd.cg(DA, rhs, full_output=True, **kw)
+            ck.that(type(X) is type(rhs) and X.shape == B.shape and (info == 0).all()
+                    and rep.k == 3, f"{variant} {kind}: {type(X).__name__} {X.shape} {info}")
+            Xh = X.get() if kind == "cupy" else X
+            for j in range(3):
+                xj = dd.cg(DA, B[:, j].copy(), **kw)[0]
+                ck.that(np.array_equal(Xh[:, j], xj), f"{variant} {kind}: column {j} differs "
+                                                      f"from its one-shot solve")
     ck.note(f"variants {variants}")
 
 

@@ -111,11 +111,23 @@ def test_an_empty_block_returns_empty_arrays():
     assert X.shape == (N, 0) and info.shape == (0,)
 
 
-def test_distributed_refuses_a_block_by_name():
-    from dpsolve.distributed.solvers import _local_vector
-    v, problem = _local_vector(np.ones((10, 3)), 10, "b")
-    assert v is None and "takes one right-hand side (n_local,) for now" in problem
-    assert "dpsolve.distributed.prepare" in problem         # where a loop of columns starts
+def test_distributed_block_checks():
+    """dpsolve.distributed takes a block b (n_local, k), k != 1 (the solves: tests/mpi_cases.py's
+    case "block"); its checks name the columns and shapes."""
+    from dpsolve.distributed.solvers import _local_block, block_width
+    assert block_width(np.ones((10, 3)), 10) == 3 and block_width(np.ones((10, 0)), 10) == 0
+    assert block_width(np.ones((10, 1)), 10) is None and block_width(np.ones(10), 10) is None
+    assert block_width(np.ones((9, 3)), 10) is None and block_width([[1.0, 2.0]], 1) == 2
+    B = np.ones((10, 3))
+    B[4, 2] = B[0, 0] = np.nan
+    v, problem = _local_block(B, 10, "b")
+    assert v is None and problem == "b contains NaN or Inf in columns 0, 2"
+    v, problem = _local_block(np.ones((10, 2)), 10, "x0", k=3)
+    assert v is None and "x0 has shape (10, 2)" in problem and "b's shape" in problem
+    v, problem = _local_block(np.ones((10, 3), dtype=object), 10, "b")
+    assert v is None and "unsupported dtype object" in problem
+    v, problem = _local_block(np.ones((10, 3)), 10, "b")
+    assert problem is None and v.shape == (10, 3)
 
 
 GPU_VARIANTS = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None]

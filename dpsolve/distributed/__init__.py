@@ -23,10 +23,12 @@ Pieces (each its own module):
   plane (global sums, halo exchanges) and what it cost; ``TRANSPORTS`` maps names to them.
 * :func:`cg`, :func:`bicg`, :func:`bicgstab` (``solvers.py``): SciPy's semantics on local vectors,
   running the reference solvers of ``dpsolve.reference`` through :class:`DistributedSpace`;
-  ``VARIANTS`` maps a variant name to its implementation (``"host"`` today).
+  ``VARIANTS`` maps a variant name to its implementation; a block b (n_local, k) is solved
+  column by column on one set-up.
 * :func:`prepare` (``prepared.py``): a :class:`DistributedSystem` set up once (A's checks, A
   in the working dtype, a GPU variant's rows, halo and graph) and solved per right-hand side.
-* :class:`DistributedReport` (``report.py``), :class:`~dpsolve.DistributedError`.
+* :class:`DistributedReport`, :class:`DistributedBlockReport` (a block b of k columns: one
+  report per column) (``report.py``), :class:`~dpsolve.DistributedError`.
 
 Every collective checks its inputs collectively: a bad input on one rank is the same error on
 every rank, never a hang. mpi4py is imported only where a communicator is used (``pip install
@@ -37,7 +39,7 @@ from .halo import HaloPlan
 from .matrix import DistributedMatrix, gather, scatter
 from .partition import Partition
 from .prepared import DistributedSystem, prepare
-from .report import DistributedReport
+from .report import DistributedBlockReport, DistributedReport
 from .solvers import (METHODS, VARIANTS, DistributedJob, DistributedSpace, Outcome, bicg,
                       bicgstab, cg, run_host, solve)
 from .transport import TRANSPORTS, CommStats, MpiTransport, Transport
@@ -45,4 +47,5 @@ from .transport import TRANSPORTS, CommStats, MpiTransport, Transport
 __all__ = ["Partition", "HaloPlan", "DistributedMatrix", "scatter", "gather", "Transport",
            "MpiTransport", "CommStats", "TRANSPORTS", "cg", "bicg", "bicgstab", "solve",
            "METHODS", "VARIANTS", "DistributedJob", "DistributedSpace", "Outcome", "run_host",
-           "DistributedReport", "DistributedError", "prepare", "DistributedSystem"]
+           "DistributedReport", "DistributedBlockReport", "DistributedError", "prepare",
+           "DistributedSystem"]

@@ -51,8 +51,8 @@ class SetupCache:
 
 class DistributedSystem:
     """``dd.prepare``'s result: ``solve(b, x0=None, *, rtol, atol, maxiter, callback,
-    full_output, energy)`` as ``dd.<method>(A, b, ...)`` with the options given to prepare;
-    ``close()``. See the module docstring."""
+    full_output, energy)`` as ``dd.<method>(A, b, ...)`` with the options given to prepare (a
+    block b of k columns too); ``close()``. See the module docstring."""
 
     def __init__(self, method, A, *, M=None, variant="host", transport="mpi", format="auto",
                  single_reduction=False):

@@ -76,6 +76,48 @@ class DistributedReport:
                 f"sent={_human_bytes(self.bytes_sent)}{energy}")
 
 
+@dataclass
+class DistributedBlockReport:
+    """A distributed solve of a block b (each rank's rows of k right-hand sides), its columns
+    solved one after another on one set-up: a :class:`DistributedReport` per column
+    (``columns``), the same on every rank, and the call's wall time (s, this rank's)."""
+    columns: list = field(default_factory=list)
+    wall_time: float | None = None
+    path: str = "columns, one set-up"
+
+    @property
+    def k(self) -> int:
+        return len(self.columns)
+
+    @property
+    def iterations(self):
+        import numpy as np
+        return np.array([r.iterations for r in self.columns], dtype=np.int64)
+
+    @property
+    def info(self):
+        import numpy as np
+        return np.array([r.info for r in self.columns], dtype=np.int64)
+
+    @property
+    def residual_norm(self):
+        import numpy as np
+        return np.array([r.residual_norm for r in self.columns], dtype=np.float64)
+
+    @property
+    def energy_joules(self) -> float | None:
+        """J summed over the columns' solves (None when a column has no reading)."""
+        e = [r.energy_joules for r in self.columns]
+        return None if not e or any(v is None for v in e) else float(sum(e))
+
+    def summary(self) -> str:
+        from .._units import human_time
+        its = self.iterations
+        return (f"{self.k} right-hand sides ({self.path}): info {self.info.tolist()}, "
+                f"iterations {int(its.min()) if its.size else 0}-"
+                f"{int(its.max()) if its.size else 0}, wall {human_time(self.wall_time)}")
+
+
 def aggregate_energy(records, min_seconds=0.0):
     """The GPU energy of a distributed solve from its ranks' records (a list in rank order, each
     a dict: ``gpu`` the GPU's name, the same on every rank that uses it (NVML's UUID);

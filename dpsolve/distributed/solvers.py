@@ -328,17 +328,43 @@ def _local_vector(v, n_local, what, device=False):
         v = _host_array(v)
     if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
         return None, f"{what} has unsupported dtype {v.dtype}"
-    if v.ndim == 2 and v.shape[0] == n_local and v.shape[1] != 1:
-        return None, (f"{what} has shape {v.shape}: dpsolve.distributed takes one right-hand "
-                      f"side (n_local,) for now; a block of {v.shape[1]} runs on one GPU "
-                      f"(dpsolve.cg(A, B)) or column by column here, A set up once by "
-                      f"dpsolve.distributed.prepare")
     if v.shape not in ((n_local,), (n_local, 1)):
         return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
                       f"(pass each rank's own rows of {what})")
     v = v.reshape(-1)
     if not _finite(v):
         return None, f"{what} contains NaN or Inf"
+    return v, None
+
+
+def block_width(b, n_local):
+    """k where ``b`` is this rank's rows of a block of right-hand sides, shape (n_local, k) with
+    k != 1 ((n_local,) and (n_local, 1) are one vector, as in SciPy); else None."""
+    shape = getattr(b, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(b)
+        except Exception:                  # noqa: BLE001 - not an array: _local_vector says so
+            return None
+    return shape[1] if len(shape) == 2 and shape[0] == n_local and shape[1] != 1 else None
+
+
+def _local_block(v, n_local, what, device=False, k=None):
+    """(array or None, problem or None): a block ``v`` (n_local, k) checked as
+    :func:`_local_vector` checks a vector (x0: ``k`` columns, b's), non-finite entries named
+    by column."""
+    if not (device and _is_cupy(v)):
+        v = _host_array(v)
+    if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
+        return None, f"{what} has unsupported dtype {v.dtype}"
+    if v.ndim != 2 or v.shape[0] != n_local or (k is not None and v.shape[1] != k):
+        return None, (f"{what} has shape {v.shape}, but b is this rank's {n_local} rows of {k} "
+                      f"right-hand sides: {what} must have b's shape")
+    if not _finite(v):
+        xp = array_module(v)
+        bad = np.flatnonzero(~_host_array(xp.isfinite(v).all(axis=0)))
+        cols = ", ".join(map(str, bad[:10])) + (", ..." if bad.size > 10 else "")
+        return None, f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} {cols}"
     return v, None
 
 
@@ -384,7 +410,8 @@ def magnitudes(A) -> tuple:
 
 def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transport,
            energy=False, single_reduction=False, mags=None):
-    """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag).
+    """This rank's signature and checked inputs: (signature, b, x0, dtype, inv_diag, A's
+    magnitudes); b and x0 2-D where b is a block (``block_width``).
     Never raises: the problems go into the signature, for :func:`_agree_signatures`.
     ``mags``: :func:`magnitudes` of A where already known."""
     problems = []
@@ -457,7 +484,9 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     # b, x0 and the working dtype
     dtype = None
     device = isinstance(variant, str) and variant in DEVICE_VECTORS
-    bv, p = _local_vector(b, n_local, "b", device)
+    k = block_width(b, n_local)                  # b (n_local, k), k != 1: k right-hand sides
+    bv, p = (_local_vector(b, n_local, "b", device) if k is None
+             else _local_block(b, n_local, "b", device))
     if p:
         problems.append(p)
     x0v = None
@@ -465,13 +494,13 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if isinstance(x0, str):
             problems.append(f"x0={x0!r} is not supported; pass an array or None")
         else:
-            x0v, p = _local_vector(x0, n_local, "x0", device)
+            x0v, p = (_local_vector(x0, n_local, "x0", device) if k is None
+                      else _local_block(x0, n_local, "x0", device, k))
             if p:
                 problems.append(p)
     if bv is not None:
         dtype = coerce(A.dtype.char, bv.dtype.char)
     mags = magnitudes(A) if mags is None else mags
-    amax = max(mags)                             # (max and min: the scaling's pass too)
     if not all(map(math.isfinite, mags)):
         problems.append("A contains NaN or Inf in this rank's rows")
     # the preconditioner
@@ -514,16 +543,18 @@ def _check(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         "single_reduction": (bool(single_reduction)
                              if isinstance(single_reduction, (bool, np.bool_))
                              else repr(single_reduction)),
+        "columns": "one vector" if k is None else k,
         "problems": "; ".join(problems) or None,
     }
-    return sig, bv, x0v, dtype, inv_diag, amax
+    return sig, bv, x0v, dtype, inv_diag, mags
 
 
 _AGREE = (("method", "method"), ("variant", "variant"), ("transport", "transport"),
           ("dtype", "the working dtype"), ("n", "the global n"), ("ranks", "the number of ranks"),
           ("partition", "the partition (digest of its row offsets)"), ("rtol", "rtol"),
           ("atol", "atol"), ("maxiter", "maxiter"), ("M", "the preconditioner kind"),
-          ("energy", "energy"), ("single_reduction", "single_reduction"))
+          ("energy", "energy"), ("single_reduction", "single_reduction"),
+          ("columns", "the right-hand sides (b's columns)"))
 
 
 def _agree_signatures(sigs):
@@ -673,10 +704,16 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
         if cache.mags is None:
             cache.mags = magnitudes(A)
         mags = cache.mags
-    sig, bv, x0v, dtype, inv_diag, amax = _check(method, A, b, x0, rtol, atol, maxiter, M,
+    sig, bv, x0v, dtype, inv_diag, mags = _check(method, A, b, x0, rtol, atol, maxiter, M,
                                                  callback, variant, transport, energy,
                                                  single_reduction, mags)
     _agree_signatures(comm.allgather(sig))
+    if sig["columns"] != "one vector":            # every rank: a block of the same k columns
+        return _solve_columns(method, A, bv, x0v, dtype, mags, cache, t0, interrupts, dict(
+            rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback, variant=variant,
+            transport=transport, format=format, full_output=full_output, energy=energy,
+            single_reduction=single_reduction))
+    amax = max(mags)                              # (max and min: the scaling's pass too)
     # every rank is here, checked: the window's device lookup is collective
     window = EnergyWindow(comm) if energy else None
 
@@ -832,6 +869,60 @@ def _solve(method, A, b, x0, rtol, atol, maxiter, M, callback, variant, transpor
     return x, outcome.info, report
 
 
+def _solve_columns(method, A, B, X0, dtype, mags, cache, t0, interrupts, opts):
+    """A block b (this rank's rows of k right-hand sides, checked): the columns solved one
+    after another on one set-up, as PETSc's KSPMatSolve falls back to column by column: A's
+    checks, its working copy and (cuda, graph) rows, halo and graph made once, in ``cache`` (a
+    prepared system's, else one for this call, freed at its end), one transport. Each column
+    is the one-shot solve of that column, bit for bit. The callback receives X (n_local, k):
+    the columns before the one in progress final, those after it still x0. Returns (X, info)
+    or (X, info, DistributedBlockReport); X of b's kind (NumPy or CuPy)."""
+    from .prepared import SetupCache
+    from .report import DistributedBlockReport
+    own = cache is None
+    if own:
+        cache = SetupCache()
+        cache.mags = mags
+    tr, owned = make_transport(opts["transport"], A.comm)
+    xp = array_module(B)
+    k = B.shape[1]
+    X = xp.zeros(B.shape, dtype)
+    if X0 is not None:
+        X[...] = _as_kind(X0, xp)
+    info = np.zeros(k, dtype=np.int64)
+    report = DistributedBlockReport()
+    user_cb = opts["callback"]
+    try:
+        for j in range(k):
+            cb = None
+            if user_cb is not None:
+                def cb(xk, j=j):
+                    X[:, j] = _as_kind(xk, xp)
+                    return user_cb(X)
+            x0j = None if X0 is None else array_module(X0).ascontiguousarray(X0[:, j])
+            x, info[j], rep = _solve(
+                method, A, xp.ascontiguousarray(B[:, j]), x0j, opts["rtol"], opts["atol"],
+                opts["maxiter"], opts["M"], cb, opts["variant"], tr, opts["format"], True,
+                opts["energy"], opts["single_reduction"], time.perf_counter(), interrupts,
+                cache)
+            X[:, j] = x
+            report.columns.append(rep)
+    finally:
+        if own:
+            cache.drop_states()           # (before an owned NCCL transport's close: graphs)
+        if owned:
+            tr.close()
+    report.wall_time = time.perf_counter() - t0
+    return (X, info, report) if opts["full_output"] else (X, info)
+
+
+def _as_kind(v, xp):
+    """``v`` as an array of module ``xp`` (NumPy or CuPy), copied across only when it is not."""
+    if array_module(v) is xp:
+        return v
+    return _host_array(v) if xp is np else xp.asarray(v)
+
+
 def _scaled_matrix(comm, Aw, dtype, M, amax=None):
     """(A, f) as the solve runs it, as the single-GPU front end does (``_system.scale_matrix``):
     where the global max|A| leaves the window, A / 2^f (``_system.exponent_shift`` on the
@@ -923,7 +1014,11 @@ def _make(method):
 
     A : DistributedMatrix
     b, x0 : this rank's rows of b and of the starting guess (length ``A.n_local``); never
-        modified.
+        modified. A block b of shape (A.n_local, k), k != 1 (x0 None or the same shape): the k
+        right-hand sides solved one after another on one set-up of A (PETSc's KSPMatSolve
+        fallback), each column as its one-shot solve, bit for bit; every rank passes k
+        columns; x is (A.n_local, k), ``info`` an int64 array of k codes, the report a
+        DistributedBlockReport (a DistributedReport per column), ``callback`` gets X.
     rtol, atol, maxiter, callback : SciPy's, with the GLOBAL ||b|| in the tolerance
         ``max(atol, rtol * ||b||)`` and ``maxiter`` defaulting to ``10 * A.n``; ``callback(xk)``
         gets this rank's rows of x. Every rank must pass the same rtol, atol and maxiter.
