@@ -130,6 +130,26 @@ def test_distributed_block_checks():
     assert problem is None and v.shape == (10, 3)
 
 
+def test_distributed_block_report():
+    """DistributedBlockReport's figures come from its columns; energy only when every column
+    has a reading."""
+    from dpsolve.distributed import DistributedBlockReport, DistributedReport
+
+    def col(its, info, energy):
+        return DistributedReport(method="cg", variant="host", transport="mpi", ranks=2,
+                                 dtype="float64", n=10, nnz=28, iterations=its, info=info,
+                                 residual_norm=its / 1e9, energy_joules=energy)
+    rep = DistributedBlockReport(columns=[col(5, 0, 1.5), col(9, 9, 2.0)], wall_time=0.25)
+    assert rep.k == 2 and rep.iterations.tolist() == [5, 9] and rep.info.tolist() == [0, 9]
+    assert rep.residual_norm.tolist() == [5e-9, 9e-9] and rep.energy_joules == 3.5
+    assert rep.summary() == ("2 right-hand sides (columns, one set-up): info [0, 9], "
+                             "iterations 5-9, wall 250 ms")
+    rep.columns.append(col(3, 0, None))
+    assert rep.energy_joules is None
+    empty = DistributedBlockReport(wall_time=0.001)
+    assert empty.k == 0 and empty.energy_joules is None and "iterations 0-0" in empty.summary()
+
+
 GPU_VARIANTS = [v for v in VARIANT_NAMES[1:] if get_backend(v) is not None]
 
 
