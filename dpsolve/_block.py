@@ -31,14 +31,10 @@ import numpy as np
 from .formats.csr import _is_cupy
 
 
-@dataclass
-class BlockReport:
-    """What a block solve did: one :class:`dpsolve.SolveReport` per column (``columns``), and
-    the call's own figures. ``path``: how the columns ran ("columns, one prepared system")."""
-    columns: list = field(default_factory=list)
-    prepare_time: float | None = None     # s: the one set-up of A for every column
-    wall_time: float | None = None        # s: the whole call
-    path: str = "columns, one prepared system"
+class ColumnFigures:
+    """What a block report reads from its ``columns`` (a report per column, each with
+    ``iterations``, ``info`` and ``residual_norm``): :class:`BlockReport`'s and
+    ``dpsolve.distributed``'s ``DistributedBlockReport``'s."""
 
     @property
     def k(self) -> int:
@@ -56,17 +52,35 @@ class BlockReport:
     def residual_norm(self) -> np.ndarray:
         return np.array([r.residual_norm for r in self.columns], dtype=np.float64)
 
-    @property
-    def gpu_energy(self) -> float | None:
-        """J summed over the columns' solves (None when a column's solve has none)."""
-        e = [r.gpu_energy for r in self.columns]
+    def summed(self, name: str) -> float | None:
+        """The columns' ``name`` (J) summed; None when a column has none."""
+        e = [getattr(r, name) for r in self.columns]
         return None if not e or any(v is None for v in e) else float(sum(e))
 
-    def summary(self) -> str:
+    def heading(self) -> str:
+        """"k right-hand sides (path): info [...], iterations lo-hi": a summary's start."""
         its = self.iterations
         return (f"{self.k} right-hand sides ({self.path}): info {self.info.tolist()}, "
                 f"iterations {int(its.min()) if its.size else 0}-"
-                f"{int(its.max()) if its.size else 0}, wall {self.wall_time:.3g} s "
+                f"{int(its.max()) if its.size else 0}")
+
+
+@dataclass
+class BlockReport(ColumnFigures):
+    """What a block solve did: one :class:`dpsolve.SolveReport` per column (``columns``), and
+    the call's own figures. ``path``: how the columns ran ("columns, one prepared system")."""
+    columns: list = field(default_factory=list)
+    prepare_time: float | None = None     # s: the one set-up of A for every column
+    wall_time: float | None = None        # s: the whole call
+    path: str = "columns, one prepared system"
+
+    @property
+    def gpu_energy(self) -> float | None:
+        """J summed over the columns' solves (None when a column's solve has none)."""
+        return self.summed("gpu_energy")
+
+    def summary(self) -> str:
+        return (f"{self.heading()}, wall {self.wall_time:.3g} s "
                 f"(prepare {self.prepare_time:.3g} s)")
 
 

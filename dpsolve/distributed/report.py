@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .._block import ColumnFigures
 from ._collective import format_problems
 
 
@@ -77,45 +78,23 @@ class DistributedReport:
 
 
 @dataclass
-class DistributedBlockReport:
+class DistributedBlockReport(ColumnFigures):
     """A distributed solve of a block b (each rank's rows of k right-hand sides), its columns
     solved one after another on one set-up: a :class:`DistributedReport` per column
-    (``columns``), the same on every rank, and the call's wall time (s, this rank's)."""
+    (``columns``), the same on every rank, and the call's wall time (s, this rank's); ``k``,
+    ``iterations``, ``info``, ``residual_norm`` from the columns."""
     columns: list = field(default_factory=list)
     wall_time: float | None = None
     path: str = "columns, one set-up"
 
     @property
-    def k(self) -> int:
-        return len(self.columns)
-
-    @property
-    def iterations(self):
-        import numpy as np
-        return np.array([r.iterations for r in self.columns], dtype=np.int64)
-
-    @property
-    def info(self):
-        import numpy as np
-        return np.array([r.info for r in self.columns], dtype=np.int64)
-
-    @property
-    def residual_norm(self):
-        import numpy as np
-        return np.array([r.residual_norm for r in self.columns], dtype=np.float64)
-
-    @property
     def energy_joules(self) -> float | None:
         """J summed over the columns' solves (None when a column has no reading)."""
-        e = [r.energy_joules for r in self.columns]
-        return None if not e or any(v is None for v in e) else float(sum(e))
+        return self.summed("energy_joules")
 
     def summary(self) -> str:
         from .._units import human_time
-        its = self.iterations
-        return (f"{self.k} right-hand sides ({self.path}): info {self.info.tolist()}, "
-                f"iterations {int(its.min()) if its.size else 0}-"
-                f"{int(its.max()) if its.size else 0}, wall {human_time(self.wall_time)}")
+        return f"{self.heading()}, wall {human_time(self.wall_time)}"
 
 
 def aggregate_energy(records, min_seconds=0.0):
