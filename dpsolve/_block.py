@@ -122,11 +122,19 @@ def _check_finite(B, what: str) -> None:
     _non_finite(np.flatnonzero(~(finite.get() if _is_cupy(B) else finite)), what)
 
 
+def non_finite_columns(bad, what: str) -> str | None:
+    """The words for the columns ``bad`` (indices) of ``what`` that hold a NaN or Inf; None
+    when there are none (``dpsolve.distributed``'s block checks say the same)."""
+    if not bad.size:
+        return None
+    cols = ", ".join(str(int(j)) for j in bad[:10]) + (", ..." if bad.size > 10 else "")
+    return f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} {cols}"
+
+
 def _non_finite(bad, what: str) -> None:
-    if bad.size:
-        cols = ", ".join(str(int(j)) for j in bad[:10]) + (", ..." if bad.size > 10 else "")
-        raise ValueError(f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} "
-                         f"{cols}")
+    problem = non_finite_columns(bad, what)
+    if problem:
+        raise ValueError(problem)
 
 
 def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energy, options,

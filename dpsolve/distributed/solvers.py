@@ -67,6 +67,7 @@ from .._frontend import restarted, tolerance_pair
 from .._system import (_all_finite, abs_max, coerce, exponent_in_window, exponent_of,
                        exponent_shift, in_safe_range, largest_magnitude, solved_x0,
                        times_power_of_two, value_exponents, x0_in_range)
+from .._block import is_block, non_finite_columns
 from ..formats.csr import _is_cupy, array_module
 from ..backends._gpu import ENERGY_MIN_SECONDS
 from ..precond.diagonal import inverse_diagonal
@@ -324,10 +325,9 @@ def _host_array(v):
 def _local_vector(v, n_local, what, device=False):
     """(array or None, problem or None): ``v`` as a checked 1-D array (not yet cast): NumPy, or
     for a GPU variant (``device``) a CuPy ``v`` where it is, its entries tested there."""
-    if not (device and _is_cupy(v)):
-        v = _host_array(v)
-    if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
-        return None, f"{what} has unsupported dtype {v.dtype}"
+    v, problem = _numeric(v, what, device)
+    if problem:
+        return None, problem
     if v.shape not in ((n_local,), (n_local, 1)):
         return None, (f"{what} has shape {v.shape}, but this rank owns {n_local} rows of A "
                       f"(pass each rank's own rows of {what})")
@@ -337,34 +337,39 @@ def _local_vector(v, n_local, what, device=False):
     return v, None
 
 
+def _numeric(v, what, device):
+    """(array, None) or (None, problem): ``v`` as an array of a dtype the solvers take (NumPy,
+    or for a GPU variant, ``device``, a CuPy ``v`` where it is): a vector's and a block's
+    first check."""
+    if not (device and _is_cupy(v)):
+        v = _host_array(v)
+    if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
+        return None, f"{what} has unsupported dtype {v.dtype}"
+    return v, None
+
+
 def block_width(b, n_local):
     """k where ``b`` is this rank's rows of a block of right-hand sides, shape (n_local, k) with
-    k != 1 ((n_local,) and (n_local, 1) are one vector, as in SciPy); else None."""
-    shape = getattr(b, "shape", None)
-    if shape is None:
-        try:
-            shape = np.shape(b)
-        except Exception:                  # noqa: BLE001 - not an array: _local_vector says so
-            return None
-    return shape[1] if len(shape) == 2 and shape[0] == n_local and shape[1] != 1 else None
+    k != 1 (the single-GPU front end's ``_block.is_block``, on this rank's rows); else None."""
+    if not is_block(b):
+        return None
+    rows, k = getattr(b, "shape", None) or np.shape(b)
+    return k if rows == n_local else None
 
 
 def _local_block(v, n_local, what, device=False, k=None):
     """(array or None, problem or None): a block ``v`` (n_local, k) checked as
     :func:`_local_vector` checks a vector (x0: ``k`` columns, b's), non-finite entries named
-    by column."""
-    if not (device and _is_cupy(v)):
-        v = _host_array(v)
-    if v.dtype == object or v.dtype.kind not in "biufc" or v.dtype.char in "gG":
-        return None, f"{what} has unsupported dtype {v.dtype}"
+    by column (``_block.non_finite_columns``, the single-GPU block's words)."""
+    v, problem = _numeric(v, what, device)
+    if problem:
+        return None, problem
     if v.ndim != 2 or v.shape[0] != n_local or (k is not None and v.shape[1] != k):
         return None, (f"{what} has shape {v.shape}, but b is this rank's {n_local} rows of {k} "
                       f"right-hand sides: {what} must have b's shape")
     if not _finite(v):
-        xp = array_module(v)
-        bad = np.flatnonzero(~_host_array(xp.isfinite(v).all(axis=0)))
-        cols = ", ".join(map(str, bad[:10])) + (", ..." if bad.size > 10 else "")
-        return None, f"{what} contains NaN or Inf in column{'s' if bad.size > 1 else ''} {cols}"
+        bad = np.flatnonzero(~_host_array(array_module(v).isfinite(v).all(axis=0)))
+        return None, non_finite_columns(bad, what)
     return v, None
 
 
