@@ -5,7 +5,8 @@ What a call needs before its first iteration -- the matrix on the device and che
 
 * host arrays (a SciPy matrix, NumPy ``b`` and ``x0``) are copied to the device through pinned
   staging: small ones packed into one buffer and one copy, large ones in chunks, so that the host
-  copy of one chunk overlaps the DMA of the previous one;
+  copy of one chunk overlaps the DMA of the previous one; large NumPy results come back by one
+  DMA into pinned blocks that are recycled once the caller drops them (``PinnedResults``);
 * a CSR matrix is checked by one kernel (``check.cu``'s ``csr_check``): row pointers, column
   ranges, sorted and duplicate-free rows, finite values, and its longest row (the format choice
   and ELL's width need it) -- instead of a chain of NumPy or CuPy reductions, each with its sync;
@@ -246,15 +247,119 @@ def _upload_chunked(h, stream, res: Resources):
     return dev
 
 
+PINNED_RESULTS_MAX = 1 << 30  # bytes of pinned result blocks dpsolve holds, handed out or free
+
+
+class PinnedResults:
+    """Pinned host blocks for large NumPy results, recycled (``download``).
+
+    A DMA straight into a pinned block moves 32 MB in 0.6 ms on the H200 machines; copying it out
+    of a staging buffer into fresh NumPy memory takes ~4 ms, most of it the first touch of the
+    fresh pages (the kernel's page faults and zeroing). Pinning a new block costs more still
+    (~14 ms for 32 MB), so it pays only when the block comes back: a result handed out here is a
+    NumPy array over a block, and when the last array or view over it is gone the block returns
+    to a free list for the next result of that size. So a size's first result takes the staged
+    path (a one-off call pins nothing); from its second on a block is pinned, and a loop of
+    ``x = solve(b)`` reuses two blocks from its fourth call. At most PINNED_RESULTS_MAX bytes are
+    held in all: past it, free blocks of other sizes are released, and where that is not enough
+    (results the caller keeps) the staged path serves again. Thread-safe."""
+
+    def __init__(self, limit: int = PINNED_RESULTS_MAX):
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.free = {}                  # nbytes -> free blocks (cupy PinnedMemory)
+        self.held = 0                   # bytes of blocks handed out or free
+        self.seen = set()               # sizes asked for before
+        self._types = {}                # nbytes -> the ctypes array type over a block
+
+    def array(self, shape, dtype) -> np.ndarray | None:
+        """A NumPy array of ``shape``/``dtype`` over a pinned block (contents undefined), or None
+        where the staged path should serve (the size's first ask, or no room)."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        with self.lock:
+            blocks = self.free.get(nbytes)
+            if blocks:
+                mem = blocks.pop()
+            else:
+                if nbytes not in self.seen or nbytes > self.limit:
+                    if len(self.seen) > 1024:
+                        self.seen.clear()
+                    self.seen.add(nbytes)
+                    return None
+                if self.held + nbytes > self.limit:
+                    self._release_free()
+                    if self.held + nbytes > self.limit:
+                        return None
+                mem = None
+                self.held += nbytes
+        if mem is None:
+            mem = self._pin(nbytes)
+            if mem is None:
+                return None
+        return np.frombuffer(self._holder(nbytes, mem), dtype).reshape(shape)
+
+    def _pin(self, nbytes):
+        import cupy
+        try:                            # portable: a pinned block for every device's DMA
+            return cupy.cuda.PinnedMemory(nbytes, getattr(cupy.cuda.runtime,
+                                                          "hostAllocPortable", 1))
+        except (cupy.cuda.runtime.CUDARuntimeError, MemoryError):
+            with self.lock:
+                self.held -= nbytes
+            return None
+
+    def _holder(self, nbytes, mem):
+        """A ctypes array over ``mem`` that keeps it alive: NumPy's arrays and views over it all
+        name it as their base, so it dies with the last of them, and then ``mem`` goes back."""
+        import ctypes
+        import weakref
+        kind = self._types.get(nbytes)
+        if kind is None:
+            if len(self._types) > 64:
+                self._types.clear()
+            kind = self._types[nbytes] = type("PinnedBlock", (ctypes.c_char * nbytes,), {})
+        holder = kind.from_address(mem.ptr)
+        holder.mem = mem
+        weakref.finalize(holder, self._back, nbytes, mem)
+        return holder
+
+    @staticmethod
+    def owns(a) -> bool:
+        """Whether the NumPy array ``a`` (or the array it views) lies in one of these blocks."""
+        while isinstance(a, np.ndarray):
+            a = a.base
+        return type(a).__name__ == "PinnedBlock"
+
+    def _back(self, nbytes, mem) -> None:
+        with self.lock:
+            self.free.setdefault(nbytes, []).append(mem)
+
+    def _release_free(self) -> None:
+        """Drop every free block (under the lock): cudaFreeHost when its last reference goes."""
+        for size, blocks in self.free.items():
+            self.held -= size * len(blocks)
+        self.free.clear()
+
+
+pinned_results = PinnedResults()
+
+
 def download(v, stream=None, res: Resources | None = None) -> np.ndarray:
     """A NumPy copy of the device array ``v``, after the work queued on ``stream`` (default: the
-    current one). Contiguous arrays over PACK_MAX bytes move in CHUNK-byte pieces through the two
-    pinned staging buffers, the host copy out of one piece overlapping the DMA of the next (a
-    pageable copy, CuPy's ``get``, moved 3.6 GB/s on the H200 machines); others by ``get``."""
+    current one). Contiguous arrays over PACK_MAX bytes: by one DMA into a recycled pinned block
+    where ``pinned_results`` has one (a NumPy array over it); else in CHUNK-byte pieces through
+    the two pinned staging buffers, the host copy out of one piece overlapping the DMA of the next
+    (a pageable copy, CuPy's ``get``, moved 3.6 GB/s on the H200 machines). Others by ``get``."""
     import cupy
     stream = stream if stream is not None else cupy.cuda.get_current_stream()
     if v.nbytes <= PACK_MAX or not v.flags.c_contiguous:
         return v.get(stream=stream)
+    out = pinned_results.array(v.shape, v.dtype)
+    if out is not None:
+        cupy.cuda.runtime.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        return out
     res = res or resources()
     out = np.empty(v.shape, v.dtype)
     dst = out.reshape(-1).view(np.uint8)

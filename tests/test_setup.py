@@ -1,6 +1,7 @@
 """The GPU set-up (dpsolve/_setup.py, check.cu): one-pass matrix checks, staged uploads, norms.
 
-The first test runs everywhere (the Python mirror of check.cu's bits); the rest need a GPU."""
+The first tests run everywhere (the Python mirror of check.cu's bits; the pinned result blocks'
+recycling over host memory standing in for pinned memory); the rest need a GPU."""
 
 import numpy as np
 import pytest
@@ -19,6 +20,81 @@ def test_check_bits_mirror_check_cu():
     ours = {name[len("CHECK_"):]: getattr(_setup, name) for name in dir(_setup)
             if name.startswith("CHECK_")}
     assert defines == ours and len(ours) == 5
+
+
+class _HostBlock:
+    """Host memory standing in for a pinned block (``PinnedResults._pin``), counted."""
+    made = 0
+
+    def __init__(self, nbytes):
+        self.buf = np.empty(nbytes, np.uint8)
+        self.ptr = self.buf.ctypes.data
+        _HostBlock.made += 1
+
+
+@pytest.fixture
+def results(monkeypatch):
+    """A PinnedResults of a 3 MiB limit over host memory (no GPU needed)."""
+    monkeypatch.setattr(_setup.PinnedResults, "_pin", lambda self, nbytes: _HostBlock(nbytes))
+    _HostBlock.made = 0
+    return _setup.PinnedResults(limit=3 << 20)
+
+
+def test_pinned_results_pin_a_size_from_its_second_ask_and_recycle(results):
+    import gc
+    mb = 1 << 17                                          # float64 values in 1 MiB
+    assert results.array((mb,), np.float64) is None       # a size's first ask: the staged path
+    a = results.array((mb,), np.float64)
+    b = results.array((mb // 4, 4), np.float64)
+    assert results.owns(a) and results.owns(b) and _HostBlock.made == 2
+    assert a.flags.writeable and a.flags.c_contiguous and b.shape == (mb // 4, 4)
+    b[:] = 7.0
+    view = b[3:9, 1]                                      # the caller keeps a view of b only
+    del b
+    gc.collect()
+    c = results.array((mb,), np.float64)                  # b's block is still in use: a new one
+    c[:] = 1.0
+    assert _HostBlock.made == 3 and results.held == 3 << 20
+    np.testing.assert_array_equal(view, 7.0)
+    assert results.owns(view)
+    d = results.array((mb,), np.float64)                  # no room (3 MiB held): staged
+    assert d is None
+    del view
+    gc.collect()
+    e = results.array((mb // 2,), np.complex128)          # b's block back, for any dtype
+    assert _HostBlock.made == 3 and results.owns(e)
+    np.testing.assert_array_equal(c, 1.0)                 # c's block untouched throughout
+    del a, c, e
+    gc.collect()
+    assert results.held == 3 << 20 and sum(map(len, results.free.values())) == 3
+    assert results.array((2 * mb,), np.float64) is None   # a new size's first ask
+    f = results.array((2 * mb,), np.float64)              # free blocks of 1 MiB released for it
+    assert results.owns(f) and results.held == 2 << 20 and not results.free
+    assert results.array((4 * mb,), np.float64) is None   # over the limit: always staged
+    assert results.array((4 * mb,), np.float64) is None
+
+
+def test_pinned_results_threads_never_share_a_block(results):
+    """Threads taking, filling and dropping blocks at once: each sees only its own values."""
+    import threading
+    mb = 1 << 16
+    results.array((mb,), np.float64)
+    errors = []
+
+    def work(k):
+        for i in range(200):
+            a = results.array((mb,), np.float64)
+            if a is None:
+                continue
+            a[:] = k * 1000 + i
+            if not (a == k * 1000 + i).all():
+                errors.append((k, i))
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results.held <= results.limit
 
 
 gpu = pytest.mark.gpu
@@ -144,12 +220,13 @@ def test_uploads_small_packed_and_large_chunked():
 
 
 @gpu
-def test_downloads_small_direct_and_large_chunked():
+def test_downloads_small_direct_and_large_chunked(monkeypatch):
     """download: a small array, a non-contiguous one (both by get), arrays of one piece, of
     three pieces with a short last one, 2-D and complex, each after work queued on the stream
     (the stream's order, not a finished device), the same bits; the staging buffers shared with
-    upload (an upload between two downloads)."""
+    upload (an upload between two downloads). No pinned result blocks: the staged path alone."""
     import cupy
+    monkeypatch.setattr(_setup, "pinned_results", _setup.PinnedResults(limit=0))
     res = _setup.resources()
     rng = np.random.default_rng(1)
     piece = _setup.CHUNK // 8
@@ -167,6 +244,47 @@ def test_downloads_small_direct_and_large_chunked():
         _setup.upload([h], res.stream, res)               # the buffers' other user in between
     strided = cupy.arange(_setup.PACK_MAX // 2, dtype=np.float64)[::3]
     np.testing.assert_array_equal(_setup.download(strided), strided.get())
+
+
+@gpu
+def test_large_results_by_one_dma_into_recycled_pinned_blocks(monkeypatch):
+    """download and a prepared solve's NumPy x: a size's first result staged, later ones in
+    pinned blocks, each the same bits; a block the caller still holds (through a view) is never
+    written by a later result; a dropped one is reused."""
+    import gc
+
+    import cupy
+    pinned = _setup.PinnedResults()
+    monkeypatch.setattr(_setup, "pinned_results", pinned)
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((_setup.PACK_MAX // 8 + 1000, 2))
+    d = cupy.asarray(h)
+    got = [_setup.download(d * k) for k in range(1, 4)]
+    assert [pinned.owns(g) for g in got] == [False, True, True]
+    for k, g in enumerate(got, 1):
+        np.testing.assert_array_equal(g, h * k)
+    kept = got[1][10:20]
+    del got[1:], g
+    gc.collect()
+    again = [_setup.download(d * k) for k in (4, 5)]      # one block free: reused, then a new one
+    np.testing.assert_array_equal(kept, h[10:20] * 2)
+    for k, g in zip((4, 5), again):
+        np.testing.assert_array_equal(g, h * k)
+    assert pinned.held == 3 * h.nbytes
+
+    A = laplace_2d(760)                                   # x of 4.4 MB: over PACK_MAX
+    b = A @ np.ones(A.shape[0])
+    P = dpsolve.prepare(A, "cg", variant="graph")
+    xs = [P.solve(b, maxiter=30)[0] for _ in range(4)]
+    assert [pinned.owns(x) for x in xs] == [False, True, True, True]
+    for x in xs[1:]:
+        np.testing.assert_array_equal(x, xs[0])
+    ref = xs[1].copy()
+    del xs[2:]
+    gc.collect()
+    x5 = P.solve(b + 1, maxiter=30)[0]
+    np.testing.assert_array_equal(xs[1], ref)             # held: untouched by x5's block
+    assert pinned.owns(x5) and not np.array_equal(x5, ref)
 
 
 @gpu
