@@ -2,9 +2,10 @@
 and a graph-variant solve as one graph launch and one wait (``FastGraph``, below).
 
 ``P.solve(b)`` on a system prepared for CG on variant ``persistent`` (what "auto" picks for
-most systems), with b a C-contiguous CuPy vector of the system's dtype and SciPy's arguments
-only (``rtol``, ``atol``, ``maxiter``; no ``x0``, callback, ``full_output`` or ``energy``), skips
-the general path's steps: no upload or check of b before the solve, no host-side tolerance, no
+most systems), with b a C-contiguous CuPy or NumPy vector of the system's dtype and SciPy's
+arguments only (``rtol``, ``atol``, ``maxiter``; no ``x0``, callback, ``full_output`` or
+``energy``), skips the general path's steps: no check of b and no wait before the solve (a
+NumPy b's upload and x's copy back are queued around the launch), no host-side tolerance, no
 second kernel for the true residual. One launch of cg_persistent_fast (cooperative; a small
 system: cg_persistent_cta, one block, ops.cta_plan) with the flags
 DPS_FAST_ZERO_X | DPS_FAST_TOL | DPS_FAST_RESID does it all -- x = 0 and r = b, the tolerance
@@ -66,18 +67,33 @@ def bind(P):
     from .cuda import ops
     if not isinstance(st.A, ops.DeviceMatrix):
         return None
-    return FastCG(st, P._res.wait_events[P.sync])
+    return FastCG(st, P._res.wait_events[P.sync], res=P._res)
 
 
 class _Eligible:
-    """What a fast path takes: b a C-contiguous CuPy vector of the system's dtype and length;
-    rtol, atol, maxiter plain valid numbers (else the general path, which also raises the
-    errors). Needs ``cupy``, ``dtype``, ``shape`` and ``strides``."""
+    """What a fast path takes: b a C-contiguous CuPy vector of the system's dtype and length, or
+    (where ``res`` is set: a prepared system's) a NumPy one; rtol, atol, maxiter plain valid
+    numbers (else the general path, which also raises the errors). Needs ``cupy``, ``dtype``,
+    ``shape``, ``strides`` and ``res``.
+
+    A NumPy b goes up through ``res``'s pinned staging into a device vector of the path's own,
+    queued ahead of the launch, and x comes back queued behind it (``_setup.queue_download``):
+    the call's one wait covers both copies. The general path would also wait for ||b|| first."""
+
+    res = None
 
     def eligible(self, b, rtol, atol, maxiter) -> bool:
-        return (type(b) is self.cupy.ndarray and b.dtype == self.dtype and b.shape == self.shape
+        kind = type(b)
+        return ((kind is self.cupy.ndarray or (kind is np.ndarray and self.res is not None))
+                and b.dtype == self.dtype and b.shape == self.shape
                 and b.strides == self.strides and _real(rtol) and _real(atol)
                 and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
+
+    def _host_x(self, v, stream):
+        """For a NumPy b: x's copy from device vector ``v`` queued on ``stream``; returns
+        ``finish()``, which gives the NumPy x after the call's wait."""
+        from ._setup import queue_download
+        return queue_download(v, stream, self.res)
 
 
 class FastCG(_Eligible):
@@ -86,7 +102,7 @@ class FastCG(_Eligible):
     wait's (spinning or blocking); ``guard``: the device words of a csr_check the caller queues
     before each launch (the default call's Lane), or None (a prepared system's snapshot)."""
 
-    def __init__(self, st, event, guard=None):
+    def __init__(self, st, event, guard=None, res=None):
         import cupy
 
         from .cuda import ops
@@ -113,6 +129,7 @@ class FastCG(_Eligible):
         self.cupy = cupy
         self.memcpy = cupy.cuda.runtime.memcpyAsync
         self.d2h = cupy.cuda.runtime.memcpyDeviceToHost
+        self.res, self.b_dev = res, None      # a NumPy b's device copy (made on first use)
 
     def queue(self, stream):
         """The call's GPU work as the record stands: the launch, and the result area's copy where
@@ -130,6 +147,13 @@ class FastCG(_Eligible):
         stream = cupy.cuda.get_current_stream()
         x = cupy.empty(self.n, self.dtype)
         rec = self.rec
+        host_b = type(b) is np.ndarray
+        if host_b:
+            from ._setup import upload_into
+            if self.b_dev is None:
+                self.b_dev = cupy.empty(self.n, self.dtype)
+            upload_into(self.b_dev, b, stream, self.res)
+            b = self.b_dev
         rec["b"] = b.data.ptr
         rec["x"] = x.data.ptr
         rec["maxiter"] = self.maxiter_arg(maxiter, True)
@@ -138,13 +162,16 @@ class FastCG(_Eligible):
         h = self.host
         h[abi.DYN_STATE] = abi.DYN_RUNNING                  # a kernel that did not run shows
         self.queue(stream)
+        finish = self._host_x(x, stream) if host_b else None
         self.event.record(stream)
         self.event.synchronize()
         if h[abi.DYN_STATE] != abi.DYN_DONE:
             raise RuntimeError("variant 'persistent': the solve ended without a result")
         code = decide(int(h[abi.DYN_INFO]), int(h[abi.DYN_ITERS]), float(h[abi.DYN_BB]),
                       float(h[abi.DYN_RES2]), float(h[abi.DYN_TOL]), maxiter, self.real_dtype)
-        return None if code is None else (x, code)
+        if code is None:
+            return None
+        return (finish() if host_b else x), code
 
 
 GRAPH_METHODS = ("cg", "bicg", "bicgstab")       # the graph variant's: tau_0 = ||r_0|| each
@@ -175,14 +202,22 @@ class FastGraph(_Eligible):
         maxiter = 10 * self.n if maxiter is None else maxiter
         st, res, cupy = self.st, self.res, self.cupy
         stream = st.stream
-        follow_caller(stream, res)               # b may still be in flight on the caller's stream
         nbytes = st.x.nbytes
-        self.memcpy(st.b.data.ptr, b.data.ptr, nbytes, self.d2d, stream.ptr)
+        host_b = type(b) is np.ndarray
+        if host_b:
+            from ._setup import upload_into
+            upload_into(st.b, b, stream, res)
+        else:
+            follow_caller(stream, res)           # b may still be in flight on the caller's stream
+            self.memcpy(st.b.data.ptr, b.data.ptr, nbytes, self.d2d, stream.ptr)
         self.memset(st.x.data.ptr, 0, nbytes, stream.ptr)
         start_graph(st, atol, maxiter, rtol)
-        with stream:
-            x = cupy.empty(self.n, self.dtype)
-        self.memcpy(x.data.ptr, st.x.data.ptr, nbytes, self.d2d, stream.ptr)
+        if host_b:
+            finish = self._host_x(st.x, stream)
+        else:
+            with stream:
+                x = cupy.empty(self.n, self.dtype)
+            self.memcpy(x.data.ptr, st.x.data.ptr, nbytes, self.d2d, stream.ptr)
         rb = Readback(stream, res)
         k = self.backend.queue_residual(st, st.x, rb)
         rb.fetch(self.sync)
@@ -192,7 +227,9 @@ class FastGraph(_Eligible):
         window = st.precond.rhs_window() if st.general else None
         code = decide(info, its, float(host[abi.DYN_BB]), res2, float(host[abi.DYN_TOL]),
                       maxiter, self.real_dtype, window)
-        return None if code is None else (x, code)
+        if code is None:
+            return None
+        return (finish() if host_b else x), code
 
 
 def decide(info, its, bb, res2, tol, maxiter, real_dtype, window=None):

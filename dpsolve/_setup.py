@@ -227,9 +227,18 @@ def _copy_into(dst, src) -> None:
         f.result()
 
 
-def _upload_chunked(h, stream, res: Resources):
+def upload_into(dev, h, stream, res: Resources | None = None) -> None:
+    """Copy the contiguous host array ``h`` into the contiguous device array ``dev`` (the same
+    number of bytes) on ``stream``, through the pinned staging buffers: queued, as ``upload``."""
+    if dev.nbytes != h.nbytes:
+        raise ValueError(f"upload_into: {h.nbytes} bytes into {dev.nbytes}")
+    _upload_chunked(np.ascontiguousarray(h), stream, res or resources(), dev)
+
+
+def _upload_chunked(h, stream, res: Resources, dev=None):
     import cupy
-    dev = cupy.empty(h.shape, h.dtype)
+    if dev is None:
+        dev = cupy.empty(h.shape, h.dtype)
     src = h.reshape(-1).view(np.uint8)
     bufs = res.staging(min(CHUNK, src.nbytes))
     size = min(CHUNK, res._stage_size)
@@ -342,6 +351,28 @@ class PinnedResults:
 
 
 pinned_results = PinnedResults()
+
+
+def queue_download(v, stream, res: Resources | None = None):
+    """Queue the contiguous device array ``v``'s copy to the host on ``stream`` ahead of the wait
+    that ends a call, so that one wait covers both; returns ``finish()``, to call after that
+    wait, which gives the NumPy copy. PACK_MAX bytes or fewer: into staging buffer 1, copied out
+    by ``finish``; larger: into a recycled pinned result block (``pinned_results``), or, where
+    there is none, ``download`` in ``finish``."""
+    import cupy
+    rt = cupy.cuda.runtime
+    res = res or resources()
+    if v.nbytes <= PACK_MAX:
+        buf = res.staging(v.nbytes)[1]
+        res.stage_done[1].synchronize()          # an upload's DMA may still read buffer 1
+        rt.memcpyAsync(buf.ptr, v.data.ptr, v.nbytes, rt.memcpyDeviceToHost, stream.ptr)
+        res.stage_done[1].record(stream)
+        return lambda: np.frombuffer(buf, v.dtype, v.size).reshape(v.shape).copy()
+    out = pinned_results.array(v.shape, v.dtype)
+    if out is None:
+        return lambda: download(v, stream, res)
+    rt.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes, rt.memcpyDeviceToHost, stream.ptr)
+    return lambda: out
 
 
 def download(v, stream=None, res: Resources | None = None) -> np.ndarray:

@@ -2,8 +2,8 @@
 graph's one launch with graph_head's device tolerance) against the general path on the same
 prepared system: the same bits where the tolerance does not decide (a run out of iterations),
 the same codes and an x within its tolerance where it does, b = 0, a b so small that ||b||^2
-underflows, a NaN in b, the caller's stream, ``update``; and the path is taken (GPU machines
-only)."""
+underflows, a NaN in b, the caller's stream, ``update``, a NumPy b; and the path is taken (GPU
+machines only)."""
 from __future__ import annotations
 
 import numpy as np
@@ -76,6 +76,45 @@ def test_converged_as_the_general_path(dtype, variant, M):
     assert x.dtype == P.dtype and x.shape == b.shape and x.data.ptr != b.data.ptr
 
 
+@pytest.mark.parametrize("dtype,variant,M", _cases(DTYPES))
+def test_a_numpy_b_gives_the_general_paths_answer(monkeypatch, dtype, variant, M):
+    """A NumPy b of the system's dtype takes the fast path (b up and x back queued around the
+    launch): NumPy x, the general path's bits out of iterations, its code and x within the
+    tolerance when converged, the CuPy b's bits; b only read; each x its own copy; b = 0 and a
+    NaN as the general path answers them."""
+    from dpsolve import _frontend
+    A, P, b = _system(29, dtype, M, seed=3, variant=variant)
+    bh = b.get()
+    before = bh.copy()
+    xg, info_g = _general(P, bh, rtol=1e-12, maxiter=7)
+    iterate = _frontend.iterate
+
+    def refuse(*a, **k):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(_frontend, "iterate", refuse)
+    x, info = P.solve(bh, rtol=1e-12, maxiter=7)
+    assert type(x) is np.ndarray and x.dtype == P.dtype and x.shape == bh.shape
+    assert info == info_g == 7
+    np.testing.assert_array_equal(x, xg)
+    np.testing.assert_array_equal(x, P.solve(b, rtol=1e-12, maxiter=7)[0].get())
+    rtol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    x2, info2 = P.solve(2 * bh, rtol=rtol)
+    assert info2 == 0
+    assert np.linalg.norm(2 * bh - A @ x2) <= rtol * np.linalg.norm(2 * bh) * (1 + 1e-6)
+    np.testing.assert_array_equal(x, xg)                  # x is not the next call's buffer
+    np.testing.assert_array_equal(bh, before)
+    monkeypatch.setattr(_frontend, "iterate", iterate)
+    x0, info0 = P.solve(np.zeros_like(bh))
+    assert type(x0) is np.ndarray and info0 == 0 and not x0.any()
+    bad = bh.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError) as fast_err:
+        P.solve(bad)
+    with pytest.raises(ValueError) as general_err:
+        P.solve(bad, full_output=True)
+    assert str(fast_err.value) == str(general_err.value)
+
+
 @pytest.mark.parametrize("variant,M", [("persistent", None), ("graph", "amg")])
 def test_the_fast_path_is_taken(monkeypatch, variant, M):
     """Its calls never reach the general path's iterate (and still solve)."""
@@ -144,17 +183,19 @@ def test_on_the_callers_stream_and_after_update(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_other_calls_take_the_general_path(variant):
-    """NumPy b, another dtype, x0, a 2-D b: the general path, its answers unchanged."""
+    """Another dtype (CuPy or NumPy), x0, a 2-D b, a strided NumPy b: the general path, its
+    answers unchanged."""
     import cupy
     A, P, b = _system(10, np.float64, variant=variant)
     bh = b.get()
     b32 = b.astype(np.float32)
-    for args, kw in (((bh,), {}), ((b32,), {}), ((b,), {"x0": cupy.zeros_like(b)}),
-                     ((b[:, None],), {})):
+    strided = np.repeat(bh, 2)[::2]
+    for args, kw in (((b32.get(),), {}), ((b32,), {}), ((b,), {"x0": cupy.zeros_like(b)}),
+                     ((b[:, None],), {}), ((strided,), {}), ((bh,), {"x0": np.zeros_like(bh)})):
         x, info = P.solve(*args, rtol=1e-10, **kw)
         assert np.all(info == 0)
         xr = x.get() if hasattr(x, "get") else x
-        rhs = b32.get().astype(np.float64) if args[0] is b32 else bh
+        rhs = bh if args[0].dtype == np.float64 else b32.get().astype(np.float64)
         assert np.linalg.norm(rhs - A @ xr.ravel()) <= 1e-9 * np.linalg.norm(rhs)
 
 
