@@ -257,6 +257,7 @@ def _upload_chunked(h, stream, res: Resources, dev=None):
 
 
 PINNED_RESULTS_MAX = 1 << 30  # bytes of pinned result blocks dpsolve holds, handed out or free
+PINNED_LIVE_MAX = 2           # blocks of one size handed out at once, at most
 
 
 class PinnedResults:
@@ -268,15 +269,17 @@ class PinnedResults:
     (~14 ms for 32 MB), so it pays only when the block comes back: a result handed out here is a
     NumPy array over a block, and when the last array or view over it is gone the block returns
     to a free list for the next result of that size. So a size's first result takes the staged
-    path (a one-off call pins nothing); from its second on a block is pinned, and a loop of
-    ``x = solve(b)`` reuses two blocks from its fourth call. At most PINNED_RESULTS_MAX bytes are
-    held in all: past it, free blocks of other sizes are released, and where that is not enough
-    (results the caller keeps) the staged path serves again. Thread-safe."""
+    path (a one-off call pins nothing); its second and third are pinned, and a loop of
+    ``x = solve(b)`` reuses those two blocks from its fourth call on. No more than
+    PINNED_LIVE_MAX blocks of a size are pinned while all are in the caller's hands (results it
+    keeps, in a list say, take the staged path then), and at most PINNED_RESULTS_MAX bytes are
+    held in all (past it, free blocks of other sizes are released first). Thread-safe."""
 
-    def __init__(self, limit: int = PINNED_RESULTS_MAX):
-        self.limit = limit
+    def __init__(self, limit: int = PINNED_RESULTS_MAX, live_max: int = PINNED_LIVE_MAX):
+        self.limit, self.live_max = limit, live_max
         self.lock = threading.Lock()
         self.free = {}                  # nbytes -> free blocks (cupy PinnedMemory)
+        self.live = {}                  # nbytes -> blocks handed out, not yet back
         self.held = 0                   # bytes of blocks handed out or free
         self.seen = set()               # sizes asked for before
         self._types = {}                # nbytes -> the ctypes array type over a block
@@ -295,12 +298,15 @@ class PinnedResults:
                         self.seen.clear()
                     self.seen.add(nbytes)
                     return None
+                if self.live.get(nbytes, 0) >= self.live_max:
+                    return None
                 if self.held + nbytes > self.limit:
                     self._release_free()
                     if self.held + nbytes > self.limit:
                         return None
                 mem = None
                 self.held += nbytes
+            self.live[nbytes] = self.live.get(nbytes, 0) + 1
         if mem is None:
             mem = self._pin(nbytes)
             if mem is None:
@@ -315,6 +321,7 @@ class PinnedResults:
         except (cupy.cuda.runtime.CUDARuntimeError, MemoryError):
             with self.lock:
                 self.held -= nbytes
+                self.live[nbytes] -= 1
             return None
 
     def _holder(self, nbytes, mem):
@@ -341,6 +348,7 @@ class PinnedResults:
 
     def _back(self, nbytes, mem) -> None:
         with self.lock:
+            self.live[nbytes] -= 1
             self.free.setdefault(nbytes, []).append(mem)
 
     def _release_free(self) -> None:
