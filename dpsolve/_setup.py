@@ -366,7 +366,7 @@ def queue_download(v, stream, res: Resources | None = None):
     that ends a call, so that one wait covers both; returns ``finish()``, to call after that
     wait, which gives the NumPy copy. PACK_MAX bytes or fewer: into staging buffer 1, copied out
     by ``finish``; larger: into a recycled pinned result block (``pinned_results``), or, where
-    there is none, ``download`` in ``finish``."""
+    there is none, the staged copy in ``finish``."""
     import cupy
     rt = cupy.cuda.runtime
     res = res or resources()
@@ -377,8 +377,8 @@ def queue_download(v, stream, res: Resources | None = None):
         res.stage_done[1].record(stream)
         return lambda: np.frombuffer(buf, v.dtype, v.size).reshape(v.shape).copy()
     out = pinned_results.array(v.shape, v.dtype)
-    if out is None:
-        return lambda: download(v, stream, res)
+    if out is None:                              # (not ``download``: it would ask again)
+        return lambda: _download_staged(v, stream, res)
     rt.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes, rt.memcpyDeviceToHost, stream.ptr)
     return lambda: out
 
@@ -399,7 +399,13 @@ def download(v, stream=None, res: Resources | None = None) -> np.ndarray:
                                       cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return out
-    res = res or resources()
+    return _download_staged(v, stream, res or resources())
+
+
+def _download_staged(v, stream, res: Resources) -> np.ndarray:
+    """``download``'s staged path: a contiguous ``v`` over PACK_MAX bytes into fresh NumPy
+    memory through the two pinned staging buffers."""
+    import cupy
     out = np.empty(v.shape, v.dtype)
     dst = out.reshape(-1).view(np.uint8)
     bufs = res.staging(min(CHUNK, v.nbytes))

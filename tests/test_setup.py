@@ -3,6 +3,8 @@
 The first tests run everywhere (the Python mirror of check.cu's bits; the pinned result blocks'
 recycling over host memory standing in for pinned memory); the rest need a GPU."""
 
+import types
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -99,6 +101,85 @@ def test_pinned_results_threads_never_share_a_block(results):
     for t in threads:
         t.join()
     assert not errors and results.held <= results.limit
+
+
+class _HostBuffer(np.ndarray):
+    """Host memory standing in for a pinned staging buffer (a ``ptr`` and the buffer protocol)."""
+
+
+class _HostDevice:
+    """A host array standing in for a CuPy one (``data.ptr``, ``get``, ``nbytes``, ...)."""
+
+    def __init__(self, a):
+        self.a, self.shape, self.dtype, self.size = a, a.shape, a.dtype, a.size
+        self.nbytes, self.flags = a.nbytes, a.flags
+        self.data = types.SimpleNamespace(ptr=a.ctypes.data)
+
+    def get(self, stream=None):
+        return self.a.copy()
+
+
+@pytest.fixture
+def host_cupy(monkeypatch):
+    """A stand-in ``cupy`` whose copies are host memmoves, and Resources with host staging
+    buffers: ``download`` and ``queue_download``'s logic without a GPU. Returns (stream, res)."""
+    import ctypes
+    import sys
+    event = types.SimpleNamespace(record=lambda stream: None, synchronize=lambda: None)
+    stream = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
+    runtime = types.SimpleNamespace(memcpyAsync=lambda dst, src, n, kind, s: ctypes.memmove(
+        dst, src, n), memcpyDeviceToHost=2, memcpyHostToDevice=1)
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=runtime, get_current_stream=lambda: stream)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+    def staging(nbytes):
+        if res._stage_size < nbytes:
+            res._stage = []
+            for _ in range(2):
+                b = np.zeros(max(nbytes, 1 << 20), np.uint8).view(_HostBuffer)
+                b.ptr = b.ctypes.data
+                res._stage.append(b)
+            res._stage_size = max(nbytes, 1 << 20)
+        return res._stage
+    res = types.SimpleNamespace(staging=staging, _stage=None, _stage_size=0,
+                                stage_done=[event, event])
+    return stream, res
+
+
+def test_download_and_queue_download_ask_for_a_pinned_block_once(host_cupy, results,
+                                                                monkeypatch):
+    """download: staged for a size's first result, a pinned block from its second; the same
+    values either way. queue_download: one ask a result (where it has no block, the staged copy
+    after the wait, not download, which would ask again); a small result a copy of its own."""
+    stream, res = host_cupy
+    results = _setup.PinnedResults(limit=64 << 20)       # host blocks (the fixture's _pin)
+    monkeypatch.setattr(_setup, "pinned_results", results)
+    asks = []
+    array = results.array
+    monkeypatch.setattr(results, "array", lambda *a: asks.append(a) or array(*a))
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal(_setup.PACK_MAX // 8 + 3 * 1000)  # over PACK_MAX
+    v = _HostDevice(h)
+    first = _setup.download(v, stream, res)
+    second = _setup.download(v, stream, res)
+    assert not results.owns(first) and results.owns(second) and len(asks) == 2
+    np.testing.assert_array_equal(first, h)
+    np.testing.assert_array_equal(second, h)
+    g = _HostDevice(rng.standard_normal(h.size + 8))     # a new size: no block
+    finish = _setup.queue_download(g, stream, res)
+    got = finish()
+    assert len(asks) == 3 and not results.owns(got)
+    np.testing.assert_array_equal(got, g.a)
+    got = _setup.queue_download(g, stream, res)()        # its second: a block
+    assert len(asks) == 4 and results.owns(got)
+    np.testing.assert_array_equal(got, g.a)
+    small = _HostDevice(rng.standard_normal(1000))
+    got = _setup.queue_download(small, stream, res)()
+    np.testing.assert_array_equal(got, small.a)
+    assert len(asks) == 4 and got.flags.owndata
+    res._stage[1][:] = 0                                  # the staging buffer's next user
+    np.testing.assert_array_equal(got, small.a)
 
 
 gpu = pytest.mark.gpu
