@@ -89,12 +89,6 @@ class _Eligible:
                 and b.strides == self.strides and _real(rtol) and _real(atol)
                 and (maxiter is None or (type(maxiter) is int and maxiter >= 1)))
 
-    def _host_x(self, v, stream):
-        """For a NumPy b: x's copy from device vector ``v`` queued on ``stream``; returns
-        ``finish()``, which gives the NumPy x after the call's wait."""
-        from ._setup import queue_download
-        return queue_download(v, stream, self.res)
-
 
 class FastCG(_Eligible):
     """A CG state's one-launch solve (see the module): the kernel, its grid and its by-value
@@ -162,7 +156,9 @@ class FastCG(_Eligible):
         h = self.host
         h[abi.DYN_STATE] = abi.DYN_RUNNING                  # a kernel that did not run shows
         self.queue(stream)
-        finish = self._host_x(x, stream) if host_b else None
+        if host_b:                               # x's copy back, ready after the wait
+            from ._setup import queue_download
+            finish = queue_download(x, stream, self.res)
         self.event.record(stream)
         self.event.synchronize()
         if h[abi.DYN_STATE] != abi.DYN_DONE:
@@ -212,8 +208,9 @@ class FastGraph(_Eligible):
             self.memcpy(st.b.data.ptr, b.data.ptr, nbytes, self.d2d, stream.ptr)
         self.memset(st.x.data.ptr, 0, nbytes, stream.ptr)
         start_graph(st, atol, maxiter, rtol)
-        if host_b:
-            finish = self._host_x(st.x, stream)
+        if host_b:                               # x's copy back, ready after the wait
+            from ._setup import queue_download
+            finish = queue_download(st.x, stream, res)
         else:
             with stream:
                 x = cupy.empty(self.n, self.dtype)

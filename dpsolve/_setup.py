@@ -376,11 +376,22 @@ def queue_download(v, stream, res: Resources | None = None):
         rt.memcpyAsync(buf.ptr, v.data.ptr, v.nbytes, rt.memcpyDeviceToHost, stream.ptr)
         res.stage_done[1].record(stream)
         return lambda: np.frombuffer(buf, v.dtype, v.size).reshape(v.shape).copy()
-    out = pinned_results.array(v.shape, v.dtype)
+    out = _queue_pinned(v, stream)
     if out is None:                              # (not ``download``: it would ask again)
         return lambda: _download_staged(v, stream, res)
-    rt.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes, rt.memcpyDeviceToHost, stream.ptr)
     return lambda: out
+
+
+def _queue_pinned(v, stream) -> np.ndarray | None:
+    """``v``'s copy queued on ``stream`` into a recycled pinned result block: the NumPy array
+    over the block (complete after a wait on ``stream``), or None where ``pinned_results`` has
+    none to give."""
+    import cupy
+    out = pinned_results.array(v.shape, v.dtype)
+    if out is not None:
+        cupy.cuda.runtime.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+    return out
 
 
 def download(v, stream=None, res: Resources | None = None) -> np.ndarray:
@@ -393,10 +404,8 @@ def download(v, stream=None, res: Resources | None = None) -> np.ndarray:
     stream = stream if stream is not None else cupy.cuda.get_current_stream()
     if v.nbytes <= PACK_MAX or not v.flags.c_contiguous:
         return v.get(stream=stream)
-    out = pinned_results.array(v.shape, v.dtype)
+    out = _queue_pinned(v, stream)
     if out is not None:
-        cupy.cuda.runtime.memcpyAsync(out.ctypes.data, v.data.ptr, v.nbytes,
-                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return out
     return _download_staged(v, stream, res or resources())
