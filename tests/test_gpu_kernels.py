@@ -120,20 +120,24 @@ def test_nvrtc_compile_error_names_file_and_line(broken_kernel):
         _loader.get_kernel("broken", "k<{T}>", np.float64)
 
 
-def test_a_lazy_source_compiles_the_kernel_asked_for_alone():
-    """A lazy source (the persistent and dynamic solvers') is one module a kernel: its first use
-    compiles that instantiation only; an expression it does not register is refused by name."""
+@pytest.mark.parametrize("source,expr,unregistered", [
+    ("cg_persistent_cta", "cg_persistent_cta<{T}, 5, 2, false>",
+     "cg_persistent_cta<{T}, 5, 3, false>"),
+    ("batch", "batch_cg_rows<{T}, 7, 4, true, true>", "batch_cg_rows<{T}, 7, 3, true>")])
+def test_a_lazy_source_compiles_the_kernel_asked_for_alone(source, expr, unregistered):
+    """A lazy source (the persistent, dynamic and batch solvers') is one module a kernel: its
+    first use compiles that instantiation only; an expression it does not register is refused by
+    name."""
     import cupy
 
     from dpsolve.cuda import _loader
-    assert _loader.SOURCES["cg_persistent_cta"].lazy
-    expr = "cg_persistent_cta<{T}, 5, 2, false>"
-    _loader.get_kernel("cg_persistent_cta", expr, np.float64)
-    mod = _loader._module(cupy.cuda.runtime.getDevice(), "cg_persistent_cta",
+    assert _loader.SOURCES[source].lazy
+    _loader.get_kernel(source, expr, np.float64)
+    mod = _loader._module(cupy.cuda.runtime.getDevice(), source,
                           np.dtype(np.float64).str, False, (), expr.format(T="double"))
     assert list(mod.name_expressions) == [expr.format(T="double")]
     with pytest.raises(ValueError, match="registered"):
-        _loader.get_kernel("cg_persistent_cta", "cg_persistent_cta<{T}, 5, 3, false>", np.float64)
+        _loader.get_kernel(source, unregistered, np.float64)
 
 
 def test_device_csr_conversion_from_cupy_inputs():

@@ -128,14 +128,16 @@ SOURCES = {
                                    "spgemm_dense_shared<{T}, 1>", "spgemm_pattern<{T}>",
                                    "spgemm_pattern_dense<{T}>", "spgemm_rows_small<{T}, 0>",
                                    "spgemm_rows_small<{T}, 1>", "spgemm_pattern_small<{T}>")),
-    # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py)
+    # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py);
+    # lazy: a call uses three of its 28 kernels, and all 28 took nvcc 16 s in complex64 (8.8 s
+    # in float64) against 0.7-1.2 s for one
     "batch": Source("batch.cu", ("batch_cg<{T}>", "batch_bicgstab<{T}>", "batch_a_checks<{T}>",
                                  "batch_cg_redo<{T}>")
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}>" for nz, r in BATCH_ROWS
                            for j in ("false", "true"))
                    + tuple(f"batch_cg_rows<{{T}}, {nz}, {r}, {j}, true{f}>"
                            for nz, r in BATCH_DIAGONALS for j in ("false", "true")
-                           for f in ("", ", true"))),
+                           for f in ("", ", true")), lazy=True),
     # CG on k right-hand sides at once, G lanes a row (dpsolve/_block_fused.py)
     "block": Source("block.cu", tuple(f"{k}<{{T}}, {g}>" for k in BLOCK_VECTOR_KERNELS
                                       for g in BLOCK_LANES)
