@@ -233,3 +233,51 @@ def test_graphs_other_methods(method, M, numpy_b):
     assert info == info_g == 0
     bh = _host(b)
     assert np.linalg.norm(bh - A @ _host(x)) <= 1e-9 * np.linalg.norm(bh) * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("variant,M", [("persistent", None), ("graph", "amg"),
+                                       ("graph", None)])
+@pytest.mark.parametrize("numpy_b", [False, True])
+def test_a_block_takes_the_fast_path_column_by_column(monkeypatch, variant, M, numpy_b):
+    """B (n, k) asked for (X, info) alone on a prepared system whose block runs as columns: each
+    column is the plain call's (x, info) bit for bit (maxiter 40: out of iterations without
+    AMG), and the general path never runs; a zero column is x = 0, info 0; B is only read."""
+    from dpsolve import _block, _frontend
+    A, P, b = _system(31, np.float64, M, seed=4, variant=variant)
+    import cupy
+    B = cupy.stack([b, 3 * b, cupy.zeros_like(b), b[::-1].copy()], axis=1)
+    B = B.get() if numpy_b else B
+    before = _host(B).copy()
+    monkeypatch.setattr(_block, "FUSED_PATH", False)      # graph + None would run fused
+    want = [P.solve(B[:, j].copy(), rtol=1e-9, maxiter=40) for j in range(4)]
+
+    def refuse(*a, **k):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(_frontend, "iterate", refuse)
+    X, info = P.solve(B, rtol=1e-9, maxiter=40)
+    assert type(X) is type(B) and X.shape == B.shape
+    assert info.tolist() == [w[1] for w in want] and info[2] == 0
+    for j in range(4):
+        np.testing.assert_array_equal(_host(X)[:, j], _host(want[j][0]))
+    assert not _host(X)[:, 2].any()
+    np.testing.assert_array_equal(_host(B), before)
+
+
+@pytest.mark.parametrize("variant,M", [("persistent", "jacobi"), ("graph", "amg")])
+def test_a_numpy_block_with_x0_and_a_report_solves_on_the_device(variant, M):
+    """A NumPy B and X0 with full_output go up once and X comes down once (no host slices):
+    each column the single solve with its x0 and report, bit for bit; NumPy out; B and X0 only
+    read."""
+    A, P, b = _system(27, np.float64, M, seed=5, variant=variant)
+    rng = np.random.default_rng(6)
+    B = np.asfortranarray(rng.standard_normal((P.n, 3)))      # either order
+    X0 = rng.standard_normal((P.n, 3))
+    before = B.copy(), X0.copy()
+    X, info, rep = P.solve(B, X0, rtol=1e-9, full_output=True)
+    assert type(X) is np.ndarray and X.shape == B.shape and rep.k == 3
+    for j in range(3):
+        x, i, r = P.solve(B[:, j].copy(), X0[:, j].copy(), rtol=1e-9, full_output=True)
+        np.testing.assert_array_equal(X[:, j], x)
+        assert info[j] == i == 0 and rep.columns[j].iterations == r.iterations
+    np.testing.assert_array_equal(B, before[0])
+    np.testing.assert_array_equal(X0, before[1])
