@@ -1143,8 +1143,8 @@ def _check_level(A, level: int, who: str = "AMG", positive: bool = True):
     # bit for bit, where d is normal); complex64 keeps CuPy's division
     inv = narrowed(1.0 / dw, A.dtype) if d.dtype.char == "f" else (1.0 / d).astype(A.dtype)
     big = ~cupy.isfinite(inv)
-    n_bad, n_big = (int(v) for v in cupy.stack((bad[0].astype(cupy.int64), big.sum())).get())
-    if not n_bad and not n_big:
+    ops.count_true(big, out=bad)                # (not big.sum(): CuPy compiles a CUB reduction
+    if not int(bad.get()[0]):                   # for each size class, 1-2 s each on a first call)
         return inv
     checks = [("nonfinite", ~cupy.isfinite(dw)), ("zero", dw == 0)]     # the reference's order
     if positive:
