@@ -3,6 +3,7 @@ scripts/sanitize-cases (they refuse a bad part or value type before touching a d
 scripts/gpu-check's parts of the suite, and the SpMV floor of scripts/bench-spmv."""
 from __future__ import annotations
 
+import csv
 import importlib.machinery
 import importlib.util
 import subprocess
@@ -226,6 +227,39 @@ def test_bench_first_call_names_whose_kernel_each_source_is():
     assert bench.kind_of('// dpsolve headers 0123\n#line 1 "x.cu"\n') == "dpsolve"
     assert bench.kind_of("#include <cub/block/block_reduce.cuh>\n__global__ void k()") == "cub"
     assert bench.kind_of("#include <cupy/complex.cuh>\n__global__ void cupy_take()") == "cupy"
+
+
+def test_bench_first_call_names_each_module():
+    bench = _script_module("bench-first-call")
+    src = '// dpsolve headers 0123\n#line 1 "/x/dpsolve/cuda/amg.cu"\n__global__ void k()'
+    assert bench.module_name(src, ["power_iterate<double, 8>"]) == (
+        "amg.cu: power_iterate<double, 8>")
+    assert bench.module_name(src, ["a<double>", "b<double>"]) == "amg.cu: 2 kernels"
+    assert bench.module_name("extern \"C\" __global__ void cupy_add__float64(double* x)") == (
+        "cupy: cupy_add__float64")
+    rows = [{"case": "one", "modules": [["cupy: cupy_add", 0.1], ["amg.cu: 3 kernels", 2.0],
+                                        ["cub: cupy_sum", 1.5]]},
+            {"case": "two", "modules": []}]
+    text = bench.modules_text([Path("/x/main")], [rows]).splitlines()
+    assert text[1:] == ["  main / one: amg.cu: 3 kernels 2.00; cub: cupy_sum 1.50; "
+                        "1 other CuPy kernels"]
+
+
+def test_bench_first_call_writes_its_tables(monkeypatch, tmp_path, capsys):
+    bench = _script_module("bench-first-call")
+    row = {"wall_s": 1.0, "dpsolve_n": 1, "dpsolve_s": 0.5, "cub_n": 0, "cub_s": 0.0,
+           "cupy_n": 1, "cupy_s": 0.25, "modules": [["amg.cu: 2 kernels", 0.5],
+                                                   ["cupy: cupy_add", 0.25]]}
+    monkeypatch.setattr(bench, "run_tree", lambda tree: [dict(row, case=c) for c in bench.CASES])
+    assert bench.main(["--tree", str(ROOT), "--out", str(tmp_path / "first")]) == 0
+    with open(tmp_path / "first.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(bench.CASES) and "modules" not in rows[0]
+    with open(tmp_path / "first-modules.csv") as f:
+        mods = list(csv.DictReader(f))
+    assert len(mods) == 2 * len(bench.CASES) and mods[0]["module"] == "amg.cu: 2 kernels"
+    out = capsys.readouterr().out
+    assert out.rindex("SUMMARY") > out.index("modules compiled a call")
 
 
 def test_bench_first_call_refuses_a_tree_without_dpsolve(tmp_path):
