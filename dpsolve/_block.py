@@ -169,9 +169,11 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
             return out if full_output else out[:2]
     up = _on_device(P, B, X0, x0_mb, callback)   # a NumPy block moved up once, X down once
     if up is not None:
-        B, X0 = up
-    xp = __import__("cupy") if cupy_out or up is not None else np
-    X = xp.zeros((P.n, k), dtype=P.dtype)
+        B, X0, X = up
+        xp = __import__("cupy")
+    else:
+        xp = __import__("cupy") if cupy_out else np
+        X = xp.zeros((P.n, k), dtype=P.dtype)
     if X0 is not None and not x0_mb:
         X[...] = X0.astype(P.dtype, copy=False) if xp is np else xp.asarray(X0, P.dtype)
     info = np.zeros(k, dtype=np.int64)
@@ -201,19 +203,21 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
 
 def _on_device(P, B, X0, x0_mb, callback):
     """A NumPy B (and X0) on a system prepared on the GPU, with no callback (it is handed X as
-    NumPy): (B, X0) copied to the device in one go, or None where the columns stay on the host.
-    A column sliced out of a NumPy (n, k) block, and x copied back into it, is a strided host
-    copy each (at 3-D 100^3, k = 8, 120 of a 330 ms call); the device copies cost microseconds
-    and the columns then solve as CuPy ones, the same bits."""
+    NumPy): (B, X0, X) on the device, B and X0 copied there in one go and X zeros, or None where
+    the columns stay on the host (also where the device has no room for them). A column sliced
+    out of a NumPy (n, k) block, and x copied back into it, is a strided host copy each (at 3-D
+    100^3, k = 8, 120 of a 330 ms call); the device copies cost microseconds and the columns
+    then solve as CuPy ones, the same bits."""
     if _is_cupy(B) or callback is not None or not getattr(P, "_device", False):
         return None
     import cupy
     x0 = None if X0 is None or x0_mb else X0
     try:
         dB, dX0 = upload([B, x0], cupy.cuda.get_current_stream())
+        X = cupy.zeros((P.n, B.shape[1]), dtype=P.dtype)
     except cupy.cuda.memory.OutOfMemoryError:
         return None                                   # no room for the block: column by column
-    return dB, (X0 if x0 is None else dX0)
+    return dB, (X0 if x0 is None else dX0), X
 
 
 BATCH_PATH = True           # False: every block runs as a loop of single solves (tests compare)
