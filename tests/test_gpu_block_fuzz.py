@@ -39,6 +39,7 @@ import dpsolve
 from dpsolve.backends import VARIANT_NAMES, get_backend
 from dpsolve.matrices import convdiff_2d, laplace_2d, laplace_3d
 from test_fuzz_host import scaled_norm
+from test_gpu_fuzz import _grid, _random_sparse
 
 pytestmark = pytest.mark.gpu
 
@@ -83,27 +84,15 @@ def _id(c):
 
 
 def _matrix(c, rng):
+    """The case's A (test_gpu_fuzz's grids and random Hermitian matrices)."""
     n, dtype = c["n"], np.dtype(c["dtype"])
     if c["kind"] == "laplace":
-        if n == 1000:
-            A = laplace_3d(10)
-        else:
-            side = int(np.sqrt(n))
-            while n % side:
-                side -= 1
-            A = laplace_2d(side, n // side)
+        dims = _grid(n)
+        A = laplace_3d(*dims) if len(dims) == 3 else laplace_2d(*dims)
     elif c["kind"] == "convdiff":
-        side = int(np.sqrt(n))
-        while n % side:
-            side -= 1
-        A = convdiff_2d(side, n // side, peclet=float(rng.uniform(0, 5)))
+        A = convdiff_2d(*_grid(n, three_d=False), peclet=float(rng.uniform(0, 5)))
     else:                                     # sparse, diagonally dominant, Hermitian
-        m = 3 * n
-        v = rng.standard_normal(m) + (1j * rng.standard_normal(m) if dtype.kind == "c" else 0)
-        R = sp.csr_array((v, (rng.integers(n, size=m), rng.integers(n, size=m))), shape=(n, n))
-        R = R + R.conj().T
-        d = np.asarray(abs(R).sum(axis=1)).ravel() + rng.uniform(1, 10, n)
-        A = R + sp.diags_array(d)
+        A = _random_sparse(n, rng, True, dtype.kind == "c")
     return sp.csr_array(A).astype(dtype)
 
 
