@@ -6,8 +6,9 @@
   compiler errors name the real file and line.
 * Modules are memoised per (device, source, dtype, rdc). ``rdc=True`` adds ``-rdc=true`` for
   kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt). A
-  ``lazy`` source (the persistent and dynamic solvers') is compiled one kernel a module, at the
-  kernel's first use.
+  ``lazy`` source (the persistent and dynamic solvers', the batch's) is compiled one kernel a
+  module, at the kernel's first use. ``compile_all`` compiles the modules a path names side by
+  side in threads (the AMG set-up's, before its first kernel).
 * ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
   source with it for sm_90, so a syntax error never lands.
 """
@@ -278,6 +279,56 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple
 
 
 _KERNELS: dict = {}
+_COMPILED: set = set()          # _module's keys compiled (or loaded from CuPy's cache) here
+COMPILE_THREADS = 8             # compile_all's most modules at once (NVRTC runs without the GIL)
+
+
+def _module_key(dev: int, name: str, dtype, rdc: bool = False, expression: str | None = None):
+    """``_module``'s arguments for source ``name`` at ``dtype`` (``expression``, with ``{T}``,
+    names the kernel of a lazy source's one-kernel module)."""
+    dt = np.dtype(dtype)
+    src = SOURCES[name]
+    only = None
+    if src.lazy:
+        if expression is None:
+            raise ValueError(f"{name} is lazy: name the kernel to compile")
+        only = expression.format(T=ctype(dt))
+        if only not in expressions(name, dt):
+            raise ValueError(f"{only} is not one of {src.file}'s registered kernels")
+    return (dev, name, dt.str, rdc, (), only)
+
+
+def compile_all(specs) -> None:
+    """Compile the modules a path is about to use side by side, before its first kernel: each
+    spec (name, dtype[, expression]) as ``get_kernel`` would compile it (``expression`` names
+    the kernel of a lazy source). NVRTC compiles a module on one CPU thread and CuPy releases the
+    GIL around it, so k modules wait for the slowest instead of their sum (a first ``M="amg"``
+    call compiled 9 modules one after another, 19-21 s on the H200 host). Modules already here
+    (or in CuPy's disk cache, then only loaded) cost a set lookup; a compile error is raised as
+    ``get_kernel`` raises it."""
+    import concurrent.futures
+
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    keys = []
+    for spec in specs:
+        key = _module_key(dev, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+        if key not in _COMPILED and key not in keys:
+            keys.append(key)
+    if len(keys) < 2:
+        for key in keys:
+            _compiled(*key)
+        return
+    with concurrent.futures.ThreadPoolExecutor(min(len(keys), COMPILE_THREADS),
+                                               thread_name_prefix="dpsolve-nvrtc") as pool:
+        for done in [pool.submit(_compiled, *key) for key in keys]:
+            done.result()
+
+
+def _compiled(*key):
+    mod = _module(*key)
+    _COMPILED.add(key)
+    return mod
 
 
 def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tuple = ()):
@@ -300,7 +351,7 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
         lazy = src is not None and src.lazy
         if lazy and expr not in expressions(name, dt):
             raise ValueError(f"{expr} is not one of {src.file}'s registered kernels")
-        k = _module(dev, name, dt.str, rdc, tuple(defines), expr if lazy else None).get_function(
+        k = _compiled(dev, name, dt.str, rdc, tuple(defines), expr if lazy else None).get_function(
             expr)
         _KERNELS[key] = k
     return k

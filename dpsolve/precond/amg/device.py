@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...cuda import ops
-from ...cuda._loader import AMG_WIDE, CSR_VECTOR_WIDTHS, get_kernel
+from ...cuda._loader import AMG_WIDE, CSR_VECTOR_WIDTHS, compile_all, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
@@ -1501,6 +1501,26 @@ def chebyshev_steps(coeffs, x, out, work):
         src = dst
 
 
+def _modules(dtype, precision: str) -> list:
+    """The modules a set-up and its V-cycle compile on a first call, for ``compile_all``: amg.cu
+    in the working dtype, in the power steps' wide one and in the V-cycle's single one, the
+    products (spgemm.cu), the reductions (check.cu), and the small levels' cooperative power
+    steps at POWER_MAX_LANES (the lanes of most coarse levels). A module listed here and not
+    used costs a thread's compile beside the others; one used and not listed, a compile at its
+    first use, as before."""
+    from ..._device import status
+    wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
+    specs = [("amg", dtype), ("amg", wide), ("spgemm", dtype), ("check", dtype),
+             ("check", np.float64)]
+    single = None if precision == "full" else (
+        dtype if dtype == np.float32 else reference.single_of(dtype))
+    if single is not None:
+        specs.append(("amg", single))
+    if status().cooperative_launch:
+        specs.append(("amg_power", wide, f"power_iterate<{{T}}, {POWER_MAX_LANES}>"))
+    return specs
+
+
 def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
           omega=reference.SMOOTHER_OMEGA,
           degree=3, max_coarse=300, max_levels=10, second_pass=reference.SECOND_DISTANCE,
@@ -1518,6 +1538,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
     dtype = np.dtype(dtype)
     reference.check_precision(precision)
     check_memory(csr.n, csr.nnz, dtype, precision)
+    compile_all(_modules(dtype, precision))
     with stream:
         phases = _Phases(stream)
         # a dpsolve CSR is sorted without duplicates (its check repairs others in a copy)

@@ -1,0 +1,114 @@
+"""``_loader.compile_all`` on the CPU: the modules a path names compile side by side in threads,
+each once, the ones already here not again, a lazy source by its one kernel, and a compile error
+reaches the caller (``_module`` stubbed: no NVRTC here); and the AMG set-up's list of modules."""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from dpsolve.cuda import _loader
+
+
+class Calls(list):
+    barrier = None
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    """``_module`` recording (key, thread), a stand-in cupy on device 0, and an empty record of
+    compiled modules. ``calls.barrier``, when set, makes every compile wait there for the others
+    (a barrier of k parties is only passed by k compiles running at once)."""
+    calls, lock = Calls(), threading.Lock()
+
+    def module(*key):
+        if key[1] == "broken":
+            raise _loader.KernelCompileError("broken.cu: error")
+        if calls.barrier is not None:
+            calls.barrier.wait(timeout=30)
+        with lock:
+            calls.append((key, threading.current_thread().name))
+        return types.SimpleNamespace(key=key)
+
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(_loader, "_module", module)
+    monkeypatch.setattr(_loader, "_COMPILED", set())
+    return calls
+
+
+def test_modules_compile_side_by_side_each_once(stub):
+    specs = [("spmv", np.float64), ("blas1", np.float64), ("spmv", np.float64),
+             ("check", np.float32), ("cg_persistent", np.float64,
+                                     _loader.SOURCES["cg_persistent"].expressions[0])]
+    stub.barrier = threading.Barrier(4)              # passed only by four at once
+    _loader.compile_all(specs)
+    stub.barrier = None
+    keys = [c[0] for c in stub]
+    assert len(keys) == 4 and len(set(keys)) == 4                   # spmv once
+    assert {k[1] for k in keys} == {"spmv", "blas1", "check", "cg_persistent"}
+    lazy = next(k for k in keys if k[1] == "cg_persistent")
+    assert lazy[5] == _loader.SOURCES["cg_persistent"].expressions[0].format(T="double")
+    assert all(c[1].startswith("dpsolve-nvrtc") for c in stub)       # in the pool's threads
+    _loader.compile_all(specs)                                        # here already: nothing
+    assert len(stub) == 4
+
+
+def test_get_kernel_finds_what_compile_all_made(stub, monkeypatch):
+    """get_kernel's module key is compile_all's: after compile_all, get_kernel compiles
+    nothing more (its _module call is the cached one; here a stub with get_function)."""
+    made = []
+
+    def module(*key):
+        made.append(key)
+        return types.SimpleNamespace(get_function=lambda expr: ("kernel", expr))
+    monkeypatch.setattr(_loader, "_module", module)
+    monkeypatch.setattr(_loader, "_KERNELS", {})
+    _loader.compile_all([("spmv", np.float32), ("blas1", np.float32)])
+    assert len(made) == 2
+    k = _loader.get_kernel("spmv", "spmv_ell<{T}>", np.float32)
+    assert k == ("kernel", "spmv_ell<float>")
+    assert made[-1] in _loader._COMPILED and len(set(made)) == 2
+
+
+def test_one_module_needs_no_thread(stub):
+    _loader.compile_all([("spmv", np.float64)])
+    assert len(stub) == 1 and stub[0][1] == threading.current_thread().name
+
+
+def test_a_compile_error_reaches_the_caller(stub, monkeypatch):
+    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source("broken.cu", ("k<{T}>",)))
+    with pytest.raises(_loader.KernelCompileError, match="broken.cu"):
+        _loader.compile_all([("spmv", np.float64), ("broken", np.float64)])
+    assert not any(k[1] == "broken" for k in _loader._COMPILED)
+
+
+def test_a_lazy_source_needs_its_kernel(stub):
+    with pytest.raises(ValueError, match="lazy"):
+        _loader.compile_all([("cg_persistent", np.float64)])
+    with pytest.raises(ValueError, match="registered"):
+        _loader.compile_all([("cg_persistent", np.float64, "no_such<{T}>")])
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+@pytest.mark.parametrize("dtype,precision,single", [
+    (np.float64, "auto", np.float32), (np.float64, "full", None),
+    (np.float32, "auto", np.float32), (np.complex128, "mixed", np.complex64)])
+def test_amg_setup_names_its_modules(monkeypatch, dtype, precision, single, cooperative):
+    """Every spec of the AMG set-up's list is one compile_all takes (a registered source, a lazy
+    one with a registered kernel), in the working, wide and single dtypes."""
+    from dpsolve import _device
+    from dpsolve.precond.amg import device
+    monkeypatch.setattr(_device, "status",
+                        lambda: types.SimpleNamespace(cooperative_launch=cooperative))
+    specs = device._modules(np.dtype(dtype), precision)
+    for spec in specs:
+        _loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+    amg = {np.dtype(s[1]) for s in specs if s[0] == "amg"}
+    wide = np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+    assert amg == {np.dtype(dtype), wide} | ({np.dtype(single)} if single else set())
+    assert any(s[0] == "amg_power" for s in specs) == cooperative
