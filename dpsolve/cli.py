@@ -5,6 +5,8 @@
     dpsolve study                 the paper's energy study (Table 2, Figure 7) on the default set
     dpsolve study --paper         ... on the paper's six SuiteSparse matrices and A252
     dpsolve fetch GROUP/NAME      download a SuiteSparse matrix into the local cache
+    dpsolve warm                  compile every kernel now, side by side (first calls then wait
+                                  for none)
 
 `dpsolve COMMAND --help` describes each command. Errors are one line on stderr, exit status 1
 (2 for a malformed command line); `solve` exits 0 when the solve converged, 3 when it did not,
@@ -138,6 +140,15 @@ def cmd_info(args) -> int:
         print(f"  {v.name:<11} {state}")
         print(f"  {'':<11} {v.description}")
     return 0
+
+
+# --------------------------------------------------------------------------- warm
+def cmd_warm(args) -> int:
+    from .warm import warm
+    threads = args.threads or min(32, os.cpu_count() or 1)
+    failed = warm(args.dtypes, threads=threads, samples=not args.no_samples,
+                  say=lambda line: print(line, flush=True))
+    return ERROR if failed else 0
 
 
 # --------------------------------------------------------------------------- solve
@@ -705,6 +716,21 @@ def build_parser():
     st.add_argument("--no-progress", action="store_true", help="no progress bar")
     st.add_argument("--force", action="store_true", help=FORCE_HELP)
 
+    w = sub.add_parser("warm", help="compile every kernel now, side by side",
+                       description="Compile every kernel of dpsolve for the dtypes asked, each "
+                                   "module in a pool of threads, then run a few small solves "
+                                   "that compile CuPy's own kernels; all of it kept in CuPy's "
+                                   "kernel cache (~/.cupy/kernel_cache or CUPY_CACHE_DIR), so "
+                                   "that first calls wait for no compile. Exit status 1 when a "
+                                   "step failed (each named).")
+    w.add_argument("--dtypes", type=_csv_list(DTYPES), default=("float64", "float32"),
+                   metavar="LIST", help="comma-separated, of " + ", ".join(DTYPES)
+                                        + " (default float64,float32)")
+    w.add_argument("--threads", type=_number(int, 1), default=None,
+                   help="modules compiled at once (default: the CPU count, at most 32)")
+    w.add_argument("--no-samples", action="store_true",
+                   help="compile dpsolve's modules only (no small solves)")
+
     f = sub.add_parser("fetch", help="download a SuiteSparse matrix into the cache",
                        description="Download GROUP/NAME (e.g. GHS_psdef/ldoor, or a paper name "
                                    "such as LDOOR) from the SuiteSparse collection as Matrix "
@@ -801,7 +827,8 @@ def _main(argv=None) -> int:
         if args.method not in DISTRIBUTED:
             parser.error(f"--method {args.method} has no distributed solver (--distributed "
                          f"takes {', '.join(DISTRIBUTED)})")
-    cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch}[args.cmd]
+    cmd = {"info": cmd_info, "solve": cmd_solve, "study": cmd_study, "fetch": cmd_fetch,
+           "warm": cmd_warm}[args.cmd]
     try:
         with warnings.catch_warnings(), _size_guard(getattr(args, "force", False)):
             warnings.showwarning = _show_warning
