@@ -160,19 +160,24 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
                        full_output=full_output, energy=energy, options=options, t0=t0)
     if fast is not None:
         return fast
-    _check_finite(B, "b")
+    host = B, X0                                  # the caller's, where the device has no room
+    up = _on_device(P, B, X0, x0_mb, callback)   # a NumPy block moved up once, X down once
+    if up is not None:
+        B, X0 = up
+    _check_finite(B, "b")                         # on the device for a block moved up
     from . import _block_fused
     if FUSED_PATH and _block_fused.usable(P, B, X0, callback=callback, energy=energy,
                                           options=options):
         out = _block_fused.solve(P, B, X0, rtol=rtol, atol=atol, maxiter=maxiter, t0=t0)
         if out is not None:
+            if up is not None:
+                out = (download(out[0]),) + tuple(out[1:])
             return out if full_output else out[:2]
-    up = _on_device(P, B, X0, x0_mb, callback)   # a NumPy block moved up once, X down once
-    if up is not None:
-        B, X0, X = up
-        xp = __import__("cupy")
-    else:
-        xp = __import__("cupy") if cupy_out else np
+    X = _device_zeros((P.n, k), P.dtype) if up is not None else None
+    if up is not None and X is None:              # no room for X there: the host's columns
+        (B, X0), up = host, None
+    xp = __import__("cupy") if cupy_out or up is not None else np
+    if X is None:
         X = xp.zeros((P.n, k), dtype=P.dtype)
     if X0 is not None and not x0_mb:
         X[...] = X0.astype(P.dtype, copy=False) if xp is np else xp.asarray(X0, P.dtype)
@@ -203,21 +208,29 @@ def solve_columns(P, B, X0, *, rtol, atol, maxiter, callback, full_output, energ
 
 def _on_device(P, B, X0, x0_mb, callback):
     """A NumPy B (and X0) on a system prepared on the GPU, with no callback (it is handed X as
-    NumPy): (B, X0, X) on the device, B and X0 copied there in one go and X zeros, or None where
-    the columns stay on the host (also where the device has no room for them). A column sliced
-    out of a NumPy (n, k) block, and x copied back into it, is a strided host copy each (at 3-D
-    100^3, k = 8, 120 of a 330 ms call); the device copies cost microseconds and the columns
-    then solve as CuPy ones, the same bits."""
+    NumPy): (B, X0) copied to the device in one go, or None where the columns stay on the host
+    (also where the device has no room for them). A column sliced out of a NumPy (n, k) block,
+    and x copied back into it, is a strided host copy each, and B's finiteness a host pass (at
+    3-D 100^3, k = 8, 120 of a 330 ms call); on the device these cost microseconds, and the
+    columns then solve as CuPy ones, the same bits."""
     if _is_cupy(B) or callback is not None or not getattr(P, "_device", False):
         return None
     import cupy
     x0 = None if X0 is None or x0_mb else X0
     try:
         dB, dX0 = upload([B, x0], cupy.cuda.get_current_stream())
-        X = cupy.zeros((P.n, B.shape[1]), dtype=P.dtype)
     except cupy.cuda.memory.OutOfMemoryError:
         return None                                   # no room for the block: column by column
-    return dB, (X0 if x0 is None else dX0), X
+    return dB, (X0 if x0 is None else dX0)
+
+
+def _device_zeros(shape, dtype):
+    """A zeroed CuPy array, or None where the device has no room for it."""
+    import cupy
+    try:
+        return cupy.zeros(shape, dtype=dtype)
+    except cupy.cuda.memory.OutOfMemoryError:
+        return None
 
 
 BATCH_PATH = True           # False: every block runs as a loop of single solves (tests compare)

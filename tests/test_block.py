@@ -362,8 +362,8 @@ def test_gpu_fused_block_hands_a_broken_column_to_its_single_solve():
 
 
 def test_a_numpy_block_goes_up_once_or_stays_on_the_host(monkeypatch):
-    """_block._on_device (CPU, a stand-in cupy): a NumPy B of a system on the GPU goes up in one
-    upload with its X0, X made there as zeros; out of device memory, at the upload or at X, the
+    """_block._on_device and _device_zeros (CPU, a stand-in cupy): a NumPy B of a system on the
+    GPU goes up in one upload with its X0; out of device memory (the upload, or X's zeros) the
     columns stay on the host (None); a CuPy B, a callback or a host system never go up."""
     import sys
     import types
@@ -386,16 +386,17 @@ def test_a_numpy_block_goes_up_once_or_stays_on_the_host(monkeypatch):
     monkeypatch.setattr(_block, "upload", upload)
     P = types.SimpleNamespace(_device=True, n=N, dtype=np.dtype(np.float64))
     B, X0 = _B(3), _B(3, seed=1)
-    dB, dX0, X = _block._on_device(P, B, X0, False, None)
+    dB, dX0 = _block._on_device(P, B, X0, False, None)
     assert ups == [(2, "stream")] and np.array_equal(dB, B) and np.array_equal(dX0, X0)
-    assert X.shape == (N, 3) and X.dtype == np.float64 and not X.any()
     assert _block._on_device(P, B, "Mb", True, None)[1] == "Mb"      # x0="Mb" passes through
     assert _block._on_device(P, B, None, False, lambda X: None) is None
     assert _block._on_device(types.SimpleNamespace(_device=False), B, None, False, None) is None
+    X = _block._device_zeros((N, 3), np.float64)
+    assert X.shape == (N, 3) and X.dtype == np.float64 and not X.any()
 
     def no_room(*a, **k):
         raise OutOfMemoryError
     monkeypatch.setattr(fake, "zeros", no_room)
-    assert _block._on_device(P, B, None, False, None) is None
+    assert _block._device_zeros((N, 3), np.float64) is None
     monkeypatch.setattr(_block, "upload", no_room)
     assert _block._on_device(P, B, None, False, None) is None
