@@ -32,6 +32,9 @@ def module_specs(dtypes) -> list:
         for name, src in _loader.SOURCES.items():
             if src.lazy:
                 specs.extend((name, np.dtype(dt), e) for e in src.expressions)
+            elif src.parts > 1:        # a split source's parts, each by its first kernel
+                specs.extend((name, np.dtype(dt), src.expressions[part[0]])
+                             for part in _loader.part_indices(src))
             else:
                 specs.append((name, np.dtype(dt)))
     return specs
@@ -89,17 +92,18 @@ def warm(dtypes=DEFAULT_DTYPES, threads: int | None = None, samples: bool = True
     t0 = time.perf_counter()
     say(f"compiling {len(specs)} modules ({', '.join(d.name for d in dtypes)}) on "
         f"{_loader.COMPILE_THREADS} threads ...")
-    failed = 0
+    failed, done = 0, 0
     step = max(1, len(specs) // 10)
-    for start in range(0, len(specs), step):          # a tenth at a time: progress lines
-        part = specs[start:start + step]
-        try:
-            _loader.compile_all(part)
-        except Exception as e:                         # a source that does not compile here
+
+    def report(key, error):                            # in this thread, as each module is done
+        nonlocal failed, done
+        done += 1
+        if error is not None:                          # a source that does not compile here
             failed += 1
-            say(f"  FAILED: {part[0][0]}...: {e}")
-        say(f"  {min(start + step, len(specs))}/{len(specs)} modules, "
-            f"{time.perf_counter() - t0:.1f} s")
+            say(f"  FAILED: {key[1]} {np.dtype(key[2]).name}: {error}")
+        if done % step == 0 or done == len(specs):     # a line a tenth
+            say(f"  {done}/{len(specs)} modules, {time.perf_counter() - t0:.1f} s")
+    _loader.compile_all(specs, report=report)
     if samples:
         for dt in dtypes:
             runs = _samples(dt)

@@ -16,10 +16,12 @@ from dpsolve.cuda import _loader
 
 def test_every_module_once_a_dtype():
     specs = warm.module_specs(["float64", "complex64"])
-    per_dtype = sum(len(s.expressions) if s.lazy else 1 for s in _loader.SOURCES.values())
+    per_dtype = sum(len(s.expressions) if s.lazy else s.parts for s in _loader.SOURCES.values())
     assert len(specs) == 2 * per_dtype and len(set(specs)) == len(specs)
+    keys = []
     for spec in specs:                         # each a spec compile_all takes
-        _loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+        keys += _loader._module_keys(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+    assert len(keys) == len(set(keys)) == len(specs)     # a module a spec: progress counts modules
     assert {s[0] for s in specs} == set(_loader.SOURCES)
 
 
@@ -29,10 +31,11 @@ def on_a_gpu(monkeypatch):
     monkeypatch.setattr(_loader, "COMPILE_THREADS", _loader.COMPILE_THREADS)
     parts = []
 
-    def compile_all(part):
+    def compile_all(part, report=None):
         parts.append(list(part))
-        if any(s[0] == "broken" for s in part):
-            raise _loader.KernelCompileError("broken.cu: an error")
+        for s in part:
+            error = _loader.KernelCompileError("broken.cu: an error") if s[0] == "broken" else None
+            report((0, s[0], s[1].str, False, (), None), error)
     monkeypatch.setattr(_loader, "compile_all", compile_all)
     return parts
 
@@ -44,8 +47,9 @@ def test_warm_compiles_every_module_with_progress(on_a_gpu):
     assert compiled == warm.module_specs(["float32"])
     assert _loader.COMPILE_THREADS == 3
     assert lines[0].startswith(f"compiling {len(compiled)} modules (float32) on 3 threads")
+    assert len(on_a_gpu) == 1                 # one pool for them all: no wait a tenth
     progress = [line for line in lines if "modules," in line]
-    assert len(progress) == len(on_a_gpu) >= 5
+    assert 10 <= len(progress) <= 11          # a line a tenth, and the last
     assert progress[-1].strip().startswith(f"{len(compiled)}/{len(compiled)} modules")
     assert lines[-1].startswith("warm: ") and lines[-1].endswith("0 step(s) failed")
 
