@@ -32,9 +32,6 @@ def module_specs(dtypes) -> list:
         for name, src in _loader.SOURCES.items():
             if src.lazy:
                 specs.extend((name, np.dtype(dt), e) for e in src.expressions)
-            elif src.parts > 1:        # a split source's parts, each by its first kernel
-                specs.extend((name, np.dtype(dt), src.expressions[part[0]])
-                             for part in _loader.part_indices(src))
             else:
                 specs.append((name, np.dtype(dt)))
     return specs

@@ -94,41 +94,6 @@ def test_a_lazy_source_needs_its_kernel(stub):
         _loader.compile_all([("cg_persistent", np.float64, "no_such<{T}>")])
 
 
-def test_a_split_source_compiles_its_parts_side_by_side(stub, monkeypatch):
-    """amg.cu's kernels as AMG_PARTS modules, compiled at once, each expression in one part;
-    get_kernel then takes a kernel from its part and compiles nothing more."""
-    parts = _loader.AMG_PARTS
-    assert parts > 1 and _loader.SOURCES["amg"].parts == parts
-    stub.barrier = threading.Barrier(parts)          # passed only by every part at once
-    _loader.compile_all([("amg", np.float32)])
-    stub.barrier = None
-    keys = [c[0] for c in stub]
-    assert len(keys) == len(set(keys)) == parts
-    held = [e for k in keys for e in k[5]]
-    assert sorted(held) == sorted(_loader.expressions("amg", np.float32))     # each once
-    made = []
-
-    def module(*key):
-        made.append(key)
-        return types.SimpleNamespace(get_function=lambda expr: ("kernel", expr, key[5]))
-    monkeypatch.setattr(_loader, "_module", module)
-    monkeypatch.setattr(_loader, "_KERNELS", {})
-    src = _loader.SOURCES["amg"]
-    for expr in [src.expressions[i] for part in _loader.part_indices(src) for i in part[:2]]:
-        k = _loader.get_kernel("amg", expr, np.float32)
-        assert k[1] == expr.format(T="float") and k[1] in k[2]
-    assert {m[5] for m in made} == {k[5] for k in keys}       # the parts compile_all made
-    with pytest.raises(ValueError, match="registered"):
-        _loader.get_kernel("amg", "no_such<{T}>", np.float32)
-    one = _loader._module_keys(0, "amg", np.float64, expression="vc_scale<{T}>")
-    assert len(one) == 1 and "vc_scale<double>" in one[0][5]
-    lead = _loader.part_indices(src)[0]                  # the set-up's kernels, a part alone
-    assert [src.expressions[i] for i in lead] == list(src.expressions[:_loader.AMG_SETUP_KERNELS])
-    assert all(not src.expressions[i].startswith("vc_") for i in lead)
-    assert all(src.expressions[i].startswith("vc_") for part in _loader.part_indices(src)[1:]
-               for i in part)
-
-
 def test_report_takes_each_module_and_its_error(stub, monkeypatch):
     """With report, every module the specs name is reported once in the caller's thread, the
     ones already compiled too, and a compile error is handed over, not raised."""
@@ -136,12 +101,11 @@ def test_report_takes_each_module_and_its_error(stub, monkeypatch):
     _loader.compile_all([("spmv", np.float64)])
     seen = []
     _loader.compile_all([("spmv", np.float64), ("broken", np.float64), ("blas1", np.float64),
-                         ("amg", np.float64)],
+                         ("blas1", np.float64)],
                         report=lambda key, e: seen.append((key[1], type(e).__name__,
                                                            threading.current_thread().name)))
     assert sorted(s[:2] for s in seen) == sorted(
-        [("spmv", "NoneType"), ("broken", "KernelCompileError"), ("blas1", "NoneType")]
-        + [("amg", "NoneType")] * _loader.AMG_PARTS)
+        [("spmv", "NoneType"), ("broken", "KernelCompileError"), ("blas1", "NoneType")])
     assert {s[2] for s in seen} == {threading.current_thread().name}
 
 
@@ -158,7 +122,7 @@ def test_amg_setup_names_its_modules(monkeypatch, dtype, precision, single, coop
                         lambda: types.SimpleNamespace(cooperative_launch=cooperative))
     specs = device._modules(np.dtype(dtype), precision)
     for spec in specs:
-        _loader._module_keys(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+        _loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
     amg = {np.dtype(s[1]) for s in specs if s[0] == "amg"}
     wide = np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
     assert amg == {np.dtype(dtype), wide} | ({np.dtype(single)} if single else set())

@@ -16,11 +16,10 @@ from dpsolve.cuda import _loader
 
 def test_every_module_once_a_dtype():
     specs = warm.module_specs(["float64", "complex64"])
-    per_dtype = sum(len(s.expressions) if s.lazy else s.parts for s in _loader.SOURCES.values())
+    per_dtype = sum(len(s.expressions) if s.lazy else 1 for s in _loader.SOURCES.values())
     assert len(specs) == 2 * per_dtype and len(set(specs)) == len(specs)
-    keys = []
-    for spec in specs:                         # each a spec compile_all takes
-        keys += _loader._module_keys(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+    keys = [_loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+            for spec in specs]                 # each a spec compile_all takes
     assert len(keys) == len(set(keys)) == len(specs)     # a module a spec: progress counts modules
     assert {s[0] for s in specs} == set(_loader.SOURCES)
 

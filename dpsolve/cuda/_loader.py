@@ -7,9 +7,8 @@
 * Modules are memoised per (device, source, dtype, rdc). ``rdc=True`` adds ``-rdc=true`` for
   kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt). A
   ``lazy`` source (the persistent and dynamic solvers', the batch's) is compiled one kernel a
-  module, at the kernel's first use; a split one (amg.cu's) as ``parts`` modules.
-  ``compile_all`` compiles the modules a path names side by side in threads (the AMG set-up's,
-  before its first kernel).
+  module, at the kernel's first use. ``compile_all`` compiles the modules a path names side by
+  side in threads (the AMG set-up's, before its first kernel).
 * ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
   source with it for sm_90, so a syntax error never lands.
 """
@@ -42,8 +41,6 @@ VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell", "
 VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell", "vc_cheb_ell",
           "vc_presmooth_residual_ell_low", "vc_jacobi_ell_low")
 AMG_WIDE = tuple(f"{k}<{{T}}, {h}, false>" for k in VC_SELL for h in ("false", "true"))
-AMG_PARTS = 4                          # the module "amg" compiled as four (Source.parts)
-AMG_SETUP_KERNELS = 23                 # its set-up's kernels, listed first: a part of their own
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
 BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "block_flush",
@@ -82,13 +79,6 @@ class Source:
     # compiling all of them made a first call wait for every one (cg_persistent.cu's 24: 15.5 s
     # of a first dpsolve.cg on an H100 with an empty kernel cache)
     lazy: bool = False
-    # compiled as this many modules, the expressions dealt among them in turn, so that
-    # ``compile_all`` compiles the parts side by side: amg.cu's 110 kernels took one NVRTC thread
-    # 7.7-10.6 s, the longest compile of a first ``M="amg"`` call
-    parts: int = 1
-    # the first ``lead`` expressions are a part of their own and the rest are dealt among the
-    # others (0: all dealt): the kernels a path needs first, ready while the others compile
-    lead: int = 0
 
 
 SOURCES = {
@@ -104,18 +94,15 @@ SOURCES = {
                                  "any_of<{T}>", "max_abs<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
     # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
-    # smoothed-aggregation AMG (dpsolve/precond/amg): first the set-up's kernels (aggregation,
-    # products' helpers, checks, power steps: the part "lead" compiles first), then the
-    # V-cycle's, per lane width
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
-                             "agg_join<{T}>", "csr_scale_rows<{T}>", "pattern_asymmetry<{T}>",
-                             "smooth_tentative<{T}>", "subtract_scaled<{T}>",
-                             "hermitian_misses<{T}>", "sell_widths<{T}>", "sell_fill<{T}>",
-                             "half_round<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>", "narrow_index<{T}>", "narrow_ell<{T}>")
-                  + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)
-                  + ("power_norm<{T}>", "vc_dense<{T}>", "vc_restrict_block<{T}>",
-                     "vc_scale<{T}>", "vc_to_single<{T}>", "vc_from_single<{T}>")
+                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
+                             "vc_restrict_block<{T}>",
+                             "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
+                             "subtract_scaled<{T}>", "hermitian_misses<{T}>",
+                             "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
+                             "power_step_ell<{T}>", "diag_check<{T}>",
+                             "power_start<{T}>", "narrow_index<{T}>", "narrow_ell<{T}>",
+                             "vc_to_single<{T}>", "vc_from_single<{T}>")
                   # HALF: the matrix values in T or in float16 (precision "half"); the SELL
                   # kernels' NARROW: their column indices as 16-bit offsets (device.narrow),
                   # int ones in the module amg_wide
@@ -127,8 +114,8 @@ SOURCES = {
                   + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                        "vc_prolong", "vc_presmooth_residual",
                                                        "vc_restrict_scale", "vc_prolong_low",
-                                                       "vc_restrict_low")
-                          for w in CSR_VECTOR_WIDTHS), parts=AMG_PARTS, lead=AMG_SETUP_KERNELS),
+                                                       "vc_restrict_low", "power_step")
+                          for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
     # the SELL kernels over int column indices (a slice spanning more than 65,534 columns, or
     # device.NARROW_INDICES off): a module of their own, compiled at the first such hierarchy, so
     # that the common case compiles no more kernels than before
@@ -271,41 +258,14 @@ def nvcc_command(name: str, out_dir: Path, arch: str = "sm_90") -> tuple[list, P
     return argv, tu
 
 
-def _parts(name: str, dtype) -> list:
-    """The name expressions of each module of source ``name`` at ``dtype`` (one list unless the
-    source is split: ``Source.parts``)."""
-    exprs = expressions(name, dtype)
-    return [tuple(exprs[i] for i in part) for part in part_indices(SOURCES[name])] \
-        if SOURCES[name].parts > 1 else [None]
-
-
-def part_indices(src: Source) -> list:
-    """The indices into ``src.expressions`` of each of its modules' kernels."""
-    n, k, lead = len(src.expressions), src.parts, src.lead
-    if k <= 1:
-        return [list(range(n))]
-    rest = list(range(lead, n))
-    dealt = [rest[i::k - 1] for i in range(k - 1)] if lead else [rest[i::k] for i in range(k)]
-    return ([list(range(lead))] if lead else []) + dealt
-
-
-def _part_of(name: str, expr: str, dtype):
-    """The part of a split source that holds ``expr`` (with its type filled in)."""
-    for part in _parts(name, dtype):
-        if expr in part:
-            return part
-    raise ValueError(f"{expr} is not one of {SOURCES[name].file}'s registered kernels")
-
-
 @functools.lru_cache(maxsize=None)
 def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple = (),
-            only: str | tuple | None = None):
+            only: str | None = None):
     """Source ``name`` compiled for one dtype: every name expression, or ``only`` that one
-    (a lazy source's module of one kernel) or those (a part of a split source)."""
+    (a lazy source's module of one kernel)."""
     import cupy
     src = SOURCES[name]
-    exprs = ([only] if isinstance(only, str) else list(only) if only is not None
-             else expressions(name, dtype_str))
+    exprs = [only] if only is not None else expressions(name, dtype_str)
     with cupy.cuda.Device(device_id):
         mod = cupy.RawModule(code=source_text(name), options=options(rdc or src.rdc) + defines,
                              name_expressions=exprs, backend="nvrtc",
@@ -320,54 +280,48 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple
 
 _KERNELS: dict = {}
 _COMPILED: set = set()          # _module's keys compiled (or loaded from CuPy's cache) here
-# compile_all's most modules at once (NVRTC runs without the GIL): a first M="amg" call compiles
-# 11 (amg.cu's parts in two dtypes, spgemm.cu, check.cu, the power steps)
-COMPILE_THREADS = 12
+COMPILE_THREADS = 8             # compile_all's most modules at once (NVRTC runs without the GIL)
 
 
-def _module_keys(dev: int, name: str, dtype, rdc: bool = False,
-                 expression: str | None = None) -> list:
-    """``_module``'s arguments for source ``name`` at ``dtype``: its one module, or each part of
-    a split source (``expression``, with ``{T}``, names the kernel of a lazy source's one-kernel
-    module, or of a split source the part to compile)."""
+def _module_key(dev: int, name: str, dtype, rdc: bool = False, expression: str | None = None):
+    """``_module``'s arguments for source ``name`` at ``dtype`` (``expression``, with ``{T}``,
+    names the kernel of a lazy source's one-kernel module)."""
     dt = np.dtype(dtype)
     src = SOURCES[name]
+    only = None
     if src.lazy:
         if expression is None:
             raise ValueError(f"{name} is lazy: name the kernel to compile")
         only = expression.format(T=ctype(dt))
         if only not in expressions(name, dt):
             raise ValueError(f"{only} is not one of {src.file}'s registered kernels")
-        return [(dev, name, dt.str, rdc, (), only)]
-    parts = (_parts(name, dt) if expression is None
-             else [_part_of(name, expression.format(T=ctype(dt)), dt)] if src.parts > 1
-             else [None])
-    return [(dev, name, dt.str, rdc, (), part) for part in parts]
+    return (dev, name, dt.str, rdc, (), only)
 
 
 def compile_all(specs, report=None) -> None:
     """Compile the modules a path is about to use side by side, before its first kernel: each
     spec (name, dtype[, expression]) as ``get_kernel`` would compile it (``expression`` names
-    the kernel of a lazy source, or the part of a split one). NVRTC compiles a module on one CPU
-    thread and CuPy releases the GIL around it, so k modules wait for the slowest instead of
-    their sum (a first ``M="amg"`` call compiled 9 modules one after another, 19-21 s on the
-    H200 host). Modules already here (or in CuPy's disk cache, then only loaded) cost a set
-    lookup. A compile error is raised as ``get_kernel`` raises it, or, with ``report``, handed
-    to it: ``report(key, error)`` is called in the caller's thread once for each module the
-    specs name, as it is done (error None where it compiled or was here; key: ``_module``'s
-    arguments, its name and dtype second and third)."""
+    the kernel of a lazy source). NVRTC compiles a module on one CPU thread and CuPy releases
+    the GIL around it, so k modules wait for the slowest instead of their sum (a first
+    ``M="amg"`` call compiled 9 modules one after another, 19-21 s on the H200 host). Modules
+    already here (or in CuPy's disk cache, then only loaded) cost a set lookup. A compile error
+    is raised as ``get_kernel`` raises it, or, with ``report``, handed to it: ``report(key,
+    error)`` is called in the caller's thread once for each module the specs name, as it is
+    done (error None where it compiled or was here; key: ``_module``'s arguments, its name and
+    dtype second and third). Compiles at once slow each other (amg.cu split into four modules,
+    tried: the first ``M="amg"`` call 20.1 -> 24.2 s, each part nearly the whole one's time)."""
     import concurrent.futures
 
     import cupy
     dev = cupy.cuda.runtime.getDevice()
     keys = []
     for spec in specs:
-        for key in _module_keys(dev, *spec[:2], expression=spec[2] if len(spec) > 2 else None):
-            if key in _COMPILED:
-                if report is not None:
-                    report(key, None)
-            elif key not in keys:
-                keys.append(key)
+        key = _module_key(dev, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+        if key in _COMPILED:
+            if report is not None:
+                report(key, None)
+        elif key not in keys:
+            keys.append(key)
     if report is None and len(keys) < 2:
         for key in keys:
             _compiled(*key)
@@ -406,13 +360,10 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
         dt = np.dtype(dtype)
         expr = expression.format(T=ctype(dt))
         src = SOURCES.get(name)
-        only = None
-        if src is not None and src.lazy:
-            if expr not in expressions(name, dt):
-                raise ValueError(f"{expr} is not one of {src.file}'s registered kernels")
-            only = expr
-        elif src is not None and src.parts > 1:
-            only = _part_of(name, expr, dt)
-        k = _compiled(dev, name, dt.str, rdc, tuple(defines), only).get_function(expr)
+        lazy = src is not None and src.lazy
+        if lazy and expr not in expressions(name, dt):
+            raise ValueError(f"{expr} is not one of {src.file}'s registered kernels")
+        k = _compiled(dev, name, dt.str, rdc, tuple(defines), expr if lazy else None).get_function(
+            expr)
         _KERNELS[key] = k
     return k
