@@ -24,14 +24,19 @@ def test_every_module_once_a_dtype():
     assert {s[0] for s in specs} == set(_loader.SOURCES)
 
 
+class Parts(list):
+    threads = None
+
+
 @pytest.fixture
 def on_a_gpu(monkeypatch):
     monkeypatch.setattr(_device, "status", lambda: types.SimpleNamespace(ok=True, reason=""))
     monkeypatch.setattr(_loader, "COMPILE_THREADS", _loader.COMPILE_THREADS)
-    parts = []
+    parts = Parts()
 
     def compile_all(part, report=None):
         parts.append(list(part))
+        parts.threads = _loader.COMPILE_THREADS             # the pool's size while it runs
         for s in part:
             error = _loader.KernelCompileError("broken.cu: an error") if s[0] == "broken" else None
             report((0, s[0], s[1].str, False, (), None), error)
@@ -40,11 +45,11 @@ def on_a_gpu(monkeypatch):
 
 
 def test_warm_compiles_every_module_with_progress(on_a_gpu):
-    lines = []
+    lines, before = [], _loader.COMPILE_THREADS
     assert warm.warm(["float32"], threads=3, samples=False, say=lines.append) == 0
     compiled = [s for part in on_a_gpu for s in part]
     assert compiled == warm.module_specs(["float32"])
-    assert _loader.COMPILE_THREADS == 3
+    assert on_a_gpu.threads == 3 and _loader.COMPILE_THREADS == before != 3    # for warm alone
     assert lines[0].startswith(f"compiling {len(compiled)} modules (float32) on 3 threads")
     assert len(on_a_gpu) == 1                 # one pool for them all: no wait a tenth
     progress = [line for line in lines if "modules," in line]
