@@ -358,12 +358,8 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
     k = _KERNELS.get(key)
     if k is None:
         dt = np.dtype(dtype)
-        expr = expression.format(T=ctype(dt))
-        src = SOURCES.get(name)
-        lazy = src is not None and src.lazy
-        if lazy and expr not in expressions(name, dt):
-            raise ValueError(f"{expr} is not one of {src.file}'s registered kernels")
-        k = _compiled(dev, name, dt.str, rdc, tuple(defines), expr if lazy else None).get_function(
-            expr)
+        mod = _module_key(dev, name, dt, rdc, expression)    # a lazy source's kernel checked
+        k = _compiled(*mod[:4], tuple(defines), mod[5]).get_function(expression.format(
+            T=ctype(dt)))
         _KERNELS[key] = k
     return k
