@@ -1512,8 +1512,7 @@ def _modules(dtype, precision: str) -> list:
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
     specs = [("amg", dtype), ("amg", wide), ("spgemm", dtype), ("check", dtype),
              ("check", np.float64)]
-    single = None if precision == "full" else (
-        dtype if dtype == np.float32 else reference.single_of(dtype))
+    single = reference.lowered_dtype(dtype, precision)
     if single is not None:
         specs.append(("amg", single))
     if status().cooperative_launch:

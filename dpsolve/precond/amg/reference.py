@@ -811,6 +811,15 @@ def lowering(h, precision: str):
     if precision == "half" and dt.kind != "f":
         raise ValueError(f"AMG precision='half' needs a real hierarchy (float32 or float64), "
                          f"got {dt.name}; use precision='auto' or 'mixed'")
+    return lowered_dtype(dt, precision)
+
+
+def lowered_dtype(dtype, precision: str) -> np.dtype | None:
+    """``lowering``'s rule on a working dtype alone (a hierarchy of more than one level): None
+    for "full"; float32 itself under "auto" or "half"; else ``single_of``."""
+    dt = np.dtype(dtype)
+    if precision == "full":
+        return None
     if dt == np.float32 and precision in ("auto", "half"):
         return dt
     return single_of(dt)
