@@ -54,6 +54,15 @@ def _nan_as_the_general_path(P, b):
     assert str(fast_err.value) == str(general_err.value)
 
 
+def _refuse_general_path(monkeypatch):
+    """From here on, a call that reaches the general path's iterate fails the test."""
+    from dpsolve import _frontend
+
+    def refuse(*a, **k):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(_frontend, "iterate", refuse)
+
+
 def _general(P, b, **kw):
     """The general path's (x, info) on the same system (full_output takes it)."""
     x, info, _ = P.solve(b, full_output=True, **kw)
@@ -99,10 +108,7 @@ def test_a_numpy_b_gives_the_general_paths_answer(monkeypatch, dtype, variant, M
     before = bh.copy()
     xg, info_g = _general(P, bh, rtol=1e-12, maxiter=7)
     iterate = _frontend.iterate
-
-    def refuse(*a, **k):
-        raise AssertionError("the general path ran")
-    monkeypatch.setattr(_frontend, "iterate", refuse)
+    _refuse_general_path(monkeypatch)
     x, info = P.solve(bh, rtol=1e-12, maxiter=7)
     assert type(x) is np.ndarray and x.dtype == P.dtype and x.shape == bh.shape
     assert info == info_g == 7
@@ -123,12 +129,8 @@ def test_a_numpy_b_gives_the_general_paths_answer(monkeypatch, dtype, variant, M
 @pytest.mark.parametrize("variant,M", [("persistent", None), ("graph", "amg")])
 def test_the_fast_path_is_taken(monkeypatch, variant, M):
     """Its calls never reach the general path's iterate (and still solve)."""
-    from dpsolve import _frontend
     A, P, b = _system(16, np.float64, M, variant=variant)
-
-    def refuse(*a, **k):
-        raise AssertionError("the general path ran")
-    monkeypatch.setattr(_frontend, "iterate", refuse)
+    _refuse_general_path(monkeypatch)
     x, info = P.solve(b, rtol=1e-8, atol=0, maxiter=None)
     assert info == 0
     with pytest.raises(AssertionError, match="general path"):
@@ -242,7 +244,7 @@ def test_a_block_takes_the_fast_path_column_by_column(monkeypatch, variant, M, n
     """B (n, k) asked for (X, info) alone on a prepared system whose block runs as columns: each
     column is the plain call's (x, info) bit for bit (maxiter 40: out of iterations without
     AMG), and the general path never runs; a zero column is x = 0, info 0; B is only read."""
-    from dpsolve import _block, _frontend
+    from dpsolve import _block
     A, P, b = _system(31, np.float64, M, seed=4, variant=variant)
     import cupy
     B = cupy.stack([b, 3 * b, cupy.zeros_like(b), b[::-1].copy()], axis=1)
@@ -250,10 +252,7 @@ def test_a_block_takes_the_fast_path_column_by_column(monkeypatch, variant, M, n
     before = _host(B).copy()
     monkeypatch.setattr(_block, "FUSED_PATH", False)      # graph + None would run fused
     want = [P.solve(B[:, j].copy(), rtol=1e-9, maxiter=40) for j in range(4)]
-
-    def refuse(*a, **k):
-        raise AssertionError("the general path ran")
-    monkeypatch.setattr(_frontend, "iterate", refuse)
+    _refuse_general_path(monkeypatch)
     X, info = P.solve(B, rtol=1e-9, maxiter=40)
     assert type(X) is type(B) and X.shape == B.shape
     assert info.tolist() == [w[1] for w in want] and info[2] == 0
