@@ -18,7 +18,7 @@ import cupy
 import cupyx.scipy.sparse as csp
 import numpy as np
 
-from dpsolve.cuda._loader import AMG_WIDE, get_kernel
+from dpsolve.cuda._loader import amg_source, get_kernel
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
@@ -34,8 +34,7 @@ def kernels_built_with(defines: tuple):
     def vc_kernel(expression, dtype):
         key = (expression, np.dtype(dtype).str, defines)
         if key not in _built:
-            module = "amg_wide" if expression in AMG_WIDE else "amg"
-            _built[key] = device._PdlKernel(get_kernel(module, expression, dtype,
+            _built[key] = device._PdlKernel(get_kernel(amg_source(expression), expression, dtype,
                                                        defines=defines))
         return _built[key]
 

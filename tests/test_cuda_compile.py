@@ -33,7 +33,9 @@ def test_every_kernel_the_python_asks_for_is_registered():
                   re.finditer(r'get_kernel\(\s*"(\w+)",\s*"([^"{]+<\{T\}>)"', text)]
         calls += [(path.name, m.group(1), m.group(2) + "<{T}>") for m in
                   re.finditer(r'(?:ops|ex)\.scalar\(\s*"(\w+)",\s*"(\w+)"', text)]
-    assert len(calls) > 30
+        calls += [(path.name, _loader.amg_source(m.group(1)), m.group(1)) for m in
+                  re.finditer(r'vc_kernel\(\s*"([^"{]+<\{T\}>)"', text)]  # amg.cu's, routed
+    assert len(calls) > 30 and sum(c[1] == "amg_vc" for c in calls) >= 5
     for where, source, expr in calls:
         assert expr in _loader.SOURCES[source].expressions, f"{where}: {source}/{expr}"
 
@@ -191,18 +193,42 @@ def test_amg_restriction_a_block_a_row_only_into_few_long_rows():
 
 def test_amg_sell_kernels_registered_once_in_two_modules():
     """Every SELL V-cycle kernel is registered for both HALF values and both NARROW values: the
-    16-bit ones in the module "amg", the int32 ones in "amg_wide" (device.vc_kernel picks the
-    module by AMG_WIDE), and no expression in both; the ELL kernels stay <T, HALF> in "amg"."""
-    amg = set(_loader.SOURCES["amg"].expressions)
+    16-bit ones in the V-cycle's modules (amg_vc, and amg_vc_low for the *_low ones), the int32
+    ones in "amg_wide", and no expression in two; the ELL kernels stay <T, HALF>."""
+    vc = set(_loader.SOURCES["amg_vc"].expressions) | set(_loader.SOURCES["amg_vc_low"].expressions)
     wide = set(_loader.SOURCES["amg_wide"].expressions)
-    assert wide == set(_loader.AMG_WIDE) and not amg & wide
+    assert wide == set(_loader.AMG_WIDE) and not vc & wide
     for k in _loader.VC_SELL:
         for h in ("false", "true"):
-            assert f"{k}<{{T}}, {h}, true>" in amg and f"{k}<{{T}}, {h}, false>" in wide
+            assert f"{k}<{{T}}, {h}, true>" in vc and f"{k}<{{T}}, {h}, false>" in wide
     for k in _loader.VC_ELL:
-        assert {f"{k}<{{T}}, false>", f"{k}<{{T}}, true>"} <= amg
+        assert {f"{k}<{{T}}, false>", f"{k}<{{T}}, true>"} <= vc
     text = (_loader.CUDA_DIR / "amg.cu").read_text()
     assert "constexpr unsigned NARROW_PAD = 0xFFFFu;" in text
+
+
+def test_amg_kernels_routed_to_one_module_each():
+    """amg.cu's kernels live in four modules by the dtype each runs in (the set-up's, the
+    V-cycle's, a lowered cycle's finest level's, the int-index SELL ones): no expression in two,
+    amg_source finds each one's, the *_low kernels and the casts in amg_vc_low, every other vc_
+    kernel and the cycle's preparation in amg_vc, and an unknown one is named."""
+    names = ("amg", "amg_vc", "amg_vc_low", "amg_wide")
+    seen = {}
+    for name in names:
+        for e in _loader.SOURCES[name].expressions:
+            assert e not in seen, (e, seen.get(e), name)
+            seen[e] = name
+            assert _loader.amg_source(e) == name
+    for e, name in seen.items():
+        kernel = e.split("<")[0]
+        if name == "amg_wide":
+            continue
+        low = kernel.endswith("_low") or kernel in ("vc_to_single", "vc_from_single")
+        vc = kernel.startswith("vc_") or kernel in ("sell_widths", "sell_fill", "half_round",
+                                                    "narrow_index", "narrow_ell")
+        assert name == ("amg_vc_low" if low else "amg_vc" if vc else "amg"), e
+    with pytest.raises(ValueError, match="amg.cu"):
+        _loader.amg_source("no_such<{T}>")
 
 
 def _ptxas_usage(name, tmp_path):
@@ -225,7 +251,7 @@ def _ptxas_usage(name, tmp_path):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", ["amg", "amg_wide"])
+@pytest.mark.parametrize("name", ["amg_vc", "amg_vc_low", "amg_wide"])
 def test_amg_vcycle_kernels_keep_every_warp_slot(name, tmp_path):
     """The V-cycle's kernels (vc_*) over float and double hold at most 32 registers a thread,
     without spilling: 2,048 threads an SM, all its warp slots, which their latency-bound loads
@@ -242,6 +268,6 @@ def test_amg_vcycle_kernels_keep_every_warp_slot(name, tmp_path):
         first = mangled[m.end() + length:m.end() + length + 2]    # "If" / "Id": float, double
         if kernel.startswith("vc_") and first in ("If", "Id"):
             real[f"{kernel}<{first[1]}> {mangled}"] = (regs, spill)
-    assert len(real) >= (20 if name == "amg" else 10)
+    assert len(real) >= (20 if name == "amg_vc" else 10)
     heavy = {k: v for k, v in real.items() if v[0] > 32 or v[1] > 0}
     assert not heavy, heavy

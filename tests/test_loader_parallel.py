@@ -123,7 +123,9 @@ def test_amg_setup_names_its_modules(monkeypatch, dtype, precision, single, coop
     specs = device._modules(np.dtype(dtype), precision)
     for spec in specs:
         _loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
-    amg = {np.dtype(s[1]) for s in specs if s[0] == "amg"}
+    modules = lambda name: {np.dtype(s[1]) for s in specs if s[0] == name}  # noqa: E731
     wide = np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
-    assert amg == {np.dtype(dtype), wide} | ({np.dtype(single)} if single else set())
+    assert modules("amg") == {np.dtype(dtype), wide}                 # the set-up's
+    assert modules("amg_vc") == {np.dtype(single if single else dtype)}    # the cycle's
+    assert modules("amg_vc_low") == ({np.dtype(dtype)} if single else set())
     assert any(s[0] == "amg_power" for s in specs) == cooperative

@@ -93,29 +93,48 @@ SOURCES = {
                                  "resid_partial<{T}>", "fingerprint", "count_true",
                                  "any_of<{T}>", "max_abs<{T}>")),
     "cg": Source("cg.cu", ("cg_start<{T}>", "cg_alpha<{T}>", "cg_beta<{T}>")),
-    # smoothed-aggregation AMG (dpsolve/precond/amg): aggregation, and the V-cycle per lane width
+    # smoothed-aggregation AMG (dpsolve/precond/amg), amg.cu in three modules by the dtype each
+    # part runs in (amg_source routes a kernel): the set-up's kernels (the working dtype, and the
+    # power steps' wide one) ...
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
-                             "agg_join<{T}>", "csr_scale_rows<{T}>", "vc_dense<{T}>",
-                             "vc_restrict_block<{T}>",
-                             "vc_scale<{T}>", "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
-                             "subtract_scaled<{T}>", "hermitian_misses<{T}>",
-                             "sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
-                             "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>", "narrow_index<{T}>", "narrow_ell<{T}>",
-                             "vc_to_single<{T}>", "vc_from_single<{T}>")
-                  # HALF: the matrix values in T or in float16 (precision "half"); the SELL
-                  # kernels' NARROW: their column indices as 16-bit offsets (device.narrow),
-                  # int ones in the module amg_wide
-                  + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL for h in ("false", "true"))
-                  + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL)      # PACKED (below)
-                  + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL for h in ("false", "true"))
-                  # PACKED: float16 values and offsets in one word (device.PACK_SELL)
-                  + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL)
-                  + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
-                                                       "vc_prolong", "vc_presmooth_residual",
-                                                       "vc_restrict_scale", "vc_prolong_low",
-                                                       "vc_restrict_low", "power_step")
-                          for w in CSR_VECTOR_WIDTHS) + ("power_norm<{T}>",)),
+                             "agg_join<{T}>", "csr_scale_rows<{T}>", "pattern_asymmetry<{T}>",
+                             "smooth_tentative<{T}>", "subtract_scaled<{T}>",
+                             "hermitian_misses<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
+                             "power_start<{T}>", "power_norm<{T}>")
+                  + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
+    # ... the V-cycle's (the cycle's dtype: single precision by default) and its preparation's
+    # (SELL copies, float16 rounding, 16-bit offsets); HALF: the matrix values in T or in
+    # float16 (precision "half"); the SELL kernels' NARROW: their column indices as 16-bit
+    # offsets (device.narrow), int ones in the module amg_wide ...
+    "amg_vc": Source("amg.cu", ("sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
+                                "narrow_index<{T}>", "narrow_ell<{T}>", "vc_dense<{T}>",
+                                "vc_restrict_block<{T}>", "vc_scale<{T}>")
+                     + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL if not k.endswith("_low")
+                             for h in ("false", "true"))
+                     + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL    # PACKED (below)
+                             if not k.endswith("_low"))
+                     + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL if not k.endswith("_low")
+                             for h in ("false", "true"))
+                     # PACKED: float16 values and offsets in one word (device.PACK_SELL)
+                     + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL
+                             if not k.endswith("_low"))
+                     + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
+                                                          "vc_prolong", "vc_presmooth_residual",
+                                                          "vc_restrict_scale")
+                             for w in CSR_VECTOR_WIDTHS)),
+    # ... and the kernels of a lowered cycle's finest level that read and write the working
+    # dtype's vectors (T: that dtype; the casts, and the *_low kernels that fuse them)
+    "amg_vc_low": Source("amg.cu", ("vc_to_single<{T}>", "vc_from_single<{T}>")
+                         + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL if k.endswith("_low")
+                                 for h in ("false", "true"))
+                         + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL
+                                 if k.endswith("_low"))
+                         + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL if k.endswith("_low")
+                                 for h in ("false", "true"))
+                         + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL
+                                 if k.endswith("_low"))
+                         + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_prolong_low", "vc_restrict_low")
+                                 for w in CSR_VECTOR_WIDTHS)),
     # the SELL kernels over int column indices (a slice spanning more than 65,534 columns, or
     # device.NARROW_INDICES off): a module of their own, compiled at the first such hierarchy, so
     # that the common case compiles no more kernels than before
@@ -202,6 +221,18 @@ SOURCES = {
                                         for w in DYNAMIC_CODES),
                                   rdc=True, cooperative=True, lazy=True),
 }
+
+
+_AMG_ROUTE = {e: name for name in ("amg", "amg_vc", "amg_vc_low", "amg_wide")
+              for e in SOURCES[name].expressions}
+
+
+def amg_source(expression: str) -> str:
+    """The source (module) of amg.cu that holds ``expression`` (with ``{T}``)."""
+    try:
+        return _AMG_ROUTE[expression]
+    except KeyError:
+        raise ValueError(f"{expression} is not one of amg.cu's registered kernels") from None
 
 
 def ctype(dtype) -> str:

@@ -103,12 +103,12 @@ class ChebyshevFace(DeviceFace):
         from ..cuda.executor import launch
         from .amg.device import chebyshev_steps, rows_launch
         A, n = self.A, np.int32(self.A.shape[0])
-        kernel = get_kernel("amg", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
+        kernel = get_kernel("amg_vc", f"vc_cheb<{{T}}, {self.lanes}>", r.dtype)
         grid, rows = rows_launch(int(n), self.lanes, int(A.nnz))
         for src, dst, c0, c1, c2, product in chebyshev_steps(self.coeffs, None, z, self.W):
             tail = (self.inv_diag, ops._NULL if src is None else src, r, self.d, c0, c1, c2, dst)
             if product and self.ell is not None:
-                launch(get_kernel("amg", "vc_cheb_ell<{T}, false>", r.dtype),
+                launch(get_kernel("amg_vc", "vc_cheb_ell<{T}, false>", r.dtype),
                        (ops.grid_for(int(n)),), (ops.BLOCK,),
                        (n, *self.ell, r.dtype.type(1), *tail), ex.stream)
             else:                   # CSR, or the first step alone (no product, from zero)

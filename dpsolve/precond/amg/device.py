@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...cuda import ops
-from ...cuda._loader import AMG_WIDE, CSR_VECTOR_WIDTHS, compile_all, get_kernel
+from ...cuda._loader import CSR_VECTOR_WIDTHS, amg_source, compile_all, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
@@ -84,8 +84,8 @@ _PDL_KERNELS: dict = {}
 
 def vc_kernel(expression: str, dtype) -> _PdlKernel:
     """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch
-    (from the module "amg_wide" for the kernels over int column indices: AMG_WIDE)."""
-    raw = get_kernel("amg_wide" if expression in AMG_WIDE else "amg", expression, dtype)
+    (from the module that holds it: ``_loader.amg_source``)."""
+    raw = get_kernel(amg_source(expression), expression, dtype)
     hit = _PDL_KERNELS.get(id(raw))
     if hit is None or hit.raw is not raw:
         hit = _PDL_KERNELS[id(raw)] = _PdlKernel(raw)
@@ -252,7 +252,7 @@ def _narrowed(kernel: str, n: int, size: int, args: tuple, dtype=np.float32):
     out = cupy.empty(size, cupy.uint16)
     base = cupy.zeros(groups, cupy.int32)
     overflow = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", f"{kernel}<{{T}}>", np.dtype(dtype)), (_grid(groups * 32),),
+    launch(get_kernel("amg_vc", f"{kernel}<{{T}}>", np.dtype(dtype)), (_grid(groups * 32),),
            (BLOCK,), (*args, out, base, overflow), None)
     if int(overflow.get()[0]):
         return None
@@ -309,7 +309,7 @@ def half_round(values, scale: float, bits: bool = False, offsets=None, kept=None
     words = cupy.empty(n, cupy.uint32) if pack else None
     out = None if pack else cupy.empty(n, np.float16 if bits else np.float32)
     null = ops._NULL
-    launch(get_kernel("amg", "half_round<{T}>", np.dtype(np.float32)), (_grid(n),), (BLOCK,),
+    launch(get_kernel("amg_vc", "half_round<{T}>", np.dtype(np.float32)), (_grid(n),), (BLOCK,),
            (np.int32(n), values, np.float32(1.0 / scale), np.float32(scale),
             out if bits and not pack else null, out if not bits and not pack else null,
             null if offsets is None else offsets, null if kept is None else kept,
@@ -402,7 +402,7 @@ def sell_of(M, prev: SellMatrix | None = None, pack: bool = False) -> SellMatrix
     if n < SELL_MIN_ROWS or nnz == 0 or nnz > SELL_MAX_MEAN_ROW * n:
         return None
     dt = np.dtype(M.dtype)
-    fill = get_kernel("amg", "sell_fill<{T}>", dt)
+    fill = get_kernel("amg_vc", "sell_fill<{T}>", dt)
     if prev is not None and prev.idx is None and not (pack and PACK_SELL):
         prev = None                                # its offsets are in words it cannot use
     if prev is not None and prev.indptr is M.indptr and prev.indices is M.indices:
@@ -420,7 +420,7 @@ def sell_of(M, prev: SellMatrix | None = None, pack: bool = False) -> SellMatrix
     rows = ops._NULL if perm is None else perm
     sptr = cupy.zeros(slices + 1, cupy.int64)
     widths = cupy.empty(slices, cupy.int32)
-    launch(get_kernel("amg", "sell_widths<{T}>", dt), (_grid(slices),), (BLOCK,),
+    launch(get_kernel("amg_vc", "sell_widths<{T}>", dt), (_grid(slices),), (BLOCK,),
            (np.int32(n), M.indptr, rows, widths), None)
     cupy.cumsum(widths, dtype=cupy.int64, out=sptr[1:])
     total = int(sptr[-1])                                               # one host wait
@@ -1502,19 +1502,23 @@ def chebyshev_steps(coeffs, x, out, work):
 
 
 def _modules(dtype, precision: str) -> list:
-    """The modules a set-up and its V-cycle compile on a first call, for ``compile_all``: amg.cu
-    in the working dtype, in the power steps' wide one and in the V-cycle's single one, the
+    """The modules a set-up and its V-cycle compile on a first call, for ``compile_all``: amg.cu's
+    set-up kernels in the working dtype and in the power steps' wide one, its V-cycle kernels in
+    the cycle's dtype (single precision unless "full") and, for a lowered cycle, its finest
+    level's casting kernels in the working dtype (``_loader``'s amg, amg_vc and amg_vc_low), the
     products (spgemm.cu), the reductions (check.cu), and the small levels' cooperative power
     steps at POWER_MAX_LANES (the lanes of most coarse levels). A module listed here and not
-    used costs a thread's compile beside the others; one used and not listed, a compile at its
-    first use, as before."""
+    used costs a thread's compile beside the others; one used and not listed (a cycle kept in
+    the working dtype where its values do not fit single precision), a compile at its first
+    use."""
     from ..._device import status
     wide = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
     specs = [("amg", dtype), ("amg", wide), ("spgemm", dtype), ("check", dtype),
              ("check", np.float64)]
     single = reference.lowered_dtype(dtype, precision)
+    specs.append(("amg_vc", dtype if single is None else single))
     if single is not None:
-        specs.append(("amg", single))
+        specs.append(("amg_vc_low", dtype))
     if status().cooperative_launch:
         specs.append(("amg_power", wide, f"power_iterate<{{T}}, {POWER_MAX_LANES}>"))
     return specs
