@@ -211,7 +211,8 @@ def test_amg_kernels_routed_to_one_module_each():
     """amg.cu's kernels live in four modules by the dtype each runs in (the set-up's, the
     V-cycle's, a lowered cycle's finest level's, the int-index SELL ones): no expression in two,
     amg_source finds each one's, the *_low kernels and the casts in amg_vc_low, every other vc_
-    kernel and the cycle's preparation in amg_vc, and an unknown one is named."""
+    kernel and the cycle's preparation (its copies, RS's subtraction, the Hermitian test) in
+    amg_vc, and an unknown one is named."""
     names = ("amg", "amg_vc", "amg_vc_low", "amg_wide")
     seen = {}
     for name in names:
@@ -225,7 +226,8 @@ def test_amg_kernels_routed_to_one_module_each():
             continue
         low = kernel.endswith("_low") or kernel in ("vc_to_single", "vc_from_single")
         vc = kernel.startswith("vc_") or kernel in ("sell_widths", "sell_fill", "half_round",
-                                                    "narrow_index", "narrow_ell")
+                                                    "narrow_index", "narrow_ell",
+                                                    "subtract_scaled", "hermitian_misses")
         assert name == ("amg_vc_low" if low else "amg_vc" if vc else "amg"), e
     with pytest.raises(ValueError, match="amg.cu"):
         _loader.amg_source("no_such<{T}>")

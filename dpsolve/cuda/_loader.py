@@ -98,17 +98,18 @@ SOURCES = {
     # power steps' wide one) ...
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "pattern_asymmetry<{T}>",
-                             "smooth_tentative<{T}>", "subtract_scaled<{T}>",
-                             "hermitian_misses<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
+                             "smooth_tentative<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
                              "power_start<{T}>", "power_norm<{T}>")
                   + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     # ... the V-cycle's (the cycle's dtype: single precision by default) and its preparation's
-    # (SELL copies, float16 rounding, 16-bit offsets); HALF: the matrix values in T or in
+    # (SELL copies, float16 rounding, 16-bit offsets; the smoothed restriction's subtraction and
+    # the Hermitian test, which run on the cycle's copies); HALF: the matrix values in T or in
     # float16 (precision "half"); the SELL kernels' NARROW: their column indices as 16-bit
     # offsets (device.narrow), int ones in the module amg_wide ...
     "amg_vc": Source("amg.cu", ("sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
                                 "narrow_index<{T}>", "narrow_ell<{T}>", "vc_dense<{T}>",
-                                "vc_restrict_block<{T}>", "vc_scale<{T}>")
+                                "vc_restrict_block<{T}>", "vc_scale<{T}>",
+                                "subtract_scaled<{T}>", "hermitian_misses<{T}>")
                      + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL if not k.endswith("_low")
                              for h in ("false", "true"))
                      + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL    # PACKED (below)

@@ -1738,7 +1738,7 @@ def is_hermitian(A) -> bool:
     ops.max_abs(A.data, out=top)
     tol = math.sqrt(np.finfo(A.dtype).eps) * ops.max_abs_value(top)
     misses = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", "hermitian_misses<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
+    launch(get_kernel("amg_vc", "hermitian_misses<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
            (np.int32(n), A.indptr, A.indices, A.data, np.float64(tol), misses), None)
     return not int(misses.get()[0])
 
@@ -1765,8 +1765,8 @@ def smoothed_restriction(lev, hermitian: bool, prev=None):
     X = product()
     rows = int(X.shape[0])
     missing = cupy.zeros(1, cupy.int32)
-    launch(get_kernel("amg", "subtract_scaled<{T}>", np.dtype(X.dtype)), (_grid(rows),), (BLOCK,),
-           (np.int32(rows), X.indptr, X.indices, X.data, s, np.int32(hermitian), M.indptr,
+    launch(get_kernel("amg_vc", "subtract_scaled<{T}>", np.dtype(X.dtype)), (_grid(rows),),
+           (BLOCK,), (np.int32(rows), X.indptr, X.indices, X.data, s, np.int32(hermitian), M.indptr,
             M.indices, M.data, missing), None)
     if int(missing.get()[0]):                          # M's own entries added apart
         X = product()
