@@ -162,27 +162,69 @@ class CaseRun:
 _RUNS: dict[int, CaseRun] = {}
 
 
+def shared_launch(argv, result: Path):
+    """:func:`launch` once for every pytest-xdist worker that asks: the first to take the lock
+    beside ``result`` runs ``argv`` and writes its (rc, stdout, stderr, seconds) to ``result``;
+    the others wait on the lock and read them (each worker launching its own ``mpirun -n 4`` of
+    every case put 14 launches, 56 ranks, on one GPU machine's 16 cores, and each ran past its
+    timeout). Returns launch's tuple and whether this call ran it."""
+    import fcntl
+    with open(result.with_name(result.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)              # released when the file closes
+        if result.exists():
+            d = json.loads(result.read_text())
+            return (d["rc"], d["out"], d["err"], d["seconds"]), False
+        rc, out, err, secs = launch(argv)
+        result.write_text(json.dumps({"rc": rc, "out": out, "err": err, "seconds": secs}))
+        return (rc, out, err, secs), True
+
+
 def run_cases(k, tmp_dir) -> CaseRun:
-    """Every case of mpi_cases.py on k ranks: one launch, cached for the session."""
+    """Every case of mpi_cases.py on k ranks: one launch, shared by the session's workers."""
     if k not in _RUNS:
         out_file = Path(tmp_dir) / f"mpi_cases_{k}.jsonl"
-        out_file.unlink(missing_ok=True)
-        rc, out, err, secs = launch(mpirun_command(k) + [sys.executable,
-                                                         str(ROOT / "tests" / "mpi_cases.py"),
-                                                         "--out", str(out_file)])
+        argv = mpirun_command(k) + [sys.executable, str(ROOT / "tests" / "mpi_cases.py"),
+                                    "--out", str(out_file)]
+        (rc, out, err, secs), ran = shared_launch(argv, Path(tmp_dir) / f"mpi_cases_{k}.json")
         records = {}
         if out_file.exists():
             for line in out_file.read_text().splitlines():
                 rec = json.loads(line)
                 records.setdefault(rec["case"], []).append(rec)
         _RUNS[k] = CaseRun(k, rc, out, err, secs, records)
-        print(f"\nmpirun -n {k} tests/mpi_cases.py: {secs:.1f} s", file=sys.stderr)
+        if ran:
+            print(f"\nmpirun -n {k} tests/mpi_cases.py: {secs:.1f} s", file=sys.stderr)
     return _RUNS[k]
 
 
 @pytest.fixture(scope="session")
 def mpi_tmp(tmp_path_factory):
-    return tmp_path_factory.mktemp("mpi")
+    """A folder for the launches' records, shared by pytest-xdist's workers (their base
+    temporary folders lie side by side in the session's), new each session."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mpi-cases"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+def test_shared_launch_runs_once_for_concurrent_askers(tmp_path):
+    """Four threads (each its own lock file handle, as xdist's workers) ask for one launch: it
+    runs once, and every asker gets its output."""
+    import threading
+    marker = tmp_path / "runs"
+    argv = [sys.executable, "-c", "import pathlib, sys, time; p = pathlib.Path(sys.argv[1]); "
+            "p.write_text(p.read_text() + 'x' if p.exists() else 'x'); time.sleep(0.3); "
+            "print('done')", str(marker)]
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(shared_launch(argv, tmp_path / "r.json")))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert marker.read_text() == "x"
+    assert sorted(ran for _, ran in got) == [False, False, False, True]
+    assert all(res[0] == 0 and res[1].strip() == "done" for res, _ in got)
 
 
 # --------------------------------------------------------------------------- mpirun cases
