@@ -100,7 +100,8 @@ def test_gpu_check_runs_one_part_of_the_suite(tmp_path, part):
 @pytest.mark.skipif(sys.platform == "win32", reason="bash script")
 def test_gpu_check_leaves_the_ci_only_files_out_of_a_part(tmp_path):
     """CI_ONLY_SKIP=1 with SUITE_PART=rest1 / rest2: the two parts together are rest's files but
-    test_cuda_compile.py and test_mtx_reader.py, each once, neither named (pytest's --ignore does
+    the four CI-only ones (nvcc's compiles, the Matrix Market reader, the AMG reference, the
+    formats), each once, none named (pytest's --ignore does
     not drop a file named on the command line: before, rest2 ran the nvcc compiles)."""
     fake = tmp_path / "fake-python"
     log = tmp_path / "argv"
@@ -117,7 +118,8 @@ def test_gpu_check_leaves_the_ci_only_files_out_of_a_part(tmp_path):
         args = log.read_text().split()
         files += [a for i, a in enumerate(args) if a.startswith("tests/test_")
                   and (i == 0 or args[i - 1] != "--ignore")]       # not --ignore's own
-    ci_only = {"tests/test_cuda_compile.py", "tests/test_mtx_reader.py"}
+    ci_only = {"tests/test_cuda_compile.py", "tests/test_mtx_reader.py",
+               "tests/test_amg_reference.py", "tests/test_formats.py"}
     rest = sorted(f"tests/{f.name}" for f in (ROOT / "tests").glob("test_*.py")
                   if not f.name.startswith("test_gpu_") and f.name != "test_distributed.py")
     assert sorted(files) == [f for f in rest if f not in ci_only]
