@@ -41,6 +41,19 @@ VC_SELL = ("vc_presmooth_residual_sell", "vc_residual_sell", "vc_jacobi_sell", "
 VC_ELL = ("vc_presmooth_residual_ell", "vc_residual_ell", "vc_jacobi_ell", "vc_cheb_ell",
           "vc_presmooth_residual_ell_low", "vc_jacobi_ell_low")
 AMG_WIDE = tuple(f"{k}<{{T}}, {h}, false>" for k in VC_SELL for h in ("false", "true"))
+
+
+def _vc_variants(low: bool) -> tuple:
+    """The ELL and 16-bit-offset SELL kernels of VC_ELL and VC_SELL (the *_low ones, or the
+    others) at each HALF (the matrix values in T or in float16, precision "half"), and PACKED
+    (float16 values and offsets in one word: device.PACK_SELL): <T, HALF>, <T, true, true>,
+    <T, HALF, true> and <T, true, true, true>."""
+    ell = [k for k in VC_ELL if k.endswith("_low") == low]
+    sell = [k for k in VC_SELL if k.endswith("_low") == low]
+    return (tuple(f"{k}<{{T}}, {h}>" for k in ell for h in ("false", "true"))
+            + tuple(f"{k}<{{T}}, true, true>" for k in ell)
+            + tuple(f"{k}<{{T}}, {h}, true>" for k in sell for h in ("false", "true"))
+            + tuple(f"{k}<{{T}}, true, true, true>" for k in sell))
 BLOCK_LANES = (2, 4, 8, 16, 32)       # block.cu's G: lanes a row, one a column (k <= G)
 # block.cu's kernels over the rows (templated on G too) and its per-column scalar kernels
 BLOCK_VECTOR_KERNELS = ("block_start", "block_update", "block_direction", "block_flush",
@@ -103,22 +116,13 @@ SOURCES = {
                   + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     # ... the V-cycle's (the cycle's dtype: single precision by default) and its preparation's
     # (SELL copies, float16 rounding, 16-bit offsets; the smoothed restriction's subtraction and
-    # the Hermitian test, which run on the cycle's copies); HALF: the matrix values in T or in
-    # float16 (precision "half"); the SELL kernels' NARROW: their column indices as 16-bit
-    # offsets (device.narrow), int ones in the module amg_wide ...
+    # the Hermitian test, which run on the cycle's copies); the SELL kernels' NARROW: their column
+    # indices as 16-bit offsets (device.narrow), int ones in the module amg_wide ...
     "amg_vc": Source("amg.cu", ("sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
                                 "narrow_index<{T}>", "narrow_ell<{T}>", "vc_dense<{T}>",
                                 "vc_restrict_block<{T}>", "vc_scale<{T}>",
                                 "subtract_scaled<{T}>", "hermitian_misses<{T}>")
-                     + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL if not k.endswith("_low")
-                             for h in ("false", "true"))
-                     + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL    # PACKED (below)
-                             if not k.endswith("_low"))
-                     + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL if not k.endswith("_low")
-                             for h in ("false", "true"))
-                     # PACKED: float16 values and offsets in one word (device.PACK_SELL)
-                     + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL
-                             if not k.endswith("_low"))
+                     + _vc_variants(low=False)
                      + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",
                                                           "vc_prolong", "vc_presmooth_residual",
                                                           "vc_restrict_scale")
@@ -126,14 +130,7 @@ SOURCES = {
     # ... and the kernels of a lowered cycle's finest level that read and write the working
     # dtype's vectors (T: that dtype; the casts, and the *_low kernels that fuse them)
     "amg_vc_low": Source("amg.cu", ("vc_to_single<{T}>", "vc_from_single<{T}>")
-                         + tuple(f"{k}<{{T}}, {h}>" for k in VC_ELL if k.endswith("_low")
-                                 for h in ("false", "true"))
-                         + tuple(f"{k}<{{T}}, true, true>" for k in VC_ELL
-                                 if k.endswith("_low"))
-                         + tuple(f"{k}<{{T}}, {h}, true>" for k in VC_SELL if k.endswith("_low")
-                                 for h in ("false", "true"))
-                         + tuple(f"{k}<{{T}}, true, true, true>" for k in VC_SELL
-                                 if k.endswith("_low"))
+                         + _vc_variants(low=True)
                          + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_prolong_low", "vc_restrict_low")
                                  for w in CSR_VECTOR_WIDTHS)),
     # the SELL kernels over int column indices (a slice spanning more than 65,534 columns, or
@@ -224,8 +221,8 @@ SOURCES = {
 }
 
 
-_AMG_ROUTE = {e: name for name in ("amg", "amg_vc", "amg_vc_low", "amg_wide")
-              for e in SOURCES[name].expressions}
+_AMG_ROUTE = {e: name for name, src in SOURCES.items() if src.file == "amg.cu"
+              for e in src.expressions}
 
 
 def amg_source(expression: str) -> str:
