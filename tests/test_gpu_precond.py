@@ -559,6 +559,36 @@ def test_every_stream_variant_solves_with_it(variant, method, M, dtype):
     assert info_d == 0 and isinstance(xd, cp.ndarray)
 
 
+@pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
+@pytest.mark.parametrize("kind, size", [("2d", 45), ("3d", 15)])
+def test_the_set_up_names_every_amg_module_its_solve_fetches(kind, size, dtype, precision,
+                                                            monkeypatch):
+    """The modules the set-up compiles beside its own steps (``_modules``, ``_loader.compiling``)
+    are the ones its solve fetches kernels from: each amg.cu module (set-up, V-cycle, lowered
+    finest level) and spgemm.cu's that a set-up and a solve fetch is listed, in its dtype. One
+    not listed would compile alone at its first kernel, after the set-up."""
+    from dpsolve.cuda import _loader
+    fetched = []
+    compiled = _loader._compiled
+    monkeypatch.setattr(_loader, "_KERNELS", {})               # every kernel fetched anew
+
+    def record(*key):
+        fetched.append(key)
+        return compiled(*key)
+    monkeypatch.setattr(_loader, "_compiled", record)
+    A, b = _problem(kind, size, dtype)
+    x, info = dpsolve.cg(A, b, M=dpsolve.precond.AMG(precision=precision), variant="cuda",
+                         rtol=1e-5 if dtype == np.float32 else 1e-8)
+    assert info == 0
+    dev = _cp().cuda.runtime.getDevice()
+    listed = {_loader._module_key(dev, *s[:2], expression=s[2] if len(s) > 2 else None)
+              for s in amg_device._modules(np.dtype(dtype), precision)}
+    names = {"amg", "amg_vc", "amg_vc_low", "spgemm"}
+    used = {k[:5] for k in fetched if k[1] in names}
+    assert {k[1] for k in used} >= {"amg", "amg_vc", "spgemm"}, used
+    assert used <= {k[:5] for k in listed}, sorted(used - {k[:5] for k in listed})
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 @pytest.mark.parametrize("fmt", ["ell", "csr-vector"])
 def test_chebyshev_runs_on_the_solves_ell_and_equals_the_reference(fmt, dtype):

@@ -1,6 +1,7 @@
 """``_loader.compile_all`` on the CPU: the modules a path names compile side by side in threads,
 each once, the ones already here not again, a lazy source by its one kernel, and a compile error
-reaches the caller (``_module`` stubbed: no NVRTC here); and the AMG set-up's list of modules."""
+reaches the caller (``_module`` stubbed: no NVRTC here); ``_loader.compiling``, the same beside a
+block; and the AMG set-up's list of modules."""
 from __future__ import annotations
 
 import sys
@@ -38,6 +39,7 @@ def stub(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(_loader, "_module", module)
     monkeypatch.setattr(_loader, "_COMPILED", set())
+    monkeypatch.setattr(_loader, "_PENDING", {})
     return calls
 
 
@@ -129,3 +131,67 @@ def test_amg_setup_names_its_modules(monkeypatch, dtype, precision, single, coop
     assert modules("amg_vc") == {np.dtype(single if single else dtype)}    # the cycle's
     assert modules("amg_vc_low") == ({np.dtype(dtype)} if single else set())
     assert any(s[0] == "amg_power" for s in specs) == cooperative
+
+
+@pytest.fixture
+def gate(stub, monkeypatch):
+    """The stub's compiles held until ``gate.set()``: a block that passes with them held ran
+    beside them (each test sets it before it ends, so no compile outlives it)."""
+    opened, module = threading.Event(), _loader._module
+
+    def held(*key):
+        assert opened.wait(timeout=30)
+        return module(*key)
+    monkeypatch.setattr(_loader, "_module", held)
+    yield opened
+    opened.set()
+
+
+def test_compiling_runs_beside_the_block_and_waits_at_its_end(stub, gate):
+    specs = [("spmv", np.float64), ("blas1", np.float64), ("check", np.float64)]
+    with _loader.compiling(specs):
+        assert not stub and len(_loader._PENDING) == 3        # the block runs, they compile
+        gate.set()
+    assert {c[0][1] for c in stub} == {"spmv", "blas1", "check"}
+    assert all(c[1].startswith("dpsolve-nvrtc") for c in stub)
+    assert not _loader._PENDING and len(_loader._COMPILED) == 3
+    with _loader.compiling(specs):                             # here already: nothing
+        assert not _loader._PENDING
+    assert len(stub) == 3
+
+
+def test_a_kernel_fetched_in_the_block_waits_for_its_module(stub, gate, monkeypatch):
+    """get_kernel inside the block takes the module compiling in the pool: compiled once."""
+    monkeypatch.setattr(_loader, "_KERNELS", {})
+    module = _loader._module
+    monkeypatch.setattr(_loader, "_module", lambda *key: types.SimpleNamespace(
+        module=module(*key), get_function=lambda expr: ("kernel", expr)))
+    with _loader.compiling([("spmv", np.float32), ("blas1", np.float32)]):
+        threading.Timer(0.2, gate.set).start()
+        assert _loader.get_kernel("spmv", "spmv_ell<{T}>", np.float32) == (
+            "kernel", "spmv_ell<float>")
+    assert sorted(c[0][1] for c in stub) == ["blas1", "spmv"]
+
+
+def test_compiling_raises_a_compile_error_at_the_blocks_end(stub, monkeypatch):
+    monkeypatch.setitem(_loader.SOURCES, "broken", _loader.Source("broken.cu", ("k<{T}>",)))
+    ran = []
+    with pytest.raises(_loader.KernelCompileError, match="broken.cu"):
+        with _loader.compiling([("spmv", np.float64), ("broken", np.float64)]):
+            ran.append(True)
+    assert ran and not _loader._PENDING
+    assert [k[1] for k in _loader._COMPILED] == ["spmv"]
+
+
+def test_the_blocks_own_error_is_raised_at_once(stub, gate):
+    """An error of the block is raised while the compiles still run; they finish later and
+    their modules are kept."""
+    with pytest.raises(ZeroDivisionError):
+        with _loader.compiling([("spmv", np.float64), ("blas1", np.float64)]):
+            1 / 0
+    assert len(_loader._PENDING) == 2 and not stub
+    jobs = list(_loader._PENDING.values())
+    gate.set()
+    for job in jobs:
+        job.result(timeout=30)
+    assert {k[1] for k in _loader._COMPILED} == {"spmv", "blas1"}

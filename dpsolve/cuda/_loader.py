@@ -8,14 +8,17 @@
   kernels that launch kernels or set graph conditionals (CuPy then links libcudadevrt). A
   ``lazy`` source (the persistent and dynamic solvers', the batch's) is compiled one kernel a
   module, at the kernel's first use. ``compile_all`` compiles the modules a path names side by
-  side in threads (the AMG set-up's, before its first kernel).
+  side in threads before its first kernel; ``compiling`` does it while a block runs (the AMG
+  set-up's, beside its own first steps).
 * ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
   source with it for sm_90, so a syntax error never lands.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,7 +312,10 @@ def _module(device_id: int, name: str, dtype_str: str, rdc: bool, defines: tuple
 
 _KERNELS: dict = {}
 _COMPILED: set = set()          # _module's keys compiled (or loaded from CuPy's cache) here
-COMPILE_THREADS = 8             # compile_all's most modules at once (NVRTC runs without the GIL)
+_PENDING: dict = {}             # _module's keys compiling in the pool now -> their Futures
+_POOL_LOCK = threading.Lock()
+_POOL: list = []                # the pool of compile threads, made at its first use
+COMPILE_THREADS = 8             # the most modules compiling at once (NVRTC runs without the GIL)
 
 
 def _module_key(dev: int, name: str, dtype, rdc: bool = False, expression: str | None = None):
@@ -327,6 +333,33 @@ def _module_key(dev: int, name: str, dtype, rdc: bool = False, expression: str |
     return (dev, name, dt.str, rdc, (), only)
 
 
+def _spec_keys(specs) -> tuple[list, list]:
+    """The module keys of ``specs`` (each (name, dtype[, expression])) on the current device,
+    each once: (those to compile, those compiled here already)."""
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    todo, done = [], []
+    for spec in specs:
+        key = _module_key(dev, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+        if key not in todo and key not in done:
+            (done if key in _COMPILED else todo).append(key)
+    return todo, done
+
+
+def _submit(key):
+    """The Future of module ``key`` compiling in the pool's threads: one per module while it
+    compiles, so a module named twice (or fetched by ``get_kernel`` meanwhile) compiles once."""
+    import concurrent.futures
+    with _POOL_LOCK:
+        job = _PENDING.get(key)
+        if job is None:
+            if not _POOL:
+                _POOL.append(concurrent.futures.ThreadPoolExecutor(
+                    COMPILE_THREADS, thread_name_prefix="dpsolve-nvrtc"))
+            job = _PENDING[key] = _POOL[0].submit(_build, key)
+    return job
+
+
 def compile_all(specs, report=None) -> None:
     """Compile the modules a path is about to use side by side, before its first kernel: each
     spec (name, dtype[, expression]) as ``get_kernel`` would compile it (``expression`` names
@@ -340,36 +373,53 @@ def compile_all(specs, report=None) -> None:
     dtype second and third). Compiles at once slow each other (amg.cu split into four modules,
     tried: the first ``M="amg"`` call 20.1 -> 24.2 s, each part nearly the whole one's time)."""
     import concurrent.futures
-
-    import cupy
-    dev = cupy.cuda.runtime.getDevice()
-    keys = []
-    for spec in specs:
-        key = _module_key(dev, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
-        if key in _COMPILED:
-            if report is not None:
-                report(key, None)
-        elif key not in keys:
-            keys.append(key)
-    if report is None and len(keys) < 2:
+    keys, here = _spec_keys(specs)
+    if report is not None:
+        for key in here:
+            report(key, None)
+    elif len(keys) < 2:
         for key in keys:
             _compiled(*key)
         return
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(keys), COMPILE_THREADS)),
-                                               thread_name_prefix="dpsolve-nvrtc") as pool:
-        jobs = {pool.submit(_compiled, *key): key for key in keys}
-        if report is None:
-            for done in jobs:
-                done.result()
-            return
-        for done in concurrent.futures.as_completed(jobs):
-            report(jobs[done], done.exception())
+    jobs = {_submit(key): key for key in keys}
+    if report is None:
+        for job in jobs:
+            job.result()
+        return
+    for job in concurrent.futures.as_completed(jobs):
+        report(jobs[job], job.exception())
+
+
+@contextlib.contextmanager
+def compiling(specs):
+    """Compile the modules ``specs`` name (``compile_all``'s) in the pool's threads while the
+    block runs, and wait for them at its end: a path's first call overlaps its later kernels'
+    compiles with its first steps (the AMG set-up's CuPy kernels, compiled on the caller's
+    thread). A kernel the block fetches from a module still compiling waits for that module
+    alone. A compile error is raised at the block's end; where the block itself raises, its
+    error is the one raised, at once, and the compiles go on (their modules kept for the next
+    call)."""
+    jobs = [_submit(key) for key in _spec_keys(specs)[0]]
+    yield
+    for job in jobs:
+        job.result()
+
+
+def _build(key):
+    """Module ``key`` compiled (or loaded from CuPy's cache) and recorded as here."""
+    try:
+        mod = _module(*key)
+        _COMPILED.add(key)
+        return mod
+    finally:
+        with _POOL_LOCK:
+            _PENDING.pop(key, None)
 
 
 def _compiled(*key):
-    mod = _module(*key)
-    _COMPILED.add(key)
-    return mod
+    """Module ``key``: waiting for it where the pool compiles it now, else compiled here."""
+    job = _PENDING.get(key)
+    return _build(key) if job is None else job.result()
 
 
 def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tuple = ()):

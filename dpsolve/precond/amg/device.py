@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...cuda import ops
-from ...cuda._loader import CSR_VECTOR_WIDTHS, amg_source, compile_all, get_kernel
+from ...cuda._loader import CSR_VECTOR_WIDTHS, amg_source, compiling, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
 from .. import smoothers
@@ -1502,7 +1502,7 @@ def chebyshev_steps(coeffs, x, out, work):
 
 
 def _modules(dtype, precision: str) -> list:
-    """The modules a set-up and its V-cycle compile on a first call, for ``compile_all``: amg.cu's
+    """The modules a set-up and its V-cycle compile on a first call, for ``compiling``: amg.cu's
     set-up kernels in the working dtype and in the power steps' wide one, its V-cycle kernels in
     the cycle's dtype (single precision unless "full") and, for a lowered cycle, its finest
     level's casting kernels in the working dtype (``_loader``'s amg, amg_vc and amg_vc_low), the
@@ -1541,8 +1541,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
     dtype = np.dtype(dtype)
     reference.check_precision(precision)
     check_memory(csr.n, csr.nnz, dtype, precision)
-    compile_all(_modules(dtype, precision))
-    with stream:
+    with stream, compiling(_modules(dtype, precision)):
         phases = _Phases(stream)
         # a dpsolve CSR is sorted without duplicates (its check repairs others in a copy)
         A_l = _csr(csr.data.astype(dtype, copy=False), csr.indices, csr.indptr, (csr.n, csr.n),
