@@ -130,6 +130,7 @@ def test_amg_setup_names_its_modules(monkeypatch, dtype, precision, single, coop
     assert modules("amg") == {np.dtype(dtype), wide}                 # the set-up's
     assert modules("amg_vc") == {np.dtype(single if single else dtype)}    # the cycle's
     assert modules("amg_vc_low") == ({np.dtype(dtype)} if single else set())
+    assert modules("spgemm") == {np.dtype(dtype), np.dtype(single if single else dtype)}
     assert any(s[0] == "amg_power" for s in specs) == cooperative
 
 

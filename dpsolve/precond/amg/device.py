@@ -1506,7 +1506,8 @@ def _modules(dtype, precision: str) -> list:
     set-up kernels in the working dtype and in the power steps' wide one, its V-cycle kernels in
     the cycle's dtype (single precision unless "full") and, for a lowered cycle, its finest
     level's casting kernels in the working dtype (``_loader``'s amg, amg_vc and amg_vc_low), the
-    products (spgemm.cu), the reductions (check.cu), and the small levels' cooperative power
+    products (spgemm.cu; in the cycle's dtype too, for the smoothed restrictions, made on the
+    cycle's copies), the reductions (check.cu), and the small levels' cooperative power
     steps at POWER_MAX_LANES (the lanes of most coarse levels). A module listed here and not
     used costs a thread's compile beside the others; one used and not listed (a cycle kept in
     the working dtype where its values do not fit single precision), a compile at its first
@@ -1517,6 +1518,8 @@ def _modules(dtype, precision: str) -> list:
              ("check", np.float64)]
     single = reference.lowered_dtype(dtype, precision)
     specs.append(("amg_vc", dtype if single is None else single))
+    if single is not None and single != dtype:      # the smoothed restrictions' products
+        specs.append(("spgemm", single))
     if single is not None:
         specs.append(("amg_vc_low", dtype))
     if status().cooperative_launch:
