@@ -31,9 +31,9 @@ from . import _fast, autotune
 from . import methods as method_table
 from ._device import status as device_status
 from ._errors import BackendUnavailableError, DpsolveWarning
-from ._system import (device_system, divide_rhs, in_matrix_window, in_rhs_window, in_safe_range,
-                      initial_guess_Mb, make_system, scale_rhs, solved_x0, split_x0, x0_in_range,
-                      sum_of_squares, times_power_of_two)
+from ._system import (coerce, device_system, divide_rhs, in_matrix_window, in_rhs_window,
+                      in_safe_range, initial_guess_Mb, make_system, matrix_char, scale_rhs,
+                      solved_x0, split_x0, sum_of_squares, times_power_of_two, x0_in_range)
 from .formats.csr import _is_cupy, array_module
 from .reference._util import ldexp_or_inf
 from .backends import AUTO_PREFERENCE, VARIANT_NAMES, get_backend, variant_info
@@ -137,6 +137,8 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     options = method_table.get(method).check_options(options or {})
     x0, x0_mb = split_x0(x0)
     if on_device(variant):
+        if variant == "auto" and not _FIRST_CALL:
+            _prefetch_first_call(A, b)
         system, sq = device_system(method, A, b, x0, M, sync=sync)
     else:
         system = make_system(method, A, b, x0, M)
@@ -159,6 +161,25 @@ def solve(method, A, b, x0, *, rtol, atol, maxiter, M, callback, variant, sync, 
     if key is not None and in_matrix_window(system.csr, system.dtype):
         _fast.adopt(key, A, b, backend, fmt, state)
     return out
+
+
+_FIRST_CALL: list = []          # set by the process's first GPU call with variant "auto"
+
+
+def _prefetch_first_call(A, b) -> None:
+    """The modules a process's first GPU call of the default variant compiles one after another
+    (the input checks, the SpMV, the vector kernels, the persistent variant's availability
+    probe: 2.3 of a first call's 3.8 s on the H200 host) start compiling side by side in the
+    loader's pool (``_loader.prefetch``), in the dtype the call will most likely work in. A
+    wrong guess (an operator, a dtype refused later) costs a compile in the background."""
+    _FIRST_CALL.append(True)
+    try:
+        dt = coerce(matrix_char(A), np.dtype(b.dtype).char)
+    except Exception:                  # device_system names what is wrong with the input
+        return
+    from .cuda import _loader
+    from .cuda.ops import PROBE_SPEC
+    _loader.prefetch([("check", dt), ("spmv", dt), ("blas1", dt), PROBE_SPEC])
 
 
 def _set_up_stream(system):

@@ -114,3 +114,39 @@ def test_a_scaled_x_is_whole_when_the_caller_reads_it(monkeypatch, variant, prep
     x, info = solve(b1 * 2.0 ** -600, rtol=1e-8, full_output=True)[:2]
     assert info == info1 == 0
     assert np.array_equal(x.get(), x1.get() * 2.0 ** -600)
+
+
+FIRST_CALL = r"""
+import json, sys
+import numpy as np, scipy.sparse as sp
+import dpsolve
+from dpsolve.cuda import _loader
+from dpsolve.matrices import laplace_2d
+submitted, fetched = [], set()
+submit, compiled = _loader._submit, _loader._compiled
+_loader._submit = lambda key: (submitted.append(key), submit(key))[1]
+_loader._compiled = lambda *key: (fetched.add(key), compiled(*key))[1]
+dtype = np.dtype(sys.argv[1])
+A = sp.csr_array(laplace_2d(int(sys.argv[2]))).astype(dtype)
+x, info = dpsolve.cg(A, A @ np.ones(A.shape[0], dtype))
+print(json.dumps({"info": info, "submitted": [k[1:3] for k in submitted],
+                  "unused": [k[1:3] for k in submitted if k not in fetched]}))
+"""
+
+
+@pytest.mark.parametrize("dtype, size", [("float64", 32), ("float32", 100)])
+def test_the_first_calls_prefetched_modules_are_the_ones_it_fetches(dtype, size):
+    """A process's first default call starts its modules compiling side by side
+    (``_frontend._prefetch_first_call``): each one the call then fetches a kernel from, none
+    compiled for nothing (a fresh process: every module goes through the loader)."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL, dtype, str(size)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["info"] == 0
+    assert {tuple(k) for k in seen["submitted"]} >= {("check", np.dtype(dtype).str),
+                                                    ("spmv", np.dtype(dtype).str)}, seen
+    assert seen["unused"] == [], seen

@@ -196,3 +196,45 @@ def test_the_blocks_own_error_is_raised_at_once(stub, gate):
     for job in jobs:
         job.result(timeout=30)
     assert {k[1] for k in _loader._COMPILED} == {"spmv", "blas1"}
+
+
+def test_prefetch_returns_at_once_and_get_kernel_takes_its_module(stub, gate, monkeypatch):
+    monkeypatch.setattr(_loader, "_KERNELS", {})
+    module = _loader._module
+    monkeypatch.setattr(_loader, "_module", lambda *key: types.SimpleNamespace(
+        module=module(*key), get_function=lambda expr: ("kernel", expr)))
+    _loader.prefetch([("spmv", np.float64), ("blas1", np.float64)])
+    assert not stub and len(_loader._PENDING) == 2                   # compiling, not waited for
+    threading.Timer(0.2, gate.set).start()
+    assert _loader.get_kernel("spmv", "spmv_ell<{T}>", np.float64) == ("kernel", "spmv_ell<double>")
+    for job in list(_loader._PENDING.values()):
+        job.result(timeout=30)
+    assert sorted(c[0][1] for c in stub) == ["blas1", "spmv"]        # each once
+
+
+@pytest.mark.parametrize("a, b, dtype", [(np.float32, np.float32, np.float32),
+                                         (np.float32, np.float64, np.float64),
+                                         (np.int64, np.float32, np.float64),
+                                         (np.complex64, np.float32, np.complex64)])
+def test_the_first_call_prefetches_its_modules_in_its_dtype(monkeypatch, a, b, dtype):
+    """The process's first GPU call of variant "auto" starts the checks', SpMV's and vector
+    kernels' modules in the dtype the call coerces to, and the persistent variant's probe; a
+    later call, or an input whose dtype cannot be read, prefetches nothing (the call itself
+    then names the problem)."""
+    import scipy.sparse as sp
+
+    from dpsolve import _frontend
+    from dpsolve.cuda import ops
+    seen = []
+    monkeypatch.setattr(_loader, "prefetch", lambda specs: seen.append(list(specs)))
+    monkeypatch.setattr(_frontend, "_FIRST_CALL", [])
+    A = sp.identity(4, dtype=a, format="csr")
+    _frontend._prefetch_first_call(A, np.ones(4, b))
+    assert seen == [[("check", np.dtype(dtype)), ("spmv", np.dtype(dtype)),
+                     ("blas1", np.dtype(dtype)), ops.PROBE_SPEC]]
+    for spec in seen[0]:                                  # each a spec the loader takes
+        _loader._module_key(0, *spec[:2], expression=spec[2] if len(spec) > 2 else None)
+    assert _frontend._FIRST_CALL
+    monkeypatch.setattr(_frontend, "_FIRST_CALL", [])
+    _frontend._prefetch_first_call(A, [1, 2, 3, 4])       # no dtype: left to the call
+    assert len(seen) == 1 and _frontend._FIRST_CALL

@@ -21,8 +21,6 @@ dynamic variant's (dpsolve/backends/dynamic.py): only the kernel differs.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._device import status as device_status
 from ..cuda import ops
 from .dynamic import DynamicBackend
@@ -43,7 +41,7 @@ class PersistentBackend(DynamicBackend):
         if not device_status().cooperative_launch:
             return False, f"{device_status().name} does not support cooperative launches"
         try:
-            ops.persistent_grid_probe(np.float64)
+            ops.persistent_grid_probe()
         except Exception as e:
             return False, (f"the cooperative kernel could not be built or sized here "
                            f"({type(e).__name__}: {e})")

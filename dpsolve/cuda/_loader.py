@@ -9,7 +9,7 @@
   ``lazy`` source (the persistent and dynamic solvers', the batch's) is compiled one kernel a
   module, at the kernel's first use. ``compile_all`` compiles the modules a path names side by
   side in threads before its first kernel; ``compiling`` does it while a block runs (the AMG
-  set-up's, beside its own first steps).
+  set-up's, beside its own first steps), ``prefetch`` without waiting (a process's first call).
 * ``nvcc_command`` gives the exact equivalent ``nvcc`` invocation; the CPU test suite compiles every
   source with it for sm_90, so a syntax error never lands.
 """
@@ -388,6 +388,15 @@ def compile_all(specs, report=None) -> None:
         return
     for job in concurrent.futures.as_completed(jobs):
         report(jobs[job], job.exception())
+
+
+def prefetch(specs) -> None:
+    """Start compiling the modules ``specs`` name (``compile_all``'s) in the pool's threads and
+    return at once: the kernels a path fetches later find their modules compiled or compiling
+    (``get_kernel`` waits for that module alone). A compile error is raised where a kernel of
+    that module is fetched, not here; a module nothing fetches finishes in the background."""
+    for key in _spec_keys(specs)[0]:
+        _submit(key)
 
 
 @contextlib.contextmanager

@@ -678,10 +678,14 @@ def persistent_grid(kernel, A: DeviceMatrix) -> int:
                       -(-work // BLOCK), DOT_MAX_PARTIALS))
 
 
-def persistent_grid_probe(dtype) -> int:
+# the persistent variant's availability probe: its cooperative CG kernel for one format
+PROBE_SPEC = ("cg_persistent", np.float64, "cg_persistent<{T}, 1>")
+
+
+def persistent_grid_probe() -> int:
     """Build the cooperative CG kernel for one format and size its grid (the availability probe)."""
-    k = get_kernel("cg_persistent", "cg_persistent<{T}, 1>", dtype)
-    return _max_active_blocks(k)
+    name, dtype, expression = PROBE_SPEC
+    return _max_active_blocks(get_kernel(name, expression, dtype))
 
 
 def persistent_kernel(source: str, kernel: str, A: DeviceMatrix):
