@@ -238,3 +238,31 @@ def test_the_first_call_prefetches_its_modules_in_its_dtype(monkeypatch, a, b, d
     monkeypatch.setattr(_frontend, "_FIRST_CALL", [])
     _frontend._prefetch_first_call(A, [1, 2, 3, 4])       # no dtype: left to the call
     assert len(seen) == 1 and _frontend._FIRST_CALL
+
+
+def test_the_pool_takes_the_thread_count_set_before_its_compiles(stub, monkeypatch):
+    """COMPILE_THREADS (``dpsolve warm --threads``) bounds the compiles at once, the pool made
+    anew where it changed: 2 threads never run 3 at once; 4 pass a barrier of 4."""
+    lock, running, most = threading.Lock(), [0], [0]
+    module = _loader._module
+
+    def counted(*key):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            if stub.barrier is None:
+                threading.Event().wait(0.05)
+            return module(*key)
+        finally:
+            with lock:
+                running[0] -= 1
+    monkeypatch.setattr(_loader, "_module", counted)
+    monkeypatch.setattr(_loader, "COMPILE_THREADS", 2)
+    _loader.compile_all([("spmv", np.float64), ("blas1", np.float64), ("check", np.float64),
+                         ("krylov", np.float64)])
+    assert most[0] == 2 and len(stub) == 4
+    monkeypatch.setattr(_loader, "COMPILE_THREADS", 4)
+    stub.barrier = threading.Barrier(4)                  # passed only by four at once
+    _loader.compile_all([(name, np.float32) for name in ("spmv", "blas1", "check", "krylov")])
+    assert most[0] == 4 and len(stub) == 8

@@ -314,7 +314,7 @@ _KERNELS: dict = {}
 _COMPILED: set = set()          # _module's keys compiled (or loaded from CuPy's cache) here
 _PENDING: dict = {}             # _module's keys compiling in the pool now -> their Futures
 _POOL_LOCK = threading.Lock()
-_POOL: list = []                # the pool of compile threads, made at its first use
+_POOL: list = []                # [(threads, the pool of compile threads)], made at its first use
 COMPILE_THREADS = 8             # the most modules compiling at once (NVRTC runs without the GIL)
 
 
@@ -353,10 +353,12 @@ def _submit(key):
     with _POOL_LOCK:
         job = _PENDING.get(key)
         if job is None:
-            if not _POOL:
-                _POOL.append(concurrent.futures.ThreadPoolExecutor(
-                    COMPILE_THREADS, thread_name_prefix="dpsolve-nvrtc"))
-            job = _PENDING[key] = _POOL[0].submit(_build, key)
+            if not _POOL or _POOL[0][0] != COMPILE_THREADS:   # made anew at a new size (warm's)
+                if _POOL:
+                    _POOL[0][1].shutdown(wait=False)         # its compiles still finish
+                _POOL[:] = [(COMPILE_THREADS, concurrent.futures.ThreadPoolExecutor(
+                    COMPILE_THREADS, thread_name_prefix="dpsolve-nvrtc"))]
+            job = _PENDING[key] = _POOL[0][1].submit(_build, key)
     return job
 
 
