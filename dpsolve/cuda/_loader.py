@@ -392,13 +392,13 @@ def compile_all(specs, report=None) -> None:
         report(jobs[job], job.exception())
 
 
-def prefetch(specs) -> None:
+def prefetch(specs) -> list:
     """Start compiling the modules ``specs`` name (``compile_all``'s) in the pool's threads and
-    return at once: the kernels a path fetches later find their modules compiled or compiling
-    (``get_kernel`` waits for that module alone). A compile error is raised where a kernel of
-    that module is fetched, not here; a module nothing fetches finishes in the background."""
-    for key in _spec_keys(specs)[0]:
-        _submit(key)
+    return at once (their Futures): the kernels a path fetches later find their modules compiled
+    or compiling (``get_kernel`` waits for that module alone). A compile error is raised where a
+    kernel of that module is fetched, not here; a module nothing fetches finishes in the
+    background."""
+    return [_submit(key) for key in _spec_keys(specs)[0]]
 
 
 @contextlib.contextmanager
@@ -410,7 +410,7 @@ def compiling(specs):
     alone. A compile error is raised at the block's end; where the block itself raises, its
     error is the one raised, at once, and the compiles go on (their modules kept for the next
     call)."""
-    jobs = [_submit(key) for key in _spec_keys(specs)[0]]
+    jobs = prefetch(specs)
     yield
     for job in jobs:
         job.result()

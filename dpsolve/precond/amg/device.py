@@ -1518,10 +1518,8 @@ def _modules(dtype, precision: str) -> list:
              ("check", np.float64)]
     single = reference.lowered_dtype(dtype, precision)
     specs.append(("amg_vc", dtype if single is None else single))
-    if single is not None and single != dtype:      # the smoothed restrictions' products
-        specs.append(("spgemm", single))
-    if single is not None:
-        specs.append(("amg_vc_low", dtype))
+    if single is not None:      # the smoothed restrictions' products; the finest level's casts
+        specs += [("spgemm", single), ("amg_vc_low", dtype)]
     if status().cooperative_launch:
         specs.append(("amg_power", wide, f"power_iterate<{{T}}, {POWER_MAX_LANES}>"))
     return specs
