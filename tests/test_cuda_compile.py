@@ -40,6 +40,31 @@ def test_every_kernel_the_python_asks_for_is_registered():
         assert expr in _loader.SOURCES[source].expressions, f"{where}: {source}/{expr}"
 
 
+def _kernels(text: str):
+    """(name, body's first statement) of every __global__ function of a CUDA source."""
+    text = re.sub(r"__launch_bounds__\([^)]*\)", "", text)
+    for m in re.finditer(r"__global__[^{;(]*?(\w+)\s*\([^{;]*\)\s*\{\n\s*([^\n]*)", text):
+        yield m.group(1), m.group(2).strip()
+
+
+def test_kernels_captured_with_pdl_wait_first():
+    """A kernel that pdl.Kernel launches with programmatic serialization must wait for the one
+    before it (DPS_PDL) before touching memory: every kernel of pdl.SOURCES and amg.cu's vc_*
+    kernels start with it. A kernel without it would read what the kernel before still writes."""
+    from dpsolve.cuda import pdl
+    seen = 0
+    for name in sorted(pdl.SOURCES) + ["amg"]:
+        text = (_loader.CUDA_DIR / _loader.SOURCES[name].file).read_text()
+        assert len(list(_kernels(text))) == text.count("__global__"), name   # none unread
+        for kernel, first in _kernels(text):
+            if name == "amg" and not kernel.startswith("vc_"):
+                continue
+            seen += 1
+            assert first == "DPS_PDL();", f"{name}.cu: {kernel} starts with {first!r}"
+    assert seen > 60
+    assert "griddepcontrol.wait" in (_loader.CUDA_DIR / "include/dpsolve/common.cuh").read_text()
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(_loader.SOURCES))
 def test_nvcc_compiles_source_for_sm90(name, tmp_path):

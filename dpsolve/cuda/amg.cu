@@ -83,20 +83,7 @@
 #include <dpsolve/common.cuh>
 #include <dpsolve/spmv.cuh>
 
-// Programmatic dependent launch (device.PDL: the V-cycle's kernels captured into a graph with
-// cudaLaunchAttributeProgrammaticStreamSerialization): every vc_* kernel first lets the next one
-// be scheduled (its blocks take SM slots as this kernel's blocks retire, rather than after the
-// grid's completion), then waits for the kernel before it to finish and flush. Both instructions
-// do nothing in a kernel launched the ordinary way.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define DPS_PDL()                                                                                \
-    do {                                                                                         \
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                         \
-        asm volatile("griddepcontrol.wait;" ::: "memory");                                       \
-    } while (0)
-#else
-#define DPS_PDL() do {} while (0)
-#endif
+// Programmatic dependent launch: common.cuh's DPS_PDL, first in every vc_* kernel.
 
 namespace amg {
 

@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status, const T* __restrict__ beta,
              const T* __restrict__ z, const T* __restrict__ zt, T* __restrict__ p,
              T* __restrict__ pt) {
+    DPS_PDL();
     const T flag = pending[0];
     if (flag != T(0)) {
         if (blockIdx.x == 0 && threadIdx.x == 0) status[0] = flag;
@@ -91,6 +92,7 @@ bicg_spmv2_dot(int n, int a_width, const int* __restrict__ a_ptr, const int* __r
                const int* __restrict__ h_idx, const T* __restrict__ h_val,
                const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
                T* __restrict__ qt, T* __restrict__ partials) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -114,6 +116,7 @@ bicg_spmv2_vector(int n, const int* __restrict__ a_ptr, const int* __restrict__ 
                   const int* __restrict__ h_idx, const T* __restrict__ h_val,
                   const T* __restrict__ p, const T* __restrict__ pt, T* __restrict__ q,
                   T* __restrict__ qt) {
+    DPS_PDL();
     const int groups_per_block = DPS_BLOCK / W;
     const int lane = threadIdx.x % W;
     const int stride = gridDim.x * groups_per_block;
@@ -138,6 +141,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_merge_alpha(int nparts, const T* __restrict__ partials, int n, const T* __restrict__ a,
                  const T* __restrict__ b, const T* __restrict__ rho, T* __restrict__ rv,
                  T* __restrict__ alpha, T* __restrict__ status) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;
     T sum = T(0);
@@ -166,6 +170,7 @@ bicg_merge_update(int n, const T* __restrict__ status, const T* __restrict__ alp
                   T* __restrict__ x, T* __restrict__ r, T* __restrict__ rt,
                   const dyn::PrecondArgs<T> pc, T* __restrict__ z, T* __restrict__ zt,
                   T* __restrict__ part_rho, T* __restrict__ part_rr) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;                       // uniform over the grid
     const T a = alpha[0], ac = dps::conj(alpha[0]);
@@ -207,6 +212,7 @@ bicg_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restrict__
                dps::real_t<T> tol, int n, const T* __restrict__ rt, const T* __restrict__ z,
                T* __restrict__ rho, T* __restrict__ beta, T* __restrict__ tau,
                T* __restrict__ pending, T* __restrict__ status) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (!first && status[0] != T(0)) return;
     T s_rho = T(0), s_rr = T(0);

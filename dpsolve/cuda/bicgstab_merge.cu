@@ -90,6 +90,7 @@ bicgstab_merge_p(int n, const T* __restrict__ pending, T* __restrict__ status,
                  const T* __restrict__ beta, const T* __restrict__ omega, const T* __restrict__ r,
                  const T* __restrict__ v, T* __restrict__ p, const dyn::PrecondArgs<T> pc,
                  T* __restrict__ phat) {
+    DPS_PDL();
     const T flag = pending[0];
     if (flag != T(0)) {
         if (blockIdx.x == 0 && threadIdx.x == 0) status[0] = flag;
@@ -116,6 +117,7 @@ bicgstab_spmv_dot(int n, int width, const int* __restrict__ indptr,
                   const int* __restrict__ indices, const T* __restrict__ data,
                   const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ w,
                   T* __restrict__ partials) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -137,6 +139,7 @@ bicgstab_merge_s(int n, const T* __restrict__ status, const T* __restrict__ alph
                  const T* __restrict__ p, const T* __restrict__ phat, const T* __restrict__ v,
                  T* __restrict__ x, T* __restrict__ r, const dyn::PrecondArgs<T> pc,
                  T* __restrict__ shat, T* __restrict__ part_ss) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;                       // uniform over the grid
     const T a = alpha[0];
@@ -164,6 +167,7 @@ bicgstab_spmv_dot2(int n, int width, const int* __restrict__ indptr,
                    const int* __restrict__ indices, const T* __restrict__ data,
                    const T* __restrict__ x, T* __restrict__ t, const T* __restrict__ s,
                    T* __restrict__ part_ts, T* __restrict__ part_tt) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T ts = T(0), tt = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -188,6 +192,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_dot2_partial(int n, const T* __restrict__ t, const T* __restrict__ s,
                       T* __restrict__ part_ts, T* __restrict__ part_tt) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T ts = T(0), tt = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -215,6 +220,7 @@ bicgstab_merge_omega(int nparts_s, const T* __restrict__ part_ss, int nparts_t,
                      const double* __restrict__ atol, dps::real_t<T> tol, int n,
                      const T* __restrict__ t, const T* __restrict__ s, T* __restrict__ omega,
                      T* __restrict__ status) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;
     T ss = T(0), ts = T(0), tt = T(0);
@@ -252,6 +258,7 @@ bicgstab_merge_r(int n, const T* __restrict__ status, const T* __restrict__ omeg
                  const T* __restrict__ shat, const T* __restrict__ t, T* __restrict__ x,
                  T* __restrict__ r, const T* __restrict__ rt, T* __restrict__ part_rho,
                  T* __restrict__ part_rr) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (status[0] != T(0)) return;                       // uniform over the grid
     const T w = omega[0];
@@ -288,6 +295,7 @@ bicgstab_merge_rho(int nparts, const T* __restrict__ part_rho, const T* __restri
                    const T* __restrict__ r, T* __restrict__ rho, const T* __restrict__ alpha,
                    T* __restrict__ omega, T* __restrict__ beta, T* __restrict__ tau,
                    T* __restrict__ pending, T* __restrict__ status) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     if (!first && status[0] != T(0)) return;
     T s_rho = T(0), s_rr = T(0);

@@ -14,6 +14,7 @@
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 dot_partial(int n, const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ partials) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     const int chunk = 2 * gridDim.x * blockDim.x;
     T sum = T(0);
@@ -28,6 +29,7 @@ dot_partial(int n, const T* __restrict__ x, const T* __restrict__ y, T* __restri
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 dot_final(int nparts, const T* __restrict__ partials, T* __restrict__ out) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
@@ -38,6 +40,7 @@ dot_final(int nparts, const T* __restrict__ partials, T* __restrict__ out) {
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 dot_accurate(int n, const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ out) {
+    DPS_PDL();
     const T s = dps::dot_accurate(n, x, y);
     if (threadIdx.x == 0) out[0] = s;
 }
@@ -45,6 +48,7 @@ dot_accurate(int n, const T* __restrict__ x, const T* __restrict__ y, T* __restr
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 axpy(int n, const T* __restrict__ alpha, T sign, const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     const T a = sign * alpha[0];
     const int chunk = 2 * gridDim.x * blockDim.x;
     for (int i = blockIdx.x * 2 * blockDim.x + threadIdx.x; i < n; i += chunk) {
@@ -56,6 +60,7 @@ axpy(int n, const T* __restrict__ alpha, T sign, const T* __restrict__ x, T* __r
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 xpay(int n, const T* __restrict__ x, const T* __restrict__ alpha, T* __restrict__ y) {
+    DPS_PDL();
     const T a = alpha[0];
     const int chunk = 2 * gridDim.x * blockDim.x;
     for (int i = blockIdx.x * 2 * blockDim.x + threadIdx.x; i < n; i += chunk) {

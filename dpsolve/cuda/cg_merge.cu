@@ -37,6 +37,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 cg_spmv_dot(int n, int width, const int* __restrict__ indptr, const int* __restrict__ indices,
             const T* __restrict__ data, const T* __restrict__ p, T* __restrict__ v,
             T* __restrict__ partials) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -58,6 +59,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 cg_merge_alpha(int nparts, const T* __restrict__ partials, const T* __restrict__ sigma,
                T* __restrict__ pv, T* __restrict__ alpha, T* __restrict__ status) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
@@ -85,6 +87,7 @@ cg_update_dot(int n, const T* __restrict__ alpha, const T* __restrict__ p,
               const T* __restrict__ v, T* __restrict__ x, T* __restrict__ r,
               const dyn::PrecondArgs<T> pc, T* __restrict__ z,
               T* __restrict__ part_rz, T* __restrict__ part_rr) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     const T a = alpha[0];
     const dps::Pointwise<T> m(pc);
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 cg_merge_beta(int nparts, const T* __restrict__ part_rz, const T* __restrict__ part_rr,
               T* __restrict__ sigma, T* __restrict__ zeta, T* __restrict__ rr,
               T* __restrict__ beta, T* __restrict__ tau) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T s_rz = T(0), s_rr = T(0);
     const bool pre = (part_rr != nullptr);

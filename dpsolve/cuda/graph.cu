@@ -34,6 +34,7 @@ template <typename T>
 __global__ void graph_head(cudaGraphConditionalHandle handle, const T* __restrict__ tau_status,
                            double* __restrict__ params, int* __restrict__ ctl,
                            double* __restrict__ result) {
+    DPS_PDL();
     const double tau = (double)dps::real(tau_status[0]);
     ctl[0] = 0;
     result[DYN_STATE] = 0.0;
@@ -58,6 +59,7 @@ template <typename T>
 __global__ void graph_step(cudaGraphConditionalHandle handle,
                            const T* __restrict__ tau_status, const double* __restrict__ params,
                            int* __restrict__ ctl, double* __restrict__ result) {
+    DPS_PDL();
     const int j = ctl[0];
     const double tau = (double)dps::real(tau_status[0]);
     const int status = (int)dps::real(tau_status[DPS_SLOT_STATUS - DPS_SLOT_TAU]);

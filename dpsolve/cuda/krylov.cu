@@ -53,6 +53,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bi_axpy(int n, const T* __restrict__ status, const T* __restrict__ alpha, T sign, int conj_alpha,
         const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     if (dps_stopped(status)) return;                     // uniform over the grid
     const T a = sign * (conj_alpha ? dps::conj(alpha[0]) : alpha[0]);
     const int chunk = 2 * gridDim.x * blockDim.x;
@@ -67,6 +68,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bi_xpay(int n, const T* __restrict__ x, const T* __restrict__ alpha, int conj_alpha,
         T* __restrict__ y) {
+    DPS_PDL();
     const T a = conj_alpha ? dps::conj(alpha[0]) : alpha[0];
     const int chunk = 2 * gridDim.x * blockDim.x;
     for (int i = blockIdx.x * 2 * blockDim.x + threadIdx.x; i < n; i += chunk) {
@@ -80,6 +82,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_p(int n, const T* __restrict__ r, const T* __restrict__ beta, const T* __restrict__ omega,
            const T* __restrict__ v, T* __restrict__ p) {
+    DPS_PDL();
     const T b = beta[0], w = omega[0];
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         p[i] = r[i] + dps::mul_rn(b, p[i] - dps::mul_rn(w, v[i]));
@@ -88,6 +91,7 @@ bicgstab_p(int n, const T* __restrict__ r, const T* __restrict__ beta, const T* 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 nrm2_final(int nparts, const T* __restrict__ partials, T* __restrict__ out) {
+    DPS_PDL();
     __shared__ T smem[DPS_WARP];
     T sum = T(0);
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) sum += partials[i];
@@ -99,6 +103,7 @@ nrm2_final(int nparts, const T* __restrict__ partials, T* __restrict__ out) {
 
 template <typename T>
 __global__ void krylov_start(T* __restrict__ status, T* __restrict__ beta, T* __restrict__ omega) {
+    DPS_PDL();
     status[0] = T(0);
     beta[0] = T(0);
     omega[0] = T(0);
@@ -122,6 +127,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt, const T* __restrict__ z,
           T* __restrict__ rho, const T* __restrict__ rho_prev, T* __restrict__ beta,
           T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const T r = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, z);
     if (threadIdx.x != 0) return;
@@ -142,6 +148,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 bicg_alpha(int n, const T* __restrict__ pt, const T* __restrict__ q, const T* __restrict__ rho,
            T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ rho_prev,
            T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const T d = dps_confirmed(rv, [](T v) { return v == T(0); }, n, pt, q);
     if (threadIdx.x != 0) return;
@@ -164,6 +171,7 @@ bicgstab_beta(int first, dps::real_t<T> tol, int n, const T* __restrict__ rt,
               const T* __restrict__ r, T* __restrict__ rho, const T* __restrict__ rho_prev,
               const T* __restrict__ alpha, const T* __restrict__ omega, T* __restrict__ beta,
               T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const T rh = dps_confirmed(rho, [&](T v) { return fabs(v) < tol; }, n, rt, r);
     if (threadIdx.x != 0) return;
@@ -191,6 +199,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_alpha(int n, const T* __restrict__ rt, const T* __restrict__ v, const T* __restrict__ rho,
                T* __restrict__ rv, T* __restrict__ alpha, T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const T d = dps_confirmed(rv, [](T x) { return x == T(0); }, n, rt, v);
     if (threadIdx.x != 0) return;
@@ -208,6 +217,7 @@ bicgstab_alpha(int n, const T* __restrict__ rt, const T* __restrict__ v, const T
 
 template <typename T>
 __global__ void bicgstab_snorm(const T* __restrict__ ss, double atol, T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const dps::real_t<T> snorm = sqrt(fabs(ss[0]));
     if ((double)snorm < atol) status[0] = T(DPS_MID_STEP);
@@ -219,6 +229,7 @@ __global__ void __launch_bounds__(DPS_BLOCK)
 bicgstab_omega(dps::real_t<T> tol, int n, const T* __restrict__ t, const T* __restrict__ s,
                T* __restrict__ ts, const T* __restrict__ tt, const T* __restrict__ rho,
                T* __restrict__ omega, T* __restrict__ rho_prev, T* __restrict__ status) {
+    DPS_PDL();
     if (status[0] != T(0)) return;
     const T den = tt[0];
     const T num = dps_confirmed(ts, [&](T v) { return fabs(v / den) < tol; }, n, t, s);

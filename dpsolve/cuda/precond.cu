@@ -11,6 +11,7 @@
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 pointwise_apply(int n, const dyn::PrecondArgs<T> pc, const T* __restrict__ r, T* __restrict__ z) {
+    DPS_PDL();
     const dps::Pointwise<T> m(pc);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         z[i] = m.apply(i, r[i]);
@@ -20,6 +21,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 pointwise_apply_adjoint(int n, const dyn::PrecondArgs<T> pc, const T* __restrict__ r,
                         T* __restrict__ z) {
+    DPS_PDL();
     const dps::Pointwise<T> m(pc);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         z[i] = m.apply_adjoint(i, r[i]);

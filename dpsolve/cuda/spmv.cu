@@ -29,6 +29,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_scalar(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x)
         y[row] = dps::csr_row_scalar(row, indptr, indices, data, x);
 }
@@ -38,6 +39,7 @@ template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spmv_csr_vector(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                 const T* __restrict__ data, const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     const int groups_per_block = DPS_BLOCK / W;
     const int lane = threadIdx.x % W;
     const int stride = gridDim.x * groups_per_block;
@@ -52,6 +54,7 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spmv_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
          const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     if constexpr (DPS_SPMV_ELL_PAIRS && Pair<T>::ok) {
         if (n % 2 == 0) {       // rows 2i, 2i + 1 side by side in every column: aligned pairs
             using V = typename Pair<T>::type;
@@ -125,6 +128,7 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
                   T* __restrict__ partials, int b_short, int b_med, const int* __restrict__ indptr,
                   const int* __restrict__ indices, const T* __restrict__ data,
                   const T* __restrict__ x, T* __restrict__ y) {
+    DPS_PDL();
     const int bid = blockIdx.x;
     if (bid < b_short) {
         constexpr int groups = DPS_BLOCK / G;

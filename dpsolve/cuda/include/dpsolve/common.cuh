@@ -10,6 +10,23 @@
 
 #define DPS_FULL_MASK 0xffffffffu
 
+// Programmatic dependent launch (dpsolve/cuda/pdl.py: kernels captured into a CUDA graph with
+// cudaLaunchAttributeProgrammaticStreamSerialization): a kernel that starts with DPS_PDL() first
+// lets the next one be scheduled (its blocks take SM slots as this kernel's blocks retire, rather
+// than after the grid's completion), then waits for the kernel before it to finish and flush, so
+// nothing it reads or writes is touched early. Both instructions do nothing in a kernel launched
+// the ordinary way. Every kernel of a source in pdl.SOURCES, and amg.cu's vc_* kernels, start
+// with it (tests/test_cuda_compile.py checks).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DPS_PDL()                                                                                \
+    do {                                                                                         \
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                         \
+        asm volatile("griddepcontrol.wait;" ::: "memory");                                       \
+    } while (0)
+#else
+#define DPS_PDL() do {} while (0)
+#endif
+
 namespace dps {
 
 // ---------------------------------------------------------------------------------------------
