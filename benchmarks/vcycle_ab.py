@@ -18,6 +18,7 @@ import cupy
 import cupyx.scipy.sparse as csp
 import numpy as np
 
+from dpsolve.cuda import pdl
 from dpsolve.cuda._loader import amg_source, get_kernel
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
@@ -34,8 +35,8 @@ def kernels_built_with(defines: tuple):
     def vc_kernel(expression, dtype):
         key = (expression, np.dtype(dtype).str, defines)
         if key not in _built:
-            _built[key] = device._PdlKernel(get_kernel(amg_source(expression), expression, dtype,
-                                                       defines=defines))
+            _built[key] = pdl.Kernel(get_kernel(amg_source(expression), expression, dtype,
+                                                defines=defines), direct=True)
         return _built[key]
 
     if defines:

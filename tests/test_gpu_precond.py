@@ -465,16 +465,16 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 def test_programmatic_dependent_launch_gives_the_same_solve(smoother, dtype, precision,
                                                             monkeypatch):
-    """The V-cycle's kernels captured with programmatic dependent launch (device.PDL: each lets
+    """The V-cycle's kernels captured with programmatic dependent launch (pdl.ENABLED: each lets
     the next be scheduled, then waits for the one before) give, in a captured V-cycle and in
     graph's whole solve, the bits of ordinary launches."""
-    from dpsolve.precond.amg import device
+    from dpsolve.cuda import pdl
     cp = _cp()
     A, b = _problem("2d", 150, dtype)
     r = cp.asarray(np.random.default_rng(8).random(A.shape[0]).astype(dtype))
     zs, xs, its = [], [], []
-    for pdl in (True, False):
-        monkeypatch.setattr(device, "PDL", pdl)
+    for on in (True, False):
+        monkeypatch.setattr(pdl, "ENABLED", on)
         P = _prepared(A, "graph", M=dpsolve.precond.AMG(smoother=smoother, precision=precision))
         assert len(P.precond.hierarchy.levels) >= 3
         stream = cp.cuda.Stream(non_blocking=True)

@@ -10,7 +10,9 @@ same thing; only the control moves to the device:
 
 graph_head / graph_step (dpsolve/cuda/graph.cu) make the host loop's decisions on the device and
 set the WHILE condition with cudaGraphSetConditional. On Hopper a kernel node costs ~1 us where a
-CDP2 device launch costs ~11 us (variant "dynamic") and a host round trip ~10-35 us (merge).
+CDP2 device launch costs ~11 us (variant "dynamic") and a host round trip ~10-35 us (merge). The
+iteration's kernels are captured with programmatic dependent launch (dpsolve/cuda/pdl.py, via
+executor.Plan.run): each is scheduled as the one before retires, and waits for it on the device.
 
 CuPy has no API for conditional nodes: they are added with cuda-bindings (the documented
 capture pattern: cudaStreamGetCaptureInfo, cudaGraphAddNode, cudaStreamBeginCaptureToGraph for

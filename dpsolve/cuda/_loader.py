@@ -26,7 +26,7 @@ import numpy as np
 
 from .._errors import KernelCompileError
 from ..formats.adaptive import GROUPS
-from . import abi
+from . import abi, pdl
 
 CUDA_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = CUDA_DIR / "include"
@@ -451,5 +451,7 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
         mod = _module_key(dev, name, dt, rdc, expression)    # a lazy source's kernel checked
         k = _compiled(*mod[:4], tuple(defines), mod[5]).get_function(expression.format(
             T=ctype(dt)))
+        if name in pdl.SOURCES:              # captured into a graph with PDL (pdl.py)
+            k = pdl.Kernel(k)
         _KERNELS[key] = k
     return k

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import threading
 
+from . import pdl
+
 _local = threading.local()
 
 
@@ -30,10 +32,20 @@ class Plan:
     def __init__(self):
         self.launches = []
 
-    def run(self, stream) -> None:
+    def run(self, stream, programmatic: bool | None = None) -> None:
+        # a kernel of pdl.SOURCES goes with programmatic dependent launch where the stream is
+        # being captured (variant graph), asked once a replay: a host-driven loop replays a plan
+        # an iteration, and its launches go straight to CuPy. programmatic=False: never
+        if programmatic is None or programmatic:
+            programmatic = pdl.capturing(stream)
         for kernel, grid, block, args, shared_mem in self.launches:
             if grid is None:
                 kernel()                   # a host_call
+            elif type(kernel) is pdl.Kernel:
+                if programmatic:
+                    kernel.programmatic(grid, block, args, stream, shared_mem)
+                else:
+                    kernel.raw(grid, block, args, stream=stream, shared_mem=shared_mem)
             else:
                 kernel(grid, block, args, stream=stream, shared_mem=shared_mem)
         current().launches += len(self.launches)

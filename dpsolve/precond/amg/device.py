@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...cuda import ops
+from ...cuda import ops, pdl
 from ...cuda._loader import CSR_VECTOR_WIDTHS, amg_source, compiling, get_kernel
 from ...cuda.device_matrix import vector_width
 from ...cuda.executor import launch
@@ -55,88 +55,18 @@ def _grid(work: int) -> int:
     return ops.grid_for(work)
 
 
-# Programmatic dependent launch: the V-cycle's kernels, where they are captured into a CUDA graph
-# (variant graph, the V-cycle's timing), are launched with cudaLaunchAttributeProgrammaticStream-
-# Serialization, so that each kernel's blocks are scheduled as the previous kernel's retire
-# (amg.cu's DPS_PDL: each first lets the next one launch, then waits for the one before to finish
-# and flush). Launched from the host (cuda, merge, cublas) they go as CuPy launches them.
-PDL = True
-
-
-class _PdlKernel:
-    """A V-cycle kernel (``raw``: the CuPy kernel) launched with the programmatic-serialization
-    attribute (cuLaunchKernelEx) into a stream being captured, the ordinary way otherwise."""
-
-    def __init__(self, raw):
-        self.raw = raw
-
-    def __call__(self, grid, block, args, stream=None, shared_mem=0):
-        if PDL and stream is not None and stream.is_capturing():
-            params = _kernel_params(args)
-            if params is not None:
-                _launch_pdl(self.raw, grid, block, params, stream, shared_mem)
-                return
-        self.raw(grid, block, args, stream=stream, shared_mem=shared_mem)
-
-
 _PDL_KERNELS: dict = {}
 
 
-def vc_kernel(expression: str, dtype) -> _PdlKernel:
+def vc_kernel(expression: str, dtype) -> pdl.Kernel:
     """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch
-    (from the module that holds it: ``_loader.amg_source``)."""
+    where it is captured into a graph (dpsolve/cuda/pdl.py; every vc_* kernel starts with
+    DPS_PDL), from the module that holds it (``_loader.amg_source``)."""
     raw = get_kernel(amg_source(expression), expression, dtype)
     hit = _PDL_KERNELS.get(id(raw))
     if hit is None or hit.raw is not raw:
-        hit = _PDL_KERNELS[id(raw)] = _PdlKernel(raw)
+        hit = _PDL_KERNELS[id(raw)] = pdl.Kernel(raw, direct=True)
     return hit
-
-
-def _kernel_params(args):
-    """(ctypes values, the void* array of their addresses) of a launch's arguments, or None where
-    one is of a kind not handled here (that launch goes the ordinary way)."""
-    import ctypes
-
-    import cupy
-    values = []
-    for a in args:
-        if isinstance(a, cupy.ndarray):
-            values.append(ctypes.c_void_p(a.data.ptr))
-        elif isinstance(a, np.uint64):                   # ops._NULL: a null pointer
-            values.append(ctypes.c_void_p(int(a) or None))
-        elif isinstance(a, np.int32):
-            values.append(ctypes.c_int32(int(a)))
-        elif isinstance(a, np.int64):
-            values.append(ctypes.c_int64(int(a)))
-        elif isinstance(a, np.float32):
-            values.append(ctypes.c_float(float(a)))
-        elif isinstance(a, np.float64):
-            values.append(ctypes.c_double(float(a)))
-        else:
-            return None
-    array = (ctypes.c_void_p * max(len(values), 1))(
-        *[ctypes.addressof(v) for v in values])
-    return values, array
-
-
-def _launch_pdl(raw, grid, block, params, stream, shared_mem) -> None:
-    import ctypes
-
-    from cuda.bindings import driver as cu
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = int(grid[0]), 1, 1
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = int(block[0]), 1, 1
-    cfg.sharedMemBytes = int(shared_mem)
-    cfg.hStream = cu.CUstream(stream.ptr)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
-    _values, array = params
-    err, = cu.cuLaunchKernelEx(cfg, cu.CUfunction(raw.kernel.ptr), ctypes.addressof(array), 0)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernelEx (programmatic dependent launch) failed: {err}")
 
 
 # amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
