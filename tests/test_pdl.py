@@ -90,10 +90,3 @@ def test_the_sources_are_registered():
     from dpsolve.cuda import _loader
     assert pdl.SOURCES <= set(_loader.SOURCES)
 
-
-def test_a_plan_replayed_with_programmatic_false_goes_the_ordinary_way(calls):
-    """The distributed graph's body (dpsolve/distributed/gpu.py) replays its plan so."""
-    plan = executor.Plan()
-    plan.launches.append((pdl.Kernel(_raw("a", calls)), (1,), (32,), (), 0))
-    plan.run(_Stream(True), programmatic=False)
-    assert calls == [("ordinary", "a")]

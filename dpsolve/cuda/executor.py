@@ -32,11 +32,11 @@ class Plan:
     def __init__(self):
         self.launches = []
 
-    def run(self, stream, programmatic: bool = True) -> None:
+    def run(self, stream) -> None:
         # a pdl.Kernel goes with programmatic dependent launch where the stream is being
         # captured (variant graph), asked once a replay: a host-driven loop replays a plan an
-        # iteration, and its launches go straight to CuPy. programmatic=False: never
-        programmatic = programmatic and pdl.capturing(stream)
+        # iteration, and its launches go straight to CuPy
+        programmatic = pdl.capturing(stream)
         for kernel, grid, block, args, shared_mem in self.launches:
             if grid is None:
                 kernel()                   # a host_call

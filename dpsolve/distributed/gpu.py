@@ -595,9 +595,7 @@ def _capture(job, st, tr):
         saved = st.ex.stream, st.A.comm_stream
         st.ex.stream, st.A.comm_stream = stream, body_comm
         try:
-            # ordinary launches: programmatic ones beside NCCL's calls and the halo's second
-            # stream are not yet run on GPUs (dpsolve/cuda/pdl.py)
-            iteration.run(stream, programmatic=False)
+            iteration.run(stream)
         finally:
             st.ex.stream, st.A.comm_stream = saved
         captured["body"] = tr.stats.since(before)
