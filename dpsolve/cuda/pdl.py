@@ -10,10 +10,12 @@ touch memory. common.cuh's ``DPS_PDL()`` does both, first thing in a kernel; a k
 must not be launched this way (it would read what the kernel before is still writing).
 
 Used where a stream is being captured: the iterations that variant graph captures into its
-WHILE body (executor.Plan.run), and the V-cycle captured on its own (its timing). Kernels launched
-from the host (cuda, merge, cublas) and every set-up go the ordinary way (:class:`Kernel` says
-why), and ``DPS_PDL()`` does nothing in them. ``ENABLED = False`` captures every kernel the
-ordinary way (the benchmarks' A/B; set it before a graph is built).
+WHILE body (executor.Plan.run; the distributed graph's body too, where :func:`_after_kernels`
+keeps the launches after NCCL's calls and the halo's stream ordinary), and the V-cycle captured
+on its own (its timing). Kernels launched from the host (cuda, merge, cublas) and every set-up go
+the ordinary way (:class:`Kernel` says why), and ``DPS_PDL()`` does nothing in them.
+``ENABLED = False`` captures every kernel the ordinary way (the benchmarks' A/B; set it before a
+graph is built).
 """
 from __future__ import annotations
 
@@ -49,10 +51,14 @@ class Kernel:
     Where: a replayed plan (executor.Plan.run: the iterations that variant graph captures) for
     every Kernel; a call of its own (``kernel(grid, block, args, stream=...)``) only where
     ``direct`` (amg.cu's vc_* kernels: the V-cycle captured on its own, as its timing does).
-    The Krylov kernels' set-up launches go the ordinary way: measured (H200, 12-01), complex
-    BiCG and BiCGStab captured with their set-up's launches programmatic gave wrong results
-    under concurrent load (xdist), where the iterations alone pass; the cause is not found, and a
-    set-up runs once a solve."""
+    The Krylov kernels' set-up launches go the ordinary way. Measured (H200, 12-01): with them
+    programmatic too, graph_head of complex BiCG and BiCGStab read the previous solve's scalars
+    (converged in 0 iterations, wrong) in 1-30 % of the solves while other processes kept the
+    GPU busy (contexts time-sliced), in none in a process alone; it took graph_head and the set-up
+    kernels before it programmatic together (either alone: none in ~1,400 solves), and
+    ``launch_dependents`` (without it: none). The iterations, programmatic, gave the ordinary
+    bits in 12,204 solves under the same load (tests/test_gpu_graph.py's load test). The cause
+    is not found; a set-up runs once a solve."""
 
     __slots__ = ("raw", "direct")
 
