@@ -53,7 +53,7 @@ class Kernel:
     ``direct`` (amg.cu's vc_* kernels: the V-cycle captured on its own, as its timing does).
     The Krylov kernels' set-up launches go the ordinary way. Measured (H200, 12-01): with them
     programmatic too, graph_head of complex BiCG and BiCGStab read the previous solve's scalars
-    (converged in 0 iterations, wrong) in 1-30 % of the solves while other processes kept the
+    (converged in 0 iterations, wrong) in 1-35 % of the solves while other processes kept the
     GPU busy (contexts time-sliced), in none in a process alone; it took graph_head and the set-up
     kernels before it programmatic together (either alone: none in ~1,400 solves), and
     ``launch_dependents`` (without it: none). The iterations, programmatic, gave the ordinary
