@@ -105,6 +105,13 @@ def test_fingerprint_waits_for_the_current_stream():
         assert key == ops.fingerprint([b])
 
 
+def _typed_system(method, dtype, seed):
+    """_system's A and b (40^2) in ``dtype``; a complex b is b + i b reversed."""
+    A, b = _system(method, side=40, seed=seed)
+    b = b + 1j * b[::-1] if np.dtype(dtype).kind == "c" else b
+    return A.astype(dtype), b.astype(dtype)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("method, M", [("cg", None), ("cg", "jacobi"), ("cg", "chebyshev"),
                                        ("bicg", "jacobi"), ("bicgstab", "jacobi")])
@@ -116,9 +123,7 @@ def test_programmatic_launch_gives_the_bits_of_ordinary_launches(method, M, dtyp
     from dpsolve.cuda import pdl
     if M == "chebyshev" and np.dtype(dtype).kind == "c":
         pytest.skip("Chebyshev is real-only")
-    A, b = _system(method, side=40, seed=3)
-    A = A.astype(dtype)
-    b = (b + 1j * b[::-1] if np.dtype(dtype).kind == "c" else b).astype(dtype)
+    A, b = _typed_system(method, dtype, seed=3)
     rtol = 1e-5 if dtype == np.float32 else 1e-9
     launched = []
     ordinary = pdl._launch
@@ -187,9 +192,8 @@ def test_programmatic_graphs_repeat_the_ordinary_bits_under_load(monkeypatch):
              ("bicgstab", "jacobi", np.complex128), ("cg", "jacobi", np.float64)]
     systems = []
     for method, M, dtype in cases:
-        A, b = _system(method, side=40, seed=5)
-        A = csp.csr_matrix(sp.csr_matrix(A).astype(dtype))
-        b = cupy.asarray((b + 1j * b[::-1] if np.dtype(dtype).kind == "c" else b).astype(dtype))
+        A, b = _typed_system(method, dtype, seed=5)
+        A, b = csp.csr_matrix(sp.csr_matrix(A)), cupy.asarray(b)
         rtol = 1e-4 if dtype == np.complex64 else 1e-8
         P = {}
         for on in (False, True):
