@@ -190,6 +190,37 @@ def test_a_large_coarsest_level_is_inverted_as_the_reference(boundary):
     assert np.linalg.norm(z - zr) <= 1e-9 * np.linalg.norm(zr)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_coarsest_levels_dense_product_is_numpys(dtype):
+    """vc_dense (a block a row): y = M b as NumPy's product at every row length, shorter than a
+    block, longer than one pass of its chunked loads (amg::block_row_sum) and in between; the
+    same bits twice."""
+    cp = _cp()
+    from dpsolve.cuda.executor import launch
+    kernel = amg_device.vc_kernel("vc_dense<{T}>", dtype)
+    rng = np.random.default_rng(5)
+    real = np.empty(0, dtype).real.dtype
+    for n in (1, 2, 3, 31, 33, 255, 257, 487, 1998, 2001, 2049):
+        M = rng.standard_normal((n, n)).astype(real)
+        b = rng.standard_normal(n).astype(real)
+        if np.dtype(dtype).kind == "c":
+            M = M + 1j * rng.standard_normal((n, n)).astype(real)
+            b = b + 1j * rng.standard_normal(n).astype(real)
+        M, b = M.astype(dtype), b.astype(dtype)
+        expect = M.astype(np.complex128) @ b.astype(np.complex128)
+        dM, db = cp.asarray(M), cp.asarray(b)
+        ys = []
+        for _ in range(2):
+            y = cp.full(n, np.nan, dtype)
+            launch(kernel, (n,), (amg_device.BLOCK,),
+                   (np.int32(n), dM, db, y), None)
+            ys.append(y.get())
+        scale = np.abs(M).astype(np.float64) @ np.abs(b).astype(np.float64)
+        tol = EPS[real.type]
+        assert np.all(np.abs(ys[0] - expect) <= tol * scale), (n, dtype)
+        assert np.array_equal(ys[0], ys[1], equal_nan=True)
+
+
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev"])
 @pytest.mark.parametrize("variant", STREAM_VARIANTS)
