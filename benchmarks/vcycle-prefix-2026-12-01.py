@@ -9,69 +9,53 @@ cycles captured into one CUDA graph with PDL as variant graph captures them, the
 launches / 20, the smaller of two rounds. Each line: problem, k, the k-th kernel's mangled
 name, the prefix's us and its difference from the prefix before (that kernel's marginal cost
 in the chain). The data are not a V-cycle's past k (the later kernels do not run): the bytes
-and the launches are."""
-import statistics
+and the launches are. Run in its first form (its own copy of vcycle_ab.vcycle_us's loop, the
+same 20 cycles and 7 launches); this form times through vcycle_us itself, and ran once more at
+1024^2: 79.7 us, each kernel's cost within 0.5 us of the first form's."""
 import sys
 from pathlib import Path
-
-import cupy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dpsolve  # noqa: E402
 from dpsolve.precond.amg import device  # noqa: E402
-from vcycle_ab import systems  # noqa: E402
+from vcycle_ab import systems, vcycle_us  # noqa: E402
 
 shipped = device.launch
 
 
-def prefix_us(h, b, z, k, cycles=20, reps=7):
+def prefix_us(P, k: int):
+    """(us a V-cycle of P's hierarchy cut to its first k launches, their names, the cycle's
+    launches): vcycle_ab.vcycle_us (20 cycles a graph, median of 7) with device.launch dropping
+    each cycle's launches past the k-th."""
+    h = P.precond.hierarchy
     names = []
 
     def limited(kernel, grid, block, args, stream=None, shared_mem=0):
-        if len(names) < k:
-            names.append(getattr(kernel, "raw", kernel).name)
+        names.append(getattr(kernel, "raw", kernel).name)
+        if len(names) <= k:
             shipped(kernel, grid, block, args, stream, shared_mem)
-        else:
-            names.append(None)
 
-    s = cupy.cuda.Stream(non_blocking=True)
-    device.launch = limited
+    def cycle(b, out, stream):
+        names.clear()
+        type(h).vcycle(h, b, out, stream)
+
+    device.launch, h.vcycle = limited, cycle
     try:
-        with s:
-            names.clear()
-            h.vcycle(b, z, s)
-            total = len(names)
-            s.begin_capture()
-            for _ in range(cycles):
-                names.clear()
-                h.vcycle(b, z, s)
-            g = s.end_capture()
+        us = vcycle_us(P, reps=7, k=20)
     finally:
         device.launch = shipped
-    g.launch(s)
-    s.synchronize()
-    t = []
-    for _ in range(reps):
-        e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-        e0.record(s)
-        g.launch(s)
-        e1.record(s)
-        e1.synchronize()
-        t.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3 / cycles)
-    return statistics.median(t), names[:k], total
+        del h.vcycle
+    return us, names[:k], len(names)
 
 
 for item, A, b in systems(sys.argv[1] if len(sys.argv) > 1 else "2:1024,3:160"):
     P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-    h = P.precond.hierarchy
-    r = cupy.ones(A.shape[0])
-    z = cupy.empty_like(r)
-    _, _, total = prefix_us(h, r, z, 0)
+    _, _, total = prefix_us(P, 0)
     prev = 0.0
     res = []
     for rnd in range(2):
         for k in range(1, total + 1):
-            us, names, _ = prefix_us(h, r, z, k)
+            us, names, _ = prefix_us(P, k)
             res.append((rnd, k, us, names[-1]))
     for k in range(1, total + 1):
         a = [x for x in res if x[1] == k]
