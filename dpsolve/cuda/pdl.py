@@ -58,7 +58,8 @@ class Kernel:
     kernels before it programmatic together (either alone: none in ~1,400 solves), and
     ``launch_dependents`` (without it: none). The iterations, programmatic, gave the ordinary
     bits in 12,204 solves under the same load (tests/test_gpu_graph.py's load test). The cause
-    is not found; a set-up runs once a solve."""
+    is not found (not graph_head's edge into the WHILE node: the default one even then,
+    benchmarks/pdl-graph-edges-2026-12-01.py); a set-up runs once a solve."""
 
     __slots__ = ("raw", "direct")
 
