@@ -16,14 +16,10 @@ import time
 
 import cupy
 import cupyx.scipy.sparse as csp
-import numpy as np
 
-from dpsolve.cuda import pdl
 from dpsolve.cuda._loader import amg_source, get_kernel
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
-
-_built: dict = {}
 
 
 @contextlib.contextmanager
@@ -32,12 +28,8 @@ def kernels_built_with(defines: tuple):
     the block; () leaves the shipped module. A graph captured inside keeps those kernels."""
     shipped = device.vc_kernel
 
-    def vc_kernel(expression, dtype):
-        key = (expression, np.dtype(dtype).str, defines)
-        if key not in _built:
-            _built[key] = pdl.Kernel(get_kernel(amg_source(expression), expression, dtype,
-                                                defines=defines), direct=True)
-        return _built[key]
+    def vc_kernel(expression, dtype):          # a pdl.Kernel, as the shipped one's
+        return get_kernel(amg_source(expression), expression, dtype, defines=defines)
 
     if defines:
         device.vc_kernel = vc_kernel

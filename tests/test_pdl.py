@@ -90,3 +90,19 @@ def test_the_sources_are_registered():
     from dpsolve.cuda import _loader
     assert pdl.SOURCES <= set(_loader.SOURCES)
 
+
+
+def test_get_kernel_wraps_the_kernels_that_start_with_the_wait():
+    """pdl.wrap (get_kernel's): every kernel of pdl.SOURCES as a Kernel that goes programmatic
+    only in a replayed plan, amg.cu's vc_* kernels (whichever module holds them) as direct
+    Kernels, and every other kernel as it is (amg.cu's set-up kernels among them)."""
+    from dpsolve.cuda import _loader
+    raw = object()
+    k = pdl.wrap(raw, "spmv", "spmv.cu", "spmv_ell<{T}>")
+    assert type(k) is pdl.Kernel and k.raw is raw and not k.direct
+    for expression in ("vc_dense<{T}>", "vc_to_single<{T}>"):
+        name = _loader.amg_source(expression)
+        k = pdl.wrap(raw, name, _loader.SOURCES[name].file, expression)
+        assert type(k) is pdl.Kernel and k.direct, expression
+    for name, expression in (("amg_vc", "sell_fill<{T}>"), ("spgemm", "spgemm_bound<{T}>")):
+        assert pdl.wrap(raw, name, _loader.SOURCES[name].file, expression) is raw

@@ -451,7 +451,5 @@ def get_kernel(name: str, expression: str, dtype, rdc: bool = False, defines: tu
         mod = _module_key(dev, name, dt, rdc, expression)    # a lazy source's kernel checked
         k = _compiled(*mod[:4], tuple(defines), mod[5]).get_function(expression.format(
             T=ctype(dt)))
-        if name in pdl.SOURCES:              # captured into a graph with PDL (pdl.py)
-            k = pdl.Kernel(k)
-        _KERNELS[key] = k
+        k = _KERNELS[key] = pdl.wrap(k, name, SOURCES[name].file, expression)   # PDL: pdl.py
     return k

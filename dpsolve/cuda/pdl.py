@@ -26,10 +26,23 @@ import numpy as np
 ENABLED = True
 
 # the sources whose every kernel starts with DPS_PDL() (tests/test_cuda_compile.py checks):
-# get_kernel hands their kernels out as :class:`Kernel`; amg.cu's vc_* kernels are wrapped by
-# dpsolve/precond/amg/device.py's vc_kernel
+# get_kernel hands their kernels out as :class:`Kernel`
 SOURCES = frozenset({"cg_merge", "bicg_merge", "bicgstab_merge", "blas1", "krylov", "graph",
                      "precond", "spmv"})
+# and amg.cu's V-cycle kernels (vc_*, in every module of that file), as :class:`Kernel`s that go
+# programmatic when called on their own (``direct``: the V-cycle captured alone)
+DIRECT_FILE, DIRECT_PREFIX = "amg.cu", "vc_"
+
+
+def wrap(raw, name: str, file: str, expression: str):
+    """``raw``, kernel ``expression`` of source ``name`` (its file ``file``), as get_kernel hands
+    it out: a :class:`Kernel` where it starts with DPS_PDL (a source of SOURCES; amg.cu's vc_*
+    kernels, ``direct``), else as it is."""
+    if name in SOURCES:
+        return Kernel(raw)
+    if file == DIRECT_FILE and expression.startswith(DIRECT_PREFIX):
+        return Kernel(raw, direct=True)
+    return raw
 
 
 # the CUfunction handles of every Kernel made: kernels that start with DPS_PDL, after which a

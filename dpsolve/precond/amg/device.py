@@ -55,18 +55,12 @@ def _grid(work: int) -> int:
     return ops.grid_for(work)
 
 
-_PDL_KERNELS: dict = {}
-
-
 def vc_kernel(expression: str, dtype) -> pdl.Kernel:
-    """amg.cu's V-cycle kernel ``expression`` at ``dtype``, for programmatic dependent launch
-    where it is captured into a graph (dpsolve/cuda/pdl.py; every vc_* kernel starts with
-    DPS_PDL), from the module that holds it (``_loader.amg_source``)."""
-    raw = get_kernel(amg_source(expression), expression, dtype)
-    hit = _PDL_KERNELS.get(id(raw))
-    if hit is None or hit.raw is not raw:
-        hit = _PDL_KERNELS[id(raw)] = pdl.Kernel(raw, direct=True)
-    return hit
+    """amg.cu's V-cycle kernel ``expression`` at ``dtype`` from the module that holds it
+    (``_loader.amg_source``): a pdl.Kernel (``direct``), launched with programmatic dependent
+    launch where it is captured into a graph (dpsolve/cuda/pdl.py; every vc_* kernel starts
+    with DPS_PDL)."""
+    return get_kernel(amg_source(expression), expression, dtype)
 
 
 # amg.cu's CSR kernels take `rows` rows a group of lanes at a time (1 to MAX_ROWS): several where
