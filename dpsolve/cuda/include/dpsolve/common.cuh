@@ -16,16 +16,20 @@
 // than after the grid's completion), then waits for the kernel before it to finish and flush, so
 // nothing it reads or writes is touched early. Both instructions do nothing in a kernel launched
 // the ordinary way. Every kernel of a source in pdl.SOURCES, and amg.cu's vc_* kernels, start
-// with it (tests/test_cuda_compile.py checks).
+// with it, or (amg.cu's AMG_PDL) with DPS_PDL_LAUNCH, prefetches of the kernel's read-only matrix,
+// then DPS_PDL_WAIT (tests/test_cuda_compile.py checks).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DPS_PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define DPS_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define DPS_PDL_LAUNCH() do {} while (0)
+#define DPS_PDL_WAIT() do {} while (0)
+#endif
 #define DPS_PDL()                                                                                \
     do {                                                                                         \
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                         \
-        asm volatile("griddepcontrol.wait;" ::: "memory");                                       \
+        DPS_PDL_LAUNCH();                                                                        \
+        DPS_PDL_WAIT();                                                                          \
     } while (0)
-#else
-#define DPS_PDL() do {} while (0)
-#endif
 
 namespace dps {
 
