@@ -503,7 +503,7 @@ def initial_guess_Mb(system) -> None:
     if not M.active:
         x0 = b.copy()
     elif M.kind == "jacobi":
-        x0 = xp.asarray(M.inv_diag) * b
+        x0 = xp.asarray(_host(M.inv_diag) if xp is np else M.inv_diag) * b
     elif M.calls_python and (xp is np or system.out_cupy):   # arrays of the caller's kind
         x0 = xp.asarray(M.op.matvec(b)).ravel()
     else:                                      # the host face, on a host copy of b

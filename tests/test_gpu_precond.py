@@ -1,4 +1,5 @@
-"""AMG and Chebyshev on the GPU (dpsolve/precond): the device set-up forms the reference's
+"""AMG and Chebyshev on the GPU (dpsolve/precond), and Jacobi's D^-1 made there: the device
+set-up forms the reference's
 aggregates, the device V-cycle equals the NumPy reference V-cycle on the same hierarchy, M is
 symmetric, two set-ups are identical, every variant that runs them solves, the others refuse by
 name, and a re-set-up keeps the aggregates (GPU machines only)."""
@@ -1125,3 +1126,81 @@ def test_a_numeric_resetup_keeps_a_nonsymmetric_smoothed_restriction(dtype, prec
             st.pc.apply(st.ex, cp.asarray(r), zd)
             zs.append(zd.get())
     assert np.linalg.norm(zs[0] - zs[1]) <= 10 * eps * np.linalg.norm(zs[1])
+
+
+def _jacobi_csr(A, cp):
+    from dpsolve.formats import CSR
+    A = sp.csr_array(A)
+    A.sort_indices()
+    return CSR(cp.asarray(A.indptr, dtype=np.int32), cp.asarray(A.indices, dtype=np.int32),
+               cp.asarray(A.data), A.shape[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_jacobi_binds_on_the_device_with_the_hosts_bits(dtype):
+    """Jacobi's bind of a device CSR makes D^-1 on the device (precond.cu's inverse_diagonal,
+    one host read) with the bits of the host's ``inverse_diagonal``: diagonals of every sign and
+    of magnitudes across the dtype's range. The rows it cannot answer on the device (a float32
+    subnormal diagonal, CuPy's -ftz=true reading it as 0; a quotient below the normal range,
+    written as 0) take the host's path, whose answer is kept; complex keeps the host's path
+    (NumPy's complex division is the specification)."""
+    from dpsolve.precond.diagonal import inverse_diagonal
+    from dpsolve.precond.jacobi import Jacobi
+    cp = _cp()
+    n = 400
+    A = sp.lil_array(laplace_2d(20).astype(dtype))
+    rng = np.random.default_rng(5)
+    real = np.finfo(dtype).dtype
+    top = 100 if real == np.float32 else 900
+    for r in range(n):
+        A[r, r] = (rng.choice([-1.0, 1.0]) * rng.random() * 2.0 ** rng.integers(-top, top)
+                   + (1j * rng.random() if np.dtype(dtype).kind == "c" else 0))
+    A = sp.csr_array(A)
+    want, why = inverse_diagonal(A.diagonal(), dtype)
+    assert why is None
+    got = Jacobi().bind(_jacobi_csr(A, cp), n, dtype).inv_diag
+    assert isinstance(got, cp.ndarray) == (np.dtype(dtype).kind == "f")
+    got = got.get() if isinstance(got, cp.ndarray) else got
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    if real == np.float32:
+        for value, expect in ((2.0 ** -127, 2.0 ** 127), (2.0 ** 127, 2.0 ** -127),
+                              (2.0 ** 126 * 1.5, None)):
+            B = A.copy()
+            B[7, 7] = value
+            B = sp.csr_array(B)
+            d = Jacobi().bind(_jacobi_csr(B, cp), n, dtype).inv_diag
+            d = d.get() if isinstance(d, cp.ndarray) else d
+            host = inverse_diagonal(B.diagonal(), dtype)[0]
+            np.testing.assert_array_equal(d.view(np.uint32), host.view(np.uint32))
+            assert expect is None or d[7] == np.float32(expect)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("problem, value", [("zero", 0.0), ("missing", None),
+                                            ("reciprocal", "tiny")])
+def test_jacobi_refuses_on_the_device_in_the_hosts_words(dtype, problem, value):
+    """M="jacobi" on the GPU (D^-1 made there) refuses a zero, a missing and a diagonal entry
+    whose reciprocal is past the largest float in the host variant's words, to the letter,
+    naming the rows; a negative diagonal is taken by both, and the solves agree."""
+    A = sp.lil_array(laplace_2d(20).astype(dtype))
+    tiny = 1e-39 if dtype == np.float32 else 1e-310
+    for r in (3, 17):
+        A[r, r] = 0 if value is None else tiny if value == "tiny" else value
+    A = sp.csr_array(A)
+    if value is None:
+        A.eliminate_zeros()                                   # not stored at all
+    b = np.ones(400, dtype)
+    words = []
+    for variant in ("host", "cuda", "graph"):
+        with pytest.raises(ValueError) as e:
+            dpsolve.cg(A, b, M="jacobi", variant=variant)
+        words.append(str(e.value))
+    assert words[0] == words[1] == words[2] and "rows 3, 17)" in words[0], words
+    assert "Jacobi" in words[0]
+    B = sp.lil_array(laplace_2d(20).astype(dtype))
+    B[3, 3] = -4.0                                            # indefinite: BiCGStab takes it
+    B = sp.csr_array(B)
+    xs = [dpsolve.bicgstab(B, b, M="jacobi", rtol=1e-5, variant=v) for v in ("host", "cuda")]
+    assert xs[0][1] == 0 and xs[1][1] == 0
+    np.testing.assert_allclose(xs[1][0], xs[0][0], rtol=1e-3 if dtype == np.float32 else 1e-8)

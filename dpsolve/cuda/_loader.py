@@ -166,7 +166,8 @@ SOURCES = {
                             for g in BLOCK_LANES for s in ("false", "true"))
                     + tuple(f"{k}<{{T}}>" for k in BLOCK_SCALAR_KERNELS)),
     # the stream face of a pointwise preconditioner (dpsolve/precond)
-    "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>")),
+    "precond": Source("precond.cu", ("pointwise_apply<{T}>", "pointwise_apply_adjoint<{T}>",
+                                     "inverse_diagonal<{T}>")),
     "cg_merge": Source("cg_merge.cu", ("cg_merge_alpha<{T}>", "cg_update_dot<{T}>",
                                        "cg_merge_beta<{T}>")
                        + tuple(f"cg_spmv_dot<{{T}}, {w}>" for w in FUSED_CODES)),
