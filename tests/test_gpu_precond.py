@@ -1128,14 +1128,6 @@ def test_a_numeric_resetup_keeps_a_nonsymmetric_smoothed_restriction(dtype, prec
     assert np.linalg.norm(zs[0] - zs[1]) <= 10 * eps * np.linalg.norm(zs[1])
 
 
-def _jacobi_csr(A, cp):
-    from dpsolve.formats import CSR
-    A = sp.csr_array(A)
-    A.sort_indices()
-    return CSR(cp.asarray(A.indptr, dtype=np.int32), cp.asarray(A.indices, dtype=np.int32),
-               cp.asarray(A.data), A.shape[0])
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_jacobi_binds_on_the_device_with_the_hosts_bits(dtype):
     """Jacobi's bind of a device CSR makes D^-1 on the device (precond.cu's inverse_diagonal,
@@ -1144,6 +1136,7 @@ def test_jacobi_binds_on_the_device_with_the_hosts_bits(dtype):
     subnormal diagonal, CuPy's -ftz=true reading it as 0; a quotient below the normal range,
     written as 0) take the host's path, whose answer is kept; complex keeps the host's path
     (NumPy's complex division is the specification)."""
+    from dpsolve.formats import to_csr
     from dpsolve.precond.diagonal import inverse_diagonal
     from dpsolve.precond.jacobi import Jacobi
     cp = _cp()
@@ -1158,7 +1151,7 @@ def test_jacobi_binds_on_the_device_with_the_hosts_bits(dtype):
     A = sp.csr_array(A)
     want, why = inverse_diagonal(A.diagonal(), dtype)
     assert why is None
-    got = Jacobi().bind(_jacobi_csr(A, cp), n, dtype).inv_diag
+    got = Jacobi().bind(to_csr(A, dtype).to_device(), n, dtype).inv_diag
     assert isinstance(got, cp.ndarray) == (np.dtype(dtype).kind == "f")
     got = got.get() if isinstance(got, cp.ndarray) else got
     assert got.dtype == np.dtype(dtype)
@@ -1169,7 +1162,7 @@ def test_jacobi_binds_on_the_device_with_the_hosts_bits(dtype):
             B = A.copy()
             B[7, 7] = value
             B = sp.csr_array(B)
-            d = Jacobi().bind(_jacobi_csr(B, cp), n, dtype).inv_diag
+            d = Jacobi().bind(to_csr(B, dtype).to_device(), n, dtype).inv_diag
             d = d.get() if isinstance(d, cp.ndarray) else d
             host = inverse_diagonal(B.diagonal(), dtype)[0]
             np.testing.assert_array_equal(d.view(np.uint32), host.view(np.uint32))

@@ -23,7 +23,8 @@ def _device_inverse(csr, dtype):
     kernel counts (a zero, NaN, Inf or float32-subnormal diagonal entry, a reciprocal past the
     dtype's range or below its normal range: the host's D^-1 or its refusal, in its words).
     Before, every device bind went through the host: the diagonal down, NumPy's division, D^-1
-    up again (32 of the 44 ms of a 3-D 160^3 Jacobi-CG ``update``, H200)."""
+    up again (32 of the 44 ms of a 3-D 160^3 Jacobi-CG ``update``, H200). Not AMG's
+    ``device._check_level`` (amg.cu's diag_check): that would compile AMG's modules for Jacobi."""
     import cupy
 
     from .._setup import resources
