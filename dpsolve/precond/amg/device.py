@@ -1067,8 +1067,11 @@ def _check_level(A, level: int, who: str = "AMG", positive: bool = True):
     # bit for bit, where d is normal); complex64 keeps CuPy's division
     inv = narrowed(1.0 / dw, A.dtype) if d.dtype.char == "f" else (1.0 / d).astype(A.dtype)
     big = ~cupy.isfinite(inv)
-    ops.count_true(big, out=bad)                # (not big.sum(): CuPy compiles a CUB reduction
-    if not int(bad.get()[0]):                   # for each size class, 1-2 s each on a first call)
+    # added to diag_check's count (its zero, non-finite and non-positive rows): one read for
+    # both (not big.sum(): CuPy compiles a CUB reduction for each size class, 1-2 s each on a
+    # first call)
+    ops.count_true(big, out=bad)
+    if not int(bad.get()[0]):
         return inv
     checks = [("nonfinite", ~cupy.isfinite(dw)), ("zero", dw == 0)]     # the reference's order
     if positive:
