@@ -21,6 +21,8 @@ import dpsolve
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
+from amg_setup_ab import ab_prepares
+
 rounds = []
 _launch = device.launch
 
@@ -70,19 +72,8 @@ for spec in sys.argv[1:]:
     h = None
     same = (len(aggs[True]) == len(aggs[False])
             and all(np.array_equal(a, b) for a, b in zip(aggs[True], aggs[False])))
-    t = {True: [], False: []}
-    agg_ms = {True: [], False: []}
-    for rnd in range(8):
-        for one in ((True, False) if rnd % 2 == 0 else (False, True)):
-            device.MIS_ONE_LAUNCH = one
-            for _ in range(5):
-                dev.synchronize()
-                t0 = time.perf_counter()
-                P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-                dev.synchronize()
-                t[one].append((time.perf_counter() - t0) * 1e3)
-                agg_ms[one].append(P.precond.setup_times["aggregation"] * 1e3)
-                P = None
+    t, agg_ms = ab_prepares(A, lambda one: setattr(device, "MIS_ONE_LAUNCH", one), (True, False),
+                            rounds=8, figure=lambda P: P.precond.setup_times["aggregation"] * 1e3)
     device.MIS_ONE_LAUNCH = True
 
     def fmt(v):

@@ -10,7 +10,6 @@ variant="graph") ms, 6 rounds AB/BA of 5 calls each.
 """
 import statistics
 import sys
-import time
 
 import cupy
 import cupyx.scipy.sparse as csp
@@ -20,6 +19,8 @@ import dpsolve
 from dpsolve.cuda._loader import get_kernel
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
+
+from amg_setup_ab import ab_prepares
 
 new_mis = device._mis
 
@@ -47,7 +48,6 @@ def old_mis(gp, gj, dtype, distance, agg=None):
     raise RuntimeError("the independent set did not settle")
 
 
-dev = cupy.cuda.Device()
 for spec in sys.argv[1:]:
     d, s = spec.split(":")
     A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
@@ -60,17 +60,8 @@ for spec in sys.argv[1:]:
         P = None
     same = (len(aggs["A"]) == len(aggs["B"])
             and all(np.array_equal(a, b) for a, b in zip(aggs["A"], aggs["B"])))
-    t = {"A": [], "B": []}
-    for rnd in range(6):
-        for name in ("AB" if rnd % 2 == 0 else "BA"):
-            device._mis = old_mis if name == "A" else new_mis
-            for _ in range(5):
-                dev.synchronize()
-                t0 = time.perf_counter()
-                P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-                dev.synchronize()
-                t[name].append((time.perf_counter() - t0) * 1e3)
-                P = None
+    t, _ = ab_prepares(A, lambda name: setattr(device, "_mis", old_mis if name == "A" else new_mis),
+                       ("A", "B"))
     ma, mb = statistics.median(t["A"]), statistics.median(t["B"])
     print(f"{spec}: aggregates equal {same}; prepare ms A (memset a round) {ma:.2f} "
           f"[{min(t['A']):.1f}-{max(t['A']):.1f}], B (a slot a round) {mb:.2f} "
