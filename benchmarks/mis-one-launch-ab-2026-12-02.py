@@ -11,17 +11,14 @@ set-up's own split, CUDA events).
 """
 import statistics
 import sys
-import time
 
-import cupy
 import cupyx.scipy.sparse as csp
 import numpy as np
 
-import dpsolve
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
-from amg_setup_ab import ab_prepares
+from amg_setup_ab import ab_prepares, ab_times, aggregates, prepare, same, spread
 
 rounds = []
 _launch = device.launch
@@ -34,7 +31,10 @@ def counting(kernel, grid, block, args, stream=None, shared_mem=0):
         rounds.append(args[-1])
 
 
-dev = cupy.cuda.Device()
+def switch(one):
+    device.MIS_ONE_LAUNCH = one
+
+
 for spec in sys.argv[1:]:
     d, s = spec.split(":")
     A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
@@ -44,41 +44,26 @@ for spec in sys.argv[1:]:
         device.launch = counting if one else _launch
         device.MIS_ONE_LAUNCH = one
         rounds.clear()
-        P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-        aggs[one] = [lev.aggregates.get() for lev in P.precond.hierarchy.levels
-                     if lev.aggregates is not None]
+        aggs[one] = aggregates(A)
         settled = [int(r.get()[0]) for r in rounds]
         device.launch = _launch
-        P = None
         if one:
             print(f"{spec}: rounds of each independent set (one launch): {settled}", flush=True)
     # each level's independent sets alone (distance 2, then 1 on the same graph), synchronised
-    h = dpsolve.prepare(A, "cg", M="amg", variant="graph").precond.hierarchy
+    h = prepare(A).precond.hierarchy
     for level, lev in enumerate(h.levels[:-1]):
         gp, gj = lev.A.indptr, lev.A.indices
-        per = {True: [], False: []}
-        for rnd in range(10):
-            for one in ((True, False) if rnd % 2 == 0 else (False, True)):
-                device.MIS_ONE_LAUNCH = one
-                dev.synchronize()
-                t0 = time.perf_counter()
-                device._mis(gp, gj, np.float64, 2)
-                device._mis(gp, gj, np.float64, 1)
-                dev.synchronize()
-                per[one].append((time.perf_counter() - t0) * 1e3)
+        per, _ = ab_times(lambda: (device._mis(gp, gj, np.float64, 2),
+                                   device._mis(gp, gj, np.float64, 1)),
+                          switch, (True, False), rounds=10, calls=1)
         print(f"{spec} level {level} ({lev.n:,} rows, {int(gj.size):,} entries): both sets "
               f"launched {statistics.median(per[False]):.2f} ms, one launch "
               f"{statistics.median(per[True]):.2f} ms", flush=True)
     h = None
-    same = (len(aggs[True]) == len(aggs[False])
-            and all(np.array_equal(a, b) for a, b in zip(aggs[True], aggs[False])))
-    t, agg_ms = ab_prepares(A, lambda one: setattr(device, "MIS_ONE_LAUNCH", one), (True, False),
-                            rounds=8, figure=lambda P: P.precond.setup_times["aggregation"] * 1e3)
+    t, agg_ms = ab_prepares(A, switch, (True, False), rounds=8,
+                            figure=lambda P: P.precond.setup_times["aggregation"] * 1e3)
     device.MIS_ONE_LAUNCH = True
-
-    def fmt(v):
-        return f"{statistics.median(v):.2f} [{min(v):.1f}-{max(v):.1f}]"
-    print(f"{spec}: aggregates equal {same}; prepare ms launched {fmt(t[False])}, one launch "
-          f"{fmt(t[True])}, ratio {statistics.median(t[True]) / statistics.median(t[False]):.3f}; "
-          f"aggregation ms launched {fmt(agg_ms[False])}, one launch {fmt(agg_ms[True])}",
-          flush=True)
+    print(f"{spec}: aggregates equal {same(aggs[True], aggs[False])}; prepare ms launched "
+          f"{spread(t[False])}, one launch {spread(t[True])}, ratio "
+          f"{statistics.median(t[True]) / statistics.median(t[False]):.3f}; aggregation ms "
+          f"launched {spread(agg_ms[False])}, one launch {spread(agg_ms[True])}", flush=True)

@@ -15,12 +15,11 @@ import cupy
 import cupyx.scipy.sparse as csp
 import numpy as np
 
-import dpsolve
 from dpsolve.cuda._loader import get_kernel
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
-from amg_setup_ab import ab_prepares
+from amg_setup_ab import ab_prepares, aggregates, same, spread
 
 new_mis = device._mis
 
@@ -48,22 +47,20 @@ def old_mis(gp, gj, dtype, distance, agg=None):
     raise RuntimeError("the independent set did not settle")
 
 
+def switch(name):
+    device._mis = old_mis if name == "A" else new_mis
+
+
 for spec in sys.argv[1:]:
     d, s = spec.split(":")
     A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
     aggs = {}
-    for name, f in (("A", old_mis), ("B", new_mis)):
-        device._mis = f
-        P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-        aggs[name] = [lev.aggregates.get() for lev in P.precond.hierarchy.levels
-                      if lev.aggregates is not None]
-        P = None
-    same = (len(aggs["A"]) == len(aggs["B"])
-            and all(np.array_equal(a, b) for a, b in zip(aggs["A"], aggs["B"])))
-    t, _ = ab_prepares(A, lambda name: setattr(device, "_mis", old_mis if name == "A" else new_mis),
-                       ("A", "B"))
-    ma, mb = statistics.median(t["A"]), statistics.median(t["B"])
-    print(f"{spec}: aggregates equal {same}; prepare ms A (memset a round) {ma:.2f} "
-          f"[{min(t['A']):.1f}-{max(t['A']):.1f}], B (a slot a round) {mb:.2f} "
-          f"[{min(t['B']):.1f}-{max(t['B']):.1f}], B/A {mb / ma:.3f}", flush=True)
+    for name in ("A", "B"):
+        switch(name)
+        aggs[name] = aggregates(A)
+    t, _ = ab_prepares(A, switch, ("A", "B"))
+    ratio = statistics.median(t["B"]) / statistics.median(t["A"])
+    print(f"{spec}: aggregates equal {same(aggs['A'], aggs['B'])}; prepare ms A (memset a "
+          f"round) {spread(t['A'])}, B (a slot a round) {spread(t['B'])}, B/A {ratio:.3f}",
+          flush=True)
 device._mis = new_mis
