@@ -271,8 +271,8 @@ def test_amg_kernels_routed_to_one_module_each():
         if name == "amg_wide":
             continue
         low = kernel.endswith("_low") or kernel in ("vc_to_single", "vc_from_single")
-        vc = kernel.startswith("vc_") or kernel in ("sell_widths", "sell_fill", "half_round",
-                                                    "narrow_index", "narrow_ell",
+        vc = kernel.startswith("vc_") or kernel in ("sell_order", "sell_widths", "sell_fill",
+                                                    "half_round", "narrow_index", "narrow_ell",
                                                     "subtract_scaled", "hermitian_misses")
         assert name == ("amg_vc_low" if low else "amg_vc" if vc else "amg"), e
     with pytest.raises(ValueError, match="amg.cu"):

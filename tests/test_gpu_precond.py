@@ -374,6 +374,62 @@ def test_sell_rows_sorted_within_windows_give_the_same_bits(dtype, precision, mo
     assert slots[0] <= slots[1]
 
 
+@pytest.mark.parametrize("sigma", [2, 16, 256, 5000])
+def test_sell_order_is_the_stable_sort_of_window_and_length(sigma):
+    """amg.cu's sell_order (device.sell_of's row order) equals NumPy's stable argsort of (window,
+    longest first), ties in row order: rows of few distinct lengths (many ties), empty rows, a
+    last window cut short, a window wider than the matrix."""
+    cp = _cp()
+    rng = np.random.default_rng(sigma)
+    n = 3 * 256 + 77
+    lengths = rng.choice([0, 1, 3, 3, 7, 9, 9, 9], size=n)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    M = sp.csr_matrix((np.ones(int(indptr[-1])), np.zeros(int(indptr[-1]), np.int32), indptr),
+                      shape=(n, 1))
+    key = (np.arange(n, dtype=np.int64) // sigma) * (1 << 32) - lengths
+    want = np.argsort(key, kind="stable")
+    perm = cp.empty(n, cp.int32)
+    amg_device.launch(amg_device.get_kernel("amg_vc", "sell_order<{T}>", np.float64),
+                      (amg_device._grid(n),), (amg_device.BLOCK,),
+                      (np.int32(n), np.int32(sigma), cp.asarray(M.indptr), perm), None)
+    assert np.array_equal(perm.get(), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("rank_max", [1024, 3])
+def test_device_transpose_is_the_sorted_transpose_bit_for_bit(dtype, rank_max, monkeypatch):
+    """device.transpose (counts, a scatter and ranks, no sort) gives sparse.transpose's arrays on
+    the same CuPy input bit for bit, the order too: empty rows and columns, a column of 400
+    entries among short ones, NaN values, conjugated or not; with TRANSPOSE_RANK_MAX below the
+    longest column it takes sparse.transpose's sort."""
+    from dpsolve.precond.amg import sparse as sps
+    cp = _cp()
+    monkeypatch.setattr(amg_device, "TRANSPOSE_RANK_MAX", rank_max)
+    rng = np.random.default_rng(5)
+    m, k = 2_003, 517
+    M = sp.random_array((m, k), density=0.01, format="lil", random_state=rng)
+    M[:400, 7] = 1.5                                  # a long column
+    M[9, :] = 0                                       # an empty row
+    M[:, 11] = 0                                      # an empty column
+    M = sp.csr_array(M)
+    M.eliminate_zeros()
+    M.sort_indices()
+    data = M.data.astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        data = data * (1 - 2j)
+    data[::97] = np.nan
+    args = (cp.asarray(M.indptr.astype(np.int32)), cp.asarray(M.indices.astype(np.int32)),
+            cp.asarray(data), M.shape)
+    for conj in (False, True):
+        got = amg_device.transpose(*args, conj=conj, with_order=True)
+        want = sps.transpose(*args, conj=conj, with_order=True)
+        for g, w in zip(got, want):
+            g, w = g.get(), w.get()
+            assert g.shape == w.shape and np.array_equal(g.view(np.uint8), w.astype(
+                g.dtype).view(np.uint8))
+        assert got[0].dtype == cp.int32 and got[1].dtype == cp.int32 and got[3].dtype == cp.int32
+
+
 def test_narrow_indices_decode_to_the_columns_or_refuse():
     """device.narrow stores each SELL-32 slice's columns as uint16 offsets from the slice's least
     column, padding (-1) as 0xFFFF, and refuses (None) where a slice spans more than 65,534

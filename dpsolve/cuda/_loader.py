@@ -115,15 +115,16 @@ SOURCES = {
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
                              "agg_join<{T}>", "csr_scale_rows<{T}>", "pattern_asymmetry<{T}>",
                              "smooth_tentative<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>", "power_norm<{T}>")
+                             "power_start<{T}>", "power_norm<{T}>", "transpose_count<{T}>",
+                             "transpose_fill<{T}>", "transpose_rank<{T}>")
                   + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     # ... the V-cycle's (the cycle's dtype: single precision by default) and its preparation's
     # (SELL copies, float16 rounding, 16-bit offsets; the smoothed restriction's subtraction and
     # the Hermitian test, which run on the cycle's copies); the SELL kernels' NARROW: their column
     # indices as 16-bit offsets (device.narrow), int ones in the module amg_wide ...
-    "amg_vc": Source("amg.cu", ("sell_widths<{T}>", "sell_fill<{T}>", "half_round<{T}>",
-                                "narrow_index<{T}>", "narrow_ell<{T}>", "vc_dense<{T}>",
-                                "vc_restrict_block<{T}>", "vc_scale<{T}>",
+    "amg_vc": Source("amg.cu", ("sell_order<{T}>", "sell_widths<{T}>", "sell_fill<{T}>",
+                                "half_round<{T}>", "narrow_index<{T}>", "narrow_ell<{T}>",
+                                "vc_dense<{T}>", "vc_restrict_block<{T}>", "vc_scale<{T}>",
                                 "subtract_scaled<{T}>", "hermitian_misses<{T}>")
                      + _vc_variants(low=False)
                      + tuple(f"{k}<{{T}}, {w}>" for k in ("vc_residual", "vc_jacobi", "vc_cheb",

@@ -25,6 +25,9 @@
 //   power_step<T, W>, power_norm<T>, power_step_ell<T>  rho(D^-1 A) by power iteration, a step
 //                   (two launches) at a time; power_iterate<T, W> all the steps in one
 //                   cooperative launch (grid.sync between them) on a small level
+//   transpose_count<T>, transpose_fill<T>, transpose_rank<T>  a CSR matrix's transpose without a
+//                   sort: column counts, entries scattered into their columns, each column put
+//                   in row order by ranks (device.transpose)
 //   pattern_asymmetry<T>  counts the entries (i, j) whose (j, i) is not stored (binary search in
 //                   row j: rows sorted; an unsorted row only adds misses): 0 for a symmetric
 //                   pattern, whose strength graph at theta = 0 is the pattern itself
@@ -731,6 +734,63 @@ pattern_asymmetry(int n, const int* __restrict__ indptr, const int* __restrict__
     if (miss) atomicAdd(missing, miss);
 }
 
+// The transpose of a CSR matrix without a sort (device.transpose: sparse.transpose's arrays).
+// transpose_count: each column's entries into counts (zeroed), the largest count into *longest.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+transpose_count(int nnz, const int* __restrict__ indices, int* __restrict__ counts,
+                int* __restrict__ longest) {
+    __shared__ int part[DPS_BLOCK / DPS_WARP];
+    int most = 0;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz; k += gridDim.x * blockDim.x)
+        most = max(most, atomicAdd(counts + indices[k], 1) + 1);
+    for (int o = DPS_WARP / 2; o > 0; o >>= 1)
+        most = max(most, __shfl_xor_sync(0xFFFFFFFFu, most, o));
+    if ((threadIdx.x & (DPS_WARP - 1)) == 0) part[threadIdx.x / DPS_WARP] = most;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < DPS_BLOCK / DPS_WARP; ++w) most = max(most, part[w]);
+        if (most > 0) atomicMax(longest, most);
+    }
+}
+
+// transpose_fill: row i's entries k into their columns' segments of t_ptr, in no set order
+// (counts counted back down to zero): src[slot] = k, src_row[slot] = i
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+transpose_fill(int m, const int* __restrict__ indptr, const int* __restrict__ indices,
+               const int* __restrict__ t_ptr, int* __restrict__ counts, int* __restrict__ src,
+               int* __restrict__ src_row) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x)
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+            const int c = indices[k];
+            const int slot = t_ptr[c] + atomicSub(counts + c, 1) - 1;
+            src[slot] = k;
+            src_row[slot] = i;
+        }
+}
+
+// transpose_rank: a warp a column puts its segment in row order (the stable sort's: an entry's
+// position k grows with its row), each entry at its rank among the segment's positions:
+// order[t] = k, t_idx[t] = its row. O(length^2 / 32) a column: device.TRANSPOSE_RANK_MAX caps it.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+transpose_rank(int ncols, const int* __restrict__ t_ptr, const int* __restrict__ src,
+               const int* __restrict__ src_row, int* __restrict__ order, int* __restrict__ t_idx) {
+    const int lane = threadIdx.x & (DPS_WARP - 1);
+    const int warps = gridDim.x * (blockDim.x / DPS_WARP);
+    for (int c = (blockIdx.x * blockDim.x + threadIdx.x) / DPS_WARP; c < ncols; c += warps) {
+        const int b = t_ptr[c], e = t_ptr[c + 1];
+        for (int s = b + lane; s < e; s += DPS_WARP) {
+            const int k = src[s];
+            int rank = 0;
+            for (int u = b; u < e; ++u) rank += src[u] < k;
+            order[b + rank] = k;
+            t_idx[b + rank] = src_row[s];
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------- the V-cycle
 
 template <typename T, int W>
@@ -1218,6 +1278,25 @@ vc_jacobi_ell_low(int n, int width, const int* __restrict__ indices,
 // at sigma 256). A row's entries keep their order in its slot: its sum is the same bits.
 __device__ __forceinline__ int sell_row_of(const int* __restrict__ perm, int slot) {
     return perm != nullptr ? perm[slot] : slot;
+}
+
+// SELL-C-sigma's row order (device.sell_of): slot q of each window of `sigma` rows holds its
+// rows longest first, ties in row order, as a stable sort by (window, -length) orders them; a row's
+// slot is its window's start plus the count of the window's rows that are longer, or as long and
+// before it (a warp's threads read the same row lengths: one load for the warp)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+sell_order(int n, int sigma, const int* __restrict__ indptr, int* __restrict__ perm) {
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+        const int w0 = r - r % sigma, w1 = min(w0 + sigma, n);
+        const int len = indptr[r + 1] - indptr[r];
+        int rank = 0;
+        for (int u = w0; u < w1; ++u) {
+            const int lu = indptr[u + 1] - indptr[u];
+            rank += (lu > len) || (lu == len && u < r);
+        }
+        perm[w0 + rank] = r;
+    }
 }
 
 // sptr_next[s] = 32 x the longest row of slice s (the host's cumsum makes sptr from it)

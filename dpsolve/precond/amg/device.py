@@ -337,10 +337,10 @@ def sell_of(M, prev: SellMatrix | None = None, pack: bool = False) -> SellMatrix
                           base=prev.base, kept=prev.val if prev.idx is None else None)
     slices = -(-n // 32)
     perm = None
-    if SELL_SIGMA > 1:                  # key: the window, then the row's length, longest first
-        lengths = cupy.diff(M.indptr).astype(cupy.int64)
-        key = ((cupy.arange(n, dtype=cupy.int64) // SELL_SIGMA) << 32) | (0x7FFFFFFF - lengths)
-        perm = cupy.argsort(key).astype(cupy.int32)          # CUB's radix sort: stable
+    if SELL_SIGMA > 1:                  # by window, then the row's length, longest first
+        perm = cupy.empty(n, cupy.int32)
+        launch(get_kernel("amg_vc", "sell_order<{T}>", dt), (_grid(n),), (BLOCK,),
+               (np.int32(n), np.int32(SELL_SIGMA), M.indptr, perm), None)
     rows = ops._NULL if perm is None else perm
     sptr = cupy.zeros(slices + 1, cupy.int64)
     widths = cupy.empty(slices, cupy.int32)
@@ -784,6 +784,44 @@ def _canonical(M, has_zero=None):
     indptr[1:] = cupy.cumsum(counts).astype(cupy.int32)
     return _csr(M.data[keep], M.indices[keep], indptr, M.shape,
                 canonical=getattr(M, "_has_canonical_format", None))
+
+
+# the longest column that transpose puts in order by ranks (transpose_rank: length^2 / 32 steps a
+# warp); a matrix with a longer one takes sparse.transpose's sort
+TRANSPOSE_RANK_MAX = 1024
+
+
+def transpose(indptr, indices, data, shape, conj=False, with_order=False):
+    """``sparse.transpose`` on the device without its sort, the same arrays bit for bit (order
+    int32): the columns counted, the entries scattered into their columns, each column put in
+    row order by its entries' ranks (amg.cu's transpose_count, transpose_fill, transpose_rank;
+    5 operations and one host wait, the longest column, against the sort's 20-odd). Int32
+    indices only, columns of at most TRANSPOSE_RANK_MAX entries; ``sparse.transpose`` else."""
+    import cupy
+    m, k = shape
+    nnz = int(indices.shape[0])
+
+    def sorted_():
+        out = sps.transpose(indptr, indices, data, shape, conj=conj, with_order=with_order)
+        return out[:3] + (out[3].astype(cupy.int32),) if with_order else out
+    if nnz == 0 or indptr.dtype != cupy.int32 or indices.dtype != cupy.int32:
+        return sorted_()
+    wide = smoothers._wide(data.dtype)              # the "amg" module's dtypes include it
+    counts = cupy.zeros(k + 1, cupy.int32)          # and the longest column, last
+    launch(get_kernel("amg", "transpose_count<{T}>", wide), (_grid(nnz),), (BLOCK,),
+           (np.int32(nnz), indices, counts, counts[k:]), None)
+    t_ptr = cupy.zeros(k + 1, cupy.int32)
+    cupy.cumsum(counts[:k], out=t_ptr[1:])
+    if int(counts[k:].get()[0]) > TRANSPOSE_RANK_MAX:
+        return sorted_()
+    src, src_row, order, t_idx = (cupy.empty(nnz, cupy.int32) for _ in range(4))
+    launch(get_kernel("amg", "transpose_fill<{T}>", wide), (_grid(m),), (BLOCK,),
+           (np.int32(m), indptr, indices, t_ptr, counts, src, src_row), None)
+    launch(get_kernel("amg", "transpose_rank<{T}>", wide), (ops.grid_for(k * 32),), (BLOCK,),
+           (np.int32(k), t_ptr, src, src_row, order, t_idx), None)
+    t_data = data[order]
+    out = (t_ptr, t_idx, t_data.conj() if conj else t_data)
+    return out + (order,) if with_order else out
 
 
 def _spmv(M, x, magnitude=False):
@@ -1288,7 +1326,7 @@ def tentative(agg, n_agg: int, B, level: int, dtype, ones: bool = False,
     else:
         # ||B_agg||^2: T0^T (aggregates x nodes, nodes in index order) times B's squares, with
         # dpsolve's own SpMV (deterministic: a fixed order of the sums)
-        t_ptr, t_idx, t_val = sps.transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
+        t_ptr, t_idx, t_val = transpose(rows, agg, cupy.ones(n, cupy.float64), (n, n_agg))
         norms = cupy.sqrt(_spmv(_csr(t_val, t_idx, t_ptr, (n_agg, n)),
                                 sq.astype(cupy.float64)))
     zero = cupy.flatnonzero(norms == 0) if check_zero else ()
@@ -1522,14 +1560,15 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                                    check_zero=B is not None and not level)
                 P = smooth_prolongator(A_l, inv_diag, rho, T, dtype,
                                        one_per_row=B_l.shape[1] == 1)
-                r_ptr, r_idx, r_val, order = sps.transpose(P.indptr, P.indices, P.data, P.shape,
-                                                           conj=True, with_order=True)
+                r_ptr, r_idx, r_val, order = transpose(P.indptr, P.indices, P.data, P.shape,
+                                                       conj=True, with_order=True)
                 R = _csr(r_val, r_idx, r_ptr, (P.shape[1], P.shape[0]))   # P^H
                 single = B_l.shape[1] == 1
                 AP, ap_counts = spgemm_counted(A_l, P)
                 levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
                                           aggregates=agg, T=T if single else None,
-                                          R_order=order.astype(cupy.int32) if single else None,
+                                          R_order=order.astype(cupy.int32, copy=False)
+                                          if single else None,
                                           AP_counts=ap_counts if single else None))
                 A_l, B_l = _canonical(spgemm(R, AP)), B_c                 # R (A P)
             phases.add("products", t)
@@ -1709,9 +1748,9 @@ def smoothed_restriction(lev, hermitian: bool, prev=None):
         val = X.data[prev.RS_order]
         return _csr(val.conj() if val.dtype.kind == "c" else val, prev.RS.indices,
                     prev.RS.indptr, prev.RS.shape), prev.RS_order
-    ptr, idx, val, order = sps.transpose(X.indptr, X.indices, X.data, X.shape, conj=True,
-                                         with_order=True)
-    return _csr(val, idx, ptr, (X.shape[1], X.shape[0])), order.astype(cupy.int32)
+    ptr, idx, val, order = transpose(X.indptr, X.indices, X.data, X.shape, conj=True,
+                                     with_order=True)
+    return _csr(val, idx, ptr, (X.shape[1], X.shape[0])), order.astype(cupy.int32, copy=False)
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:

@@ -42,7 +42,8 @@ def transpose(indptr, indices, data, shape, conj=False, with_order=False):
     order, are sorted by column with a stable sort (CuPy's radix sort on the 32-bit indices:
     half the passes of a sort of 64-bit (column, row) keys), so each column lists its rows in
     order. ``with_order``: also the permutation, data_T = data[order] (conjugated with
-    ``conj``), which a re-set-up over the same pattern applies to new values."""
+    ``conj``), which a re-set-up over the same pattern applies to new values. The GPU set-up
+    runs ``device.transpose`` (no sort, these arrays bit for bit), which falls back on this."""
     xp = xp_of(indices)
     m, k = shape
     nnz = int(indices.shape[0])
