@@ -113,8 +113,10 @@ SOURCES = {
     # part runs in (amg_source routes a kernel): the set-up's kernels (the working dtype, and the
     # power steps' wide one) ...
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
-                             "agg_join<{T}>", "csr_scale_rows<{T}>", "pattern_asymmetry<{T}>",
-                             "smooth_tentative<{T}>", "power_step_ell<{T}>", "diag_check<{T}>",
+                             "agg_join<{T}>", "agg_flags<{T}>", "agg_number<{T}>",
+                             "agg_root_order<{T}>", "csr_scale_rows<{T}>",
+                             "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
+                             "power_step_ell<{T}>", "diag_check<{T}>",
                              "power_start<{T}>", "power_norm<{T}>", "transpose_count<{T}>",
                              "transpose_fill<{T}>", "transpose_rank<{T}>")
                   + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),

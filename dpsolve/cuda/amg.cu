@@ -10,6 +10,9 @@
 //                   IN node within the distance becomes OUT; counts the undecided
 //   agg_join<T>     a node without an aggregate joins the aggregate of its strong neighbour of
 //                   largest key among the roots (roots_only) or among the aggregated nodes
+//   agg_flags<T>, agg_number<T>, agg_root_order<T>  a pass's new roots flagged, numbered after
+//                   the aggregates so far (the flags' inclusive sum), and every aggregate
+//                   renumbered in its root's order at the end
 //   csr_scale_rows<T>  data of row i *= s_i (D^-1 A T of the prolongator smoothing)
 //   smooth_tentative<T>  P = T - c D^-1 (A T) in place over A T's pattern, for a T of one entry
 //                   a row (B of one column): row i's entries become -(c (s_i at_ik)), and the one
@@ -636,6 +639,49 @@ agg_join(int n, int roots_only, const int* __restrict__ indptr, const int* __res
         agg_out[i] = a;
     }
     if (left) atomicAdd(missing, left);
+}
+
+// The aggregation's new roots (device.aggregate), flag_i 1 or 0: without agg (pass 1) the IN
+// nodes of v; with agg (pass 2) the IN nodes of v not yet aggregated that have a neighbour not
+// yet aggregated (row i's entries with agg < 0 counted, less i's own: reference.aggregate's rule)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+agg_flags(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+          const long long* __restrict__ v, const int* __restrict__ agg, int* __restrict__ flag) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int f = (v[i] >> amg::STATE_SHIFT) == amg::IN;
+        if (agg != nullptr && f) {
+            const int left = agg[i] < 0;
+            int others = -left;
+            for (int k = indptr[i]; k < indptr[i + 1]; ++k) others += agg[indices[k]] < 0;
+            f = left && others > 0;
+        }
+        flag[i] = f;
+    }
+}
+
+// agg_i = base + csum_i - 1 at the flagged nodes (csum: the flags' inclusive sum), agg_in_i
+// elsewhere (agg_in null: -1); the flags' count, csum_{n-1}, into *total
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+agg_number(int n, const int* __restrict__ flag, const int* __restrict__ csum, int base,
+           const int* __restrict__ agg_in, int* __restrict__ agg, int* __restrict__ total) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        agg[i] = flag[i] ? base + csum[i] - 1 : (agg_in != nullptr ? agg_in[i] : -1);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *total = n > 0 ? csum[n - 1] : 0;
+}
+
+// The aggregates renumbered in their roots' order (reference.in_root_order): the aggregate of a
+// root i (flag1 or flag2, disjoint) takes i's rank among all roots, csum1_i + csum2_i - 1
+// (flag2, csum2 null: the first pass's roots alone)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+agg_root_order(int n, const int* __restrict__ flag1, const int* __restrict__ csum1,
+               const int* __restrict__ flag2, const int* __restrict__ csum2,
+               const int* __restrict__ agg, int* __restrict__ renumber) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        if (flag1[i] || (flag2 != nullptr && flag2[i]))
+            renumber[agg[i]] = csum1[i] + (csum2 != nullptr ? csum2[i] : 0) - 1;
 }
 
 template <typename T>

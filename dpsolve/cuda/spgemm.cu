@@ -4,7 +4,9 @@
 //
 //   spgemm_bound<T>    the row's table size tsize_i: the power of two >= 2 bound_i, at least 32,
 //                      bound_i = sum over A's row i of the lengths of the B rows it names (the
-//                      products of row i: at least its output length)
+//                      products of row i: at least its output length); overflow_i = 1 where a
+//                      narrow C's row (dense_cols: C's columns, or 0 on a wide C) is a dense row
+//                      at once (tsize_i > shared_slots and >= dense_cols), else 0
 //   spgemm_rows<T, 0>  symbolic: count_i = the distinct columns of row i of C
 //   spgemm_rows<T, 1>  numeric: row i of C, its columns sorted, into C's arrays at c_ptr[i]
 //   spgemm_pattern<T>  numeric over a known pattern (c_ptr, c_idx sorted: a re-set-up after
@@ -281,14 +283,17 @@ __device__ __forceinline__ void walk_rows(int a_begin, int a_end, int lane,
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
-             const int* __restrict__ b_ptr, int* __restrict__ tsize) {
+             const int* __restrict__ b_ptr, int* __restrict__ tsize, int* __restrict__ overflow,
+             int shared_slots, int dense_cols) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
         long long s = 0;
         for (int p = a_ptr[i]; p < a_ptr[i + 1]; ++p) {
             const int k = a_idx[p];
             s += b_ptr[k + 1] - b_ptr[k];
         }
-        tsize[i] = spgemm::table_size(s > (1 << 29) ? (1 << 29) : (int)s);
+        const int t = spgemm::table_size(s > (1 << 29) ? (1 << 29) : (int)s);
+        tsize[i] = t;
+        overflow[i] = dense_cols > 0 && t > shared_slots && t >= dense_cols;
     }
 }
 

@@ -826,7 +826,7 @@ def transpose(indptr, indices, data, shape, conj=False, with_order=False):
 
 def _spmv(M, x, magnitude=False):
     """M x (|M| x with ``magnitude``) with dpsolve's own CSR-vector SpMV, M a CuPy CSR of any
-    shape: the aggregate norms, the leftover counts."""
+    shape: the aggregate norms."""
     import cupy
 
     from ...cuda.device_matrix import CsrVectorMatrix
@@ -900,19 +900,17 @@ def spgemm_counted(A, B, counts=None):
     small = [get_kernel("spgemm", f"spgemm_rows_small<{{T}}, {numeric}>", dt)
              for numeric in (0, 1)]
     if counts is None:
-        tsize = cupy.empty(m, cupy.int32)
+        tsize, overflow = cupy.empty(m, cupy.int32), cupy.empty(m, cupy.int32)
+        # on a narrow C, a row whose table would not fit shared memory and would be at least as
+        # large as a dense row is a dense row at once (overflow_i = 1 from the start): capped at
+        # SPGEMM_SHARED_SLOTS, its shared table could fill past half and probe long (R (A P)
+        # with 573 such rows took 4.9 ms at 3-D 100^3). Rows of a smaller table stay in shared
+        # memory (A P at 160^3, 86,065 rows into 2,278 columns: 3.8 ms there, 9.4 as dense
+        # rows, whose read-out scans every column)
+        dense_cols = ncols if ncols <= SPGEMM_DENSE_MAX_COLS else 0
         launch(get_kernel("spgemm", "spgemm_bound<{T}>", dt), (_grid(m),), (BLOCK,),
-               (np.int32(m), a_ptr, a_idx, b_ptr, tsize), None)
-        if ncols <= SPGEMM_DENSE_MAX_COLS:
-            # on a narrow C, a row whose table would not fit shared memory and would be at
-            # least as large as a dense row is a dense row at once: capped at
-            # SPGEMM_SHARED_SLOTS, its shared table could fill past half and probe long (R (A P)
-            # with 573 such rows took 4.9 ms at 3-D 100^3). Rows of a smaller table stay in
-            # shared memory (A P at 160^3, 86,065 rows into 2,278 columns: 3.8 ms there, 9.4 as
-            # dense rows, whose read-out scans every column)
-            overflow = ((tsize > SPGEMM_SHARED_SLOTS) & (tsize >= ncols)).astype(cupy.int32)
-        else:
-            overflow = cupy.zeros(m, cupy.int32)
+               (np.int32(m), a_ptr, a_idx, b_ptr, tsize, overflow,
+                np.int32(SPGEMM_SHARED_SLOTS), np.int32(dense_cols)), None)
         counts = SpgemmCounts(tsize=tsize, overflow=overflow)
         count = cupy.zeros(m, cupy.int32)
     operands = (a_ptr, a_idx, A.data, b_ptr, b_idx, B.data, counts.tsize)
@@ -979,7 +977,7 @@ def spgemm_counted(A, B, counts=None):
         counts.big = cupy.flatnonzero(counts.overflow).astype(cupy.int32)
         big_pass(0, tail)
         c_ptr = cupy.zeros(m + 1, cupy.int32)
-        c_ptr[1:] = cupy.cumsum(count)
+        cupy.cumsum(count, dtype=cupy.int32, out=c_ptr[1:])
         counts.c_ptr, counts.nnz = c_ptr, int(c_ptr[-1])
     c_idx = cupy.empty(counts.nnz, cupy.int32)
     c_val = cupy.empty(counts.nnz, dt)
@@ -1251,52 +1249,60 @@ def _mis(gp, gj, dtype, distance: int, agg=None):
 
 def aggregate(gp, gj, dtype, second_pass: int = 1):
     """``reference.aggregate``'s three passes on the device: (node -> aggregate int32, n_agg).
-    ``second_pass``: the second pass's distance, as the reference's (0: none)."""
+    ``second_pass``: the second pass's distance, as the reference's (0: none). A pass's new
+    roots are flagged, numbered after the aggregates so far by the flags' inclusive sum
+    (amg.cu's agg_flags, agg_number) and joined by their neighbours (agg_join), the leftovers
+    and the new roots' count read back in one wait; the aggregates are renumbered in their
+    roots' order at the end (agg_root_order)."""
     import cupy
     n = gp.size - 1
     grid = (_grid(n),)
-    join = get_kernel("amg", "agg_join<{T}>", dtype)
-    count = cupy.zeros(2, cupy.int32)
+    k = lambda name: get_kernel("amg", name + "<{T}>", dtype)    # noqa: E731
+    count = cupy.zeros(2, cupy.int32)          # the join's leftovers, a pass's new roots
 
-    def joined(agg, v, roots_only, new_roots=None):
-        """(the join's result, the nodes it left out, the number of True in the mask
-        ``new_roots`` (counted on the device), both read back in one wait)."""
+    def rooted(v, agg, base):
+        """(flags, their inclusive sum, the aggregates with the new roots numbered from base):
+        pass 1 (agg None) the IN nodes of v, pass 2 those of the leftovers with a leftover
+        neighbour; their count into count[1]."""
+        flag = cupy.empty(n, cupy.int32)
+        k("agg_flags")(grid, (BLOCK,), (np.int32(n), gp, gj, v,
+                                        ops._NULL if agg is None else agg, flag))
+        csum = cupy.cumsum(flag, dtype=cupy.int32)
+        out = cupy.empty(n, cupy.int32)
+        k("agg_number")(grid, (BLOCK,), (np.int32(n), flag, csum, np.int32(base),
+                                         ops._NULL if agg is None else agg, out, count[1:]))
+        return flag, csum, out
+
+    def joined(agg, v, roots_only):
+        """(the join's result, the nodes it left out, count[1]), read back in one wait."""
         out = cupy.empty_like(agg)
-        count.fill(0)
-        join(grid, (BLOCK,), (np.int32(n), np.int32(roots_only), gp, gj,
-                              v if v is not None else ops._NULL, agg, out, count[:1]))
-        if new_roots is not None:
-            ops.count_true(new_roots, out=count[1:])
-        missing, k = (int(c) for c in count.get())
-        return out, missing, k
+        count[:1].fill(0)
+        k("agg_join")(grid, (BLOCK,), (np.int32(n), np.int32(roots_only), gp, gj, v, agg, out,
+                                       count[:1]))
+        missing, new = (int(c) for c in count.get())
+        return out, missing, new
 
     # pass 1: the MIS-2's roots and their neighbours
     v = _mis(gp, gj, dtype, 2)
-    roots = (v >> 60) == 2
-    agg = cupy.where(roots, cupy.cumsum(roots.astype(cupy.int32)) - 1, -1).astype(cupy.int32)
-    agg, missing, n_agg = joined(agg, v, 1, roots)
-    all_roots = roots
+    flag1, csum1, agg = rooted(v, None, 0)
+    agg, missing, n_agg = joined(agg, v, 1)
+    flag2 = csum2 = ops._NULL
     # pass 2: second roots, the MIS-1 of the leftovers that have a leftover neighbour
     if missing and second_pass:
-        left = agg < 0
         v2 = _mis(gp, gj, dtype, int(second_pass), agg)
-        counts = _spmv(_csr(cupy.ones(gj.size, cupy.float32), gj, gp, (n, n)),
-                             left.astype(cupy.float32)) - left
-        second = ((v2 >> 60) == 2) & left & (counts > 0)
-        agg = cupy.where(second, n_agg + cupy.cumsum(second.astype(cupy.int32)) - 1,
-                         agg).astype(cupy.int32)
-        agg, missing, k = joined(agg, v2, 1, second)
-        n_agg += k
-        all_roots = roots | second
+        flag2, csum2, agg = rooted(v2, agg, n_agg)
+        agg, missing, new = joined(agg, v2, 1)
+        n_agg += new
     # pass 3: the rest join their aggregated neighbour of largest key
     for _ in range(n + 1):
         if not missing:
             if not reference.ROOT_ORDER:
                 return agg, n_agg
             # numbered in the order of their roots (reference.in_root_order)
-            new = cupy.empty(n_agg, cupy.int32)
-            new[agg[all_roots]] = cupy.arange(n_agg, dtype=cupy.int32)
-            return new[agg], n_agg
+            renumber = cupy.empty(n_agg, cupy.int32)
+            k("agg_root_order")(grid, (BLOCK,), (np.int32(n), flag1, csum1, flag2, csum2, agg,
+                                                 renumber))
+            return renumber[agg], n_agg
         agg, missing, _ = joined(agg, v, 0)
     raise RuntimeError("AMG aggregation left nodes unaggregated (internal error)")
 
