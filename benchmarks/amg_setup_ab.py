@@ -1,13 +1,17 @@
-"""The AMG set-up A/B scripts' helpers (benchmarks/mis-*-ab-2026-12-02.py): a call timed between
+"""The AMG set-up A/B scripts' helpers (benchmarks/*-ab-2026-12-02.py): a call timed between
 two device synchronisations, alternated between two settings in rounds AB, BA, AB, ... in one
-process; a hierarchy's aggregates, and whether two settings gave the same."""
+process; a hierarchy's aggregates, and whether two settings gave the same; the scripts' main
+loop over problems (``run_ab``)."""
 import statistics
+import sys
 import time
 
 import cupy
+import cupyx.scipy.sparse as csp
 import numpy as np
 
 import dpsolve
+from dpsolve.matrices import laplace_2d, laplace_3d
 
 
 def prepare(A):
@@ -49,10 +53,41 @@ def aggregates(A):
 
 
 def same(a, b) -> bool:
-    """Whether two ``aggregates`` lists are equal, level by level."""
-    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+    """Whether two lists of host arrays (``aggregates``' or the like) are equal bit for bit."""
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape
+        and np.array_equal(np.ascontiguousarray(x).view(np.uint8),
+                           np.ascontiguousarray(y).view(np.uint8)) for x, y in zip(a, b))
 
 
 def spread(v) -> str:
     """'median [min-max]' of a list of ms."""
     return f"{statistics.median(v):.2f} [{min(v):.1f}-{max(v):.1f}]"
+
+
+def run_ab(keys, switch, result=aggregates, note=None):
+    """The A/B scripts' main. For each problem of the command line ("2:1024": 2-D Poisson 1024^2,
+    "3:100": 3-D Laplace 100^3; default 2:1024 3:100 3:160): whether the two settings ``keys``
+    give the same hierarchy (``result(A)``, a list of host arrays, under each, compared by
+    ``same``), then ``ab_prepares`` in 6 rounds of 5 calls. Prints a line a problem (``note()``
+    appended), then a CSV block; leaves the second setting on."""
+    rows = []
+    for spec in sys.argv[1:] or ["2:1024", "3:100", "3:160"]:
+        d, s = spec.split(":")
+        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+        got = []
+        for key in keys:
+            switch(key)
+            got.append(result(A))
+        ok = same(*got)
+        ms, _ = ab_prepares(A, switch, keys, rounds=6, calls=5)
+        a, b = (float(np.median(ms[k])) for k in keys)
+        print(f"{spec}: prepare {keys[0]} {spread(ms[keys[0]])} ms, {keys[1]} "
+              f"{spread(ms[keys[1]])} ms, B/A {b / a:.3f}; the same: {ok}"
+              + (f"; {note()}" if note else ""), flush=True)
+        rows.append((spec, a, min(ms[keys[0]]), b, min(ms[keys[1]]), b / a, ok))
+    switch(keys[1])
+    a, b = (k.replace("-", "_") for k in keys)
+    print(f"problem,{a}_median_ms,{a}_min_ms,{b}_median_ms,{b}_min_ms,ratio,same")
+    for r in rows:
+        print(f"{r[0]},{r[1]:.2f},{r[2]:.2f},{r[3]:.2f},{r[4]:.2f},{r[5]:.3f},{r[6]}")

@@ -9,14 +9,10 @@ before this change; B ("no-sort"): device.transpose (amg.cu's transpose_count / 
 and amg.cu's sell_order. prepare(A, "cg", M="amg", variant="graph") timed in rounds AB, BA, ...
 (amg_setup_ab.ab_prepares); the hierarchies' aggregates, R, RS, their orders and the SELL copies'
 row orders compared between the two. Prints a line a problem, then a CSV block."""
-import sys
-
 import cupy
-import cupyx.scipy.sparse as csp
 import numpy as np
-from amg_setup_ab import ab_prepares, prepare, spread
+from amg_setup_ab import prepare, run_ab
 
-from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 from dpsolve.precond.amg import sparse as sps
 
@@ -70,28 +66,7 @@ def arrays(P):
 
 
 def main():
-    keys = ("sorts", "no-sort")
-    rows = []
-    for spec in sys.argv[1:] or ["2:1024", "3:100", "3:160"]:
-        d, s = spec.split(":")
-        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
-        got = {}
-        for key in keys:
-            switch(key)
-            prepare(A)
-            got[key] = arrays(prepare(A))
-        same = len(got["sorts"]) == len(got["no-sort"]) and all(
-            a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
-            for a, b in zip(got["sorts"], got["no-sort"]))
-        ms, _ = ab_prepares(A, switch, keys, rounds=6, calls=5)
-        a, b = np.median(ms["sorts"]), np.median(ms["no-sort"])
-        print(f"{spec}: prepare sorts {spread(ms['sorts'])} ms, no-sort {spread(ms['no-sort'])}"
-              f" ms, B/A {b / a:.3f}; same arrays: {same} ({len(got['sorts'])})", flush=True)
-        rows.append((spec, a, min(ms["sorts"]), b, min(ms["no-sort"]), b / a, same))
-    switch("no-sort")
-    print("problem,sorts_median_ms,sorts_min_ms,no_sort_median_ms,no_sort_min_ms,ratio,same")
-    for r in rows:
-        print(f"{r[0]},{r[1]:.2f},{r[2]:.2f},{r[3]:.2f},{r[4]:.2f},{r[5]:.3f},{r[6]}")
+    run_ab(("sorts", "no-sort"), switch, result=lambda A: arrays(prepare(A)))
 
 
 if __name__ == "__main__":
