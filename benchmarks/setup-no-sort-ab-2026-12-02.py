@@ -10,7 +10,6 @@ and amg.cu's sell_order. prepare(A, "cg", M="amg", variant="graph") timed in rou
 (amg_setup_ab.ab_prepares); the hierarchies' aggregates, R, RS, their orders and the SELL copies'
 row orders compared between the two. Prints a line a problem, then a CSV block."""
 import cupy
-import numpy as np
 from amg_setup_ab import prepare, run_ab
 
 from dpsolve.precond.amg import device
@@ -35,9 +34,16 @@ def old_launch(kernel, grid, block, args, stream=None, **k):
     perm[...] = cupy.argsort(key).astype(cupy.int32)
 
 
+def old_transpose(*a, **k):
+    """sparse.transpose, its order cast to int32 as device.transpose gives it (the callers cast
+    it before this change)."""
+    out = sps.transpose(*a, **k)
+    return out[:3] + (out[3].astype(cupy.int32),) if k.get("with_order") else out
+
+
 def switch(key):
     old = key == "sorts"
-    device.transpose = sps.transpose if old else NEW_TRANSPOSE
+    device.transpose = old_transpose if old else NEW_TRANSPOSE
     device.get_kernel = old_get_kernel if old else NEW_GET_KERNEL
     device.launch = old_launch if old else NEW_LAUNCH
 
@@ -57,7 +63,7 @@ def arrays(P):
                     out.append(a.get())
             for M in (lev.R, getattr(lev, "RS", None)):
                 if M is not None:
-                    out += [M.indptr.get(), M.indices.get(), M.data.get().view(np.uint8)]
+                    out += [M.indptr.get(), M.indices.get(), M.data.get()]
             for S in (getattr(lev, "sell_A", None), getattr(lev, "sell_R", None),
                       getattr(lev, "sell_P", None)):
                 if S is not None:            # (idx and val: slots past n are unset)

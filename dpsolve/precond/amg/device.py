@@ -1573,8 +1573,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                 AP, ap_counts = spgemm_counted(A_l, P)
                 levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=rho, P=P, R=R,
                                           aggregates=agg, T=T if single else None,
-                                          R_order=order.astype(cupy.int32, copy=False)
-                                          if single else None,
+                                          R_order=order if single else None,
                                           AP_counts=ap_counts if single else None))
                 A_l, B_l = _canonical(spgemm(R, AP)), B_c                 # R (A P)
             phases.add("products", t)
@@ -1756,7 +1755,7 @@ def smoothed_restriction(lev, hermitian: bool, prev=None):
                     prev.RS.indptr, prev.RS.shape), prev.RS_order
     ptr, idx, val, order = transpose(X.indptr, X.indices, X.data, X.shape, conj=True,
                                      with_order=True)
-    return _csr(val, idx, ptr, (X.shape[1], X.shape[0])), order.astype(cupy.int32, copy=False)
+    return _csr(val, idx, ptr, (X.shape[1], X.shape[0])), order     # (int32: transpose's)
 
 
 def _prepare_cycle(h: DeviceHierarchy, reuse: DeviceHierarchy | None = None) -> None:
