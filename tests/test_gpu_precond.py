@@ -191,6 +191,73 @@ def test_a_large_coarsest_level_is_inverted_as_the_reference(boundary):
     assert np.linalg.norm(z - zr) <= 1e-9 * np.linalg.norm(zr)
 
 
+def _apply(P, r):
+    """z = M r by the prepared system's preconditioner on its stream (a host array)."""
+    cp = _cp()
+    st = P._state
+    with st.stream:
+        zd = cp.full_like(cp.asarray(r), np.nan)
+        st.pc.apply(st.ex, cp.asarray(r), zd)
+        z = zd.get()
+    return z
+
+
+@pytest.mark.parametrize("precision", ["auto", "full"])
+def test_the_coarse_inverse_made_beside_the_set_up_is_the_same(precision, monkeypatch):
+    """device.CoarseInverse on its side stream (COARSE_OVERLAP) while the set-up goes on, against
+    made on the set-up's stream and waited for at once: the same coarse inverse and float32 copy
+    bit for bit, the same V-cycle, through a set-up and a numeric re-set-up; the "coarse" phase
+    timed on the side stream."""
+    import cupyx.scipy.sparse as csp
+    A, _ = _problem("2d", 90)
+    A2 = sp.csr_array(A + sp.diags_array(np.linspace(0.1, 0.5, A.shape[0])))
+    M = dpsolve.precond.AMG(precision=precision, max_dense=SHIPPED_MAX_DENSE)
+    r = np.random.default_rng(4).random(A.shape[0])
+    got = {}
+    for overlap in (False, True):
+        monkeypatch.setattr(amg_device, "COARSE_OVERLAP", overlap)
+        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M=M, variant="merge")
+        out = []
+        for step in range(2):
+            h = P.precond.hierarchy
+            assert h.coarse_inv.shape[0] > amg_device.LU_INVERSE_ROWS
+            assert h.resetup == ("full", "numeric")[step]
+            assert h.setup_times["coarse"] > 0
+            out += [h.coarse_inv.get(), _apply(P, r)]
+            if h.low is not None:
+                out.append(h.low.coarse_inv.get())
+            P.update(csp.csr_matrix(A2))
+        got[overlap] = out
+    assert len(got[True]) == len(got[False]) == (6 if precision == "auto" else 4)
+    for a, b in zip(got[False], got[True]):
+        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_a_coarse_inverse_past_the_single_range_keeps_the_working_dtype(monkeypatch):
+    """Where the coarse inverse's values do not fit the V-cycle's single type (checked when the
+    inverse is made, after the single-precision copy of the rest), the hierarchy cycles in its
+    own dtype: the V-cycle of precision "full"."""
+    import cupyx.scipy.sparse as csp
+    A, _ = _problem("2d", 60)
+    full = dpsolve.prepare(csp.csr_matrix(A), "cg", M=dpsolve.precond.AMG(precision="full"),
+                           variant="merge")
+    fits = reference.fits
+    calls = []
+
+    def coarse_too_big(top, single, precision):       # the second call: the coarse inverse's
+        calls.append(top)
+        return fits(top, single, precision) and len(calls) == 1
+    monkeypatch.setattr(reference, "fits", coarse_too_big)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="merge")
+    h = P.precond.hierarchy
+    assert len(calls) == 2 and h.low is None and h.levels[0].A.dtype == np.float64
+    r = np.random.default_rng(2).random(A.shape[0])
+    z, zf = _apply(P, r), _apply(full, r)
+    assert np.linalg.norm(z - zf) <= 1e-12 * np.linalg.norm(zf)
+    x, info = P.solve(A @ np.ones(A.shape[0]), rtol=1e-8)
+    assert info == 0 and np.allclose(x, 1.0, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_the_coarsest_levels_dense_product_is_numpys(dtype):
     """vc_dense (a block a row): y = M b as NumPy's product at every row length, shorter than a
@@ -795,6 +862,79 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
     assert np.linalg.norm(z - zf) <= 10 * eps * np.linalg.norm(zf)
     x, info = P.solve(cp.asarray(A2 @ np.ones(A.shape[0], dtype)), rtol=1e-5)
     assert info == 0
+
+
+def _hierarchy_bits(h) -> list:
+    """Every array of a device hierarchy's levels that a re-set-up makes (A, D^-1, P, R), its rho
+    values and its coarse inverse, as host arrays (``_same_bits`` compares them)."""
+    out = [h.coarse_inv.get(), np.array([lev.rho for lev in h.levels])]
+    for lev in h.levels:
+        out += [lev.A.data.get(), lev.inv_diag.get()]
+        out += [] if lev.P is None else [lev.P.data.get(), lev.R.data.get()]
+    return out
+
+
+def _same_bits(a, b) -> bool:
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape
+        and np.array_equal(np.ascontiguousarray(x).view(np.uint8),
+                           np.ascontiguousarray(y).view(np.uint8)) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_a_resetup_read_once_is_the_one_read_level_by_level(dtype, monkeypatch):
+    """A numeric re-set-up launched with no host wait until its end (device._numeric_levels: the
+    checks counted on the device, rho left there for the prolongator's smoothing) makes the
+    hierarchy of the re-set-up a level at a time, bit for bit; a check that counts something
+    (here an A T product made to report an entry outside its pattern) sends it to the level at a
+    time one, which gives the same hierarchy."""
+    import cupyx.scipy.sparse as csp
+    A, _ = _problem("3d", 14, dtype)
+    if np.dtype(dtype).kind == "c":
+        A = sp.csr_array(A + 1j * (sp.triu(A, 1) - sp.tril(A, -1)) * 0.1).astype(dtype)
+    A2 = sp.csr_array(A + sp.diags_array(np.linspace(0.1, 0.5, A.shape[0]))).astype(dtype)
+    got = {}
+    for unread in (False, True):
+        monkeypatch.setattr(amg_device, "RESETUP_UNREAD", unread)
+        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="cuda")
+        P.update(csp.csr_matrix(A2))
+        assert P.precond.hierarchy.resetup == "numeric"
+        got[unread] = _hierarchy_bits(P.precond.hierarchy)
+    assert _same_bits(got[False], got[True])
+    real = amg_device.spgemm_pattern
+    deferred = []
+
+    def first_misses(A, B, C, missing=None):            # the first unread product: 1 outside
+        out = real(A, B, C, missing)
+        if missing is not None and not deferred:
+            deferred.append(True)
+            missing += 1
+        return out
+    monkeypatch.setattr(amg_device, "spgemm_pattern", first_misses)
+    P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="cuda")
+    P.update(csp.csr_matrix(A2))
+    assert deferred and P.precond.hierarchy.resetup == "numeric"
+    assert _same_bits(got[False], _hierarchy_bits(P.precond.hierarchy))
+
+
+def test_a_resetup_read_once_raises_as_the_level_by_level_one(monkeypatch):
+    """A re-set-up whose matrix has a non-positive diagonal entry raises the level-at-a-time
+    re-set-up's error (its level and rows), and the prepared system keeps its last matrix."""
+    import cupyx.scipy.sparse as csp
+    cp = _cp()
+    A, b = _problem("2d", 40)
+    bad = sp.lil_array(A)
+    bad[7, 7] = -bad[7, 7]
+    texts = []
+    for unread in (False, True):
+        monkeypatch.setattr(amg_device, "RESETUP_UNREAD", unread)
+        P = dpsolve.prepare(csp.csr_matrix(A), "cg", M="amg", variant="graph")
+        with pytest.raises(ValueError) as err:
+            P.update(csp.csr_matrix(sp.csr_array(bad)))
+        texts.append(str(err.value))
+        x, info = P.solve(cp.asarray(b), rtol=1e-8)
+        assert info == 0 and np.allclose(A @ x.get(), b, rtol=1e-6)
+    assert texts[0] == texts[1] and "negative diagonal" in texts[0] and "7" in texts[0]
 
 
 def test_awkward_inputs():

@@ -17,7 +17,9 @@
 //   smooth_tentative<T>  P = T - c D^-1 (A T) in place over A T's pattern, for a T of one entry
 //                   a row (B of one column): row i's entries become -(c (s_i at_ik)), and the one
 //                   in T's column agg_i gains T's value t_i first (t_i + that: the bits of the
-//                   reference's T - c (D^-1 A T)); a row without that column is counted (missing)
+//                   reference's T - c (D^-1 A T)); a row without that column is counted (missing).
+//                   c = omega / rho on the device where rho (a device double) is given: the
+//                   re-set-up's, which reads no rho back before its end
 //   subtract_scaled<T>  the smoothed restriction RS = R (I - A S): P - S (A P) (then transposed:
 //                   a Hermitian A) or R - (R A) S in place over the product's pattern
 //   hermitian_misses<T>  counts the entries with no (j, i) equal to conj(a_ij) to tol: which of
@@ -698,7 +700,9 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 smooth_tentative(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
                  T* __restrict__ data, const T* __restrict__ s, const int* __restrict__ agg,
-                 const T* __restrict__ t, T c, int* __restrict__ missing) {
+                 const T* __restrict__ t, T c, const double* __restrict__ rho, double omega,
+                 int* __restrict__ missing) {
+    if (rho != nullptr) c = T(dps::real_t<T>(omega / rho[0]));   // the host's c, rho on the device
     int miss = 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const T si = s[i];
@@ -750,11 +754,15 @@ subtract_scaled(int rows, const int* __restrict__ x_ptr, const int* __restrict__
 
 // Counts the entries (i, j) of A whose (j, i) is not stored or differs from conj(a_ij) by more
 // than tol (|a_ij - conj(a_ji)|, binary search in row j: rows sorted): 0 for a Hermitian A
-// (to tol). The smoothed restriction's choice of product (device.smoothed_restriction).
+// (to tol). tol = rel x A's largest magnitude, read from its max_abs slot (the float64's bits)
+// here rather than by the host. The smoothed restriction's choice of product
+// (device.smoothed_restriction).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 hermitian_misses(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-                 const T* __restrict__ data, double tol, int* __restrict__ missing) {
+                 const T* __restrict__ data, double rel,
+                 const unsigned long long* __restrict__ top, int* __restrict__ missing) {
+    const double tol = rel * __longlong_as_double((long long)top[0]);   // the host's product
     int miss = 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         for (int k = indptr[i]; k < indptr[i + 1]; ++k) {

@@ -120,7 +120,7 @@ class AMG(Preconditioner):
         a, b = previous.csr, self.csr
         if a is None or b is None or a.n != b.n or a.nnz != b.nnz:
             return
-        if _equal(a.indptr, b.indptr) and _equal(a.indices, b.indices):
+        if _equal((a.indptr, a.indices), (b.indptr, b.indices)):
             self._reuse = previous        # its hierarchy and its V-cycle's time (device)
 
     def adopt(self, other) -> None:
@@ -233,16 +233,21 @@ class AMG(Preconditioner):
         return getattr(self.hierarchy, "setup_times", None)
 
 
-def _equal(a, b) -> bool:
-    """Whether two index arrays are equal; on the device by one counting kernel (CuPy's
-    array_equal reduces through a kernel compiled per size class on first use)."""
-    if a.shape != b.shape:
+def _equal(arrays_a, arrays_b) -> bool:
+    """Whether two tuples of index arrays are equal, array by array; on the device by one counting
+    kernel an array and one host read (CuPy's array_equal reduces through a kernel compiled per
+    size class on first use, and reads back each time)."""
+    if any(a.shape != b.shape for a, b in zip(arrays_a, arrays_b)):
         return False
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return bool(np.array_equal(a, b))
+    if all(isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+           for a, b in zip(arrays_a, arrays_b)):
+        return all(bool(np.array_equal(a, b)) for a, b in zip(arrays_a, arrays_b))
     import cupy
     from ...cuda import ops
-    return ops.count_true(cupy.asarray(a) != cupy.asarray(b)) == 0
+    differ = cupy.zeros(1, cupy.int32)
+    for a, b in zip(arrays_a, arrays_b):
+        ops.count_true(cupy.asarray(a) != cupy.asarray(b), out=differ)
+    return int(differ.get()[0]) == 0
 
 
 class AMGFace(DeviceFace):

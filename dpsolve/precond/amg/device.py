@@ -376,6 +376,7 @@ class DeviceLevel:
     RS: object = None                        # R (I - A S): the smoothed restriction (Jacobi)
     rs_weight: float = None                  # its S's omega / rho (reference.uses_rs)
     RS_order: object = None                  # RS.data = conj(((I - S A) P).data[RS_order])
+    rs_missing: int | None = None            # M's entries outside RS's product (its patterns')
     scale: object = None                     # (omega / rho) D^-1: the Jacobi sweep's weights
     cheb: tuple = ()                         # Chebyshev (c1, c2) per step
     lanes: int = 2
@@ -1041,18 +1042,20 @@ def check_memory(n: int, nnz: int, dtype, precision: str = "full") -> None:
 SPGEMM_PATTERN_DENSE_WARPS = 4
 
 
-def spgemm_pattern(A, B, C):
+def spgemm_pattern(A, B, C, missing=None):
     """A @ B over C's pattern (CuPy CSR, sorted rows): a new C with C's indptr and indices and
     the product's values there (spgemm.cu's spgemm_pattern, or spgemm_pattern_dense where C's
     dense rows fit shared memory at SPGEMM_PATTERN_DENSE_WARPS a block: the same sums, in the
     same order, as ``spgemm``), or None
     when a product falls outside the pattern (an entry of A @ B that C lacks: the caller makes
-    the product anew)."""
+    the product anew). ``missing``: a zeroed int32 device slot that takes the count of those
+    products, with nothing read back (the new C is returned whatever it holds)."""
     import cupy
     m = A.shape[0]
     dt = np.dtype(A.dtype)
     c_val = cupy.zeros(int(C.nnz), dt)
-    missing = cupy.zeros(1, cupy.int32)
+    deferred = missing is not None
+    missing = cupy.zeros(1, cupy.int32) if missing is None else missing
     ncols = int(C.shape[1])
     shared = _dense_shared(ncols, dt)
     if shared is not None and shared[0] < SPGEMM_PATTERN_DENSE_WARPS:
@@ -1064,7 +1067,7 @@ def spgemm_pattern(A, B, C):
                (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
                 np.int32(ncols), C.indptr, C.indices, c_val, missing), None,
                shared_mem=per_block * row_bytes)
-        if int(missing.get()[0]):
+        if not deferred and int(missing.get()[0]):
             return None
     elif m and A.nnz and B.nnz:
         # rows of few products (A T and A P on the fine levels): 8 lanes a row, else a warp
@@ -1075,27 +1078,30 @@ def spgemm_pattern(A, B, C):
                (SPGEMM_BLOCK,),
                (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
                 C.indptr, C.indices, c_val, missing), None)
-        if int(missing.get()[0]):
+        if not deferred and int(missing.get()[0]):
             return None
     return _csr(c_val, C.indices, C.indptr, C.shape,
                 canonical=getattr(C, "_has_canonical_format", None))
 
 
-def _check_level(A, level: int, who: str = "AMG", positive: bool = True):
+def _check_level(A, level: int, who: str = "AMG", positive: bool = True, bad=None):
     """D^-1 of A_l, or the reference's errors in its words (``diagonal.refusal``: a zero or
     non-finite diagonal entry, a non-positive one where ``positive``, or one whose reciprocal is
     past the largest float): the diagonal and the count of bad rows in one pass (amg.cu's
     diag_check), one host wait. ``who`` names the preconditioner (M="chebyshev" runs here too,
     and takes a negative diagonal: ``positive`` False, as its host face). Before, a float32
     diagonal entry below ~3e-39 beside values near 1 left Inf in D^-1 (CuPy's 1 / d also read a
-    float32 subnormal as 0: ``_system.widened``)."""
+    float32 subnormal as 0: ``_system.widened``). ``bad``: a zeroed int32 device slot that takes
+    the count of bad rows, with nothing read back (the re-set-up's: the caller reads it, and
+    calls again where it is not 0, for the error)."""
     import cupy
 
     from ..._system import narrowed, widened
     from ..diagonal import refusal
     n = int(A.shape[0])
     d = cupy.empty(n, A.dtype)
-    bad = cupy.zeros(1, cupy.int32)
+    deferred = bad is not None
+    bad = cupy.zeros(1, cupy.int32) if bad is None else bad
     launch(get_kernel("amg", "diag_check<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
            (np.int32(n), A.indptr, A.indices, A.data, d, bad), None)
     dw = widened(d)                             # float32: its subnormals as they are
@@ -1107,7 +1113,7 @@ def _check_level(A, level: int, who: str = "AMG", positive: bool = True):
     # both (not big.sum(): CuPy compiles a CUB reduction for each size class, 1-2 s each on a
     # first call)
     ops.count_true(big, out=bad)
-    if not int(bad.get()[0]):
+    if deferred or not int(bad.get()[0]):
         return inv
     checks = [("nonfinite", ~cupy.isfinite(dw)), ("zero", dw == 0)]     # the reference's order
     if positive:
@@ -1136,13 +1142,14 @@ POWER_ONE_LAUNCH_NNZ = 1_000_000
 POWER_MAX_LANES = 8
 
 
-def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
+def spectral_radius(A, inv_diag, iterations: int = 20, ell=None, out=None) -> float | None:
     """``smoothers.spectral_radius`` on the device: the same start vector and steps, in float64
     (complex128), two kernels a step (amg.cu's power_step, power_norm: the normalisation by the
     previous norm is folded into the next product), or every step in one cooperative launch on
     a small level (power_iterate, ``POWER_ONE_LAUNCH_NNZ``), and one host read at the end.
     ``ell``: A in ELL, (width, indices, data) (``ell_of``), whose steps run a thread a row
-    (power_step_ell) where its values are of the steps' type."""
+    (power_step_ell) where its values are of the steps' type. ``out``: a float64 device slot
+    that takes the estimate (a non-finite one as it is), with nothing read back (returns None)."""
     import cupy
     n = A.shape[0]
     wide = np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
@@ -1162,7 +1169,7 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
            None)
     v /= cupy.linalg.norm(v)
     w = [cupy.empty_like(v), cupy.empty_like(v)]
-    norm = cupy.zeros(1, cupy.float64)
+    norm = cupy.zeros(1, cupy.float64) if out is None else out
     one = _one_launch(A.nnz, lanes, wide) if ell is None else None
     if one is not None:
         kernel, blocks = one
@@ -1170,8 +1177,7 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
         launch(kernel, (min(blocks, grid),), (BLOCK,),
                (np.int32(n), A.indptr, A.indices, data, d64, v, w[0], w[1], partials,
                 np.int32(iterations), rows, norm), None)
-        est = float(norm.get()[0])
-        return est if math.isfinite(est) else float("nan")
+        return None if out is not None else _estimate(norm)
     partials = cupy.empty(grid, cupy.float64)
     scale = cupy.ones(1, cupy.float64)
     step = (get_kernel("amg", f"power_step<{{T}}, {lanes}>", wide) if ell is None
@@ -1188,6 +1194,12 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None) -> float:
                    None)
         launch(finish, (1,), (BLOCK,), (np.int32(grid), partials, norm, scale), None)
         src, sc = dst, scale
+    return None if out is not None else _estimate(norm)
+
+
+def _estimate(norm) -> float:
+    """The power iteration's estimate in its float64 device slot (host float; NaN where it is not
+    finite): one host wait."""
     est = float(norm.get()[0])
     return est if math.isfinite(est) else float("nan")
 
@@ -1365,21 +1377,29 @@ def smooth_prolongator(A, inv_diag, rho: float, T, dtype, one_per_row: bool = Fa
     return _canonical(_csr(d, i, p, T.shape))
 
 
-def _smooth_in_place(AT, inv_diag, rho: float, T, dtype, zeros=True) -> tuple[bool, bool]:
+def _smooth_in_place(AT, inv_diag, rho, T, dtype, zeros=True, flags=None):
     """AT's values become P = T - (4/3 / rho) D^-1 (A T) over AT's pattern, for a T of one entry
     a row (amg.cu's smooth_tentative). Returns (missing, has_zero), read back in one wait:
     whether a row lacks T's column (AT is then unusable), and whether P stores a zero (an
-    entry that cancelled: ``_canonical`` drops it; False unless ``zeros`` asks)."""
+    entry that cancelled: ``_canonical`` drops it; False unless ``zeros`` asks). ``rho``: a
+    float, or a device float64 slot (the re-set-up's, c made from it on the device, the same
+    bits); ``flags``: a zeroed int32 device slot that takes the missing rows' count, with nothing
+    read back (returns None)."""
     import cupy
     n = AT.shape[0]
-    c = np.finfo(dtype).dtype.type(reference.PROLONGATION_OMEGA / rho)
-    flags = cupy.zeros(2, cupy.int32)
+    real = np.finfo(dtype).dtype.type
+    on_device = isinstance(rho, cupy.ndarray)
+    c = real(0 if on_device else reference.PROLONGATION_OMEGA / rho)
+    out = cupy.zeros(2, cupy.int32) if flags is None else flags
     launch(get_kernel("amg", "smooth_tentative<{T}>", dtype), (_grid(n),), (BLOCK,),
            (np.int32(n), AT.indptr, AT.indices, AT.data, inv_diag, T.indices, T.data,
-            np.dtype(dtype).type(c), flags[:1]), None)
+            np.dtype(dtype).type(c), rho if on_device else ops._NULL,
+            np.float64(reference.PROLONGATION_OMEGA), out[:1]), None)
+    if flags is not None:
+        return None
     if zeros:
-        ops.any_zero(AT.data, out=flags[1:])
-    missing, has_zero = (int(f) for f in flags.get())
+        ops.any_zero(AT.data, out=out[1:])
+    missing, has_zero = (int(f) for f in out.get())
     return bool(missing), bool(has_zero)
 
 
@@ -1396,37 +1416,111 @@ LU_INVERSE_ROWS = 64
 INVERSE_CHECK = 1e-9
 
 
-def pseudo_inverse(A, dtype):
-    """The coarsest level's dense pseudo-inverse on the device (cuSOLVER), as the reference's:
-    a Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian; above
-    LU_INVERSE_ROWS rows, its Cholesky (Hermitian A) or LU inverse where that passes
-    INVERSE_CHECK."""
-    import cupy
-    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
-    dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
-    herm = sps.is_hermitian_dense(dense)
-    H = (dense + dense.conj().T) / 2 if herm else dense
+def _exact(X, herm: bool, dtype):
+    """X in the cycle's dtype, exactly Hermitian where A is."""
+    return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
 
-    def exact(X):                       # exactly Hermitian where A is, in the cycle's dtype
-        return ((X + X.conj().T) / 2 if herm else X).astype(dtype)
-    if H.shape[0] > LU_INVERSE_ROWS:
-        from cupyx import lapack
-        eye = cupy.eye(H.shape[0], dtype=H.dtype)
-        ways = ((lambda: lapack.posv(H.copy(), eye.copy())),) if herm else ()
-        for way in ways + ((lambda: cupy.linalg.inv(H)),):
-            try:                        # raises only under cupyx.errstate(linalg="raise")
-                X = way()
-            except np.linalg.LinAlgError:
-                continue
-            residual = ops.max_abs(H @ X - eye)                     # NaN: fails
-            if residual <= INVERSE_CHECK:
-                return exact(X)
+
+def _eigen_inverse(H, herm: bool, dtype):
+    """The pseudo-inverse by eigendecomposition (Hermitian H) or SVD: the last way; host waits."""
+    import cupy
     if not herm:
         return cupy.linalg.pinv(H).astype(dtype)
     w, V = cupy.linalg.eigh(H)
     cutoff = ops.max_abs(w) * max(H.shape) * np.finfo(np.float64).eps
     winv = cupy.where(cupy.abs(w) > cutoff, 1.0 / w, 0.0)
-    return exact((V * winv) @ V.conj().T)
+    return _exact((V * winv) @ V.conj().T, herm, dtype)
+
+
+_SIDE_STREAMS: dict = {}
+# Whether the coarse inverse is made on a side stream while the set-up goes on (False: on the
+# set-up's stream, waited for at once, as before: the A/B's switch)
+COARSE_OVERLAP = True
+
+
+def _side_stream(stream):
+    """The device's stream for the coarse inverse (``CoarseInverse``): one a device, made once
+    (CuPy's memory pool keeps the blocks freed on a stream for that stream); ``stream`` itself
+    without COARSE_OVERLAP."""
+    import cupy
+    if not COARSE_OVERLAP:
+        return stream
+    dev = cupy.cuda.Device().id
+    side = _SIDE_STREAMS.get(dev)
+    if side is None:
+        side = _SIDE_STREAMS.setdefault(dev, cupy.cuda.Stream(non_blocking=True))
+    return side
+
+
+class CoarseInverse:
+    """The coarsest level's dense pseudo-inverse on the device (cuSOLVER), as the reference's: a
+    Hermitian A through its Hermitian part's eigendecomposition, made exactly Hermitian; above
+    LU_INVERSE_ROWS rows, its Cholesky (Hermitian A) or LU inverse where that passes
+    INVERSE_CHECK. Made on a side stream (``_side_stream``, after ``stream``'s work so far) so
+    that the host goes on with the set-up while cuSOLVER works (2-D 1024^2's 1,998 rows: 3.5 ms
+    of Cholesky on an H200, which the set-up waited for): the first way is launched with no
+    host wait, its check ||A X - I||_max and the inverse's largest magnitude left on the device.
+    ``result()`` makes ``stream`` wait for the side stream and reads both (one host wait); where
+    the check fails it takes the other ways then, as before. The same inverse, bit for bit."""
+
+    def __init__(self, A, dtype, stream):
+        import cupy
+        self.dtype, self.stream = np.dtype(dtype), stream
+        self.side = side = _side_stream(stream)
+        if side is not stream:
+            side.wait_event(stream.record())
+        with side:
+            self.start = cupy.cuda.Event()
+            self.start.record(side)
+            wide = np.complex128 if self.dtype.kind == "c" else np.float64
+            dense = sps.dense(A.indptr, A.indices, A.data, A.shape).astype(wide)
+            self.herm = sps.is_hermitian_dense(dense)     # (host waits for the dense alone)
+            self.H = (dense + dense.conj().T) / 2 if self.herm else dense
+            self.tops = cupy.zeros(2, cupy.uint64)         # the check's residual, the top
+            self.out, self.ways, self.eye = None, [], None
+            if self.H.shape[0] > LU_INVERSE_ROWS:
+                from cupyx import lapack
+                H = self.H
+                self.eye = cupy.eye(H.shape[0], dtype=H.dtype)
+                self.ways = ([lambda: lapack.posv(H.copy(), self.eye.copy())] if self.herm
+                             else []) + [lambda: cupy.linalg.inv(H)]
+                self.out = self._next_way()
+            if self.out is None:
+                self.out = _eigen_inverse(self.H, self.herm, self.dtype)
+            ops.max_abs(self.out, out=self.tops[1:2])
+
+    def _next_way(self):
+        """The next way's inverse (its check's residual in tops[0], not read), or None when every
+        way left raised (only under cupyx.errstate(linalg="raise"))."""
+        while self.ways:
+            try:
+                X = self.ways.pop(0)()
+            except np.linalg.LinAlgError:
+                continue
+            self.tops[0:1] = 0                    # (a failed way's residual before)
+            ops.max_abs(self.H @ X - self.eye, out=self.tops[0:1])    # NaN: fails
+            return _exact(X, self.herm, self.dtype)
+        return None
+
+    def result(self):
+        """(the inverse, its largest magnitude); ``stream`` waits for it from here on. One host
+        wait (the side stream's alone), more where the check fails."""
+        while True:
+            residual, top = (float(t) for t in self.tops.get(stream=self.side).view(np.float64))
+            if residual <= INVERSE_CHECK:
+                break
+            with self.side:                       # the check failed: the next way, now
+                out = self._next_way()
+                if out is None:                   # none left: the last, unchecked
+                    out = _eigen_inverse(self.H, self.herm, self.dtype)
+                    self.tops[0:1] = 0
+                self.out = out
+                self.tops[1:2] = 0
+                ops.max_abs(out, out=self.tops[1:2])
+        self.done = self.side.record()
+        self.stream.wait_event(self.done)
+        self.H = self.eye = None
+        return self.out, top
 
 
 def chebyshev_coefficients(rho: float, degree: int, dtype, lower=1.0 / 30.0, upper=1.1):
@@ -1525,7 +1619,14 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
             B_l = cupy.asarray(B, dtype)
         levels, Bs = [], []
         numeric = 0                                   # levels re-set-up over kept patterns
-        while True:
+        unread = (None if reuse is None or not RESETUP_UNREAD
+                  else _numeric_levels(A_l, reuse, dtype, ell, phases, lambda level, n: (
+                      n <= max_coarse or (level > 0 and n <= max_dense)
+                      or level + 1 >= max_levels)))
+        if unread is not None:                        # every level over its kept patterns
+            levels, Bs = unread, [B_l] + list(reuse.B[1:len(unread)])
+            A_l, numeric = levels[-1].A, len(levels) - 1
+        while unread is None:                         # (the set-up, or a level at a time)
             level = len(levels)
             t = phases.mark()
             inv_diag = _check_level(A_l, level)
@@ -1577,44 +1678,112 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                                           AP_counts=ap_counts if single else None))
                 A_l, B_l = _canonical(spgemm(R, AP)), B_c                 # R (A P)
             phases.add("products", t)
-        t = phases.mark()
         n_c = A_l.shape[0]
         if n_c > reference.MAX_DENSE_COARSE:
             raise ValueError(f"the coarsest level (level {len(levels) - 1}) has {n_c} rows, more "
                              f"than the {reference.MAX_DENSE_COARSE} a dense pseudo-inverse is "
                              f"built for: aggregation stopped reducing the problem (try a "
                              f"smaller theta or more max_levels)")
-        coarse_inv = pseudo_inverse(A_l, dtype)
-        phases.add("coarse", t)
-        h = DeviceHierarchy(levels=levels, coarse_inv=coarse_inv, smoother=smoother,
+        coarse = CoarseInverse(A_l, dtype, stream)     # on a side stream, while the host goes on
+        made = None if COARSE_OVERLAP else coarse.result()
+        h = DeviceHierarchy(levels=levels, coarse_inv=made and made[0], smoother=smoother,
                             omega=float(omega), degree=int(degree), dtype=dtype, B=Bs,
                             resetup="full" if reuse is None else
                             "numeric" if numeric == len(levels) - 1 else "aggregates")
-        h.low = lowered(h, precision, None if reuse is None else reuse.low)
+        prev_low = None if reuse is None else reuse.low
+        h.low = lowered(h, precision, prev_low)        # (its coarse inverse below)
         if h.low is None:
             _prepare_cycle(h, reuse)
-        else:                          # the casts' vectors: the cycle's own are low's
+        h.coarse_inv, top = made or coarse.result()
+        phases.spans.append(("coarse", coarse.start, coarse.done))
+        if h.low is not None and reference.fits(top, h.low.dtype, precision):
+            if h.low.coarse_inv is None:
+                h.low.coarse_inv = h.coarse_inv.astype(h.low.dtype)
+        elif h.low is not None:        # the inverse's values past the single type's: h cycles
+            h.low = None
+            _prepare_cycle(h, reuse)
+        if h.low is not None:          # the casts' vectors: the cycle's own are low's
             h.b_top, h.z_top = (cupy.full(n0, np.nan, h.low.dtype) for _ in range(2))
         h.setup_times = phases.times(("aggregation", "products", "smoothers", "coarse"))
     return h
 
 
-def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype):
+# Whether a re-set-up over every kept pattern runs with no host wait until its end
+# (``_numeric_levels``; False: a level at a time, with its checks' waits: the A/B's switch)
+RESETUP_UNREAD = True
+
+
+def _numeric_levels(A_0, reuse: DeviceHierarchy, dtype, ell, phases, stops) -> list | None:
+    """The levels of a re-set-up over every kept pattern of ``reuse`` (a hierarchy of A's
+    pattern: its aggregates, T, P, R and coarse patterns, and A P's counts), launched with no
+    host wait until the end: each level's checks (the diagonal's bad rows, products outside a
+    kept pattern) counted into one device array, and its rho left on the device, where the
+    prolongator's smoothing takes it (smooth_tentative). Then one read: the levels, with their
+    rho, where every count is 0 and every rho (but the coarsest's) positive and finite; None
+    otherwise (and where ``reuse`` kept no T: B of k > 1 columns, or its coarsest level is not
+    one by ``stops(level, rows)``, the set-up's rule, but because its aggregation stopped
+    reducing), and the caller re-sets-up a level at a time, which raises the error or makes a
+    level anew as before. The same numbers as ``_numeric_level``'s, bit for bit. Before, a level
+    waited 4 times (its diagonal, rho, and the two products' patterns)."""
+    import cupy
+    last = len(reuse.levels) - 1
+    if (last < 1 or any(lev.T is None or lev.R_order is None for lev in reuse.levels[:last])
+            or not stops(last, reuse.levels[last].n)):
+        return None
+    flags = cupy.zeros((last + 1, 4), cupy.int32)  # bad rows; A T, P, R (A P) outside patterns
+    rhos = cupy.zeros(last + 1, cupy.float64)
+    levels, A_l = [], A_0
+    for level, prev in enumerate(reuse.levels):
+        t = phases.mark()
+        inv_diag = _check_level(A_l, level, bad=flags[level, 0:1])
+        spectral_radius(A_l, inv_diag, ell=ell if level == 0 else None,
+                        out=rhos[level:level + 1])
+        t = phases.add("smoothers", t)
+        if level == last:
+            levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=None))
+            break
+        P, R, A_next = _numeric_level(A_l, inv_diag, rhos[level:level + 1], prev,
+                                      reuse.levels[level + 1].A, dtype, flags=flags[level, 1:])
+        levels.append(DeviceLevel(A=A_l, inv_diag=inv_diag, rho=None, P=P, R=R,
+                                  aggregates=prev.aggregates, T=prev.T, R_order=prev.R_order,
+                                  AP_counts=prev.AP_counts))
+        A_l = A_next
+        phases.add("products", t)
+    counts, rho = flags.get(), rhos.get()             # the one wait
+    if counts.any():
+        return None
+    for level, lev in enumerate(levels):
+        lev.rho = float(rho[level]) if math.isfinite(rho[level]) else float("nan")
+        if level < last and not lev.rho > 0:          # (NaN too): _positive_rho's refusal
+            return None
+    return levels
+
+
+def _numeric_level(A_l, inv_diag, rho, prev, next_A, dtype, flags=None):
     """One level of a re-set-up over ``prev``'s kept patterns: (P, R, A_{l+1}) with P = T - c D^-1
     (A T) over P's pattern (the kept T), R = P^H through the kept permutation, A_{l+1} = R (A P)
     over the kept coarse pattern (A P without its symbolic pass: the kept counts); None when
-    ``prev`` kept no T (B of k > 1 columns) or a new product leaves a kept pattern."""
+    ``prev`` kept no T (B of k > 1 columns) or a new product leaves a kept pattern. ``flags``: a
+    zeroed int32 device array of 3 that takes the three checks' counts (A T's, P's and R (A P)'s
+    entries outside their patterns) with nothing read back, the products returned whatever they
+    hold (``_numeric_levels``; ``rho`` then a device slot)."""
     if prev.T is None or prev.R_order is None:
         return None
     T = prev.T
-    AT = spgemm_pattern(A_l, T, prev.P)
-    if AT is None or _smooth_in_place(AT, inv_diag, rho, T, dtype, zeros=False)[0]:
+
+    def slot(k):
+        return None if flags is None else flags[k:k + 1]
+    P = spgemm_pattern(A_l, T, prev.P, missing=slot(0))
+    if P is None:
         return None
-    P = AT
+    missing = _smooth_in_place(P, inv_diag, rho, T, dtype, zeros=False, flags=slot(1))
+    if missing is not None and missing[0]:
+        return None
     r_val = P.data[prev.R_order]
     R = _csr(r_val.conj() if np.dtype(dtype).kind == "c" else r_val, prev.R.indices,
              prev.R.indptr, prev.R.shape)
-    A_next = spgemm_pattern(R, spgemm_counted(A_l, P, prev.AP_counts)[0], next_A)
+    A_next = spgemm_pattern(R, spgemm_counted(A_l, P, prev.AP_counts)[0], next_A,
+                            missing=slot(2))
     if A_next is None:
         return None
     return P, R, A_next
@@ -1626,7 +1795,9 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     over the same pattern arrays with their values cast, and rounded through float16 where
     ``_halve`` says so, ready to cycle (``_prepare_cycle``, over ``reuse``'s SELL layouts: the
     previous set-up's ``low``), or None where h keeps its own dtype and values. One host wait
-    (the largest magnitude, against the single type's range), and two more for float16."""
+    (the largest magnitude, against the single type's range), and two more for float16. An h
+    whose coarse inverse is None (``setup``'s, still being made: ``CoarseInverse``) gives a low
+    whose coarse inverse is None: the caller casts it, and checks its range, when made."""
     import cupy
     single = reference.lowering(h, precision)
     if single is None:
@@ -1645,7 +1816,8 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     levels = [DeviceLevel(A=cast(lev.A, True), inv_diag=lev.inv_diag.astype(single),
                           rho=lev.rho, P=cast(lev.P), R=cast(lev.R), AP_counts=lev.AP_counts)
               for lev in h.levels]                    # (A P's counts: the same patterns)
-    low = DeviceHierarchy(levels=levels, coarse_inv=h.coarse_inv.astype(single),
+    low = DeviceHierarchy(levels=levels, coarse_inv=(None if h.coarse_inv is None else
+                                                     h.coarse_inv.astype(single)),
                           smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single,
                           resetup=h.resetup, cast_exps=reference.cast_exponents(top_a0))
     if precision in ("auto", "half") and single.kind == "f":
@@ -1699,18 +1871,18 @@ def _halve(low: DeviceHierarchy, precision: str) -> None:
 
 def is_hermitian(A) -> bool:
     """Whether A (CuPy CSR, rows sorted) equals its conjugate transpose to sqrt(eps) of its
-    largest magnitude (reference._is_hermitian's test): amg.cu's hermitian_misses, two host
-    waits."""
+    largest magnitude (reference._is_hermitian's test): amg.cu's hermitian_misses, which reads
+    the largest magnitude on the device; one host wait."""
     import cupy
     n = int(A.shape[0])
     if A.nnz == 0:
         return True
     top = cupy.zeros(1, cupy.uint64)
     ops.max_abs(A.data, out=top)
-    tol = math.sqrt(np.finfo(A.dtype).eps) * ops.max_abs_value(top)
     misses = cupy.zeros(1, cupy.int32)
     launch(get_kernel("amg_vc", "hermitian_misses<{T}>", np.dtype(A.dtype)), (_grid(n),), (BLOCK,),
-           (np.int32(n), A.indptr, A.indices, A.data, np.float64(tol), misses), None)
+           (np.int32(n), A.indptr, A.indices, A.data,
+            np.float64(math.sqrt(np.finfo(A.dtype).eps)), top, misses), None)
     return not int(misses.get()[0])
 
 
@@ -1723,24 +1895,29 @@ def smoothed_restriction(lev, hermitian: bool, prev=None):
     re-set-up that kept every pattern (``resetup`` "numeric"), whose RS (and its transpose's
     order) this one's takes: the numbers only. Returns (RS, the order, None for R A's route).
     One host wait (the count of P's or R's entries outside the product's pattern: none where A
-    stores its diagonal, as every level's does; ``sparse.add`` takes them otherwise)."""
+    stores its diagonal, as every level's does; ``sparse.add`` takes them otherwise), none
+    where ``prev`` counted none: a count of the patterns alone, kept (``lev.rs_missing``)."""
     import cupy
     s = lev.scale
     M = lev.P if hermitian else lev.R
 
     def product():
+        """(the product, whether its pattern is prev's: A P over the kept counts, or R A over
+        RS's kept pattern)"""
         if not hermitian:
             kept = None if prev is None else spgemm_pattern(lev.R, lev.A, prev.RS)
-            return kept if kept is not None else spgemm(lev.R, lev.A)
-        return spgemm_counted(lev.A, lev.P, lev.AP_counts)[0]    # the set-up's counts, if kept
-    X = product()
+            return (kept, True) if kept is not None else (spgemm(lev.R, lev.A), False)
+        return (spgemm_counted(lev.A, lev.P, lev.AP_counts)[0],    # the set-up's counts, if kept
+                prev is not None and lev.AP_counts is prev.AP_counts)
+    X, same = product()
     rows = int(X.shape[0])
     missing = cupy.zeros(1, cupy.int32)
     launch(get_kernel("amg_vc", "subtract_scaled<{T}>", np.dtype(X.dtype)), (_grid(rows),),
            (BLOCK,), (np.int32(rows), X.indptr, X.indices, X.data, s, np.int32(hermitian), M.indptr,
             M.indices, M.data, missing), None)
-    if int(missing.get()[0]):                          # M's own entries added apart
-        X = product()
+    lev.rs_missing = 0 if same and prev.rs_missing == 0 else int(missing.get()[0])
+    if lev.rs_missing:                                 # M's own entries added apart
+        X = product()[0]
         k = X.indices if not hermitian else sps.row_ids(X.indptr, int(X.nnz))
         p, i, d = sps.add((M.indptr, M.indices, M.data), (X.indptr, X.indices, -(X.data * s[k])),
                           M.shape)

@@ -918,9 +918,10 @@ def half_small_rows(inv_diag, scale: float):
 
 
 def cycle_values(h) -> list:
-    """The value arrays (NumPy or CuPy) a single-precision copy of h casts: the coarse inverse,
-    every level's A, D^-1 and P (R is P's transpose), the empty ones left out."""
-    arrays = [h.coarse_inv]
+    """The value arrays (NumPy or CuPy) a single-precision copy of h casts: the coarse inverse
+    (unless None: the device set-up's, still being made), every level's A, D^-1 and P (R is P's
+    transpose), the empty ones left out."""
+    arrays = [] if h.coarse_inv is None else [h.coarse_inv]
     for lev in h.levels:
         arrays += [lev.A.data, lev.inv_diag] + ([] if lev.P is None else [lev.P.data])
     return [a for a in arrays if a.size]
