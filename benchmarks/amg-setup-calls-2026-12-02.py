@@ -3,6 +3,7 @@
 (issue 30, session 67; H200 2026-12-02).
 
     PYTHONPATH=. python3 benchmarks/amg-setup-calls-2026-12-02.py 3:100 2:1024 > out.txt
+    PYTHONPATH=. python3 benchmarks/amg-setup-calls-2026-12-02.py --update 3:100   # re-set-up
 
 Every function of dpsolve.precond.amg.device and .sparse, dpsolve.cuda.ops and
 dpsolve.precond.smoothers is wrapped in a torch.profiler record_function range (patched in the
@@ -11,9 +12,10 @@ prepare(A, "cg", M="amg", variant="graph") is traced (CUPTI) after three untrace
 runtime / driver call of the trace (launches, memsets, copies, synchronisations) is charged to
 the innermost range around it; each range's exclusive host time is its time less its children's.
 Prints, a problem at a time, the functions by exclusive host time with their calls, count and
-API calls by kind. The wrappers cost a few microseconds a call: the times read high, the counts
-are exact (NOWRAP=1: no wrappers, the totals alone). Needs torch (the GPU machines' Python
-has it)."""
+API calls by kind. --update traces a re-set-up instead: P.update(2 A) on a prepared system
+(after three untraced updates alternating 2 A and A). The wrappers cost a few microseconds a
+call: the times read high, the counts are exact (NOWRAP=1: no wrappers, the totals alone).
+Needs torch (the GPU machines' Python has it)."""
 import collections
 import functools
 import inspect
@@ -68,18 +70,25 @@ def kind(name: str) -> str:
     return "other"
 
 
-def run(spec: str) -> None:
+def run(spec: str, update: bool = False) -> None:
     d, s = spec.split(":")
     A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+    A2 = A * 2.0
     dev = cupy.cuda.Device()
     for _ in range(3):
-        dpsolve.prepare(A, "cg", M="amg", variant="graph")
+        P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
+    for M in (A2, A, A2, A):
+        if update:
+            P.update(M)
     dev.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         dev.synchronize()
         t0 = time.perf_counter()
-        with record_function("W:prepare"):
-            dpsolve.prepare(A, "cg", M="amg", variant="graph")
+        with record_function("W:update" if update else "W:prepare"):
+            if update:
+                P.update(A2)
+            else:
+                dpsolve.prepare(A, "cg", M="amg", variant="graph")
             dev.synchronize()
         wall = (time.perf_counter() - t0) * 1e3
     path = os.path.join(tempfile.mkdtemp(), "trace.json")
@@ -113,7 +122,8 @@ def run(spec: str) -> None:
             stats[owner][kind(e["name"])] += 1
     total = {k: sum(v[k] for v in stats.values()) for k in ("launch", "memset", "copy", "sync",
                                                              "alloc", "other")}
-    print(f"\n## {spec}: prepare {wall:.1f} ms traced; API calls {total}")
+    what = "update" if update else "prepare"
+    print(f"\n## {spec}: {what} {wall:.1f} ms traced; API calls {total}")
     dur = collections.Counter()
     names = collections.Counter()
     for a in api:
@@ -121,6 +131,11 @@ def run(spec: str) -> None:
         names[a["name"]] += 1
     print("API time by kind (ms):", {k: round(v, 2) for k, v in dur.items()})
     print("API calls by name:", dict(names.most_common(12)))
+    other = collections.Counter()
+    for a in api:
+        if kind(a["name"]) == "other":
+            other[a["name"]] += a["dur"] / 1e3
+    print("'other' API time by name (ms):", {k: round(v, 2) for k, v in other.most_common(8)})
     gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
                                                                       "gpu_memset")]
     print(f"GPU busy {sum(e['dur'] for e in gpu) / 1e3:.2f} ms over {len(gpu)} operations")
@@ -133,5 +148,6 @@ def run(spec: str) -> None:
 
 
 if __name__ == "__main__":
-    for spec in sys.argv[1:] or ["3:100"]:
-        run(spec)
+    args = [a for a in sys.argv[1:] if a != "--update"]
+    for spec in args or ["3:100"]:
+        run(spec, update="--update" in sys.argv[1:])

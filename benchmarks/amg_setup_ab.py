@@ -65,11 +65,24 @@ def spread(v) -> str:
     return f"{statistics.median(v):.2f} [{min(v):.1f}-{max(v):.1f}]"
 
 
-def run_ab(keys, switch, result=aggregates, note=None):
+def ab_updates(A, switch, keys, rounds=6, calls=4):
+    """``ab_times`` of the re-set-up: ``P.update`` of one prepared system, alternately with 2 A
+    and A (the same pattern: bench-amg's re-set-up)."""
+    P = prepare(A)
+    both = [A * 2.0, A]
+
+    def update():
+        both.reverse()
+        P.update(both[0])
+    return ab_times(update, switch, keys, rounds, calls)[0]
+
+
+def run_ab(keys, switch, result=aggregates, note=None, resetup=False):
     """The A/B scripts' main. For each problem of the command line ("2:1024": 2-D Poisson 1024^2,
     "3:100": 3-D Laplace 100^3; default 2:1024 3:100 3:160): whether the two settings ``keys``
     give the same hierarchy (``result(A)``, a list of host arrays, under each, compared by
-    ``same``), then ``ab_prepares`` in 6 rounds of 5 calls. Prints a line a problem (``note()``
+    ``same``), then ``ab_prepares`` in 6 rounds of 5 calls (``resetup``: and ``ab_updates``, the
+    re-set-up over the set-up under each setting). Prints a line a problem (``note()``
     appended), then a CSV block; leaves the second setting on."""
     rows = []
     for spec in sys.argv[1:] or ["2:1024", "3:100", "3:160"]:
@@ -82,12 +95,24 @@ def run_ab(keys, switch, result=aggregates, note=None):
         ok = same(*got)
         ms, _ = ab_prepares(A, switch, keys, rounds=6, calls=5)
         a, b = (float(np.median(ms[k])) for k in keys)
-        print(f"{spec}: prepare {keys[0]} {spread(ms[keys[0]])} ms, {keys[1]} "
-              f"{spread(ms[keys[1]])} ms, B/A {b / a:.3f}; the same: {ok}"
-              + (f"; {note()}" if note else ""), flush=True)
-        rows.append((spec, a, min(ms[keys[0]]), b, min(ms[keys[1]]), b / a, ok))
+        line = (f"{spec}: prepare {keys[0]} {spread(ms[keys[0]])} ms, {keys[1]} "
+                f"{spread(ms[keys[1]])} ms, B/A {b / a:.3f}")
+        extra = ()
+        if resetup:
+            up = ab_updates(A, switch, keys)
+            ua, ub = (float(np.median(up[k])) for k in keys)
+            line += (f"; update {keys[0]} {spread(up[keys[0]])} ms, {keys[1]} "
+                     f"{spread(up[keys[1]])} ms, B/A {ub / ua:.3f}; re-set-up / set-up "
+                     f"{ua / a:.3f} -> {ub / b:.3f}")
+            extra = (ua, ub, ua / a, ub / b)
+        print(line + f"; the same: {ok}" + (f"; {note()}" if note else ""), flush=True)
+        rows.append((spec, a, min(ms[keys[0]]), b, min(ms[keys[1]]), b / a, ok, *extra))
     switch(keys[1])
     a, b = (k.replace("-", "_") for k in keys)
-    print(f"problem,{a}_median_ms,{a}_min_ms,{b}_median_ms,{b}_min_ms,ratio,same")
+    head = f"problem,{a}_median_ms,{a}_min_ms,{b}_median_ms,{b}_min_ms,ratio,same"
+    if resetup:
+        head += f",{a}_update_ms,{b}_update_ms,{a}_resetup_ratio,{b}_resetup_ratio"
+    print(head)
     for r in rows:
-        print(f"{r[0]},{r[1]:.2f},{r[2]:.2f},{r[3]:.2f},{r[4]:.2f},{r[5]:.3f},{r[6]}")
+        print(f"{r[0]},{r[1]:.2f},{r[2]:.2f},{r[3]:.2f},{r[4]:.2f},{r[5]:.3f},{r[6]}"
+              + "".join(f",{v:.3f}" if v < 10 else f",{v:.2f}" for v in r[7:]))

@@ -129,7 +129,7 @@ solve; host reference 2-D 512^2: 13 -> 11). 3-D 160^3 stops at 484 rows instead 
 against 491 us, 9.10 against 9.21 ms, the same iterations); 3-D 100^3 and 64^3 keep their
 hierarchies (their levels of 3,149-4,102 rows are above it). The finest level keeps
 ``max_coarse``: a small system still gets its hierarchy. A float32 copy at 2,500 rows reads
-25 MB a V-cycle; the device inverts such a level by LU (``device.pseudo_inverse``), where eigh
+25 MB a V-cycle; the device inverts such a level by LU (``device.CoarseInverse``), where eigh
 took 28 ms of set-up at 2,009 rows."""
 
 SECOND_DISTANCE = "auto"
