@@ -195,3 +195,15 @@ def test_the_report_names_the_levels_of_the_smoothed_restriction(smoother):
         ("R", "R (I - A S)", "(dense solve)"))]
     assert len(rows) == len(levels) and rows[-1].endswith("(dense solve)")
     assert sum(r.endswith("R (I - A S)") for r in rows) == len(expect)
+
+
+def test_amg_compares_a_patterns_two_arrays_at_once():
+    """AMG.inherit's test of an unchanged pattern (amg._equal, here on host arrays): equal where
+    indptr and indices both are; not where a column moved, a row's length changed, or an array
+    is shorter."""
+    from dpsolve.precond.amg import _equal
+    ptr, idx = np.array([0, 2, 3]), np.array([0, 1, 1])
+    assert _equal((ptr, idx), (ptr.copy(), idx.copy()))
+    assert not _equal((ptr, idx), (ptr, np.array([0, 1, 0])))
+    assert not _equal((ptr, idx), (np.array([0, 1, 3]), idx))
+    assert not _equal((ptr, idx), (ptr, idx[:2]))
