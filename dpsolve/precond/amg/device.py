@@ -1060,24 +1060,23 @@ def spgemm_pattern(A, B, C, missing=None):
     shared = _dense_shared(ncols, dt)
     if shared is not None and shared[0] < SPGEMM_PATTERN_DENSE_WARPS:
         shared = None                    # too few rows resident: the search kernel (see above)
-    if m and A.nnz and B.nnz and shared is not None:                        # dense rows
-        per_block, row_bytes = shared
-        launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
-               (-(-m // per_block),), (32 * per_block,),
-               (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
-                np.int32(ncols), C.indptr, C.indices, c_val, missing), None,
-               shared_mem=per_block * row_bytes)
-        if not deferred and int(missing.get()[0]):
-            return None
-    elif m and A.nnz and B.nnz:
-        # rows of few products (A T and A P on the fine levels): 8 lanes a row, else a warp
-        few = (A.nnz / m) * (B.nnz / max(int(B.shape[0]), 1)) <= SPGEMM_SMALL_SLOTS // 2
-        launch(get_kernel("spgemm", "spgemm_pattern_small<{T}>" if few else
-                          "spgemm_pattern<{T}>", dt),
-               (ops.grid_for(m * (SPGEMM_SMALL_LANES if few else 32), SPGEMM_BLOCK),),
-               (SPGEMM_BLOCK,),
-               (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
-                C.indptr, C.indices, c_val, missing), None)
+    if m and A.nnz and B.nnz:
+        if shared is not None:                                                # dense rows
+            per_block, row_bytes = shared
+            launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
+                   (-(-m // per_block),), (32 * per_block,),
+                   (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
+                    np.int32(ncols), C.indptr, C.indices, c_val, missing), None,
+                   shared_mem=per_block * row_bytes)
+        else:
+            # rows of few products (A T and A P on the fine levels): 8 lanes a row, else a warp
+            few = (A.nnz / m) * (B.nnz / max(int(B.shape[0]), 1)) <= SPGEMM_SMALL_SLOTS // 2
+            launch(get_kernel("spgemm", "spgemm_pattern_small<{T}>" if few else
+                              "spgemm_pattern<{T}>", dt),
+                   (ops.grid_for(m * (SPGEMM_SMALL_LANES if few else 32), SPGEMM_BLOCK),),
+                   (SPGEMM_BLOCK,),
+                   (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
+                    C.indptr, C.indices, c_val, missing), None)
         if not deferred and int(missing.get()[0]):
             return None
     return _csr(c_val, C.indices, C.indptr, C.shape,
@@ -1619,10 +1618,11 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
             B_l = cupy.asarray(B, dtype)
         levels, Bs = [], []
         numeric = 0                                   # levels re-set-up over kept patterns
+
+        def stops(level, n):                          # the coarsest by size or depth
+            return n <= max_coarse or (level > 0 and n <= max_dense) or level + 1 >= max_levels
         unread = (None if reuse is None or not RESETUP_UNREAD
-                  else _numeric_levels(A_l, reuse, dtype, ell, phases, lambda level, n: (
-                      n <= max_coarse or (level > 0 and n <= max_dense)
-                      or level + 1 >= max_levels)))
+                  else _numeric_levels(A_l, reuse, dtype, ell, phases, stops))
         if unread is not None:                        # every level over its kept patterns
             levels, Bs = unread, [B_l] + list(reuse.B[1:len(unread)])
             A_l, numeric = levels[-1].A, len(levels) - 1
@@ -1634,8 +1634,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
             t = phases.add("smoothers", t)
             n = A_l.shape[0]
             Bs.append(B_l)
-            coarsest = (n <= max_coarse or (level > 0 and n <= max_dense)
-                        or level + 1 >= max_levels)
+            coarsest = stops(level, n)
             if not coarsest:
                 smoothers._positive_rho(rho, f"level {level}'s smoothing")
                 if reuse is not None and level < len(reuse.levels) - 1:
@@ -1690,8 +1689,7 @@ def setup(csr, dtype, stream, *, theta=0.0, B=None, smoother="jacobi",
                             omega=float(omega), degree=int(degree), dtype=dtype, B=Bs,
                             resetup="full" if reuse is None else
                             "numeric" if numeric == len(levels) - 1 else "aggregates")
-        prev_low = None if reuse is None else reuse.low
-        h.low = lowered(h, precision, prev_low)        # (its coarse inverse below)
+        h.low = lowered(h, precision, None if reuse is None else reuse.low)   # (coarse: below)
         if h.low is None:
             _prepare_cycle(h, reuse)
         h.coarse_inv, top = made or coarse.result()
