@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -72,8 +73,9 @@ class PreparedSystem:
         self._fast = None                        # the one-launch CG solve (_fast.py), if it applies
         device = fe.on_device(variant)
         if device:
-            from ._setup import Resources
-            self._res = Resources()              # this system's own stream and buffers
+            from ._setup import spare, system_resources
+            self._res = system_resources()       # this system's own stream and buffers
+            weakref.finalize(self, spare, self._res).atexit = False   # for the next system
         with self._exclusive():
             self._build(A, device)
         self._options["dtype"] = self.dtype      # update() keeps it

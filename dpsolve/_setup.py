@@ -16,10 +16,12 @@ What a call needs before its first iteration -- the matrix on the device and che
   for b scaled by a power of two (``_system.scale_rhs``), again on the rare path only.
 
 Per thread and device, the stream, the events, the pinned buffers and the scratch area are made
-once and reused by every call (``resources()``).
+once and reused by every call (``resources()``); a prepared system has its own, taken from those a
+dropped system left where there are any (``system_resources()``).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 
@@ -116,6 +118,49 @@ def resources() -> Resources:
         with cupy.cuda.Device(dev):
             r = _local.by_device[dev] = Resources()
     return r
+
+
+# Resources that dropped prepared systems left, a deque a device, for the next system. CuPy's
+# memory pool keeps a freed block for the stream that allocated it, and a prepared system
+# allocates on its own stream: on a new stream a system could not use a dropped one's blocks, so
+# each prepare went to cudaMalloc for all its memory and the pool grew by a whole system, never
+# used again until an allocation failed (2-D 1024^2 with AMG: 36 cudaMalloc, +695 MiB a prepare;
+# BENCHMARKS.md, 2026-12-02). At most SPARE_MAX are kept; older ones release their streams' free
+# blocks to the driver when the next system is made (``_flush``).
+_spare: dict = {}
+SPARE_MAX = 4
+RECYCLE = True                 # False: a new Resources for every prepared system (the A/B's switch)
+
+
+def system_resources() -> Resources:
+    """Resources for a new prepared system: the last that a dropped system left on this device
+    (its stream's cached blocks serve the new system), else new ones."""
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    q = _spare.setdefault(dev, collections.deque())
+    while len(q) > SPARE_MAX:
+        try:
+            _flush(q.popleft())
+        except IndexError:                  # another thread took it
+            break
+    try:
+        return q.pop() if RECYCLE else Resources()
+    except IndexError:
+        return Resources()
+
+
+def spare(res: Resources) -> None:
+    """A dropped prepared system's Resources, for the next system (its finalizer: no CUDA call,
+    no lock; deque.append is atomic)."""
+    _spare.setdefault(res.device, collections.deque()).append(res)
+
+
+def _flush(res: Resources) -> None:
+    """Release the free blocks CuPy's pool keeps for ``res``'s stream (its owner is gone)."""
+    import cupy
+    with cupy.cuda.Device(res.device):
+        res.stream.synchronize()
+        cupy.get_default_memory_pool().free_all_blocks(stream=res.stream)
 
 
 @contextlib.contextmanager
