@@ -8,7 +8,8 @@ Rounds ABBA x3 a problem; a round: the pool's free blocks released, one untimed 
 5 timed prepare(A, "cg", M="amg", variant="graph") calls, each replacing the last (as a loop
 over systems does), and 3 timed P.update(2 A) / P.update(A). CSV rows: problem, way, round,
 the median prepare and update ms, the cudaMalloc calls of the timed prepares (a memory hook),
-and the pool's total MiB at the round's end. Then a summary: B / A medians of the medians."""
+and the pool's total MiB at the round's end. Then, on stderr, a summary: the medians of
+the rounds' medians, A / B."""
 import statistics
 import sys
 import time
@@ -75,4 +76,4 @@ for spec in sys.argv[1:]:
     summary.append(f"# {spec}: prepare A {a[0]:.2f} ms, B {b[0]:.2f} (A / B {a[0] / b[0]:.3f}); "
                    f"update A {a[1]:.2f}, B {b[1]:.2f}; update / prepare A {a[1] / a[0]:.3f}, "
                    f"B {b[1] / b[0]:.3f}")
-print("\n".join(summary))
+print("\n".join(summary), file=sys.stderr)
