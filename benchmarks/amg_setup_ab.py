@@ -1,7 +1,8 @@
 """The AMG set-up A/B scripts' helpers (benchmarks/*-ab-2026-12-02.py): a call timed between
 two device synchronisations, alternated between two settings in rounds AB, BA, AB, ... in one
 process; a hierarchy's aggregates, and whether two settings gave the same; the scripts' main
-loop over problems (``run_ab``)."""
+loop over problems (``run_ab``); a memory hook counting the pool's trips to cudaMalloc
+(``MallocCount``)."""
 import statistics
 import sys
 import time
@@ -9,9 +10,22 @@ import time
 import cupy
 import cupyx.scipy.sparse as csp
 import numpy as np
+from cupy.cuda import memory_hook
 
 import dpsolve
 from dpsolve.matrices import laplace_2d, laplace_3d
+
+
+class MallocCount(memory_hook.MemoryHook):
+    """``with MallocCount() as h:`` counts in ``h.n`` the allocations that CuPy's pool passes to
+    the driver (alloc_preprocess: it had no free block to give)."""
+    name = "malloc_count"
+
+    def __init__(self):
+        self.n = 0
+
+    def alloc_preprocess(self, device_id, mem_size):
+        self.n += 1
 
 
 def prepare(A):

@@ -15,20 +15,10 @@ import time
 
 import cupy
 import cupyx.scipy.sparse as csp
-from cupy.cuda import memory_hook
 
 import dpsolve
+from amg_setup_ab import MallocCount
 from dpsolve.matrices import laplace_2d, laplace_3d
-
-
-class Count(memory_hook.MemoryHook):
-    name = "count"
-
-    def __init__(self):
-        self.n = 0
-
-    def alloc_preprocess(self, device_id, mem_size):
-        self.n += 1
 
 
 pool = cupy.get_default_memory_pool()
@@ -52,7 +42,7 @@ def run(label, call, after=None, before=None, reps=6):
     for i in range(reps):
         if before:
             before()
-        h = Count()
+        h = MallocCount()
         cupy.cuda.Device().synchronize()
         t = time.perf_counter()
         with h:

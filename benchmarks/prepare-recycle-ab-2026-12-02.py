@@ -16,21 +16,10 @@ import time
 
 import cupy
 import cupyx.scipy.sparse as csp
-from cupy.cuda import memory_hook
 
-import dpsolve
+from amg_setup_ab import MallocCount, prepare
 from dpsolve import _setup
 from dpsolve.matrices import laplace_2d, laplace_3d
-
-
-class Count(memory_hook.MemoryHook):
-    name = "count"
-
-    def __init__(self):
-        self.n = 0
-
-    def alloc_preprocess(self, device_id, mem_size):
-        self.n += 1
 
 
 pool = cupy.get_default_memory_pool()
@@ -55,15 +44,13 @@ for spec in sys.argv[1:]:
     for rnd, way in enumerate("ABBAABBAABBA"):
         _setup.RECYCLE = way == "A"
         box = {}
-        box.pop("P", None)
         _setup._spare.clear()
         pool.free_all_blocks()
-        box["P"] = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-        prep, hook = [], Count()
+        box["P"] = prepare(A)
+        prep, hook = [], MallocCount()
         with hook:
             for _ in range(5):
-                prep.append(timed(lambda: box.__setitem__(
-                    "P", dpsolve.prepare(A, "cg", M="amg", variant="graph"))))
+                prep.append(timed(lambda: box.__setitem__("P", prepare(A))))
         upd = [timed(lambda: box["P"].update(A2 if i % 2 == 0 else A)) for i in range(3)]
         row = (statistics.median(prep), statistics.median(upd))
         got[way].append(row)

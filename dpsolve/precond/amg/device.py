@@ -1197,9 +1197,13 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None, out=None) -> fl
 
 
 def _estimate(norm) -> float:
-    """The power iteration's estimate in its float64 device slot (host float; NaN where it is not
-    finite): one host wait."""
-    est = float(norm.get()[0])
+    """The power iteration's estimate in its float64 device slot, as ``_finite`` takes it: one
+    host wait."""
+    return _finite(float(norm.get()[0]))
+
+
+def _finite(est: float) -> float:
+    """A power iteration's estimate on the host: NaN where it is not finite."""
     return est if math.isfinite(est) else float("nan")
 
 
@@ -1751,7 +1755,7 @@ def _numeric_levels(A_0, reuse: DeviceHierarchy, dtype, ell, phases, stops) -> l
     if counts.any():
         return None
     for level, lev in enumerate(levels):
-        lev.rho = float(rho[level]) if math.isfinite(rho[level]) else float("nan")
+        lev.rho = _finite(float(rho[level]))
         if level < last and not lev.rho > 0:          # (NaN too): _positive_rho's refusal
             return None
     return levels
