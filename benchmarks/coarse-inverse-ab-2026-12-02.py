@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Needs benchmarks/coarse-inverse-cholesky-trsm-2026-12-02.patch applied (device._cholesky_inverse); not landed.
+# Needs benchmarks/coarse-inverse-cholesky-trsm-2026-12-02.patch applied; not landed.
 """The coarse inverse by potrf + trsm + GEMM (``device._cholesky_inverse``, B) against
 cuSOLVER's posv with the identity (A, as shipped before), in one process (issue 30, session 70;
 H200 2026-12-02): for each problem, ABBA x2 rounds, each of 2 prepares (the previous system
