@@ -107,27 +107,17 @@ def potrf_trtri_gemm():
 
 
 def potrf_potrs():
-    L = H.copy()
     from cupy.cuda import cusolver, device
-    handle = device.get_cusolver_handle()
-    lower = LOWER
-    work = cupy.empty(cusolver.dpotrf_bufferSize(handle, lower, n, L.data.ptr, n), H.dtype)
+    L = _potrf_f()
     info = cupy.empty(1, cupy.int32)
-    cusolver.dpotrf(handle, lower, n, L.data.ptr, n, work.data.ptr, work.size, info.data.ptr)
     X = eye.copy()
-    cusolver.dpotrs(handle, lower, n, n, L.data.ptr, n, X.data.ptr, n, info.data.ptr)
+    cusolver.dpotrs(device.get_cusolver_handle(), LOWER, n, n, L.data.ptr, n, X.data.ptr, n,
+                    info.data.ptr)
     return X
 
 
 def potrf_only():
-    L = H.copy()
-    from cupy.cuda import cusolver, device
-    handle = device.get_cusolver_handle()
-    lower = LOWER
-    work = cupy.empty(cusolver.dpotrf_bufferSize(handle, lower, n, L.data.ptr, n), H.dtype)
-    info = cupy.empty(1, cupy.int32)
-    cusolver.dpotrf(handle, lower, n, L.data.ptr, n, work.data.ptr, work.size, info.data.ptr)
-    return L
+    return _potrf_f()
 
 
 rows = []
