@@ -191,6 +191,54 @@ def test_a_large_coarsest_level_is_inverted_as_the_reference(boundary):
     assert np.linalg.norm(z - zr) <= 1e-9 * np.linalg.norm(zr)
 
 
+@pytest.mark.parametrize("kind", ["spd", "spd-complex", "indefinite", "indefinite-raise",
+                                  "nonsymmetric"])
+def test_the_coarse_inverse_takes_cholesky_then_lu_and_is_the_inverse(kind, monkeypatch):
+    """device.CoarseInverse above LU_INVERSE_ROWS rows: a Hermitian positive definite level
+    (real or complex) by ``_cholesky_inverse`` (its check passes); a symmetric indefinite one's
+    Cholesky fails its check (under cupyx.errstate(linalg="raise") too) and LU makes it;
+    a nonsymmetric one by LU alone. Each the inverse to rounding, exactly Hermitian where A
+    is, and its largest magnitude reported."""
+    import contextlib
+
+    import cupyx
+    import cupyx.scipy.sparse as csp
+    cp = _cp()
+    n = 150                                        # > LU_INVERSE_ROWS
+    assert n > amg_device.LU_INVERSE_ROWS
+    A = sp.csr_array(laplace_2d(10, 15))
+    if kind == "spd-complex":                      # Hermitian: i on one off-diagonal, -i on its
+        up = sp.triu(A, 1) * 1j                    # mirror; still positive definite (diagonal
+        A = sp.csr_array(sp.diags_array(A.diagonal() + 2.0) + up + up.conj().T)   # dominant)
+    elif kind.startswith("indefinite"):            # eigenvalues on both sides of 0, none near
+        A = sp.csr_array(A - 3.3 * sp.eye_array(n))
+    elif kind == "nonsymmetric":
+        A = sp.csr_array(A + sp.diags_array(np.full(n - 1, 0.5), offsets=1))
+    dtype = np.complex128 if kind == "spd-complex" else np.float64
+    way = []
+    chol = amg_device._cholesky_inverse
+    monkeypatch.setattr(amg_device, "_cholesky_inverse",
+                        lambda H, eye: way.append("cholesky") or chol(H, eye))
+    inv = cp.linalg.inv
+    monkeypatch.setattr(cp.linalg, "inv", lambda H: way.append("lu") or inv(H))
+    errors = (cupyx.errstate(linalg="raise") if kind.endswith("raise")
+              else contextlib.nullcontext())
+    stream = cp.cuda.Stream(non_blocking=True)
+    with errors:
+        X, top = amg_device.CoarseInverse(csp.csr_matrix(A.astype(dtype)), dtype,
+                                          stream).result()
+    stream.synchronize()
+    expect = {"spd": ["cholesky"], "spd-complex": ["cholesky"], "nonsymmetric": ["lu"]}
+    assert way == expect.get(kind, ["cholesky", "lu"])
+    X = X.get()
+    ref = np.linalg.inv(A.toarray().astype(dtype))
+    assert X.dtype == dtype
+    assert np.abs(X - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert abs(top - np.abs(X).max()) <= 1e-14 * np.abs(X).max()
+    if kind != "nonsymmetric":
+        assert np.array_equal(X, X.conj().T)
+
+
 def _apply(P, r):
     """z = M r by the prepared system's preconditioner on its stream (a host array)."""
     cp = _cp()

@@ -1406,8 +1406,8 @@ def _smooth_in_place(AT, inv_diag, rho, T, dtype, zeros=True, flags=None):
     return bool(missing), bool(has_zero)
 
 
-# A coarsest level of more rows than this is inverted by Cholesky where it is Hermitian (cuSOLVER
-# potrf/potrs: cupyx.lapack.posv), else or where that fails by LU (getrf/getrs), rather than by an
+# A coarsest level of more rows than this is inverted by Cholesky where it is Hermitian
+# (``_cholesky_inverse``), else or where that fails by LU (getrf/getrs), rather than by an
 # eigendecomposition (eigh took 28 ms of a set-up at 2,009 rows on an H200; reference.MAX_DENSE):
 # an inverse is kept where ||A X - I||_max <= INVERSE_CHECK, which an indefinite (Cholesky), a
 # singular or a nearly singular level fails (its pseudo-inverse then as below). For a nonsingular
@@ -1417,6 +1417,37 @@ def _smooth_in_place(AT, inv_diag, rho, T, dtype, zeros=True, flags=None):
 # rows 1.8 -> 0.9 ms, the same inverse to 2.4e-15.
 LU_INVERSE_ROWS = 64
 INVERSE_CHECK = 1e-9
+
+
+def _cholesky_inverse(H, eye):
+    """H^-1 for a Hermitian positive definite H (float64 or complex128; ``eye`` its identity,
+    not written): its Cholesky factor L (cuSOLVER's potrf on a column-major copy), L^-1 by one
+    triangular solve against the identity (cuBLAS's trsm), then H^-1 = L^-H L^-1 by one GEMM;
+    no host wait (the libraries called directly, on the current stream: cupy.linalg.cholesky and
+    cupyx's solve_triangular took 4.38 ms for the same steps). At 1,998 rows on an H200, timed
+    where the set-up runs it, 2.58 ms against 3.52 for cuSOLVER's posv with the identity
+    (potrf, then two triangular solves of n columns each); alone, the residual ||H X - I||_max
+    9.7e-15 against 2.9e-15 (benchmarks/coarse-inverse-ways-2026-12-02.py,
+    coarse-inverse-ab-2026-12-02.py). Where H is not positive definite potrf stops early and L
+    is no factor: the caller's check fails the result."""
+    import cupy
+    from cupy.cuda import cusolver, device as cuda_device
+    from cupy_backends.cuda.libs import cublas
+    n, z = H.shape[0], H.dtype == np.complex128
+    L = cupy.array(H, order="F")                     # column-major: cuSOLVER reads H itself
+    handle = cuda_device.get_cusolver_handle()
+    size, potrf = ((cusolver.zpotrf_bufferSize, cusolver.zpotrf) if z
+                   else (cusolver.dpotrf_bufferSize, cusolver.dpotrf))
+    lower = left = no_op = non_unit = 0              # cuBLAS's enums (cublas_api.h)
+    work = cupy.empty(max(size(handle, lower, n, L.data.ptr, n), 1), H.dtype)
+    info = cupy.empty(1, np.int32)
+    potrf(handle, lower, n, L.data.ptr, n, work.data.ptr, work.size, info.data.ptr)
+    Li = cupy.array(eye, order="F")
+    one = np.ones(1, H.dtype)
+    (cublas.ztrsm if z else cublas.dtrsm)(
+        cuda_device.get_cublas_handle(), left, lower, no_op, non_unit, n, n, one.ctypes.data,
+        L.data.ptr, n, Li.data.ptr, n)               # Li = L^-1, lower
+    return Li.conj().T @ Li
 
 
 def _exact(X, herm: bool, dtype):
@@ -1461,8 +1492,9 @@ class CoarseInverse:
     LU_INVERSE_ROWS rows, its Cholesky (Hermitian A) or LU inverse where that passes
     INVERSE_CHECK. Made on a side stream (``_side_stream``, after ``stream``'s work so far) so
     that the host goes on with the set-up while cuSOLVER works (2-D 1024^2's 1,998 rows: 3.5 ms
-    of Cholesky on an H200, which the set-up waited for): the first way is launched with no
-    host wait, its check ||A X - I||_max and the inverse's largest magnitude left on the device.
+    of Cholesky on an H200 by posv, 2.6 by ``_cholesky_inverse``, which the set-up had waited
+    for): the first way is launched with no host wait, its check ||A X - I||_max and the
+    inverse's largest magnitude left on the device.
     ``result()`` makes ``stream`` wait for the side stream and reads both (one host wait); where
     the check fails it takes the other ways then, as before. The same inverse, bit for bit."""
 
@@ -1482,10 +1514,9 @@ class CoarseInverse:
             self.tops = cupy.zeros(2, cupy.uint64)         # the check's residual, the top
             self.out, self.ways, self.eye = None, [], None
             if self.H.shape[0] > LU_INVERSE_ROWS:
-                from cupyx import lapack
                 H = self.H
                 self.eye = cupy.eye(H.shape[0], dtype=H.dtype)
-                self.ways = ([lambda: lapack.posv(H.copy(), self.eye.copy())] if self.herm
+                self.ways = ([lambda: _cholesky_inverse(H, self.eye)] if self.herm
                              else []) + [lambda: cupy.linalg.inv(H)]
                 self.out = self._next_way()
             if self.out is None:
