@@ -5,7 +5,8 @@ cupyx's solve_triangular, then one GEMM (the 12-02 try, slower in situ), C the s
 with cuSOLVER and cuBLAS called directly (``device._cholesky_inverse``, landed 12-03). For each
 problem, ABC CBA x2 rounds, each of 2 prepares (the previous system dropped first) and 6 updates
 alternating 2 A and A (the same pattern: a numeric re-set-up), each timed between two device
-synchronisations. Prints the medians and a CSV block (benchmarks/coarse-inverse-ab-2026-12-03.csv).
+synchronisations. Prints the medians and a CSV block; benchmarks/coarse-inverse-ab-2026-12-03.csv
+gathers the blocks of 12-03's runs, with the run and its environment (arm) as columns.
 
     PYTHONPATH=. python3 benchmarks/coarse-inverse-ab-2026-12-02.py 2:1024 3:100 3:160
 
