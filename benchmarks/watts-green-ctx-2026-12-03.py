@@ -5,8 +5,11 @@ context of k SMs (cuDevSmResourceSplitByCount; k rounded by the driver) in place
 stream, so that every kernel of its graph runs on those SMs only; k = every SM (no green
 context) and the splits below. Jacobi-CG and AMG-PCG at 3-D N^3, each (solver, k) a window of
 WIN s under NVML's energy counter after 10 s of warming, in the order k descending then back.
-The iterations and x are checked to be the same bits on every k (stderr). Session 71
-(2026-12-03).
+The iterations and x are checked to be the same bits on every k (stderr). First a probe
+(stderr): a kernel that records each block's %smid, launched on each stream and in a graph
+there, counts the SMs it ran on (PROBE_ONLY=1: stop after it). Session 71 (2026-12-03): the
+probe was added after the timed run and run alone; watts-green-ctx-checks-2026-12-03.csv holds
+its lines and the iteration and bit checks.
 
     python3 benchmarks/watts-green-ctx-2026-12-03.py [N] [WIN] > out.csv
 """
