@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Where the AMG set-up's host time goes, by Python function (session 72, H200 2026-12-03).
+
+    PYTHONPATH=. python3 benchmarks/amg-setup-cprofile-2026-12-03.py 3:100 2:1024
+
+The set-up is bound by the host (~1,500 calls of ~25 us; BENCHMARKS.md, 12-02). For each problem
+("2:1024": 2-D Poisson 1024^2, "3:100": 3-D Laplace 100^3): two untimed prepares (modules
+compiled, pool warm), then 5 prepares(A, "cg", M="amg", variant="graph") timed without the
+profiler (median), then 5 under cProfile. Prints the untimed median, the profiled wall, the
+functions of most own time (tottime) and of most cumulative time inside dpsolve, and the
+calls to CuPy's kernel launchers and to device synchronisation, a prepare's share each."""
+import cProfile
+import gc
+import io
+import pstats
+import statistics
+import sys
+import time
+
+import cupy
+import cupyx.scipy.sparse as csp
+
+import dpsolve
+from dpsolve.matrices import laplace_2d, laplace_3d
+
+REPS = 5
+
+
+def prepare(A):
+    P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
+    cupy.cuda.Device().synchronize()
+    return P
+
+
+def main():
+    for spec in sys.argv[1:] or ["3:100", "2:1024"]:
+        d, s = spec.split(":")
+        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+        held = [None]                  # the last system, dropped before the next (as bench-amg)
+        for _ in range(2):
+            held[0] = prepare(A)
+        plain = []
+        for _ in range(REPS):
+            held[0] = None
+            gc.collect()
+            t0 = time.perf_counter()
+            held[0] = prepare(A)
+            plain.append((time.perf_counter() - t0) * 1e3)
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        for _ in range(REPS):
+            held[0] = None
+            gc.collect()
+            prof.enable()
+            held[0] = prepare(A)
+            prof.disable()
+        wall = (time.perf_counter() - t0) * 1e3 / REPS
+        print(f"== {spec}: prepare {statistics.median(plain):.1f} ms (median of {REPS}, "
+              f"{min(plain):.1f}-{max(plain):.1f}); under cProfile {wall:.1f} ms a prepare",
+              flush=True)
+        st = pstats.Stats(prof)
+        total_calls = sum(v[1] for v in st.stats.values())
+        print(f"   Python calls a prepare: {total_calls / REPS:.0f}")
+        for order, limit in (("tottime", 25), ("cumulative", 40)):
+            buf = io.StringIO()
+            st2 = pstats.Stats(prof, stream=buf)
+            st2.sort_stats(order)
+            if order == "cumulative":
+                st2.print_stats("dpsolve", limit)
+            else:
+                st2.print_stats(limit)
+            lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+            start = next(i for i, ln in enumerate(lines) if "ncalls" in ln)
+            print(f"   -- by {order} (all {REPS} prepares) --")
+            for ln in lines[start:]:
+                print("   " + ln[:170])
+        counts = {}
+        for (fname, _, func), v in st.stats.items():
+            key = None
+            if "synchronize" in func:
+                key = f"synchronize ({func})"
+            elif func == "__call__" and ("cupy" in fname or "pdl" in fname):
+                key = f"__call__ ({fname.rsplit('/', 1)[-1]})"
+            elif func in ("launch", "launch_raw", "_launch"):
+                key = f"{func} ({fname.rsplit('/', 1)[-1]})"
+            if key:
+                counts[key] = counts.get(key, 0) + v[1]
+        for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"   calls a prepare: {v / REPS:8.1f}  {k}")
+
+
+if __name__ == "__main__":
+    main()
