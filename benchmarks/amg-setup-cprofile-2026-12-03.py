@@ -3,7 +3,8 @@
 
     PYTHONPATH=. python3 benchmarks/amg-setup-cprofile-2026-12-03.py 3:100 2:1024
 
-The set-up is bound by the host (~1,500 calls of ~25 us; BENCHMARKS.md, 12-02). For each problem
+At these sizes the set-up was found bound by the host (~1,500 calls of ~25 us; BENCHMARKS.md,
+12-02; at 3-D 160^3 it is the GPU's, a trace of 12-03 found). For each problem
 ("2:1024": 2-D Poisson 1024^2, "3:100": 3-D Laplace 100^3): two untimed prepares (modules
 compiled, pool warm), then 5 prepares(A, "cg", M="amg", variant="graph") timed without the
 profiler (median), then 5 under cProfile. Prints the untimed median, the profiled wall, the
@@ -20,14 +21,15 @@ import time
 import cupy
 import cupyx.scipy.sparse as csp
 
-import dpsolve
+from amg_setup_ab import prepare
 from dpsolve.matrices import laplace_2d, laplace_3d
 
 REPS = 5
 
 
-def prepare(A):
-    P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
+def prepared(A):
+    """amg_setup_ab's prepare(A), then a device synchronisation."""
+    P = prepare(A)
     cupy.cuda.Device().synchronize()
     return P
 
@@ -38,13 +40,13 @@ def main():
         A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
         held = [None]                  # the last system, dropped before the next (as bench-amg)
         for _ in range(2):
-            held[0] = prepare(A)
+            held[0] = prepared(A)
         plain = []
         for _ in range(REPS):
             held[0] = None
             gc.collect()
             t0 = time.perf_counter()
-            held[0] = prepare(A)
+            held[0] = prepared(A)
             plain.append((time.perf_counter() - t0) * 1e3)
         prof = cProfile.Profile()
         t0 = time.perf_counter()
@@ -52,7 +54,7 @@ def main():
             held[0] = None
             gc.collect()
             prof.enable()
-            held[0] = prepare(A)
+            held[0] = prepared(A)
             prof.disable()
         wall = (time.perf_counter() - t0) * 1e3 / REPS
         print(f"== {spec}: prepare {statistics.median(plain):.1f} ms (median of {REPS}, "
