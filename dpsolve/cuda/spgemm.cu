@@ -278,6 +278,91 @@ __device__ __forceinline__ void walk_rows(int a_begin, int a_end, int lane,
     }
 }
 
+
+// The warp's lanes below this one (a ballot's bits for them)
+__device__ __forceinline__ unsigned lanes_below() {
+    unsigned m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// walk_rows with the row's products, not its B rows, over the lanes (FLAT): G lanes a row (a
+// warp, G = 32, or a group with 32 / G rows a warp). A's entries [a_begin, a_end) G at a time,
+// the lengths of their B rows scanned over the group; then the products of those entries, in A's
+// order, G to a window, lane l of the group taking the window's product l. AMG's B rows (P's,
+// (A P)'s) hold 1-10 entries, so a step a B row left most lanes idle and chained a load, an
+// insert and a __syncwarp for every A entry. visit(j, a, active) is called by every lane of the
+// warp, converged, once a window (active: the lane has a product, B's entry j times a = a_ik);
+// it orders the updates that meet on one column by lane (add_in_order), so each sum takes its
+// products in walk_row's order. With CAN_FAIL, visit returns true where its table is full, and
+// the walk ends for the warp (returns true); else it returns false.
+template <int G, bool VALUES, bool CAN_FAIL, typename T, typename V>
+__device__ __forceinline__ bool walk_flat(int a_begin, int a_end, int lane,
+                                          const int* __restrict__ a_idx,
+                                          const T* __restrict__ a_val,
+                                          const int* __restrict__ b_ptr, V visit) {
+    const int len = a_end - a_begin;
+    int longest = len;
+#pragma unroll
+    for (int off = DPS_WARP / 2; off >= G; off >>= 1)
+        longest = max(longest, __shfl_xor_sync(DPS_FULL_MASK, longest, off));
+    for (int p0 = 0; p0 < longest; p0 += G) {
+        int start = 0, count = 0;
+        T a_mine = T(0);
+        if (p0 + lane < len) {
+            const int k = a_idx[a_begin + p0 + lane];
+            start = b_ptr[k];
+            count = b_ptr[k + 1] - start;
+            if (VALUES) a_mine = a_val[a_begin + p0 + lane];
+        }
+        int upto = count;                          // inclusive scan of the B rows' lengths
+#pragma unroll
+        for (int off = 1; off < G; off <<= 1) {
+            const int y = __shfl_up_sync(DPS_FULL_MASK, upto, off, G);
+            if (lane >= off) upto += y;
+        }
+        const int before = upto - count;           // this entry's first product
+        const int total = __shfl_sync(DPS_FULL_MASK, upto, G - 1, G);
+        int widest = total;
+#pragma unroll
+        for (int off = DPS_WARP / 2; off >= G; off >>= 1)
+            widest = max(widest, __shfl_xor_sync(DPS_FULL_MASK, widest, off));
+        for (int f0 = 0; f0 < widest; f0 += G) {
+            const int f = f0 + lane;
+            int t = 0;                             // the entry of product f: upto_t > f first
+#pragma unroll
+            for (int step = G / 2; step >= 1; step >>= 1)
+                if (__shfl_sync(DPS_FULL_MASK, upto, t + step - 1, G) <= f) t += step;
+            const int j = __shfl_sync(DPS_FULL_MASK, start, t, G) + f -
+                          __shfl_sync(DPS_FULL_MASK, before, t, G);
+            const T a = VALUES ? shfl_seg(a_mine, t, G) : T(0);
+            const bool failed = visit(j, a, f < total);
+            if (CAN_FAIL && __any_sync(DPS_FULL_MASK, failed)) return true;     // uniform
+        }
+    }
+    return false;
+}
+
+// vals[slot] (+)= prod on the lanes that `take`, called by the whole warp: lanes of one slot
+// (within a group of G lanes: each group has its own table) in lane order, the lowest first, one
+// round each; the first stores prod instead of adding it where any of them is `fresh` (the
+// slot's first product). Ends with __syncwarp.
+template <int G, typename T>
+__device__ __forceinline__ void add_in_order(bool take, int slot, bool fresh, T prod, T* vals) {
+    const int wl = threadIdx.x % DPS_WARP;
+    const unsigned group = G == DPS_WARP ? DPS_FULL_MASK
+                                         : ((1u << (G % DPS_WARP)) - 1u) << (wl & ~(G - 1));
+    const unsigned peers = __match_any_sync(DPS_FULL_MASK, take ? slot : -1) & group;
+    const unsigned fresh_bits = __ballot_sync(DPS_FULL_MASK, take && fresh);
+    const int rank = __popc(peers & lanes_below());
+    const int rounds = __reduce_max_sync(DPS_FULL_MASK, take ? rank + 1 : 0);
+    for (int r = 0; r < rounds; ++r) {
+        if (take && rank == r)
+            vals[slot] = r == 0 && (fresh_bits & peers) ? prod : vals[slot] + prod;
+        __syncwarp();
+    }
+}
+
 }  // namespace spgemm
 
 template <typename T>
@@ -303,7 +388,7 @@ spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx
 // host, for rows it sends to the dense mode at once, or by the symbolic pass), overflow[i] set
 // for a row that does not fit. Global mode (g_off) and dense
 // mode (d_flags: ncols slots a warp): the m rows rows[0..m-1].
-template <typename T, int NUMERIC>
+template <typename T, int NUMERIC, bool FLAT>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             const int* __restrict__ a_idx, const T* __restrict__ a_val,
@@ -348,8 +433,18 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         for (int s = lane; s < ts; s += DPS_WARP) keys[s] = -1;
         __syncwarp();
         int fresh_count = 0;
-        const bool full = spgemm::walk_row<NUMERIC != 0, true>(i, lane, a_ptr, a_idx, a_val,
-                                                               b_ptr, [&](int j, T a) {
+        const bool full = FLAT ? spgemm::walk_flat<DPS_WARP, NUMERIC != 0, true>(
+            a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val, b_ptr, [&](int j, T a, bool active) {
+                bool fresh = false;
+                const int slot = active ? spgemm::insert(keys, ts, b_idx[j], fresh) : -1;
+                fresh_count += fresh;
+                if (NUMERIC)
+                    spgemm::add_in_order<DPS_WARP>(slot >= 0, slot, fresh,
+                                                   slot >= 0 ? dps::mul_rn(a, b_val[j]) : T(0),
+                                                   vals);
+                return active && slot < 0;
+            }) : spgemm::walk_row<NUMERIC != 0, true>(i, lane, a_ptr, a_idx, a_val, b_ptr,
+                                                      [&](int j, T a) {
             bool fresh;
             const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
             if (slot < 0) return false;
@@ -408,7 +503,7 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
 // spgemm_rows' shared mode for the rows of tsize_i <= small_slots (<= SPGEMM_SMALL_SLOTS), a
 // group of SPGEMM_SMALL_LANES lanes a row with a table of tsize_i slots (>= 2 x its products: it
 // cannot fill). The same inserts, in the same order, and the same read-out as spgemm_rows.
-template <typename T, int NUMERIC>
+template <typename T, int NUMERIC, bool FLAT>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                   const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -430,16 +525,30 @@ spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ 
         for (int s = lane; s < ts; s += G) keys[s] = -1;
         __syncwarp();
         int fresh_count = 0;
-        spgemm::walk_rows<G, NUMERIC != 0>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0, lane, a_idx,
-                                           a_val, b_ptr, [&](int j, T a) {
-            bool fresh;
-            const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
-            fresh_count += fresh;
-            if (NUMERIC && slot >= 0) {
-                const T prod = dps::mul_rn(a, b_val[j]);
-                vals[slot] = fresh ? prod : vals[slot] + prod;
-            }
-        });
+        if (FLAT) {
+            spgemm::walk_flat<G, NUMERIC != 0, false>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0,
+                                                      lane, a_idx, a_val, b_ptr,
+                                                      [&](int j, T a, bool active) {
+                bool fresh = false;
+                const int slot = active ? spgemm::insert(keys, ts, b_idx[j], fresh) : -1;
+                fresh_count += fresh;
+                if (NUMERIC)
+                    spgemm::add_in_order<G>(slot >= 0, slot, fresh,
+                                            slot >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), vals);
+                return false;
+            });
+        } else {
+            spgemm::walk_rows<G, NUMERIC != 0>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0, lane,
+                                               a_idx, a_val, b_ptr, [&](int j, T a) {
+                bool fresh;
+                const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
+                fresh_count += fresh;
+                if (NUMERIC && slot >= 0) {
+                    const T prod = dps::mul_rn(a, b_val[j]);
+                    vals[slot] = fresh ? prod : vals[slot] + prod;
+                }
+            });
+        }
         if (!NUMERIC) {
             fresh_count = dps::group_sum<int, G>(fresh_count);
             if (lane == 0 && ts) count[i] = fresh_count;
@@ -457,7 +566,7 @@ spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ 
 }
 
 // spgemm_pattern with a group of SPGEMM_SMALL_LANES lanes a row (rows of few products)
-template <typename T>
+template <typename T, bool FLAT>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                      const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -474,18 +583,29 @@ spgemm_pattern_small(int m, const int* __restrict__ a_ptr, const int* __restrict
         const int c_begin = mine ? c_ptr[i] : 0, c_end = mine ? c_ptr[i + 1] : 0;
         for (int e = c_begin + lane; e < c_end; e += G) c_val[e] = T(0);
         __syncwarp();
-        spgemm::walk_rows<G, true>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane, a_idx,
-                                   a_val, b_ptr, [&](int j, T a) {
-            const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
-            if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
-            else ++miss;
-        });
+        if (FLAT) {
+            spgemm::walk_flat<G, true, false>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane,
+                                              a_idx, a_val, b_ptr, [&](int j, T a, bool active) {
+                const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
+                miss += active && at < 0;
+                spgemm::add_in_order<G>(at >= 0, at, false,
+                                        at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), c_val);
+                return false;
+            });
+        } else {
+            spgemm::walk_rows<G, true>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane, a_idx,
+                                       a_val, b_ptr, [&](int j, T a) {
+                const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
+                if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
+                else ++miss;
+            });
+        }
     }
     miss = dps::warp_sum(miss);
     if (threadIdx.x % DPS_WARP == 0 && miss) atomicAdd(missing, miss);
 }
 
-template <typename T>
+template <typename T, bool FLAT>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -499,12 +619,23 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
         const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = T(0);
         __syncwarp();
-        spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
-            const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
-            if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
-            else ++miss;
-            return true;
-        });
+        if (FLAT) {
+            spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
+                                                     b_ptr, [&](int j, T a, bool active) {
+                const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
+                miss += active && at < 0;
+                spgemm::add_in_order<DPS_WARP>(at >= 0, at, false,
+                                               at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), c_val);
+                return false;
+            });
+        } else {
+            spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
+                const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
+                if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
+                else ++miss;
+                return true;
+            });
+        }
     }
     miss = dps::warp_sum(miss);
     if (lane == 0 && miss) atomicAdd(missing, miss);
@@ -514,7 +645,7 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
 // (device.SPGEMM_SHARED_DENSE_BYTES), blockDim.x / 32 warps a block: each warp marks its row's
 // pattern in a dense row, sums the products there in the walk's order (from zero, as
 // spgemm_pattern) and writes the row's values out; a product outside the pattern is counted.
-template <typename T>
+template <typename T, bool FLAT>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                      const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -537,12 +668,24 @@ spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict
             vals[c_idx[e]] = T(0);
         }
         __syncwarp();
-        spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
-            const int col = b_idx[j];
-            if (mark[col]) vals[col] = vals[col] + dps::mul_rn(a, b_val[j]);
-            else ++miss;
-            return true;
-        });
+        if (FLAT) {
+            spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
+                                                     b_ptr, [&](int j, T a, bool active) {
+                const int col = active ? b_idx[j] : -1;
+                const bool here = col >= 0 && mark[col];
+                miss += active && !here;
+                spgemm::add_in_order<DPS_WARP>(here, col, false,
+                                               here ? dps::mul_rn(a, b_val[j]) : T(0), vals);
+                return false;
+            });
+        } else {
+            spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
+                const int col = b_idx[j];
+                if (mark[col]) vals[col] = vals[col] + dps::mul_rn(a, b_val[j]);
+                else ++miss;
+                return true;
+            });
+        }
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = vals[c_idx[e]];
         __syncwarp();
     }
