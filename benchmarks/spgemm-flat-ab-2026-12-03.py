@@ -7,7 +7,8 @@
 A ("stepped"): spgemm.cu's kernels as before, a B row's entries over the lanes, one A entry a
 step (walk_row, walk_rows); B ("flat"): the row's products over the lanes, a window of 32 (or 8)
 at a time, with the updates that meet on one column ordered by lane (walk_flat, add_in_order).
-device.SPGEMM_FLAT switches every product of the set-up and of the re-set-up. The hierarchies
+device.SPGEMM_FLAT switches every product of the set-up and of the re-set-up: it exists at
+commit eb0cadc, where this ran; the next commit keeps the flat walk alone. The hierarchies
 (every level's A, P, R and smoothed restriction: values, indices, row pointers) are compared bit
 for bit; prepare(A, "cg", M="amg", variant="graph") and the re-set-up (update with 2 A and A)
 timed in rounds AB, BA, ... (amg_setup_ab). Prints a line a problem, then a CSV block."""

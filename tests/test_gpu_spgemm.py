@@ -13,16 +13,6 @@ pytestmark = pytest.mark.gpu
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
-@pytest.fixture(params=["flat", "stepped"])
-def walk(request, monkeypatch):
-    """spgemm.cu's two walks over a row's products: the row's products over the lanes (flat,
-    the default: walk_flat, with the updates that meet on one column ordered by lane), or a B
-    row's entries over the lanes, one A entry a step (walk_row, walk_rows)."""
-    from dpsolve.precond.amg import device
-    monkeypatch.setattr(device, "SPGEMM_FLAT", request.param == "flat")
-    return request.param
-
-
 def _random(m, k, density, dtype, rng):
     M = sp.random_array((m, k), density=density, format="csr", rng=rng, dtype=np.float64)
     if np.dtype(dtype).kind == "c":
@@ -60,7 +50,7 @@ def _check(A, B, exact):
 @pytest.mark.parametrize("rows", ["8 lanes a row", "a warp a row"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 53, 29), (500, 300, 700), (2000, 2000, 31)])
-def test_random_products_equal_scipys(shape, dtype, rows, walk, monkeypatch):
+def test_random_products_equal_scipys(shape, dtype, rows, monkeypatch):
     """Rows of ~48 products: spgemm.cu's small rows (8 lanes a row), or with those turned off
     a warp a row; beside them rows of a single product and the 1 x 1 case."""
     if rows == "a warp a row":
@@ -89,7 +79,7 @@ def _wide_rows(dtype, rng):
 @pytest.mark.parametrize("mode", ["dense", "dense, shared, one warp a block", "dense, global",
                                   "dense, global, one block", "hash"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
-def test_rows_beyond_the_shared_table(dtype, mode, walk, monkeypatch):
+def test_rows_beyond_the_shared_table(dtype, mode, monkeypatch):
     """Rows with thousands of distinct columns (the shared table holds 512) are made as dense
     rows of C (C narrow enough: in shared memory where a row fits, 4 warps a block or one, or in
     global scratch; with scratch for one block, its 4 warps take the 10 such rows in turn) or
@@ -164,7 +154,7 @@ def test_a_product_with_kept_counts_equals_a_new_one(wide):
 
 @pytest.mark.parametrize("rows", ["8 lanes a row", "a warp a row"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_products_that_meet_on_one_column_in_one_window(dtype, rows, walk, monkeypatch):
+def test_products_that_meet_on_one_column_in_one_window(dtype, rows, monkeypatch):
     """Every B row holds columns 0 and 1 beside a few random ones, so most products of a window
     of walk_flat meet on those two columns (up to 32 on one): each sum must still take its
     products in A's column order (SciPy's bits), over a fresh pattern and over a known one."""
@@ -181,9 +171,10 @@ def test_products_that_meet_on_one_column_in_one_window(dtype, rows, walk, monke
     A = _random(300, k, 12 / k if rows == "8 lanes a row" else 40 / k, dtype, rng)
     A.data = (rng.standard_normal(A.nnz) * 10.0 ** rng.integers(-3, 4, A.nnz)).astype(dtype)
     C = _check(A, B, exact=True)
-    monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", 0)       # the searched kernels
-    got = device.spgemm_pattern(_device(A), _device(B), C)
-    assert got is not None and bool((got.data == C.data).all())
+    for dense_bytes in (device.SPGEMM_SHARED_DENSE_BYTES, 0):    # dense rows, then searched
+        monkeypatch.setattr(device, "SPGEMM_SHARED_DENSE_BYTES", dense_bytes)
+        got = device.spgemm_pattern(_device(A), _device(B), C)
+        assert got is not None and bool((got.data == C.data).all())
 
 
 def test_empty_rows_columns_and_products():
@@ -218,7 +209,7 @@ def test_the_same_bits_every_run_and_refused_shapes():
 @pytest.mark.parametrize("rows", ["dense in shared memory", "searched, 8 lanes a row",
                                   "searched, a warp a row"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_a_product_over_a_known_pattern(dtype, rows, walk, monkeypatch):
+def test_a_product_over_a_known_pattern(dtype, rows, monkeypatch):
     """spgemm_pattern (a re-set-up's product): over the product's own pattern, the values of
     spgemm (bit for bit for real dtypes); over a pattern that lacks an entry, None. C's 200
     columns fit a dense row in shared memory; with that turned off, each product's place is

@@ -147,13 +147,11 @@ SOURCES = {
     "amg_power": Source("amg.cu", tuple(f"power_iterate<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS),
                         cooperative=True, lazy=True),
     # the AMG set-up's sparse products (dpsolve/precond/amg/device.py: spgemm)
-    "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_dense_shared<{T}, 0>",
-                                   "spgemm_dense_shared<{T}, 1>")
-                     + tuple(f"{k}<{{T}}, {n}, {f}>" for k in ("spgemm_rows", "spgemm_rows_small")
-                             for n in (0, 1) for f in ("false", "true"))
-                     + tuple(f"{k}<{{T}}, {f}>" for k in ("spgemm_pattern", "spgemm_pattern_dense",
-                                                          "spgemm_pattern_small")
-                             for f in ("false", "true"))),
+    "spgemm": Source("spgemm.cu", ("spgemm_bound<{T}>", "spgemm_rows<{T}, 0>",
+                                   "spgemm_rows<{T}, 1>", "spgemm_dense_shared<{T}, 0>",
+                                   "spgemm_dense_shared<{T}, 1>", "spgemm_pattern<{T}>",
+                                   "spgemm_pattern_dense<{T}>", "spgemm_rows_small<{T}, 0>",
+                                   "spgemm_rows_small<{T}, 1>", "spgemm_pattern_small<{T}>")),
     # batches of small systems of one pattern, a block per system (dpsolve/batch/device.py);
     # lazy: a call uses three of its 28 kernels, and all 28 took nvcc 16 s in complex64 (8.8 s
     # in float64) against 0.7-1.2 s for one

@@ -45,11 +45,14 @@
 //   columns, took 4.4 ms with its dense rows in global scratch.
 // * global (g_off given): the rows listed in `rows`, each with tsize_i slots of global scratch at
 //   g_off[r] (tsize_i >= bound_i: it cannot fill), for a C too wide for dense rows.
-// The warp walks A's row entries k in order; for each, its lanes take the distinct columns j of
-// B's row k (no two lanes of one step touch the same slot), and the step ends with __syncwarp. So
-// c_ij = sum over k, in A's column order, of a_ik * b_kj, each product rounded on its own
-// (mul_rn): SciPy's csr_matmat sums in the same order, and the result does not depend on where
-// the hash put an entry -- the same bits every run.
+// The hash tables and the searched rows (spgemm_pattern*) take the row's products 32 (or 8) at a
+// time over the lanes, in A's order (walk_flat), the products that meet on one column summed in
+// lane order (add_in_order); the dense rows take B's row k's distinct columns over the lanes, one
+// A entry k a step, each step ending with __syncwarp (walk_row). Either way c_ij = sum over k, in
+// A's column order, of a_ik * b_kj, each product rounded on its own (mul_rn): SciPy's csr_matmat
+// sums in the same order, and the result does not depend on where the hash put an entry -- the
+// same bits every run. The flat walk took the set-up from 79.2 to 72.4 ms at 3-D 160^3 (H200,
+// benchmarks/spgemm-flat-ab-2026-12-03.py).
 #include <dpsolve/common.cuh>
 
 #define SPGEMM_SHARED_SLOTS 512
@@ -113,13 +116,12 @@ __device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) 
 
 // Calls visit(j, a) for the entries j of the B rows that row i of A names, in A's order, a_ik in
 // a (VALUES; else T(0)): A's row 32 entries at a time, each lane loading one entry's B range and
-// a_ik, then the warp takes them in order, broadcast by shuffles. The lanes take distinct j of
-// one B row (distinct columns: no two lanes of a step touch one slot) and each B row ends with
-// __syncwarp, which orders the steps' memory. With CAN_FAIL, visit returns false when its table
-// is full: the walk then ends for the whole warp (a vote after each step) and returns true on
-// every lane; without, visit never fails and the walk returns false.
-template <bool VALUES, bool CAN_FAIL, typename T, typename V>
-__device__ __forceinline__ bool walk_row(int i, int lane, const int* __restrict__ a_ptr,
+// a_ik, then the warp takes them in order, broadcast by shuffles, a step a B row. The lanes take
+// distinct j of one B row (distinct columns: no two lanes of a step touch one slot) and each B
+// row ends with __syncwarp, which orders the steps' memory. The dense rows' walk (long B rows);
+// the hash tables and the searched rows take walk_flat.
+template <bool VALUES, typename T, typename V>
+__device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict__ a_ptr,
                                          const int* __restrict__ a_idx,
                                          const T* __restrict__ a_val,
                                          const int* __restrict__ b_ptr, V visit) {
@@ -133,18 +135,10 @@ __device__ __forceinline__ bool walk_row(int i, int lane, const int* __restrict_
             const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
             const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
             const T a = VALUES ? shfl_idx(a_mine, t) : T(0);
-            bool failed = false;
-            for (int j = j_begin + lane; j < j_end; j += DPS_WARP) {
-                if (!visit(j, a)) {
-                    failed = true;
-                    break;
-                }
-            }
+            for (int j = j_begin + lane; j < j_end; j += DPS_WARP) visit(j, a);
             __syncwarp();
-            if (CAN_FAIL && __any_sync(DPS_FULL_MASK, failed)) return true;    // uniform
         }
     }
-    return false;
 }
 
 // Compacts the occupied slots (key >= 0) of a row's table of ts slots to its front, in slot
@@ -202,7 +196,7 @@ __device__ __forceinline__ void dense_row(int i, int lane, int stamp, int* flags
                                           const int* __restrict__ c_ptr, int* __restrict__ c_idx,
                                           T* __restrict__ c_val) {
     int fresh_count = 0;
-    walk_row<NUMERIC != 0, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
+    walk_row<NUMERIC != 0>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
         const int col = b_idx[j];
         const bool fresh = flags[col] != stamp;
         if (fresh) flags[col] = stamp;
@@ -244,41 +238,6 @@ __device__ __forceinline__ dps::complex<R> shfl_seg(dps::complex<R> v, int src, 
             __shfl_sync(DPS_FULL_MASK, v.im, src, width)};
 }
 
-// walk_row for groups of G lanes a row, 32 / G rows a warp: A's entries [a_begin, a_end) of the
-// group's row (empty: no row), G at a time, each taken in order with its B row's entries over the
-// group's lanes; every step ends with __syncwarp. The loops run to the warp's longest row, so
-// every lane takes part in every shuffle. The same order of products as walk_row.
-template <int G, bool VALUES, typename T, typename V>
-__device__ __forceinline__ void walk_rows(int a_begin, int a_end, int lane,
-                                          const int* __restrict__ a_idx,
-                                          const T* __restrict__ a_val,
-                                          const int* __restrict__ b_ptr, V visit) {
-    const int len = a_end - a_begin;
-    int longest = len;
-#pragma unroll
-    for (int off = DPS_WARP / 2; off >= G; off >>= 1)
-        longest = max(longest, __shfl_xor_sync(DPS_FULL_MASK, longest, off));
-    for (int p0 = 0; p0 < longest; p0 += G) {
-        int start = 0, end = 0;
-        T a_mine = T(0);
-        if (p0 + lane < len) {
-            const int k = a_idx[a_begin + p0 + lane];
-            start = b_ptr[k];
-            end = b_ptr[k + 1];
-            if (VALUES) a_mine = a_val[a_begin + p0 + lane];
-        }
-#pragma unroll 1
-        for (int t = 0; t < G; ++t) {              // past a row's end: an empty range
-            const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t, G);
-            const int j_end = __shfl_sync(DPS_FULL_MASK, end, t, G);
-            const T a = VALUES ? shfl_seg(a_mine, t, G) : T(0);
-            for (int j = j_begin + lane; j < j_end; j += G) visit(j, a);
-            __syncwarp();
-        }
-    }
-}
-
-
 // The warp's lanes below this one (a ballot's bits for them)
 __device__ __forceinline__ unsigned lanes_below() {
     unsigned m;
@@ -286,16 +245,16 @@ __device__ __forceinline__ unsigned lanes_below() {
     return m;
 }
 
-// walk_rows with the row's products, not its B rows, over the lanes (FLAT): G lanes a row (a
-// warp, G = 32, or a group with 32 / G rows a warp). A's entries [a_begin, a_end) G at a time,
-// the lengths of their B rows scanned over the group; then the products of those entries, in A's
-// order, G to a window, lane l of the group taking the window's product l. AMG's B rows (P's,
-// (A P)'s) hold 1-10 entries, so a step a B row left most lanes idle and chained a load, an
-// insert and a __syncwarp for every A entry. visit(j, a, active) is called by every lane of the
-// warp, converged, once a window (active: the lane has a product, B's entry j times a = a_ik);
-// it orders the updates that meet on one column by lane (add_in_order), so each sum takes its
-// products in walk_row's order. With CAN_FAIL, visit returns true where its table is full, and
-// the walk ends for the warp (returns true); else it returns false.
+// Calls visit for a row's products spread over the lanes: G lanes a row (a warp, G = 32, or a
+// group, 32 / G rows a warp). A's entries [a_begin, a_end) are taken G at a time, the lengths of
+// their B rows scanned over the group; then their products, in A's order, G to a window, lane l
+// of the group taking the window's product l (its entry found by a binary search of the scan).
+// AMG's B rows (P's, (A P)'s) hold 1-10 entries: a step a B row (walk_row) left most lanes idle
+// and chained a load, an insert and a __syncwarp for every A entry. visit(j, a, active) is called
+// by every lane of the warp, converged, once a window (active: the lane has a product, B's entry
+// j times a = a_ik); it orders the updates that meet on one column by lane (add_in_order), so
+// each sum takes its products in A's column order. With CAN_FAIL, visit returns true where its
+// table is full, and the walk ends for the warp (returns true); else it returns false.
 template <int G, bool VALUES, bool CAN_FAIL, typename T, typename V>
 __device__ __forceinline__ bool walk_flat(int a_begin, int a_end, int lane,
                                           const int* __restrict__ a_idx,
@@ -388,7 +347,7 @@ spgemm_bound(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx
 // host, for rows it sends to the dense mode at once, or by the symbolic pass), overflow[i] set
 // for a row that does not fit. Global mode (g_off) and dense
 // mode (d_flags: ncols slots a warp): the m rows rows[0..m-1].
-template <typename T, int NUMERIC, bool FLAT>
+template <typename T, int NUMERIC>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
             const int* __restrict__ a_idx, const T* __restrict__ a_val,
@@ -433,7 +392,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
         for (int s = lane; s < ts; s += DPS_WARP) keys[s] = -1;
         __syncwarp();
         int fresh_count = 0;
-        const bool full = FLAT ? spgemm::walk_flat<DPS_WARP, NUMERIC != 0, true>(
+        const bool full = spgemm::walk_flat<DPS_WARP, NUMERIC != 0, true>(
             a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val, b_ptr, [&](int j, T a, bool active) {
                 bool fresh = false;
                 const int slot = active ? spgemm::insert(keys, ts, b_idx[j], fresh) : -1;
@@ -443,18 +402,7 @@ spgemm_rows(int m, const int* __restrict__ rows, const int* __restrict__ a_ptr,
                                                    slot >= 0 ? dps::mul_rn(a, b_val[j]) : T(0),
                                                    vals);
                 return active && slot < 0;
-            }) : spgemm::walk_row<NUMERIC != 0, true>(i, lane, a_ptr, a_idx, a_val, b_ptr,
-                                                      [&](int j, T a) {
-            bool fresh;
-            const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
-            if (slot < 0) return false;
-            fresh_count += fresh;
-            if (NUMERIC) {
-                const T prod = dps::mul_rn(a, b_val[j]);
-                vals[slot] = fresh ? prod : vals[slot] + prod;
-            }
-            return true;
-        });
+            });
         if (full) {                             // shared mode only: the global tables fit
             if (lane == 0) overflow[i] = 1;
             __syncwarp();
@@ -503,7 +451,7 @@ spgemm_dense_shared(int m, const int* __restrict__ rows, const int* __restrict__
 // spgemm_rows' shared mode for the rows of tsize_i <= small_slots (<= SPGEMM_SMALL_SLOTS), a
 // group of SPGEMM_SMALL_LANES lanes a row with a table of tsize_i slots (>= 2 x its products: it
 // cannot fill). The same inserts, in the same order, and the same read-out as spgemm_rows.
-template <typename T, int NUMERIC, bool FLAT>
+template <typename T, int NUMERIC>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                   const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -525,30 +473,17 @@ spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ 
         for (int s = lane; s < ts; s += G) keys[s] = -1;
         __syncwarp();
         int fresh_count = 0;
-        if (FLAT) {
-            spgemm::walk_flat<G, NUMERIC != 0, false>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0,
-                                                      lane, a_idx, a_val, b_ptr,
-                                                      [&](int j, T a, bool active) {
-                bool fresh = false;
-                const int slot = active ? spgemm::insert(keys, ts, b_idx[j], fresh) : -1;
-                fresh_count += fresh;
-                if (NUMERIC)
-                    spgemm::add_in_order<G>(slot >= 0, slot, fresh,
-                                            slot >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), vals);
-                return false;
-            });
-        } else {
-            spgemm::walk_rows<G, NUMERIC != 0>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0, lane,
-                                               a_idx, a_val, b_ptr, [&](int j, T a) {
-                bool fresh;
-                const int slot = spgemm::insert(keys, ts, b_idx[j], fresh);
-                fresh_count += fresh;
-                if (NUMERIC && slot >= 0) {
-                    const T prod = dps::mul_rn(a, b_val[j]);
-                    vals[slot] = fresh ? prod : vals[slot] + prod;
-                }
-            });
-        }
+        spgemm::walk_flat<G, NUMERIC != 0, false>(ts ? a_ptr[i] : 0, ts ? a_ptr[i + 1] : 0, lane,
+                                                  a_idx, a_val, b_ptr,
+                                                  [&](int j, T a, bool active) {
+            bool fresh = false;
+            const int slot = active ? spgemm::insert(keys, ts, b_idx[j], fresh) : -1;
+            fresh_count += fresh;
+            if (NUMERIC)
+                spgemm::add_in_order<G>(slot >= 0, slot, fresh,
+                                        slot >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), vals);
+            return false;
+        });
         if (!NUMERIC) {
             fresh_count = dps::group_sum<int, G>(fresh_count);
             if (lane == 0 && ts) count[i] = fresh_count;
@@ -566,7 +501,7 @@ spgemm_rows_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ 
 }
 
 // spgemm_pattern with a group of SPGEMM_SMALL_LANES lanes a row (rows of few products)
-template <typename T, bool FLAT>
+template <typename T>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern_small(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                      const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -583,29 +518,20 @@ spgemm_pattern_small(int m, const int* __restrict__ a_ptr, const int* __restrict
         const int c_begin = mine ? c_ptr[i] : 0, c_end = mine ? c_ptr[i + 1] : 0;
         for (int e = c_begin + lane; e < c_end; e += G) c_val[e] = T(0);
         __syncwarp();
-        if (FLAT) {
-            spgemm::walk_flat<G, true, false>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane,
-                                              a_idx, a_val, b_ptr, [&](int j, T a, bool active) {
-                const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
-                miss += active && at < 0;
-                spgemm::add_in_order<G>(at >= 0, at, false,
-                                        at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), c_val);
-                return false;
-            });
-        } else {
-            spgemm::walk_rows<G, true>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane, a_idx,
-                                       a_val, b_ptr, [&](int j, T a) {
-                const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
-                if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
-                else ++miss;
-            });
-        }
+        spgemm::walk_flat<G, true, false>(mine ? a_ptr[i] : 0, mine ? a_ptr[i + 1] : 0, lane,
+                                          a_idx, a_val, b_ptr, [&](int j, T a, bool active) {
+            const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
+            miss += active && at < 0;
+            spgemm::add_in_order<G>(at >= 0, at, false, at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0),
+                                    c_val);
+            return false;
+        });
     }
     miss = dps::warp_sum(miss);
     if (threadIdx.x % DPS_WARP == 0 && miss) atomicAdd(missing, miss);
 }
 
-template <typename T, bool FLAT>
+template <typename T>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -619,23 +545,14 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
         const int c_begin = c_ptr[i], c_end = c_ptr[i + 1];
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = T(0);
         __syncwarp();
-        if (FLAT) {
-            spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
-                                                     b_ptr, [&](int j, T a, bool active) {
-                const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
-                miss += active && at < 0;
-                spgemm::add_in_order<DPS_WARP>(at >= 0, at, false,
-                                               at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), c_val);
-                return false;
-            });
-        } else {
-            spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
-                const int at = dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]);
-                if (at >= 0) c_val[at] = c_val[at] + dps::mul_rn(a, b_val[j]);
-                else ++miss;
-                return true;
-            });
-        }
+        spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
+                                                 b_ptr, [&](int j, T a, bool active) {
+            const int at = active ? dps::find_sorted(c_idx, c_begin, c_end, b_idx[j]) : -1;
+            miss += active && at < 0;
+            spgemm::add_in_order<DPS_WARP>(at >= 0, at, false,
+                                           at >= 0 ? dps::mul_rn(a, b_val[j]) : T(0), c_val);
+            return false;
+        });
     }
     miss = dps::warp_sum(miss);
     if (lane == 0 && miss) atomicAdd(missing, miss);
@@ -645,7 +562,7 @@ spgemm_pattern(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_i
 // (device.SPGEMM_SHARED_DENSE_BYTES), blockDim.x / 32 warps a block: each warp marks its row's
 // pattern in a dense row, sums the products there in the walk's order (from zero, as
 // spgemm_pattern) and writes the row's values out; a product outside the pattern is counted.
-template <typename T, bool FLAT>
+template <typename T>
 __global__ void __launch_bounds__(SPGEMM_BLOCK)
 spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict__ a_idx,
                      const T* __restrict__ a_val, const int* __restrict__ b_ptr,
@@ -668,24 +585,15 @@ spgemm_pattern_dense(int m, const int* __restrict__ a_ptr, const int* __restrict
             vals[c_idx[e]] = T(0);
         }
         __syncwarp();
-        if (FLAT) {
-            spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
-                                                     b_ptr, [&](int j, T a, bool active) {
-                const int col = active ? b_idx[j] : -1;
-                const bool here = col >= 0 && mark[col];
-                miss += active && !here;
-                spgemm::add_in_order<DPS_WARP>(here, col, false,
-                                               here ? dps::mul_rn(a, b_val[j]) : T(0), vals);
-                return false;
-            });
-        } else {
-            spgemm::walk_row<true, false>(i, lane, a_ptr, a_idx, a_val, b_ptr, [&](int j, T a) {
-                const int col = b_idx[j];
-                if (mark[col]) vals[col] = vals[col] + dps::mul_rn(a, b_val[j]);
-                else ++miss;
-                return true;
-            });
-        }
+        spgemm::walk_flat<DPS_WARP, true, false>(a_ptr[i], a_ptr[i + 1], lane, a_idx, a_val,
+                                                 b_ptr, [&](int j, T a, bool active) {
+            const int col = active ? b_idx[j] : -1;
+            const bool here = col >= 0 && mark[col];
+            miss += active && !here;
+            spgemm::add_in_order<DPS_WARP>(here, col, false, here ? dps::mul_rn(a, b_val[j]) : T(0),
+                                           vals);
+            return false;
+        });
         for (int e = c_begin + lane; e < c_end; e += DPS_WARP) c_val[e] = vals[c_idx[e]];
         __syncwarp();
     }

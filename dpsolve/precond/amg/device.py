@@ -847,7 +847,6 @@ SPGEMM_DENSE_SLOTS = 1 << 23     # dense-row slots (ncols a warp) of one launch:
 SPGEMM_SHARED_DENSE_BYTES = 48 << 10   # a block's dense rows in shared memory (no opt-in needed)
 SPGEMM_SMALL_SLOTS = 128         # spgemm.cu: rows of tsize <= this take 8 lanes, not a warp
 SPGEMM_SMALL_LANES = 8
-SPGEMM_FLAT = True               # spgemm.cu's walk_flat: a row's products over the lanes
 
 
 def _dense_shared(ncols: int, dtype):
@@ -895,12 +894,11 @@ def spgemm_counted(A, B, counts=None):
     b_ptr, b_idx = B.indptr.astype(cupy.int32, copy=False), B.indices.astype(cupy.int32,
                                                                               copy=False)
     dense_flags = []          # the dense rows' stamps, -1 at first: shared by this call's passes
-    flat = "true" if SPGEMM_FLAT else "false"
-    kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {numeric}, {flat}>", dt)
+    kernels = [get_kernel("spgemm", f"spgemm_rows<{{T}}, {numeric}>", dt)
                for numeric in (0, 1)]                        # symbolic, numeric
     dense_shared = [get_kernel("spgemm", f"spgemm_dense_shared<{{T}}, {numeric}>", dt)
                     for numeric in (0, 1)]
-    small = [get_kernel("spgemm", f"spgemm_rows_small<{{T}}, {numeric}, {flat}>", dt)
+    small = [get_kernel("spgemm", f"spgemm_rows_small<{{T}}, {numeric}>", dt)
              for numeric in (0, 1)]
     if counts is None:
         tsize, overflow = cupy.empty(m, cupy.int32), cupy.empty(m, cupy.int32)
@@ -1059,14 +1057,13 @@ def spgemm_pattern(A, B, C, missing=None):
     deferred = missing is not None
     missing = cupy.zeros(1, cupy.int32) if missing is None else missing
     ncols = int(C.shape[1])
-    flat = "true" if SPGEMM_FLAT else "false"
     shared = _dense_shared(ncols, dt)
     if shared is not None and shared[0] < SPGEMM_PATTERN_DENSE_WARPS:
         shared = None                    # too few rows resident: the search kernel (see above)
     if m and A.nnz and B.nnz:
         if shared is not None:                                                # dense rows
             per_block, row_bytes = shared
-            launch(get_kernel("spgemm", f"spgemm_pattern_dense<{{T}}, {flat}>", dt),
+            launch(get_kernel("spgemm", "spgemm_pattern_dense<{T}>", dt),
                    (-(-m // per_block),), (32 * per_block,),
                    (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
                     np.int32(ncols), C.indptr, C.indices, c_val, missing), None,
@@ -1074,8 +1071,8 @@ def spgemm_pattern(A, B, C, missing=None):
         else:
             # rows of few products (A T and A P on the fine levels): 8 lanes a row, else a warp
             few = (A.nnz / m) * (B.nnz / max(int(B.shape[0]), 1)) <= SPGEMM_SMALL_SLOTS // 2
-            launch(get_kernel("spgemm", f"spgemm_pattern_small<{{T}}, {flat}>" if few else
-                              f"spgemm_pattern<{{T}}, {flat}>", dt),
+            launch(get_kernel("spgemm", "spgemm_pattern_small<{T}>" if few else
+                              "spgemm_pattern<{T}>", dt),
                    (ops.grid_for(m * (SPGEMM_SMALL_LANES if few else 32), SPGEMM_BLOCK),),
                    (SPGEMM_BLOCK,),
                    (np.int32(m), A.indptr, A.indices, A.data, B.indptr, B.indices, B.data,
