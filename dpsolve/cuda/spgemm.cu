@@ -105,13 +105,15 @@ __device__ __forceinline__ void a_entry(int p, int a_end, const int* __restrict_
     }
 }
 
-// the value of lane `src` (a warp shuffle of real or complex values)
-template <typename T> __device__ __forceinline__ T shfl_idx(T v, int src) {
-    return __shfl_sync(DPS_FULL_MASK, v, src);
+// the value of lane `src` of the caller's segment of `width` lanes (a warp: width 32), real or
+// complex
+template <typename T> __device__ __forceinline__ T shfl_seg(T v, int src, int width) {
+    return __shfl_sync(DPS_FULL_MASK, v, src, width);
 }
 template <typename R>
-__device__ __forceinline__ dps::complex<R> shfl_idx(dps::complex<R> v, int src) {
-    return {__shfl_sync(DPS_FULL_MASK, v.re, src), __shfl_sync(DPS_FULL_MASK, v.im, src)};
+__device__ __forceinline__ dps::complex<R> shfl_seg(dps::complex<R> v, int src, int width) {
+    return {__shfl_sync(DPS_FULL_MASK, v.re, src, width),
+            __shfl_sync(DPS_FULL_MASK, v.im, src, width)};
 }
 
 // Calls visit(j, a) for the entries j of the B rows that row i of A names, in A's order, a_ik in
@@ -134,7 +136,7 @@ __device__ __forceinline__ void walk_row(int i, int lane, const int* __restrict_
         for (int t = 0; t < steps; ++t) {
             const int j_begin = __shfl_sync(DPS_FULL_MASK, start, t);
             const int j_end = __shfl_sync(DPS_FULL_MASK, end, t);
-            const T a = VALUES ? shfl_idx(a_mine, t) : T(0);
+            const T a = VALUES ? shfl_seg(a_mine, t, DPS_WARP) : T(0);
             for (int j = j_begin + lane; j < j_end; j += DPS_WARP) visit(j, a);
             __syncwarp();
         }
@@ -228,16 +230,6 @@ __device__ __forceinline__ void dense_row(int i, int lane, int stamp, int* flags
     __syncwarp();
 }
 
-// shfl_idx within segments of `width` lanes (src: the lane within the caller's segment)
-template <typename T> __device__ __forceinline__ T shfl_seg(T v, int src, int width) {
-    return __shfl_sync(DPS_FULL_MASK, v, src, width);
-}
-template <typename R>
-__device__ __forceinline__ dps::complex<R> shfl_seg(dps::complex<R> v, int src, int width) {
-    return {__shfl_sync(DPS_FULL_MASK, v.re, src, width),
-            __shfl_sync(DPS_FULL_MASK, v.im, src, width)};
-}
-
 // The warp's lanes below this one (a ballot's bits for them)
 __device__ __forceinline__ unsigned lanes_below() {
     unsigned m;
@@ -266,14 +258,10 @@ __device__ __forceinline__ bool walk_flat(int a_begin, int a_end, int lane,
     for (int off = DPS_WARP / 2; off >= G; off >>= 1)
         longest = max(longest, __shfl_xor_sync(DPS_FULL_MASK, longest, off));
     for (int p0 = 0; p0 < longest; p0 += G) {
-        int start = 0, count = 0;
-        T a_mine = T(0);
-        if (p0 + lane < len) {
-            const int k = a_idx[a_begin + p0 + lane];
-            start = b_ptr[k];
-            count = b_ptr[k + 1] - start;
-            if (VALUES) a_mine = a_val[a_begin + p0 + lane];
-        }
+        int start, end;
+        T a_mine;
+        a_entry<VALUES>(a_begin + p0 + lane, a_end, a_idx, a_val, b_ptr, start, end, a_mine);
+        const int count = end - start;
         int upto = count;                          // inclusive scan of the B rows' lengths
 #pragma unroll
         for (int off = 1; off < G; off <<= 1) {
