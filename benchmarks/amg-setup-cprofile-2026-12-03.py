@@ -18,20 +18,12 @@ import statistics
 import sys
 import time
 
-import cupy
 import cupyx.scipy.sparse as csp
 
-from amg_setup_ab import prepare
+from amg_setup_ab import prepared
 from dpsolve.matrices import laplace_2d, laplace_3d
 
 REPS = 5
-
-
-def prepared(A):
-    """amg_setup_ab's prepare(A), then a device synchronisation."""
-    P = prepare(A)
-    cupy.cuda.Device().synchronize()
-    return P
 
 
 def main():

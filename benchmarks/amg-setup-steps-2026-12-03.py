@@ -19,7 +19,7 @@ import time
 import cupy
 import cupyx.scipy.sparse as csp
 
-from amg_setup_ab import prepare
+from amg_setup_ab import prepared
 from dpsolve.matrices import laplace_2d, laplace_3d
 from dpsolve.precond.amg import device
 
@@ -55,13 +55,6 @@ def wrap(name, fn):
             products.append((A.shape, B.shape[1], A.nnz, B.nnz, C.nnz, ms))
         return out
     return inner
-
-
-def prepared(A):
-    """amg_setup_ab's prepare(A), then a device synchronisation."""
-    P = prepare(A)
-    cupy.cuda.Device().synchronize()
-    return P
 
 
 def timed(A, held):

@@ -33,6 +33,13 @@ def prepare(A):
     return dpsolve.prepare(A, "cg", M="amg", variant="graph")
 
 
+def prepared(A):
+    """``prepare(A)``, then a device synchronisation (the set-up scripts' timed call)."""
+    P = prepare(A)
+    cupy.cuda.Device().synchronize()
+    return P
+
+
 def ab_times(call, switch, keys, rounds=6, calls=5, figure=None):
     """ms of ``call()`` under each of the two ``keys``, ``rounds`` rounds (AB, then BA, ...) of
     ``calls`` calls each; ``switch(key)`` sets a key's setting before its calls; ``figure(out)``:
