@@ -3,6 +3,12 @@
 H200 2026-12-03): where a 3-D 160^3 set-up's 75 ms go, the GPU's share included.
 
     PYTHONPATH=. python3 benchmarks/amg-setup-steps-2026-12-03.py 3:160 3:100 2:1024
+    PYTHONPATH=. python3 benchmarks/amg-setup-steps-2026-12-03.py update 3:160 3:100
+
+With `update` first (session 74, 2026-12-03): the re-set-up's steps instead, P.update(M) of one
+prepared system with M alternately 2 A and A, the steps inside _numeric_levels listed (it is not
+wrapped; the products over kept patterns, spgemm_pattern, and the prolongator's smoothing,
+_smooth_in_place, are).
 
 For each problem: two untimed prepares, then 3 prepares(A, "cg", M="amg", variant="graph") with
 dpsolve.precond.amg.device's steps wrapped (a synchronisation before and after each outermost
@@ -57,36 +63,50 @@ def wrap(name, fn):
     return inner
 
 
-def timed(A, held):
-    held[0] = None
-    gc.collect()
+def timed(A, held, both=None):
+    """ms of a prepare (both None) or of an update with the other of ``both``."""
+    if both is None:
+        held[0] = None
+        gc.collect()
     t0 = time.perf_counter()
-    held[0] = prepared(A)
+    if both is None:
+        held[0] = prepared(A)
+    else:
+        both.reverse()
+        held[0].update(both[0])
+        cupy.cuda.Device().synchronize()
     return (time.perf_counter() - t0) * 1e3
 
 
 def main():
-    originals = {name: getattr(device, name) for name in STEPS}
-    for spec in sys.argv[1:] or ["3:160", "3:100", "2:1024"]:
+    args = sys.argv[1:]
+    update = bool(args) and args[0] == "update"
+    steps = (STEPS if not update else
+             tuple(n for n in STEPS if n != "_numeric_levels") + ("spgemm_pattern",
+                                                                  "_smooth_in_place"))
+    originals = {name: getattr(device, name) for name in steps}
+    for spec in args[update:] or ["3:160", "3:100", "2:1024"]:
         d, s = spec.split(":")
         A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
         held = [None]
+        both = [A * 2.0, A] if update else None
         for _ in range(2):
             held[0] = prepared(A)
-        for name in STEPS:
+        for name in steps:
             setattr(device, name, wrap(name, originals[name]))
         per, wrapped = [], []
         try:
             for _ in range(3):
                 times.clear()
                 products.clear()
-                wrapped.append(timed(A, held))
+                wrapped.append(timed(A, held, both))
                 per.append(dict(times))
         finally:
-            for name in STEPS:
+            for name in steps:
                 setattr(device, name, originals[name])
-        plain = [timed(A, held) for _ in range(3)]
-        print(f"== {spec}: prepare {statistics.median(plain):.1f} ms plain, "
+        plain = [timed(A, held, both) for _ in range(3)]
+        print(f"== {spec}: {'update' if update else 'prepare'} {statistics.median(plain):.1f} "
+              f"ms plain, "
               f"{statistics.median(wrapped):.1f} with each step synchronised", flush=True)
         for name in sorted(per[-1], key=lambda k: -per[-1][k]):
             vals = [p.get(name, 0.0) for p in per]

@@ -3,7 +3,11 @@
 torch.profiler (CUPTI: every kernel, memset and copy of the process, CuPy's included) after
 three untraced ones (issue 30, session 62; H200 2026-12-01).
 
-    PYTHONPATH=. python3 benchmarks/amg-setup-trace-2026-12-01.py 3:100 OUTDIR
+    PYTHONPATH=. python3 benchmarks/amg-setup-trace-2026-12-01.py 3:100 OUTDIR [update]
+
+With `update` (session 74, 2026-12-03), the traced call is the re-set-up instead: P.update(A2)
+of a prepared system, A2 = 2 A (the same pattern: bench-amg's re-set-up), after three untraced
+updates alternating A2 and A.
 
 Prints the call's wall time, the GPU operations' count, their summed time ("busy") and the span
 from the first to the last, the 25 largest kernels by total time, and the GPU's idle stretches
@@ -28,23 +32,34 @@ out = sys.argv[2]
 d, s = spec.split(":")
 A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
 dev = cupy.cuda.Device()
+UPDATE = len(sys.argv) > 3 and sys.argv[3] == "update"
 for _ in range(3):
     P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
-    P = None
+    if not UPDATE:
+        P = None
+if UPDATE:
+    for M in (A * 2.0, A, A * 2.0, A):
+        P.update(M)
+    A2 = A * 2.0
+    call = lambda: P.update(A2)     # noqa: E731
+else:
+    call = lambda: dpsolve.prepare(A, "cg", M="amg", variant="graph")    # noqa: E731
 dev.synchronize()
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
     dev.synchronize()
     t0 = time.perf_counter()
-    P = dpsolve.prepare(A, "cg", M="amg", variant="graph")
+    out_ = call()
     dev.synchronize()
     wall = (time.perf_counter() - t0) * 1e3
-prof.export_chrome_trace(out + f"/trace-{d}-{s}.json")
-ev = json.load(open(out + f"/trace-{d}-{s}.json"))["traceEvents"]
+trace = out + f"/trace-{d}-{s}{'-update' if UPDATE else ''}.json"
+prof.export_chrome_trace(trace)
+ev = json.load(open(trace))["traceEvents"]
 gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
 gpu.sort(key=lambda e: e["ts"])
 busy = sum(e["dur"] for e in gpu) / 1e3
 span = (gpu[-1]["ts"] + gpu[-1]["dur"] - gpu[0]["ts"]) / 1e3 if gpu else 0
-print(spec, "wall %.1f ms, gpu ops %d, gpu busy %.1f ms, first-to-last %.1f ms"
+print(spec + (" update" if UPDATE else ""),
+      "wall %.1f ms, gpu ops %d, gpu busy %.1f ms, first-to-last %.1f ms"
       % (wall, len(gpu), busy, span))
 by = collections.defaultdict(lambda: [0, 0.0])
 for e in gpu:

@@ -1,8 +1,8 @@
-"""The AMG set-up A/B scripts' helpers (benchmarks/*-ab-2026-12-02.py): a call timed between
+"""The AMG set-up A/B scripts' helpers (benchmarks/*-ab-2026-12-0*.py): a call timed between
 two device synchronisations, alternated between two settings in rounds AB, BA, AB, ... in one
-process; a hierarchy's aggregates, and whether two settings gave the same; the scripts' main
-loop over problems (``run_ab``); a memory hook counting the pool's trips to cudaMalloc
-(``MallocCount``)."""
+process; a hierarchy's aggregates or its matrices, and whether two settings gave the same; the
+scripts' main loop over problems (``run_ab``); a memory hook counting the pool's trips to
+cudaMalloc (``MallocCount``)."""
 import statistics
 import sys
 import time
@@ -71,6 +71,17 @@ def aggregates(A):
     """Every level's aggregates (host arrays) of a fresh ``prepare(A)``."""
     return [lev.aggregates.get() for lev in prepare(A).precond.hierarchy.levels
             if lev.aggregates is not None]
+
+
+def hierarchy(A):
+    """Every level's A, P, R and RS of a fresh ``prepare(A)``, as host arrays (values, indices,
+    row pointers)."""
+    out = []
+    for lev in prepare(A).precond.hierarchy.levels:
+        for M in (lev.A, lev.P, lev.R, lev.RS):
+            if M is not None:
+                out += [M.data.get(), M.indices.get(), M.indptr.get()]
+    return out
 
 
 def same(a, b) -> bool:

@@ -12,23 +12,13 @@ commit eb0cadc, where this ran; the next commit keeps the flat walk alone. The h
 (every level's A, P, R and smoothed restriction: values, indices, row pointers) are compared bit
 for bit; prepare(A, "cg", M="amg", variant="graph") and the re-set-up (update with 2 A and A)
 timed in rounds AB, BA, ... (amg_setup_ab). Prints a line a problem, then a CSV block."""
-from amg_setup_ab import prepare, run_ab
+from amg_setup_ab import hierarchy, run_ab
 
 from dpsolve.precond.amg import device
 
 
 def switch(key):
     device.SPGEMM_FLAT = key == "flat"
-
-
-def hierarchy(A):
-    """Every level's A, P, R and RS of a fresh prepare(A), as host arrays."""
-    out = []
-    for lev in prepare(A).precond.hierarchy.levels:
-        for M in (lev.A, lev.P, lev.R, lev.RS):
-            if M is not None:
-                out += [M.data.get(), M.indices.get(), M.indptr.get()]
-    return out
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ SOURCES = {
     # part runs in (amg_source routes a kernel): the set-up's kernels (the working dtype, and the
     # power steps' wide one) ...
     "amg": Source("amg.cu", ("mis_init<{T}>", "mis2_max<{T}>", "mis2_decide<{T}>",
+                             "mis2_max_decide<{T}>",
                              "agg_join<{T}>", "agg_flags<{T}>", "agg_number<{T}>",
                              "agg_root_order<{T}>", "csr_scale_rows<{T}>",
                              "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",

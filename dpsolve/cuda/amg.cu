@@ -4,10 +4,12 @@
 // Set-up (one thread per node; the host loops until no node is undecided):
 //   mis_init<T>     v_i = UNDECIDED << 60 | key(i), key(i) = (hash(i) & 0x7FFFFFF) << 32 | i, for
 //                   the active nodes (every node, or the leftovers: agg_i < 0); -1 otherwise
-//   mis2_max<T>     out_i = max(in_i, max over the strong neighbours j of in_j); twice for the
-//                   distance-2 maximum of the MIS-2, once for the MIS-1 of the second pass
+//   mis2_max<T>     out_i = max(in_i, max over the strong neighbours j of in_j): the first
+//                   of the MIS-2's two (distance 1), the MIS-1's one; zeroes the round's count
 //   mis2_decide<T>  an undecided i whose maximum is itself becomes IN (a root); one that sees an
 //                   IN node within the distance becomes OUT; counts the undecided
+//   mis2_max_decide<T>  the MIS-2's second maximum and mis2_decide in one pass, for the
+//                   undecided nodes only (it reads the first maximum, never v at a neighbour)
 //   agg_join<T>     a node without an aggregate joins the aggregate of its strong neighbour of
 //                   largest key among the roots (roots_only) or among the aggregated nodes
 //   agg_flags<T>, agg_number<T>, agg_root_order<T>  a pass's new roots flagged, numbered after
@@ -27,9 +29,9 @@
 //   diag_check<T>   a level's diagonal and the count of rows where it is zero, not finite or
 //                   not positive (one pass, one host read: device._check_level)
 //   power_start<T>  the power iteration's start vector (smoothers.start_vector's values)
-//   power_step<T, W>, power_norm<T>, power_step_ell<T>  rho(D^-1 A) by power iteration, a step
-//                   (two launches) at a time; power_iterate<T, W> all the steps in one
-//                   cooperative launch (grid.sync between them) on a small level
+//   power_step<T, W>, power_step_ell<T>, power_norm<T>  rho(D^-1 A) by power iteration, a step
+//                   a launch (its last block sums the norm); power_iterate<T, W> all the steps
+//                   in one cooperative launch (grid.sync between them) on a small level
 //   transpose_count<T>, transpose_fill<T>, transpose_rank<T>  a CSR matrix's transpose without a
 //                   sort: column counts, entries scattered into their columns, each column put
 //                   in row order by ranks (device.transpose)
@@ -587,16 +589,32 @@ mis_init(int n, const int* __restrict__ agg, long long* __restrict__ v) {
             ? (amg::UNDECIDED << amg::STATE_SHIFT) | amg::key_of(i) : -1LL;
 }
 
+// `zero`, where given, is the round's count of undecided nodes, zeroed here for the decision
+// that follows on the same stream (no memset launched a round)
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 mis2_max(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
-         const long long* __restrict__ in, long long* __restrict__ out) {
+         const long long* __restrict__ in, long long* __restrict__ out, int* __restrict__ zero) {
+    if (zero != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *zero = 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         long long m = in[i];
         for (int k = indptr[i]; k < indptr[i + 1]; ++k) m = max(m, in[indices[k]]);
         out[i] = m;
     }
 }
+
+namespace amg {
+// node i's decision from its maximum m over the distance: IN if m is its own value, OUT if an
+// IN node is within reach; returns whether it stays undecided
+__device__ __forceinline__ bool decide(long long* __restrict__ v, int i, long long vi,
+                                       long long m) {
+    const long long key = vi & KEY_MASK;
+    if (m == vi) v[i] = (IN << STATE_SHIFT) | key;
+    else if ((m >> STATE_SHIFT) == IN) v[i] = key;                        // OUT (state 0)
+    else return true;
+    return false;
+}
+}  // namespace amg
 
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
@@ -606,10 +624,26 @@ mis2_decide(int n, long long* __restrict__ v, const long long* __restrict__ m2,
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const long long vi = v[i];
         if ((vi >> amg::STATE_SHIFT) != amg::UNDECIDED) continue;
-        const long long key = vi & amg::KEY_MASK;
-        if (m2[i] == vi) v[i] = (amg::IN << amg::STATE_SHIFT) | key;
-        else if ((m2[i] >> amg::STATE_SHIFT) == amg::IN) v[i] = key;     // OUT (state 0)
-        else ++left;
+        left += amg::decide(v, i, vi, m2[i]);
+    }
+    if (left) atomicAdd(undecided, left);
+}
+
+// m2_i = max(m1_i, max over the strong neighbours j of m1_j) and the decision, an undecided i
+// at a time: thread i writes v_i alone and reads v at no other node, so no other thread of the
+// pass sees the write (mis2_max of the round read v; the next round's reads it after this pass)
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+mis2_max_decide(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
+                const long long* __restrict__ m1, long long* __restrict__ v,
+                int* __restrict__ undecided) {
+    int left = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const long long vi = v[i];
+        if ((vi >> amg::STATE_SHIFT) != amg::UNDECIDED) continue;
+        long long m = m1[i];
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) m = max(m, m1[indices[k]]);
+        left += amg::decide(v, i, vi, m);
     }
     if (left) atomicAdd(undecided, left);
 }
@@ -912,15 +946,50 @@ vc_presmooth_residual(int n, const int* __restrict__ indptr, const int* __restri
                            });
 }
 
+namespace amg {
+// A power step's end: the block's sum of |w_i|^2 into partials[blockIdx.x]; where `done` is
+// given, the grid's last block to get here (done counts them, and is reset) sums the partials
+// as power_norm does, in its order (the same bits): norm[0] = sqrt(sum), scale_out[0] = 1 /
+// norm[0], with no power_norm launched a step. Every thread of the block calls it.
+__device__ __forceinline__ void power_partial(double acc, double* smem, double* partials,
+                                              unsigned int* done, double* norm,
+                                              double* scale_out) {
+    __shared__ bool last;
+    acc = dps::block_sum(acc, smem);
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = acc;
+        if (done != nullptr) {
+            __threadfence();                           // the partial is visible before the count
+            last = atomicAdd(done, 1u) == gridDim.x - 1;
+        }
+    }
+    if (done == nullptr) return;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < gridDim.x; i += blockDim.x) sum += dps::ldcg(partials + i);
+    sum = dps::block_sum(sum, smem);
+    if (threadIdx.x == 0) {
+        const double nrm = sqrt(sum);
+        norm[0] = nrm;
+        scale_out[0] = 1.0 / nrm;
+        *done = 0u;                                    // ready for the next step
+    }
+}
+}  // namespace amg
+
 // rho(D^-1 A) by power iteration (the set-up), in the wide type: w = scale * D^-1 (A v) with
 // scale = 1 / ||v|| (the previous step's norm, on the device; nullptr: 1), and each block's
-// partial sum of |w_i|^2; power_norm then sums them: norm = sqrt(sum), scale_out = 1 / norm.
+// partial sum of |w_i|^2; the last block sums them (amg::power_partial, `done` given; power_norm
+// launched after the step otherwise): norm = sqrt(sum), scale_out = 1 / norm.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 power_step(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
            const T* __restrict__ data, const T* __restrict__ dinv, const T* __restrict__ v,
            const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials,
-           int rows) {
+           int rows, unsigned int* __restrict__ done, double* __restrict__ norm,
+           double* __restrict__ scale_out) {
     __shared__ double smem[DPS_WARP];
     const double sc = scale != nullptr ? scale[0] : 1.0;
     double acc = 0.0;
@@ -929,8 +998,7 @@ power_step(int n, const int* __restrict__ indptr, const int* __restrict__ indice
         w[row] = wi;
         acc += (double)dps::abs2(wi);
     });
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+    amg::power_partial(acc, smem, partials, done, norm, scale_out);
 }
 
 // The same step over level 0's ELL (the solve's own arrays, a thread a row: dps::ell_row), where
@@ -940,7 +1008,9 @@ template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 power_step_ell(int n, int width, const int* __restrict__ indices, const T* __restrict__ data,
                const T* __restrict__ dinv, const T* __restrict__ v,
-               const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials) {
+               const double* __restrict__ scale, T* __restrict__ w, double* __restrict__ partials,
+               unsigned int* __restrict__ done, double* __restrict__ norm,
+               double* __restrict__ scale_out) {
     __shared__ double smem[DPS_WARP];
     const double sc = scale != nullptr ? scale[0] : 1.0;
     double acc = 0.0;
@@ -949,8 +1019,7 @@ power_step_ell(int n, int width, const int* __restrict__ indices, const T* __res
         w[row] = wi;
         acc += (double)dps::abs2(wi);
     }
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+    amg::power_partial(acc, smem, partials, done, norm, scale_out);
 }
 
 template <typename T>

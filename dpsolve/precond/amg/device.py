@@ -1143,9 +1143,10 @@ POWER_MAX_LANES = 8
 
 def spectral_radius(A, inv_diag, iterations: int = 20, ell=None, out=None) -> float | None:
     """``smoothers.spectral_radius`` on the device: the same start vector and steps, in float64
-    (complex128), two kernels a step (amg.cu's power_step, power_norm: the normalisation by the
-    previous norm is folded into the next product), or every step in one cooperative launch on
-    a small level (power_iterate, ``POWER_ONE_LAUNCH_NNZ``), and one host read at the end.
+    (complex128), a kernel a step (amg.cu's power_step: the normalisation by the previous norm
+    is folded into the next product, and its last block sums the norm), or every step in one
+    cooperative launch on a small level (power_iterate, ``POWER_ONE_LAUNCH_NNZ``), and one host
+    read at the end.
     ``ell``: A in ELL, (width, indices, data) (``ell_of``), whose steps run a thread a row
     (power_step_ell) where its values are of the steps' type. ``out``: a float64 device slot
     that takes the estimate (a non-finite one as it is), with nothing read back (returns None)."""
@@ -1178,21 +1179,19 @@ def spectral_radius(A, inv_diag, iterations: int = 20, ell=None, out=None) -> fl
                 np.int32(iterations), rows, norm), None)
         return None if out is not None else _estimate(norm)
     partials = cupy.empty(grid, cupy.float64)
-    scale = cupy.ones(1, cupy.float64)
+    done = cupy.zeros(1, cupy.uint32)            # the steps' count of finished blocks
+    scales = cupy.empty(2, cupy.float64)         # 1 / norm of the steps, alternately
     step = (get_kernel("amg", f"power_step<{{T}}, {lanes}>", wide) if ell is None
             else get_kernel("amg", "power_step_ell<{T}>", wide))
-    finish = get_kernel("amg", "power_norm<{T}>", wide)
     src, sc = v, ops._NULL
     for k in range(iterations):
-        dst = w[k % 2]
+        dst, sc_out = w[k % 2], scales[k % 2:k % 2 + 1]
         if ell is None:
-            launch(step, (grid,), (BLOCK,), (np.int32(n), A.indptr, A.indices, data, d64, src,
-                                             sc, dst, partials, rows), None)
+            args = (A.indptr, A.indices, data, d64, src, sc, dst, partials, rows)
         else:
-            launch(step, (grid,), (BLOCK,), (np.int32(n), *ell, d64, src, sc, dst, partials),
-                   None)
-        launch(finish, (1,), (BLOCK,), (np.int32(grid), partials, norm, scale), None)
-        src, sc = dst, scale
+            args = (*ell, d64, src, sc, dst, partials)
+        launch(step, (grid,), (BLOCK,), (np.int32(n), *args, done, norm, sc_out), None)
+        src, sc = dst, sc_out
     return None if out is not None else _estimate(norm)
 
 
@@ -1239,22 +1238,23 @@ def strength_graph(A, theta: float):
 
 def _mis(gp, gj, dtype, distance: int, agg=None):
     """``reference.mis_states`` on the device: the values v (state << 60 | key; -1 inactive)
-    after the rounds (amg.cu's mis_init, mis2_max, mis2_decide)."""
+    after the rounds (amg.cu's mis_init, then a round's mis2_max and mis2_max_decide at
+    distance 2, mis2_max and mis2_decide at distance 1: two launches a round, the first
+    zeroing the round's count)."""
     import cupy
     n = gp.size - 1
     grid = (_grid(n),)
     k = lambda name: get_kernel("amg", name + "<{T}>", dtype)    # noqa: E731
     v = cupy.empty(n, cupy.int64)
     m1 = cupy.empty(n, cupy.int64)
-    m2 = cupy.empty(n, cupy.int64) if distance == 2 else m1
-    count = cupy.zeros(1, cupy.int32)
+    count = cupy.empty(1, cupy.int32)
     k("mis_init")(grid, (BLOCK,), (np.int32(n), agg if agg is not None else ops._NULL, v))
     for rnd in range(1000):
-        k("mis2_max")(grid, (BLOCK,), (np.int32(n), gp, gj, v, m1))
+        k("mis2_max")(grid, (BLOCK,), (np.int32(n), gp, gj, v, m1, count))
         if distance == 2:
-            k("mis2_max")(grid, (BLOCK,), (np.int32(n), gp, gj, m1, m2))
-        count.fill(0)
-        k("mis2_decide")(grid, (BLOCK,), (np.int32(n), v, m2, count))
+            k("mis2_max_decide")(grid, (BLOCK,), (np.int32(n), gp, gj, m1, v, count))
+        else:
+            k("mis2_decide")(grid, (BLOCK,), (np.int32(n), v, m1, count))
         # the host looks every second round (a round after the set has settled changes nothing:
         # only undecided nodes are decided), one wait instead of two
         if rnd % 2 == 1 and int(count.get()[0]) == 0:
