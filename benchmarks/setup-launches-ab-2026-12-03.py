@@ -13,7 +13,8 @@ B ("folded"), as committed: mis2_max zeroes the count and mis2_max_decide takes 
 maximum for the undecided nodes only, deciding them in the same pass; a power step's last block
 sums the norm. Every level's A, P, R and RS are compared bit for bit (the power steps set P's
 values); prepare(A, "cg", M="amg", variant="graph") timed in rounds AB, BA, ... (amg_setup_ab).
-Prints a line a problem, then a CSV block. power_norm is left out of the tree after this ran."""
+Prints a line a problem, then a CSV block. It ran at c2fc837; the next commit took power_norm
+out of the tree, so A runs there only."""
 import cupy
 import numpy as np
 from amg_setup_ab import hierarchy, run_ab

@@ -118,7 +118,7 @@ SOURCES = {
                              "agg_root_order<{T}>", "csr_scale_rows<{T}>",
                              "pattern_asymmetry<{T}>", "smooth_tentative<{T}>",
                              "power_step_ell<{T}>", "diag_check<{T}>",
-                             "power_start<{T}>", "power_norm<{T}>", "transpose_count<{T}>",
+                             "power_start<{T}>", "transpose_count<{T}>",
                              "transpose_fill<{T}>", "transpose_rank<{T}>")
                   + tuple(f"power_step<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)),
     # ... the V-cycle's (the cycle's dtype: single precision by default) and its preparation's

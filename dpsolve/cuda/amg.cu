@@ -29,8 +29,8 @@
 //   diag_check<T>   a level's diagonal and the count of rows where it is zero, not finite or
 //                   not positive (one pass, one host read: device._check_level)
 //   power_start<T>  the power iteration's start vector (smoothers.start_vector's values)
-//   power_step<T, W>, power_step_ell<T>, power_norm<T>  rho(D^-1 A) by power iteration, a step
-//                   a launch (its last block sums the norm); power_iterate<T, W> all the steps
+//   power_step<T, W>, power_step_ell<T>  rho(D^-1 A) by power iteration, a step a launch (its
+//                   last block sums the norm); power_iterate<T, W> all the steps
 //                   in one cooperative launch (grid.sync between them) on a small level
 //   transpose_count<T>, transpose_fill<T>, transpose_rank<T>  a CSR matrix's transpose without a
 //                   sort: column counts, entries scattered into their columns, each column put
@@ -947,10 +947,11 @@ vc_presmooth_residual(int n, const int* __restrict__ indptr, const int* __restri
 }
 
 namespace amg {
-// A power step's end: the block's sum of |w_i|^2 into partials[blockIdx.x]; where `done` is
-// given, the grid's last block to get here (done counts them, and is reset) sums the partials
-// as power_norm does, in its order (the same bits): norm[0] = sqrt(sum), scale_out[0] = 1 /
-// norm[0], with no power_norm launched a step. Every thread of the block calls it.
+// A power step's end: the block's sum of |w_i|^2 into partials[blockIdx.x], and the grid's
+// last block to get here (`done` counts them; that block resets it) sums the partials in one
+// order, a thread over every blockDim.x-th then dps::block_sum (the bits of the one-block
+// power_norm it replaced, launched after each step until 2026-12-03): norm[0] = sqrt(sum),
+// scale_out[0] = 1 / norm[0]. Every thread of the block calls it.
 __device__ __forceinline__ void power_partial(double acc, double* smem, double* partials,
                                               unsigned int* done, double* norm,
                                               double* scale_out) {
@@ -958,12 +959,9 @@ __device__ __forceinline__ void power_partial(double acc, double* smem, double* 
     acc = dps::block_sum(acc, smem);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = acc;
-        if (done != nullptr) {
-            __threadfence();                           // the partial is visible before the count
-            last = atomicAdd(done, 1u) == gridDim.x - 1;
-        }
+        __threadfence();                               // the partial is visible before the count
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
     }
-    if (done == nullptr) return;
     __syncthreads();
     if (!last) return;
     __threadfence();
@@ -981,8 +979,8 @@ __device__ __forceinline__ void power_partial(double acc, double* smem, double* 
 
 // rho(D^-1 A) by power iteration (the set-up), in the wide type: w = scale * D^-1 (A v) with
 // scale = 1 / ||v|| (the previous step's norm, on the device; nullptr: 1), and each block's
-// partial sum of |w_i|^2; the last block sums them (amg::power_partial, `done` given; power_norm
-// launched after the step otherwise): norm = sqrt(sum), scale_out = 1 / norm.
+// partial sum of |w_i|^2; the last block sums them (amg::power_partial): norm = sqrt(sum),
+// scale_out = 1 / norm.
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 power_step(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
@@ -1022,21 +1020,6 @@ power_step_ell(int n, int width, const int* __restrict__ indices, const T* __res
     amg::power_partial(acc, smem, partials, done, norm, scale_out);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(DPS_BLOCK)
-power_norm(int nparts, const double* __restrict__ partials, double* __restrict__ norm,
-           double* __restrict__ scale) {
-    __shared__ double smem[DPS_WARP];
-    double acc = 0.0;
-    for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partials[i];
-    acc = dps::block_sum(acc, smem);
-    if (threadIdx.x == 0) {
-        const double nrm = sqrt(acc);
-        norm[0] = nrm;
-        scale[0] = 1.0 / nrm;
-    }
-}
-
 // The power iteration's start vector (smoothers.start_vector): v_i = 1 + ((i * 2654435761) mod
 // 1000) / 1000, the product exact in unsigned 64-bit integers, the rest in double (the same bits
 // as the reference's NumPy expression, in one launch instead of six of CuPy's)
@@ -1049,13 +1032,13 @@ power_start(int n, T* __restrict__ v) {
     }
 }
 
-// power_step and power_norm, `iterations` times, in one cooperative launch, for a small level
-// (device.POWER_ONE_LAUNCH_NNZ), whose 2 x `iterations` launches were bound by the host's
-// launch cost (~15 us each from Python: 0.6 ms for a level of 484 rows): w alternates between w0
-// and w1 (v0 the start), each block sums the step's partials (2 x gridDim slots: a step writes
-// one half while the last step's are read) in one order, so all hold the same scale without a
-// broadcast; norm[0] = the last step's norm. The same steps as the launched ones; only the
-// grid, so the partials' grouping, differs (rho to rounding).
+// the power steps, `iterations` times, in one cooperative launch, for a small level
+// (device.POWER_ONE_LAUNCH_NNZ), whose launched steps (then two launches each) were bound by the
+// host's launch cost (~15 us each from Python: 0.6 ms for a level of 484 rows): w alternates
+// between w0 and w1 (v0 the start), each block sums the step's partials (2 x gridDim slots: a
+// step writes one half while the last step's are read) in one order, so all hold the same scale
+// without a broadcast; norm[0] = the last step's norm. The same steps as the launched ones; only
+// the grid, so the partials' grouping, differs (rho to rounding).
 template <typename T, int W>
 __global__ void __launch_bounds__(DPS_BLOCK)
 power_iterate(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
