@@ -23,10 +23,8 @@ import sys
 import time
 
 import cupy
-import cupyx.scipy.sparse as csp
 
-from amg_setup_ab import prepared
-from dpsolve.matrices import laplace_2d, laplace_3d
+from amg_setup_ab import prepared, problem
 
 REPS = 5
 
@@ -36,8 +34,7 @@ def main():
     update = bool(args) and args[0] == "update"
     what = "update" if update else "prepare"
     for spec in args[update:] or ["3:100", "2:1024"]:
-        d, s = spec.split(":")
-        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+        A = problem(spec)
         held = [None]                  # the last system, dropped before the next (as bench-amg)
         both = [A * 2.0, A]
 

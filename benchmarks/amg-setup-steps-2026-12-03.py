@@ -23,10 +23,8 @@ import sys
 import time
 
 import cupy
-import cupyx.scipy.sparse as csp
 
-from amg_setup_ab import prepared
-from dpsolve.matrices import laplace_2d, laplace_3d
+from amg_setup_ab import prepared, problem
 from dpsolve.precond.amg import device
 
 STEPS = ("strength_graph", "aggregate", "tentative", "smooth_prolongator", "transpose",
@@ -86,8 +84,7 @@ def main():
                                                                   "_smooth_in_place"))
     originals = {name: getattr(device, name) for name in steps}
     for spec in args[update:] or ["3:160", "3:100", "2:1024"]:
-        d, s = spec.split(":")
-        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+        A = problem(spec)
         held = [None]
         both = [A * 2.0, A] if update else None
         for _ in range(2):

@@ -1,8 +1,8 @@
 """The AMG set-up A/B scripts' helpers (benchmarks/*-ab-2026-12-0*.py): a call timed between
 two device synchronisations, alternated between two settings in rounds AB, BA, AB, ... in one
 process; a hierarchy's aggregates or its matrices, and whether two settings gave the same; the
-scripts' main loop over problems (``run_ab``); a memory hook counting the pool's trips to
-cudaMalloc (``MallocCount``)."""
+scripts' main loop over problems (``run_ab``, each named as ``problem`` reads it); a memory
+hook counting the pool's trips to cudaMalloc (``MallocCount``)."""
 import statistics
 import sys
 import time
@@ -26,6 +26,13 @@ class MallocCount(memory_hook.MemoryHook):
 
     def alloc_preprocess(self, device_id, mem_size):
         self.n += 1
+
+
+def problem(spec):
+    """The cupyx CSR matrix of a command line's problem: "2:1024" 2-D Poisson 1024^2, "3:100"
+    3-D Laplace 100^3."""
+    d, s = spec.split(":")
+    return csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
 
 
 def prepare(A):
@@ -118,8 +125,7 @@ def run_ab(keys, switch, result=aggregates, note=None, resetup=False):
     appended), then a CSV block; leaves the second setting on."""
     rows = []
     for spec in sys.argv[1:] or ["2:1024", "3:100", "3:160"]:
-        d, s = spec.split(":")
-        A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+        A = problem(spec)
         got = []
         for key in keys:
             switch(key)

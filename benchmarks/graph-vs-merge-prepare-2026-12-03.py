@@ -9,16 +9,14 @@ rounds (graph first in even rounds) of 3 calls, the last system dropped before e
 graph rows also time GraphBackend._build (the WHILE graph's capture and instantiation, between
 two device synchronisations) and the whole call without it. Prints medians [min-max]."""
 import gc
-import statistics
 import sys
 import time
 
 import cupy
-import cupyx.scipy.sparse as csp
+from amg_setup_ab import problem, spread
 
 import dpsolve
 from dpsolve.backends.graph import GraphBackend
-from dpsolve.matrices import laplace_2d, laplace_3d
 
 build_ms = []
 _build = GraphBackend._build
@@ -35,13 +33,8 @@ def timed_build(self, st):
 GraphBackend._build = timed_build
 
 
-def spread(v):
-    return f"{statistics.median(v):.2f} [{min(v):.1f}-{max(v):.1f}]"
-
-
 for spec in sys.argv[1:] or ["3:160", "2:1024"]:
-    d, s = spec.split(":")
-    A = csp.csr_matrix(laplace_2d(int(s)) if d == "2" else laplace_3d(int(s)))
+    A = problem(spec)
     ms = {"graph": [], "merge": []}
     held = [None]
     for v in ms:                                       # compiles, warms the pool
