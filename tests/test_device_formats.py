@@ -150,6 +150,19 @@ def test_spmv_launches(csr, record):
                   x[:0], y[:0])[1] == []
 
 
+def test_ell_fill_launch(csr, record):
+    """ELL.from_csr's device path (formats/ell.py's _kernel_fill): one ell_fill launch over the
+    CSR's arrays into the ELL's, a thread a row; none for an empty matrix or width 0."""
+    width = int(np.diff(csr.indptr).max())
+    idx, val = np.empty(csr.n * width, np.int32), np.empty(csr.n * width)
+    _, [(source, expr, grid, args)] = record(ops.ell_fill, csr, width, idx, val)
+    assert (source, expr, grid) == ("spmv", "ell_fill<{T}>", grid_for(csr.n))
+    check_launch(source, expr, args)
+    assert args[:2] == (csr.n, width) and args[2] is csr.indptr and args[3] is csr.indices
+    assert args[4] is csr.data and args[5] is idx and args[6] is val
+    assert record(ops.ell_fill, csr, 0, idx[:0], val[:0])[1] == []
+
+
 def test_merge_kernels_fused_or_not(csr, record):
     n = csr.n
     v = [np.zeros(n) for _ in range(6)]

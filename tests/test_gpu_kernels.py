@@ -64,6 +64,29 @@ def test_spmv_matches_scipy(fmt, dtype):
         assert err < RTOL[dtype] * 10, f"{name}/{fmt}/{np.dtype(dtype)}: max rel err {err:.2e}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [np.complex64, np.complex128],
+                         ids=["float32", "float64", "complex64", "complex128"])
+def test_ell_layout_on_the_device_is_the_hosts(dtype):
+    """ELL.from_csr of a CSR on the device (spmv.cu's ell_fill) writes the host's scatter
+    layout bit for bit: entries in row order, column-major, padding 0 and -1; an all-empty
+    matrix has width 0."""
+    cp = _cp()
+    from dpsolve.formats.ell import ELL
+    cases = dict(_matrices(dtype))
+    cases["empty"] = sp.csr_array((5, 5), dtype=dtype)
+    for name, A in cases.items():
+        if np.dtype(dtype).kind == "c":
+            A = (A + 1j * A.multiply(A)).astype(dtype)     # distinct imaginary parts
+        host = ELL.from_csr(to_csr(A, dtype), max_fill=np.inf)
+        dev = ELL.from_csr(to_csr(A, dtype).to_device(), max_fill=np.inf)
+        assert (dev.n, dev.width, dev.nnz) == (host.n, host.width, host.nnz), name
+        assert dev.indices.dtype == np.int32 and dev.data.dtype == dtype, name
+        np.testing.assert_array_equal(dev.indices.get(), host.indices, err_msg=name)
+        np.testing.assert_array_equal(dev.data.get().view(np.uint8),
+                                      host.data.view(np.uint8), err_msg=name)
+    assert isinstance(dev.data, cp.ndarray)
+
+
 @pytest.mark.parametrize("width_mean", [1, 3, 7, 20, 60])
 def test_csr_vector_every_group_width(width_mean):
     cp = _cp()

@@ -98,7 +98,7 @@ class Source:
 
 
 SOURCES = {
-    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>")
+    "spmv": Source("spmv.cu", ("spmv_csr_scalar<{T}>", "spmv_ell<{T}>", "ell_fill<{T}>")
                    + tuple(f"spmv_csr_vector<{{T}}, {w}>" for w in CSR_VECTOR_WIDTHS)
                    + tuple(f"spmv_csr_adaptive<{{T}}, {g}>" for g in GROUPS)),  # G: lanes per row
     "blas1": Source("blas1.cu", ("dot_partial<{T}>", "dot_final<{T}>", "dot_accurate<{T}>",

@@ -56,6 +56,15 @@ def spmv(A: DeviceMatrix, x, y, stream=None, defines: tuple = ()) -> None:
            (*args, x, y), stream)
 
 
+def ell_fill(csr, width: int, indices, data, stream=None) -> None:
+    """The ELL layout of ``csr`` (a dpsolve CSR on the device) into ``indices`` and ``data``
+    (width * n each, column-major: formats/ell.py), padding -1 and 0 (spmv.cu's ell_fill)."""
+    if csr.n and width:
+        launch(get_kernel("spmv", "ell_fill<{T}>", csr.dtype), (grid_for(csr.n),), (BLOCK,),
+               (np.int32(csr.n), np.int32(width), csr.indptr, csr.indices, csr.data, indices,
+                data), stream)
+
+
 def dot_partials(n: int) -> int:
     """Number of stage-1 blocks (= partial sums) of the two-stage DOT for length n."""
     return max(1, min(-(-n // (2 * BLOCK)), 4 * _sm_count(), DOT_MAX_PARTIALS))

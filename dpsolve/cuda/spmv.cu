@@ -1,7 +1,8 @@
 // spmv.cu - sparse matrix-vector products y = A x (step O1 of CG).
 //
-// Kernels: spmv_csr_scalar<T>, spmv_csr_vector<T, W>, spmv_ell<T>, spmv_csr_adaptive<T>. All loop
-// grid-stride over rows, so any grid size covers any n. Bytes moved per call (values of s bytes, 4-byte indices):
+// Kernels: spmv_csr_scalar<T>, spmv_csr_vector<T, W>, spmv_ell<T>, spmv_csr_adaptive<T>, and
+// ell_fill<T> (a CSR's ELL layout, formats/ell.py). All loop grid-stride over rows, so any grid
+// size covers any n. Bytes moved per call (values of s bytes, 4-byte indices):
 //   CSR:  nnz*(s+4) + (n+1)*4 for A, up to nnz*s for x (gathered), n*s for y.
 //   ELL:  width*n*(s+4) for A (padding included), up to nnz*s for x, n*s for y.
 #include <dpsolve/common.cuh>
@@ -165,3 +166,22 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
     }
 }
 
+
+// The ELL layout of a checked CSR (formats/ell.py): row i's k-th entry at k * n + i, the slots
+// past its length value 0 and column -1, a thread a row (its writes coalesce across the warp).
+// One pass over the CSR: the host path's row ids (a binary search a nonzero), slot arithmetic
+// and two scatters took ~15 launches and three int64 temporaries of nnz.
+template <typename T>
+__global__ void __launch_bounds__(DPS_BLOCK)
+ell_fill(int n, int width, const int* __restrict__ indptr, const int* __restrict__ indices,
+         const T* __restrict__ data, int* __restrict__ ell_idx, T* __restrict__ ell_val) {
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
+        const int start = indptr[row], len = indptr[row + 1] - start;
+        for (int k = 0; k < width; ++k) {
+            const size_t slot = (size_t)k * n + row;
+            const bool in = k < len;
+            ell_idx[slot] = in ? indices[start + k] : -1;
+            ell_val[slot] = in ? data[start + k] : T(0);
+        }
+    }
+}

@@ -46,13 +46,8 @@ class ELL:
                 f"{max_fill:g}x. Use format='csr-vector' or 'csr-scalar'.")
         if stored > np.iinfo(np.int32).max:
             raise FormatError(f"ELL storage of {stored} entries exceeds 32-bit indexing")
-        rows = csr.row_ids()                                              # row of each nonzero
-        pos = xp.arange(nnz, dtype=np.int64) - csr.indptr[rows]           # its slot in the row
-        slot = pos * n + rows
-        data = xp.zeros(stored, dtype=csr.dtype)
-        idx = xp.full(stored, -1, dtype=np.int32)
-        data[slot] = csr.data
-        idx[slot] = csr.indices
+        fill = _kernel_fill if csr.on_device else _scatter_fill
+        data, idx = fill(csr, width)
         return cls(data, idx, n, width, nnz)
 
     def fill(self) -> float:
@@ -69,3 +64,27 @@ class ELL:
         safe = xp.where(idx >= 0, idx, 0)
         y += (val * x[safe]).sum(axis=0)       # padding has value 0
         return y
+
+
+def _scatter_fill(csr: CSR, width: int):
+    """(values, columns) of ``csr``'s ELL layout by scatters, where the CSR lives (the host's
+    path; on the device, ``_kernel_fill`` gives the same arrays in one launch)."""
+    xp, n, nnz = csr.xp, csr.n, csr.nnz
+    rows = csr.row_ids()                                              # row of each nonzero
+    pos = xp.arange(nnz, dtype=np.int64) - csr.indptr[rows]           # its slot in the row
+    slot = pos * n + rows
+    data = xp.zeros(n * width, dtype=csr.dtype)
+    idx = xp.full(n * width, -1, dtype=np.int32)
+    data[slot] = csr.data
+    idx[slot] = csr.indices
+    return data, idx
+
+
+def _kernel_fill(csr: CSR, width: int):
+    """``_scatter_fill``'s arrays for a CSR on the device: spmv.cu's ell_fill, a thread a row."""
+    from ..cuda import ops
+    xp = csr.xp
+    data = xp.empty(csr.n * width, dtype=csr.dtype)
+    idx = xp.empty(csr.n * width, dtype=np.int32)
+    ops.ell_fill(csr, width, idx, data)
+    return data, idx
