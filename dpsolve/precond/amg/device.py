@@ -1828,18 +1828,23 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     over the same pattern arrays with their values cast, and rounded through float16 where
     ``_halve`` says so, ready to cycle (``_prepare_cycle``, over ``reuse``'s SELL layouts: the
     previous set-up's ``low``), or None where h keeps its own dtype and values. One host wait
-    (the largest magnitude, against the single type's range), and two more for float16. An h
-    whose coarse inverse is None (``setup``'s, still being made: ``CoarseInverse``) gives a low
-    whose coarse inverse is None: the caller casts it, and checks its range, when made."""
+    (every cycled array's largest magnitude: their largest against the single type's range,
+    A_0's for ``cast_exponents``, and the float16 copy's scales and diagonals from them), and one
+    more where "half" refuses a diagonal (its count). An h whose coarse inverse is None
+    (``setup``'s, still being made: ``CoarseInverse``) gives a low whose coarse inverse is
+    None: the caller casts it, and checks its range, when made."""
     import cupy
     single = reference.lowering(h, precision)
     if single is None:
         return None
-    tops = cupy.zeros(2, cupy.uint64)             # every value's, and A_0's (cast_exponents)
-    for a in reference.cycle_values(h):
-        ops.max_abs(a, out=tops[1:2] if a is h.levels[0].A.data else tops[0:1])
-    top, top_a0 = (float(t) for t in tops.get().view(np.float64))
-    top = float(np.max([top, top_a0]))                  # NaN propagates
+    keyed = _cycle_arrays(h)
+    tops = cupy.zeros(max(1, len(keyed)), cupy.uint64)
+    for k, (_, a) in enumerate(keyed):
+        ops.max_abs(a, out=tops[k:k + 1])
+    got = tops.get().view(np.float64)
+    maxima = {key: float(t) for (key, _), t in zip(keyed, got)}
+    top = float(np.max(got))                            # NaN propagates
+    top_a0 = maxima.get(("A", 0), 0.0)
     if not reference.fits(top, single, precision):
         return None
 
@@ -1854,39 +1859,53 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
                           smoother=h.smoother, omega=h.omega, degree=h.degree, dtype=single,
                           resetup=h.resetup, cast_exps=reference.cast_exponents(top_a0))
     if precision in ("auto", "half") and single.kind == "f":
-        _halve(low, precision)
+        _halve(low, precision, maxima)
     if not low.half and single == h.dtype:
         return None                     # "auto" on a float32 h: its own values, no copy
     _prepare_cycle(low, reuse)
     return low
 
 
-def _halve(low: DeviceHierarchy, precision: str) -> None:
+def _cycle_arrays(h: DeviceHierarchy) -> list:
+    """((what, level), values) of every array ``reference.cycle_values`` lists, each keyed:
+    ("coarse", None), ("A", l), ("d", l) for D^-1 and ("P", l); the empty ones left out."""
+    keyed = [] if h.coarse_inv is None else [(("coarse", None), h.coarse_inv)]
+    for l, lev in enumerate(h.levels):                  # noqa: E741
+        keyed += [(("A", l), lev.A.data), (("d", l), lev.inv_diag)]
+        keyed += [] if lev.P is None else [(("P", l), lev.P.data)]
+    return [(key, a) for key, a in keyed if a.size]
+
+
+def _halve(low: DeviceHierarchy, precision: str, maxima: dict) -> None:
     """Round low's matrices through float16 (``reference.half_values``, the same values) where
     every one fits (``reference.half_fit``'s rules; "half" raises where one does not) and record
-    their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``): two host waits, the
-    largest magnitudes and the count of rows whose diagonal is below float16's normal range."""
+    their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``). ``maxima``: the
+    largest magnitude of each array of the hierarchy low was cast from (``_cycle_arrays``'
+    keys): rounding to the nearest is monotone, so the cast array's largest is the largest cast,
+    and the scales and the diagonals' test need no wait of their own. One host wait only where
+    a diagonal falls below float16's normal range and "half" was asked (the refusal's count)."""
     import cupy
+    real = np.dtype(low.dtype).type
     mats = reference.half_matrices(low)
-    tops = cupy.zeros(len(mats), cupy.uint64)
-    for k, (_, _, M) in enumerate(mats):
-        ops.max_abs(M.data, out=tops[k:k + 1])
-    scales = [reference.half_scale(float(t)) for t in tops.view(cupy.float64).get()]
+    scales = [reference.half_scale(float(real(maxima.get((which, index), 0.0))))
+              for index, which, _ in mats]
     if not reference.half_scales_fit(scales):
         text = reference.half_scale_refused(precision)
         if text:
             raise ValueError(text)
         return
-    small = cupy.zeros(1, cupy.int32)
-    for (index, which, _), scale in zip(mats, scales):
-        if which == "A":
-            ops.count_true(reference.half_small_rows(low.levels[index].inv_diag, scale),
-                           out=small)
-    out = int(small.get()[0])
-    text = reference.half_refused(precision, out)
-    if text:
-        raise ValueError(text)
-    if out:
+    # a row below the range where the diagonal's largest |1 / d_i| is (half_small_rows' test)
+    small = any(which == "A" and bool(reference.half_small_rows(
+        np.array([real(maxima.get(("d", index), 0.0))]), scale)[0])
+        for (index, which, _), scale in zip(mats, scales))
+    if small and precision == "half":                   # the refusal counts them
+        count = cupy.zeros(1, cupy.int32)
+        for (index, which, _), scale in zip(mats, scales):
+            if which == "A":
+                ops.count_true(reference.half_small_rows(low.levels[index].inv_diag, scale),
+                               out=count)
+        raise ValueError(reference.half_refused(precision, int(count.get()[0])))
+    if small:
         return
     def rounded(M, scale, canonical=None):
         return _csr(half_round(M.data, scale), M.indices, M.indptr, M.shape,
