@@ -846,6 +846,11 @@ def test_update_with_the_same_pattern_keeps_the_aggregates():
                for a, b in zip(agg0, h.levels[:-1]))
     assert h.resetup == "numeric"                        # the numbers only, over kept patterns
     assert t0 > 0 and P.precond.vcycle_time == t0        # the same kernels: not timed again
+    # its split, read at the first look (the re-set-up did not wait for its own end)
+    times = P.precond.setup_times
+    assert isinstance(times, amg_device.SetupTimes) and times._times is None
+    assert set(times) == {"aggregation", "products", "smoothers", "coarse", "total"}
+    assert times["aggregation"] == 0 and 0 < times["products"] < times["total"], dict(times)
     x, info = P.solve(cp.asarray(2.0 * b), rtol=1e-8)
     assert info == 0
     assert np.allclose(x.get(), dpsolve.cg(2.0 * A, 2.0 * b, rtol=1e-10, variant="host",
