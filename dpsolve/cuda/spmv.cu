@@ -170,11 +170,13 @@ spmv_csr_adaptive(int n_short, const int* __restrict__ short_rows, int n_med,
 // The ELL layout of a checked CSR (formats/ell.py): row i's k-th entry at k * n + i, the slots
 // past its length value 0 and column -1, a thread a row (its writes coalesce across the warp).
 // One pass over the CSR: the host path's row ids (a binary search a nonzero), slot arithmetic
-// and two scatters took ~15 launches and three int64 temporaries of nnz.
+// and two scatters took ~15 launches and three int64 temporaries of nnz. DPS_PDL first, as every
+// kernel of this file (pdl.SOURCES: a launch inside a capture may be programmatic).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 ell_fill(int n, int width, const int* __restrict__ indptr, const int* __restrict__ indices,
          const T* __restrict__ data, int* __restrict__ ell_idx, T* __restrict__ ell_val) {
+    DPS_PDL();
     for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
         const int start = indptr[row], len = indptr[row + 1] - start;
         for (int k = 0; k < width; ++k) {
