@@ -11,7 +11,8 @@ set-up's median beside them; then the same with five more prepared systems alive
 context). Each line: the calls' median, min and max ms, and the pool's trips to cudaMalloc
 (amg_setup_ab.MallocCount). Output: the .txt beside this script. Bench-amg's "re-set-up / set-up"
 at 100^3 read 0.50 that session: the update's median moved 13.2-16.4 ms between rounds here
-(set-up 30.3), with or without the collection, without mallocs: the host's speed."""
+(set-up 30.3), with or without the collection, the pool's trips to cudaMalloc 20 in the
+first round and 0-1 after: the host's speed."""
 import gc
 import statistics
 import time
