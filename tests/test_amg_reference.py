@@ -889,6 +889,22 @@ def test_smoothed_restriction_is_the_three_steps(shape, precision):
     assert abs(z @ y - x @ ref.vcycle(h, y)) <= tol * abs(z @ y)
 
 
+def test_cycle_arrays_name_each_array_a_lowered_copy_casts():
+    """cycle_arrays keys every array a single-precision copy casts by what and level (the
+    device's lowered reads each one's largest magnitude by its key): the coarse inverse, every
+    level's A, D^-1 and P (none on the coarsest); cycle_values are the same arrays."""
+    h = ref.setup(poisson((64, 64)), precision="full")
+    keyed = ref.cycle_arrays(h)
+    last = len(h.levels) - 1
+    want = [(("coarse", None), h.coarse_inv)]
+    for l, lev in enumerate(h.levels):                  # noqa: E741
+        want += [(("A", l), lev.A.data), (("d", l), lev.inv_diag)]
+        want += [(("P", l), lev.P.data)] if l < last else []
+    assert [k for k, _ in keyed] == [k for k, _ in want]
+    assert all(a is b for (_, a), (_, b) in zip(keyed, want))
+    assert all(a is b for a, (_, b) in zip(ref.cycle_values(h), keyed))
+
+
 def test_smoothed_restriction_follows_the_smoother():
     """RS is built for the Jacobi sweep of the set-up's omega: a Chebyshev smoother, or another
     omega, runs the three steps (``uses_rs`` false), and vcycle_bytes counts RS's bytes where it

@@ -1870,7 +1870,7 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     single = reference.lowering(h, precision)
     if single is None:
         return None
-    keyed = _cycle_arrays(h)
+    keyed = reference.cycle_arrays(h)
     tops = cupy.zeros(max(1, len(keyed)), cupy.uint64)
     for k, (_, a) in enumerate(keyed):
         ops.max_abs(a, out=tops[k:k + 1])
@@ -1899,24 +1899,15 @@ def lowered(h: DeviceHierarchy, precision: str = "auto",
     return low
 
 
-def _cycle_arrays(h: DeviceHierarchy) -> list:
-    """((what, level), values) of every array ``reference.cycle_values`` lists, each keyed:
-    ("coarse", None), ("A", l), ("d", l) for D^-1 and ("P", l); the empty ones left out."""
-    keyed = [] if h.coarse_inv is None else [(("coarse", None), h.coarse_inv)]
-    for l, lev in enumerate(h.levels):                  # noqa: E741
-        keyed += [(("A", l), lev.A.data), (("d", l), lev.inv_diag)]
-        keyed += [] if lev.P is None else [(("P", l), lev.P.data)]
-    return [(key, a) for key, a in keyed if a.size]
-
-
 def _halve(low: DeviceHierarchy, precision: str, maxima: dict) -> None:
     """Round low's matrices through float16 (``reference.half_values``, the same values) where
     every one fits (``reference.half_fit``'s rules; "half" raises where one does not) and record
     their powers of two (``DeviceLevel.half``, ``DeviceHierarchy.half``). ``maxima``: the
-    largest magnitude of each array of the hierarchy low was cast from (``_cycle_arrays``'
-    keys): rounding to the nearest is monotone, so the cast array's largest is the largest cast,
-    and the scales and the diagonals' test need no wait of their own. One host wait only where
-    a diagonal falls below float16's normal range and "half" was asked (the refusal's count)."""
+    largest magnitude of each array of the hierarchy low was cast from, by
+    ``reference.cycle_arrays``' keys: rounding to the nearest is monotone, so the cast array's
+    largest is the largest cast, and the scales and the diagonals' test need no wait of their
+    own. One host wait only where a diagonal falls below float16's normal range and "half" was
+    asked (the refusal's count)."""
     import cupy
     real = np.dtype(low.dtype).type
     mats = reference.half_matrices(low)

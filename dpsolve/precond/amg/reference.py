@@ -917,14 +917,21 @@ def half_small_rows(inv_diag, scale: float):
     return abs(inv_diag) > real.type(bound if bound <= float(np.finfo(real).max) else math.inf)
 
 
+def cycle_arrays(h) -> list:
+    """((what, level), values) of every array (NumPy or CuPy) a single-precision copy of h
+    casts: the coarse inverse ("coarse", None; unless None: the device set-up's, still being
+    made), every level's A ("A", l), D^-1 ("d", l) and P ("P", l; R is P's transpose), the
+    empty ones left out. The device's ``lowered`` reads each one's largest magnitude by key."""
+    keyed = [] if h.coarse_inv is None else [(("coarse", None), h.coarse_inv)]
+    for l, lev in enumerate(h.levels):                  # noqa: E741
+        keyed += [(("A", l), lev.A.data), (("d", l), lev.inv_diag)]
+        keyed += [] if lev.P is None else [(("P", l), lev.P.data)]
+    return [(key, a) for key, a in keyed if a.size]
+
+
 def cycle_values(h) -> list:
-    """The value arrays (NumPy or CuPy) a single-precision copy of h casts: the coarse inverse
-    (unless None: the device set-up's, still being made), every level's A, D^-1 and P (R is P's
-    transpose), the empty ones left out."""
-    arrays = [] if h.coarse_inv is None else [h.coarse_inv]
-    for lev in h.levels:
-        arrays += [lev.A.data, lev.inv_diag] + ([] if lev.P is None else [lev.P.data])
-    return [a for a in arrays if a.size]
+    """The value arrays of ``cycle_arrays``, without their keys."""
+    return [a for _, a in cycle_arrays(h)]
 
 
 def fits(top: float, single, precision: str) -> bool:
