@@ -100,15 +100,6 @@ def _graph_sell(A, precision, coarse_format):
     return P, hc, mats
 
 
-def _read_slots(m) -> np.ndarray:
-    """The slots of SELL copy ``m`` that its kernels read: all but those of rows at or beyond n
-    in the last slice, which sell_fill leaves unset (their words are whatever the memory held)."""
-    sptr = m.sptr.get().astype(np.int64)
-    q = np.arange(int(sptr[-1]))
-    s = np.searchsorted(sptr, q, side="right") - 1
-    return s * 32 + (q - sptr[s]) % 32 < int(m.indptr.size) - 1
-
-
 def _uses_sell(h) -> bool:
     """Whether the V-cycle runs SELL-32 (then on every level's A below 0, R and P), or not at
     all; anything between is an error."""
@@ -548,7 +539,7 @@ def test_device_transpose_is_the_sorted_transpose_bit_for_bit(dtype, rank_max, m
 def test_narrow_indices_decode_to_the_columns_or_refuse():
     """device.narrow stores each SELL-32 slice's columns as uint16 offsets from the slice's least
     column, padding (-1) as 0xFFFF, and refuses (None) where a slice spans more than 65,534
-    columns; slots past n (unset by sell_fill) are not read. The offsets decode to the int32
+    columns; slots past n are padding whatever idx holds there. The offsets decode to the int32
     indices exactly, at a span of exactly 65,534."""
     from dpsolve.precond.amg import device
     cp = _cp()
@@ -556,7 +547,7 @@ def test_narrow_indices_decode_to_the_columns_or_refuse():
     n = 100                                           # 4 slices, the last of 4 slots
     widths = np.array([5, 2, 5, 3])
     ptr = np.concatenate([[0], np.cumsum(32 * widths)]).astype(np.int32)
-    flat = np.full(int(ptr[-1]), 7, np.int32)         # slots past n keep 7 (never read)
+    flat = np.full(int(ptr[-1]), 7, np.int32)         # slots past n hold 7: padding all the same
     cols, at = {}, {}
     for s in range(4):
         lo = int(rng.integers(0, 100_000))
@@ -576,8 +567,49 @@ def test_narrow_indices_decode_to_the_columns_or_refuse():
     for (q, k), a in at.items():
         d = int(offsets[a])
         assert (d == 0xFFFF and cols[q, k] == -1) or base[q // 32] + d == cols[q, k]
+    past = [ptr[3] + q % 32 + 32 * k for q in range(n, 128) for k in range(int(widths[3]))]
+    assert len(past) == 84 and (offsets[past] == 0xFFFF).all()
     flat[at[32, 0]], flat[at[40, 1]] = 0, 65_535      # slice 1 spans one column too many
     assert device.narrow(cp.asarray(flat), n, np.float64, sptr) is None
+
+
+@pytest.mark.parametrize("narrow", [True, False], ids=["narrow", "int32"])
+def test_sell_slots_past_n_are_padding(narrow, monkeypatch):
+    """sell_of's last slice: the slots of rows at or beyond n (never read) hold padding (index
+    -1 or 0xFFFF, value 0), made over memory the pool filled with other bytes just before, in a
+    fresh layout and in a refill over a kept one, so that two copies of one matrix are equal bit
+    for bit; the rows' own slots hold their CSR entries."""
+    from dpsolve.precond.amg import device
+    cp = _cp()
+    import cupyx.scipy.sparse as csp
+    monkeypatch.setattr(device, "SELL_MIN_ROWS", 1)
+    monkeypatch.setattr(device, "NARROW_INDICES", narrow)
+    n = 1_000 + 7                                     # the last slice: 15 rows, 17 slots past n
+    A = sp.random_array((n, n), density=0.01, format="csr", dtype=np.float64,
+                        random_state=np.random.default_rng(3)) + sp.eye_array(n)
+    M = csp.csr_matrix(sp.csr_matrix(A))
+    copies = []
+    for refill in (False, True):
+        junk = cp.full(1 << 20, 0x5A5A5A5A, cp.uint32)   # memory the copy's arrays may reuse
+        del junk
+        if refill:
+            M.data *= 2
+        m = device.sell_of(M, copies[0] if refill else None)
+        assert m is not None and (m.base is not None) == narrow
+        sptr, idx, val = m.sptr.get(), m.idx.get(), m.val.get()
+        width = (sptr[-1] - sptr[-2]) // 32
+        past = [sptr[-2] + q % 32 + 32 * k for q in range(n, 1_024) for k in range(width)]
+        assert (idx[past] == (0xFFFF if narrow else -1)).all() and (val[past] == 0).all()
+        perm = m.perm.get()
+        for q in (0, 517, n - 1):                     # rows' own slots: their entries
+            r, s = int(perm[q]), q // 32
+            row = A[[r]]
+            vals = val[sptr[s] + q % 32 + 32 * np.arange(row.nnz)]
+            assert np.array_equal(vals, (2.0 if refill else 1.0) * row.data)
+        copies.append(m)
+    again = device.sell_of(M)                         # a second fresh copy: equal bit for bit
+    for a in ("sptr", "idx", "val"):
+        assert np.array_equal(getattr(again, a).get(), getattr(copies[1], a).get())
 
 
 @pytest.mark.parametrize("dtype, precision", CYCLES, ids=CYCLE_IDS)
@@ -647,8 +679,7 @@ def test_packed_words_give_the_same_bits(dtype, precision, coarse_format, monkey
         assert not any(m.packed for m in mats if all(m is not h for h in halves))
         for m in halves:                # the packed words' offsets: the two arrays' idx
             assert (m.idx is None) == on and (m.val.dtype == np.uint32) == on
-        offsets.append([((m.val.get() >> 16) if on else m.idx.get())[_read_slots(m)]
-                        for m in halves])
+        offsets.append([(m.val.get() >> 16) if on else m.idx.get() for m in halves])
         assert (hc.ell0[2].dtype == np.uint32) == (on and hc.half)
         assert ((0, "A") in hc.narrow_matrices()) == (on and hc.half)
         zs.append(_apply_once(P, r, dtype))
@@ -888,8 +919,7 @@ def test_a_numeric_resetup_equals_a_fresh_set_up(dtype, precision, coarse_format
         packs = hc.half and before.base is not None and amg_device.PACK_SELL
         assert after.packed == before.packed == packs and (after.idx is None) == packs
         if packs:                   # the kept offsets under the new values: a fresh set-up's
-            read = _read_slots(after)
-            assert np.array_equal(after.val.get()[read], hfc.levels[1].sell_A.val.get()[read])
+            assert np.array_equal(after.val.get(), hfc.levels[1].sell_A.val.get())
     if before_ell is not None and hc.half and amg_device.PACK_ELL:     # level 0 packed
         assert before_ell[2].dtype == hc.ell0[2].dtype == np.uint32
         assert hc.ell0[1] is before_ell[1]                     # its bases kept, no narrow_ell

@@ -1422,15 +1422,18 @@ sell_widths(int n, const int* __restrict__ indptr, const int* __restrict__ perm,
 }
 
 // The SELL arrays of a CSR matrix over sptr: every slot of row r's column of its slice, the
-// padding as index -1 and value 0; indices null: the values only (a numeric re-set-up).
+// padding as index -1 and value 0, the last slice's slots past n all padding (never read; set so
+// that two copies of one matrix are equal bit for bit); indices null: the values only (a numeric
+// re-set-up).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices,
           const T* __restrict__ data, const int* __restrict__ perm, const int* __restrict__ sptr,
           int* __restrict__ idx, T* __restrict__ val) {
-    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n; q += gridDim.x * blockDim.x) {
-        const int r = sell_row_of(perm, q);
-        const int begin = indptr[r], len = indptr[r + 1] - begin;
+    const int slots = (n + 31) & ~31;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < slots; q += gridDim.x * blockDim.x) {
+        const int r = q < n ? sell_row_of(perm, q) : 0;
+        const int begin = q < n ? indptr[r] : 0, len = q < n ? indptr[r + 1] - begin : 0;
         const int s = q >> 5, at0 = sptr[s] + (q & 31), width = (sptr[s + 1] - sptr[s]) >> 5;
         for (int k = 0; k < width; ++k) {
             const int at = at0 + 32 * k;
@@ -1444,7 +1447,7 @@ sell_fill(int n, const int* __restrict__ indptr, const int* __restrict__ indices
 // slot q's entries are at sptr[q / 32] + q % 32 + 32 k over its slice's width. The slice's base
 // is its least column, each entry stored as its column - base, padding (-1) as amg::NARROW_PAD;
 // a slice whose columns span more than 0xFFFE is counted in `overflow` (the copy is then not
-// used). Slots at or beyond n are not read (sell_fill leaves them unset).
+// used). Slots at or beyond n are padding whatever idx holds there (they are never read).
 template <typename T>
 __global__ void __launch_bounds__(DPS_BLOCK)
 narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
@@ -1452,8 +1455,12 @@ narrow_index(int n, const int* __restrict__ sptr, const int* __restrict__ idx,
     const int lane = threadIdx.x & 31, slices = (n + 31) / 32;
     for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < slices;
          g += (gridDim.x * blockDim.x) >> 5) {                         // uniform over the warp
-        const int count = 32 * g + lane < n ? (sptr[g + 1] - sptr[g]) >> 5 : 0;
-        amg::narrow_group((size_t)(sptr[g] + lane), 32, count, idx, out, base + g, overflow);
+        const int width = (sptr[g + 1] - sptr[g]) >> 5;
+        const bool row = 32 * g + lane < n;
+        for (int k = 0; !row && k < width; ++k)
+            out[(size_t)(sptr[g] + lane) + 32 * (size_t)k] = (unsigned short)amg::NARROW_PAD;
+        amg::narrow_group((size_t)(sptr[g] + lane), 32, row ? width : 0, idx, out, base + g,
+                          overflow);
     }
 }
 
